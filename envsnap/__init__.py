@@ -1,0 +1,4 @@
+"""envsnap: performance forensics for LLM inference servers."""
+from __future__ import annotations
+
+__version__ = "0.1.0"

@@ -1,0 +1,74 @@
+"""The `envsnap` command: a thin click layer over the library.
+
+Each command module holds a few click commands and exports them in COMMANDS; this
+module only assembles them and maps errors to exit codes:
+  EnvsnapError / bad usage -> one line on stderr, exit 2
+  Ctrl-C -> exit 130
+  anything unexpected -> one line naming the bug, exit 3 (ENVSNAP_DEBUG=1 shows the traceback)
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from envsnap import __version__
+from envsnap.cli import bisect_cmd, core, diff_cmd, runs_cmd, workers_cmd
+from envsnap.errors import EnvsnapError
+
+COMMAND_MODULES = [core, workers_cmd, runs_cmd, diff_cmd, bisect_cmd]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="envsnap")
+def cli() -> None:
+    """Performance forensics for LLM inference servers.
+
+    \b
+    capture  record everything that can change performance into a snapshot
+    run      capture, then measure a benchmark command into the snapshot
+    diff     rank the differences between a good and a bad snapshot
+    bisect   re-run the benchmark on subsets of the differences to isolate the cause
+    """
+
+
+for _module in COMMAND_MODULES:
+    for _command in _module.COMMANDS:
+        cli.add_command(_command)
+
+
+def main(argv=None) -> None:
+    """Console-script entry point."""
+    try:
+        rc = cli.main(args=argv, prog_name="envsnap", standalone_mode=False)
+    except EnvsnapError as exc:
+        _fail(str(exc), 2)
+    except click.exceptions.Abort:
+        _fail("interrupted", 130)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except click.ClickException as exc:
+        # Usage errors: one line, naming the command's --help, exit 2.
+        hint = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f" (see '{exc.ctx.command_path} --help')"
+        _fail(exc.format_message() + hint, 2)
+    except BrokenPipeError:
+        # `envsnap show x | head`: not an error worth a traceback.
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        sys.exit(0)
+    except Exception as exc:  # a bug in envsnap, not in the user's input
+        if os.environ.get("ENVSNAP_DEBUG"):
+            raise
+        _fail(f"internal error: {type(exc).__name__}: {exc} (set ENVSNAP_DEBUG=1 for the traceback)", 3)
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _fail(message: str, code: int) -> None:
+    first = message.strip().splitlines()[0] if message.strip() else "error"
+    click.echo(f"envsnap: error: {first}", err=True)
+    sys.exit(code)

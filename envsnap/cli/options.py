@@ -1,0 +1,39 @@
+"""Options shared by the commands that capture (`capture`, `run`)."""
+from __future__ import annotations
+
+import functools
+
+import click
+
+from envsnap.collectors.base import CaptureContext
+
+
+def capture_options(func):
+    """Decorate a click command with every capture option; it receives `capture_ctx`."""
+    options = [
+        click.option("--label", "-l", default="", help="A name for this snapshot (e.g. good, bad, 2026-11-28)."),
+        click.option("--watch", "-w", multiple=True, type=click.Path(), help="File or directory to hash (repeatable)."),
+        click.option("--repo", "repos", multiple=True, type=click.Path(), help="Extra git checkout to record (repeatable)."),
+        click.option("--deep", is_flag=True, help="Slower checks: hash every installed file, import torch in a subprocess."),
+        click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.5, 3600),
+                     help="Seconds the whole capture may take; a collector still running then is recorded as timeout."),
+        click.option("--no-redact", is_flag=True, help="Keep secret-looking values in clear text (off by default)."),
+        click.option("--pid", "pids", multiple=True, type=click.IntRange(1), help="Record this process tree (repeatable)."),
+        click.option("--sglang", "find_sglang", is_flag=True, help="Find running SGLang servers and record their process trees."),
+        click.option("--probe-dir", type=click.Path(), help="Merge the in-process probe's records from this directory."),
+        click.option("--log", "logs", multiple=True, type=click.Path(), help="Server log with NCCL_DEBUG=INFO lines (repeatable)."),
+        click.option("--sglang-url", help="Fetch /server_info from this SGLang server (e.g. http://127.0.0.1:30000)."),
+    ]
+
+    @functools.wraps(func)
+    def wrapper(*args, label, watch, repos, deep, timeout, no_redact, pids, find_sglang, probe_dir, logs, sglang_url, **kwargs):
+        kwargs["capture_ctx"] = CaptureContext(
+            label=label, deep=deep, watch=list(watch), repos=list(repos), timeout=timeout,
+            redact=not no_redact, pids=list(pids), sglang=find_sglang, probe_dir=probe_dir,
+            logs=list(logs), sglang_url=sglang_url,
+        )
+        return func(*args, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper

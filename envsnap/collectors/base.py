@@ -1,0 +1,67 @@
+"""The one shape every collector has, and the helpers that build its result.
+
+A collector is `collect(ctx: CaptureContext) -> dict` that returns one of
+`ok(data)`, `unavailable(reason, data)` or `failed(error, data)` and never raises.
+"Unavailable" (no NVML, not a git repository) is a fact about the machine, not an
+error. The runner in capture.py adds time bounds and catches anything that escapes.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+try:  # Python 3.8+: typing.Protocol
+    from typing import Protocol
+except ImportError:  # pragma: no cover
+    Protocol = object  # type: ignore
+
+
+@dataclass
+class CaptureContext:
+    """Everything a collector may look at: the user's options plus the deadline."""
+
+    label: str = ""
+    deep: bool = False
+    watch: List[str] = field(default_factory=list)
+    repos: List[str] = field(default_factory=list)
+    timeout: float = 30.0
+    redact: bool = True
+    cwd: str = field(default_factory=os.getcwd)
+    # Worker environments (issue 3)
+    pids: List[int] = field(default_factory=list)
+    sglang: bool = False
+    probe_dir: Optional[str] = None
+    logs: List[str] = field(default_factory=list)
+    sglang_url: Optional[str] = None
+    # Set by the runner: time.monotonic() value by which everything must be done.
+    deadline: float = 0.0
+
+    def remaining(self, cap: Optional[float] = None) -> float:
+        """Seconds left before the capture deadline (at least a sliver), capped at `cap`."""
+        left = self.deadline - time.monotonic() if self.deadline else (cap or self.timeout)
+        left = max(0.05, left - 0.1)
+        return min(left, cap) if cap is not None else left
+
+
+class Collector(Protocol):
+    def __call__(self, ctx: CaptureContext) -> Dict[str, Any]: ...
+
+
+def ok(data: Dict[str, Any]) -> Dict[str, Any]:
+    return {"status": "ok", "data": data}
+
+
+def unavailable(reason: str, data: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    result: Dict[str, Any] = {"status": "unavailable", "reason": reason}
+    if data:
+        result["data"] = data
+    return result
+
+
+def failed(error: str, data: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    result: Dict[str, Any] = {"status": "error", "error": error}
+    if data:
+        result["data"] = data
+    return result

@@ -1,0 +1,19 @@
+"""The whole environment of the capturing process, sorted, secrets redacted.
+
+Unlike an allow-list, everything is kept: the unexpected variable is exactly what a
+regression hunt is looking for. Redaction happens here for names and again in the
+capture's final scrub for credential shapes in any value.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict
+
+from envsnap.collectors.base import CaptureContext, ok
+from envsnap.redact import redact_env
+
+
+def collect(ctx: CaptureContext) -> Dict[str, Any]:
+    env = dict(sorted(os.environ.items()))
+    variables = redact_env(env) if ctx.redact else env
+    return ok({"count": len(variables), "vars": variables})
