@@ -1,0 +1,83 @@
+"""Installed Python distributions, read from their metadata without importing them.
+
+Shared by the packages collector (versions, origins, RECORD integrity) and the git
+collector (editable installs' source checkouts).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Dict, Iterator, List, Optional
+from urllib.parse import unquote, urlparse
+
+try:
+    from importlib import metadata as importlib_metadata
+except ImportError:  # pragma: no cover - Python < 3.8
+    import importlib_metadata  # type: ignore
+
+
+def iter_distributions(path: Optional[List[str]] = None) -> Iterator[Any]:
+    """Every distribution on `path` (default sys.path), first one wins per name like pip.
+
+    The current directory ('' on sys.path under `python -m`) is left out: it is where
+    envsnap was started from, not part of the environment being recorded (a source
+    checkout's stray `*.egg-info` would otherwise shadow the real install).
+    """
+    seen = set()
+    if path is None:
+        path = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
+    for dist in importlib_metadata.distributions(path=path):
+        try:
+            name = dist.metadata["Name"]
+        except Exception:
+            name = None
+        if not name:
+            continue
+        key = canonical_name(name)
+        if key in seen:
+            continue
+        seen.add(key)
+        yield dist
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalisation: `Foo_Bar.baz` -> `foo-bar-baz`."""
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def direct_url(dist: Any) -> Optional[Dict[str, Any]]:
+    """The parsed direct_url.json (PEP 610) of a distribution, or None."""
+    try:
+        text = dist.read_text("direct_url.json")
+    except Exception:
+        return None
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def local_path_of_url(url: str) -> Optional[str]:
+    parsed = urlparse(url)
+    if parsed.scheme != "file":
+        return None
+    return unquote(parsed.path)
+
+
+def editable_source_dirs(path: Optional[List[str]] = None) -> Dict[str, str]:
+    """{distribution name: source directory} for every editable (pip -e) install."""
+    found: Dict[str, str] = {}
+    for dist in iter_distributions(path):
+        info = direct_url(dist)
+        if not info or not (info.get("dir_info") or {}).get("editable"):
+            continue
+        local = local_path_of_url(str(info.get("url", "")))
+        if local and os.path.isdir(local):
+            found[canonical_name(dist.metadata["Name"])] = local
+    return dict(sorted(found.items()))
