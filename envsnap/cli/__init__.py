@@ -14,10 +14,10 @@ import sys
 import click
 
 from envsnap import __version__
-from envsnap.cli import bisect_cmd, core, diff_cmd, runs_cmd, workers_cmd
+from envsnap.cli import bisect_cmd, core, diff_cmd, report_cmd, runs_cmd, workers_cmd
 from envsnap.errors import EnvsnapError
 
-COMMAND_MODULES = [core, workers_cmd, runs_cmd, diff_cmd, bisect_cmd]
+COMMAND_MODULES = [core, workers_cmd, runs_cmd, diff_cmd, report_cmd, bisect_cmd]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
