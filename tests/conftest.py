@@ -72,8 +72,13 @@ def git_repo(tmp_path):
     (repo / "a.py").write_text("x = 1\n")
     git("add", "a.py")
     git("commit", "-q", "-m", "first")
+    repo = _RepoPath(repo)
     repo.git = git  # type: ignore[attr-defined]
     return repo
+
+
+class _RepoPath(type(Path())):
+    """A Path that can carry the repo's git() helper (plain Path instances have __slots__)."""
 
 
 def load_json(path):
