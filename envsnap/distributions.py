@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Dict, Iterator, List, Optional
+from email.parser import HeaderParser
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import unquote, urlparse
 
 try:
@@ -28,10 +29,7 @@ def iter_distributions(path: Optional[List[str]] = None) -> Iterator[Any]:
     if path is None:
         path = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
     for dist in importlib_metadata.distributions(path=path):
-        try:
-            name = dist.metadata["Name"]
-        except Exception:
-            name = None
+        name = name_and_version(dist)[0]
         if not name:
             continue
         key = canonical_name(name)
@@ -39,6 +37,43 @@ def iter_distributions(path: Optional[List[str]] = None) -> Iterator[Any]:
             continue
         seen.add(key)
         yield dist
+
+
+def name_and_version(dist: Any) -> Tuple[Optional[str], Optional[str]]:
+    """(Name, Version) from the metadata's header block only.
+
+    `dist.metadata` runs the email parser over the whole file, long description
+    included (torch's is 30 KB), and `dist.version` parses it again: with hundreds of
+    distributions that is a large share of a capture. Name and Version are one-line
+    headers at the top (core metadata spec), so a scan of the header block up to the
+    first blank line finds them; the email parser is used only when that scan fails
+    (folded or encoded headers).
+    """
+    try:
+        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    except Exception:
+        return None, None
+    found: Dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, sep, value = line.partition(":")
+        if sep and key in ("Name", "Version") and key not in found:
+            found[key] = value.strip()
+            if len(found) == 2:
+                break
+    if len(found) < 2 or not all(found.values()):
+        headers = HeaderParser().parsestr(text.replace("\r\n", "\n").split("\n\n", 1)[0])
+        for key in ("Name", "Version"):
+            if not found.get(key) and headers.get(key):
+                found[key] = str(headers.get(key)).strip()
+    return found.get("Name") or None, found.get("Version") or None
+
+
+def metadata_dir(dist: Any) -> Optional[str]:
+    """The dist-info/egg-info directory (importlib.metadata keeps it in a private `_path`)."""
+    path = getattr(dist, "_path", None)
+    return str(path) if path is not None else None
 
 
 def canonical_name(name: str) -> str:

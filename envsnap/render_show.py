@@ -58,8 +58,10 @@ def render_show(snap: Dict[str, Any], verbose: bool = False) -> str:
                 median = values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
                 lines.append(f"  {metric:<28} median {median:.4g}  (n={len(values)}, min {values[0]:.4g}, max {values[-1]:.4g})")
     ok_count = sum(1 for s in sections.values() if s.get("status") == "ok")
+    unavailable_count = sum(1 for s in sections.values() if s.get("status") == "unavailable")
     lines.append("")
-    lines.append(f"{ok_count}/{len(sections)} sections captured" + (f"; problems: {'; '.join(problems)}" if problems else ""))
+    lines.append(f"{ok_count}/{len(sections)} sections captured, {unavailable_count} unavailable or not requested (--), "
+                 f"{len(problems)} failed (!!)" + (f": {'; '.join(problems)}" if problems else ""))
     return "\n".join(lines)
 
 

@@ -35,6 +35,8 @@ class CaptureContext:
     probe_dir: Optional[str] = None
     logs: List[str] = field(default_factory=list)
     sglang_url: Optional[str] = None
+    # Interpreter to describe (python/packages/torch sections); None = the one running envsnap.
+    python: Optional[str] = None
     # Set by the runner: time.monotonic() value by which everything must be done.
     deadline: float = 0.0
 

@@ -17,3 +17,14 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
     env = dict(sorted(os.environ.items()))
     variables = redact_env(env) if ctx.redact else env
     return ok({"count": len(variables), "vars": variables})
+
+
+def summarize(data: Dict[str, Any]) -> list:
+    variables = data.get("vars") or {}
+    redacted = sum(1 for v in variables.values() if isinstance(v, str) and v.startswith("redacted:"))
+    perf = sorted(k for k in variables if k.startswith(("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "SGLANG_", "OMP_")))
+    line = f"{len(variables)} variables ({redacted} redacted)"
+    if perf:
+        shown = ", ".join(perf[:6]) + (f", +{len(perf) - 6} more" if len(perf) > 6 else "")
+        line += f"; perf-relevant: {shown}"
+    return [line]

@@ -1,0 +1,370 @@
+"""Compare installed files with the hashes their installer wrote into RECORD.
+
+pip writes one line per installed file into `<dist>.dist-info/RECORD`:
+`path,sha256=<urlsafe base64 digest without padding>,size` (the wheel spec,
+"The .dist-info directory"). Paths are relative to the distribution's location (the
+site-packages directory); scripts land outside it (`../../../bin/x`). Re-hashing the
+files on disk and comparing finds an edited `sglang/srt/layers/moe/topk.py` without any
+pristine copy.
+
+Speed matters because this runs on every capture. Measured on a torch venv (6,500
+`.py` files, 110 MB, 2 cores): with a warm page cache one thread hashes them in
+0.14 s while 4 threads take 0.30 s (small files: the GIL is handed back and forth on
+every read), but with a cold cache one thread needs 1.3 s and 4 threads 0.6 s (the
+reads overlap). So small files are hashed on the calling thread until it is seen
+reading from the disk (the thread's block-input count grows; elsewhere than Linux:
+most of a batch's wall time was not spent on the CPU), and then the rest goes to a
+thread pool;
+large files (shared libraries under --deep) always go to the pool, where hashlib
+releases the GIL for each 1 MiB chunk. Every file is hashed once even when several
+RECORDs list it (the nvidia-* wheels all ship `nvidia/__init__.py`), and a deadline
+stops the work cleanly: whatever was not checked is counted, never dropped silently.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+import hashlib
+import os
+import posixpath
+import stat
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+try:  # Linux: blocks this thread read from a device, i.e. page-cache misses
+    import resource
+
+    _RUSAGE_THREAD: Optional[int] = resource.RUSAGE_THREAD
+except (ImportError, AttributeError):  # pragma: no cover - not Linux
+    _RUSAGE_THREAD = None
+
+CHUNK = 1 << 20  # bytes per read: memory stays bounded at about CHUNK per thread
+LARGE = 1 << 20  # recorded size from which a file always goes to the pool
+BATCH = 64  # files per unit of work (amortises the executor's per-task cost)
+# Without per-thread rusage, the calling thread hands small files to the pool once a
+# batch spent more than this share of its wall time off the CPU. (Not the first
+# choice: on a busy machine a runnable thread also waits, for a core, not the disk.)
+IO_WAIT_SHARE = 0.5
+# RECORD lists these without a hash on purpose (wheel spec: RECORD cannot hash itself;
+# installers add compiled bytecode after the fact).
+_UNHASHED_BY_DESIGN = ("RECORD", "RECORD.jws", "RECORD.p7s")
+_SCRIPT_DIRS = ("bin", "Scripts")
+# pip#10744: pip rewrote a wheel script's `#!python` placeholder to the real interpreter
+# but kept the wheel's hash and size in RECORD. Putting a placeholder back and
+# re-hashing proves that only the first line differs.
+_PLACEHOLDERS = (b"#!python\n", b"#!python\r\n", b"#!pythonw\n", b"#!pythonw\r\n")
+_MAX_SCRIPT_BYTES = 4 << 20  # a bigger "script" is not read whole for that proof
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+_B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
+_known_algorithms: Dict[str, int] = {}  # name -> digest size, for RECORD's hash names
+
+
+class Entry:
+    """One hashed RECORD line, resolved to a file on disk."""
+
+    __slots__ = ("dist", "rel", "path", "algorithm", "digest", "size", "script")
+
+    def __init__(self, dist: str, rel: str, path: str, algorithm: str, digest: str,
+                 size: Optional[int], script: bool) -> None:
+        self.dist = dist
+        self.rel = rel  # the path exactly as RECORD writes it
+        self.path = path  # absolute, normalised
+        self.algorithm = algorithm
+        self.digest = digest  # urlsafe base64 without padding, as in RECORD
+        self.size = size
+        self.script = script  # installed into the scripts directory (bin/, Scripts/)
+
+
+def _digest_size(algorithm: str) -> int:
+    if algorithm not in _known_algorithms:
+        try:
+            _known_algorithms[algorithm] = hashlib.new(algorithm).digest_size
+        except (ValueError, TypeError):
+            _known_algorithms[algorithm] = 0
+    return _known_algorithms[algorithm]
+
+
+def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, Any]:
+    """Split one RECORD into entries to check, unhashable files and malformed lines.
+
+    mode "py" keeps `.py` and `.pth` files and scripts (what Python executes); "all"
+    keeps every hashed file (shared libraries included: `--deep`). This loop runs for
+    every line of every RECORD (24,000 in a torch venv), so it avoids per-line
+    os.path work for the common plain relative path.
+    """
+    entries: List[Entry] = []
+    unhashable: List[str] = []
+    errors: Dict[str, str] = {}
+    prefix = location.rstrip(os.sep) + os.sep
+    everything = mode == "all"
+    for row in csv.reader(text.splitlines()):
+        if not row or not row[0]:
+            continue
+        rel = row[0]
+        recorded = row[1] if len(row) > 1 else ""
+        if not recorded:
+            unhashable.append(rel)
+            continue
+        outside = rel.startswith("../") or rel.startswith("..\\")
+        if not (everything or outside or rel.endswith(".py") or rel.endswith(".pth")):
+            continue
+        if rel.startswith("/"):  # some old installers wrote absolute paths
+            path = os.path.normpath(rel)
+        elif outside or "./" in rel or "//" in rel or "\\" in rel:
+            path = os.path.normpath(prefix + rel.replace("\\", "/"))
+        else:
+            path = prefix + rel
+        script = outside and os.path.basename(os.path.dirname(path)) in _SCRIPT_DIRS
+        if not (everything or script or rel.endswith(".py") or rel.endswith(".pth")):
+            continue  # outside the site dir but not a script (data files): --deep only
+        algorithm, _, value = recorded.partition("=")
+        # Compared as text (the actual digest is encoded the same way): encoding one
+        # digest is cheaper than decoding every recorded one. The length check catches
+        # a truncated or foreign value; _recorded_hex decodes it when it is reported.
+        value = value.rstrip("=")
+        size_bytes = _digest_size(algorithm)
+        if not size_bytes or len(value) != (size_bytes * 4 + 2) // 3 or not _B64_CHARS.issuperset(value):
+            errors[rel] = f"unreadable hash in RECORD: {recorded[:80]}"
+            continue
+        size_text = row[2] if len(row) > 2 else ""
+        size = int(size_text) if size_text.isdigit() else None
+        entries.append(Entry(dist, rel, path, algorithm, value, size, script))
+    return {"entries": entries, "unhashable": unhashable, "errors": errors}
+
+
+def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: Optional[float] = None,
+           workers: Optional[int] = None) -> Dict[str, Any]:
+    """Check every (dist, location, RECORD text); return the `integrity` section layout.
+
+    `stop_at` is a time.monotonic() value: files not hashed by then are counted in
+    `not_checked` (per distribution), so a short --timeout never hides anything.
+    """
+    result: Dict[str, Any] = {
+        "mode": mode, "checked_files": 0, "modified": {}, "missing": {}, "rewritten_scripts": {},
+        "unhashable": {"count": 0, "by_dist": {}, "files": {}},
+        "not_checked": {"count": 0, "by_dist": {}},
+        "errors": {},
+    }
+    by_path: Dict[str, List[Entry]] = {}
+    for dist, location, text in records:
+        parsed = parse_record(dist, location, text, mode)
+        for entry in parsed["entries"]:
+            by_path.setdefault(entry.path, []).append(entry)
+        for rel, error in parsed["errors"].items():
+            result["errors"][_unique_key(result["errors"], rel, dist)] = {"dist": dist, "error": error}
+        unhashed = parsed["unhashable"]
+        if unhashed:
+            result["unhashable"]["count"] += len(unhashed)
+            result["unhashable"]["by_dist"][dist] = len(unhashed)
+            for rel in unhashed:
+                # Bytecode and RECORD itself carry no hash by design; anything else without
+                # one (a .py, a .so) cannot be verified and is named so it can be looked at.
+                if posixpath.basename(rel) in _UNHASHED_BY_DESIGN or rel.endswith((".pyc", ".pyo")):
+                    continue
+                result["unhashable"]["files"][_unique_key(result["unhashable"]["files"], rel, dist)] = {"dist": dist}
+
+    outcomes = _hash_all(by_path, stop_at, workers or default_workers())
+    for path in sorted(by_path):
+        status, info = outcomes.get(path, ("not_checked", None))
+        for entry in by_path[path]:
+            _classify(result, entry, status, info)
+    if result["not_checked"]["count"]:
+        result["not_checked"]["reason"] = "capture deadline reached before these files were hashed"
+    return result
+
+
+def default_workers() -> int:
+    """Pool threads: enough to overlap reads on a cold cache, few enough not to thrash."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(2, min(8, cpus * 2))
+
+
+def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers: int) -> Dict[str, Tuple[str, Any]]:
+    large = sorted((p for p, es in by_path.items() if (es[0].size or 0) >= LARGE),
+                   key=lambda p: -(by_path[p][0].size or 0))
+    small = sorted(p for p, es in by_path.items() if (es[0].size or 0) < LARGE)
+    algorithms = {p: sorted({e.algorithm for e in es}) for p, es in by_path.items()}
+    batches = [small[i:i + BATCH] for i in range(0, len(small), BATCH)]
+    outcomes: Dict[str, Tuple[str, Any]] = {}
+
+    def run(batch: List[str]) -> Dict[str, Tuple[str, Any]]:
+        out = {}
+        for path in batch:
+            if stop_at is not None and time.monotonic() >= stop_at:
+                out[path] = ("not_checked", None)
+            else:
+                out[path] = hash_file(path, algorithms[path], stop_at)
+        return out
+
+    pool: Optional[ThreadPoolExecutor] = None
+    futures: List[Future] = []
+    try:
+        if large:
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="envsnap-hash")
+            futures.extend(pool.submit(run, [p]) for p in large)
+        handed_over = False
+        for batch in batches:
+            if handed_over:
+                futures.append(pool.submit(run, batch))  # type: ignore[union-attr]
+                continue
+            wall, cpu, blocks = time.perf_counter(), time.thread_time(), _blocks_read()
+            outcomes.update(run(batch))
+            if blocks is not None:
+                cold = (_blocks_read() or 0) > blocks
+            else:
+                wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+                cold = wall > 0.005 and (wall - cpu) > IO_WAIT_SHARE * wall
+            if cold:
+                handed_over = True  # reading from the disk: overlap the reads from here on
+                if pool is None:
+                    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="envsnap-hash")
+        for future in futures:
+            outcomes.update(future.result())
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return outcomes
+
+
+def _blocks_read() -> Optional[int]:
+    if _RUSAGE_THREAD is None:
+        return None
+    return resource.getrusage(_RUSAGE_THREAD).ru_inblock
+
+
+def hash_file(path: str, algorithms: List[str], stop_at: Optional[float] = None) -> Tuple[str, Any]:
+    """Stream one file through the given hash algorithms.
+
+    Returns ("ok", ({algorithm: digest}, size)), ("missing", None), ("error", text) or
+    ("not_checked", None) when the deadline passed in the middle of a large file.
+    """
+    try:
+        # O_NONBLOCK: opening a FIFO someone left in site-packages must not hang.
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        return "missing", None
+    except OSError as exc:
+        return "error", f"{type(exc).__name__}: {exc.strerror or exc}"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "error", "not a regular file"
+        hashers = [hashlib.new(name) for name in algorithms]
+        # Most files are read whole by one call (st_size + 1 detects a file that grew).
+        want = info.st_size + 1 if info.st_size < CHUNK else CHUNK
+        size = 0
+        while True:
+            data = os.read(fd, want)
+            if not data:
+                break
+            size += len(data)
+            for hasher in hashers:
+                hasher.update(data)
+            if len(data) < want:
+                break  # a short read of a regular file is its end
+            want = CHUNK
+            if stop_at is not None and time.monotonic() >= stop_at:
+                return "not_checked", None
+    except OSError as exc:
+        return "error", f"{type(exc).__name__}: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+    return "ok", ({name: h.digest() for name, h in zip(algorithms, hashers)}, size)
+
+
+def _classify(result: Dict[str, Any], entry: Entry, status: str, info: Any) -> None:
+    if status == "not_checked":
+        result["not_checked"]["count"] += 1
+        by_dist = result["not_checked"]["by_dist"]
+        by_dist[entry.dist] = by_dist.get(entry.dist, 0) + 1
+        return
+    if status == "missing":
+        result["missing"][_unique_key(result["missing"], entry.rel, entry.dist)] = {"dist": entry.dist}
+        return
+    if status == "error":
+        result["errors"][_unique_key(result["errors"], entry.rel, entry.dist)] = {"dist": entry.dist, "error": info}
+        return
+    digests, size = info
+    result["checked_files"] += 1
+    actual = digests[entry.algorithm]
+    if _urlsafe(actual) == entry.digest and (entry.size is None or entry.size == size):
+        return
+    record = {
+        "dist": entry.dist,
+        f"recorded_{entry.algorithm}": _recorded_hex(entry.digest),
+        f"actual_{entry.algorithm}": actual.hex(),
+        "recorded_size": entry.size,
+        "actual_size": size,
+    }
+    if entry.script:
+        evidence = shebang_evidence(entry)
+        if evidence is not None:
+            record.update(evidence)
+            result["rewritten_scripts"][_unique_key(result["rewritten_scripts"], entry.rel, entry.dist)] = record
+            return
+    result["modified"][_unique_key(result["modified"], entry.rel, entry.dist)] = record
+
+
+def shebang_evidence(entry: Entry) -> Optional[Dict[str, Any]]:
+    """Why a script that does not match RECORD is taken for a rewritten shebang, or None.
+
+    Evidence used, strongest first:
+    1. (always required) RECORD installs it into the scripts directory (`../../../bin/x`)
+       and its first line is a `#!` line. Installers rewrite exactly that line (pip's
+       `#!python` placeholder, pip#10744), and so do venv relocation tools (Docker
+       multi-stage copies, dh-virtualenv, conda's prefix replacement).
+    2. (`verified`: true) putting pip's `#!python` placeholder back in place of the
+       first line reproduces the recorded hash and size: only the shebang differs.
+       When the original first line was another interpreter path (a moved venv) it
+       cannot be reconstructed, so the script is classified on (1) alone; its actual
+       hash is kept, so an edit between two captures still shows up in a diff.
+    A script without a `#!` line (a binary launcher) that does not match is reported
+    as modified.
+    """
+    try:
+        with open(entry.path, "rb") as handle:
+            data = handle.read(_MAX_SCRIPT_BYTES + 1)
+    except OSError:
+        return None
+    if not data.startswith(b"#!"):
+        return None
+    first_end = data.find(b"\n") + 1 or len(data)
+    shebang = data[:first_end].rstrip(b"\r\n").decode("utf-8", "replace")[:300]
+    verified = False
+    if len(data) <= _MAX_SCRIPT_BYTES:
+        body = data[first_end:]
+        for placeholder in _PLACEHOLDERS:
+            if entry.size is not None and len(placeholder) + len(body) != entry.size:
+                continue
+            if _urlsafe(hashlib.new(entry.algorithm, placeholder + body).digest()) == entry.digest:
+                verified = True
+                break
+    return {
+        "shebang": shebang,
+        "verified": verified,
+        "evidence": ("scripts dir + #! line; restoring pip's #!python placeholder reproduces the RECORD hash"
+                     if verified else "scripts dir + #! line (the original first line cannot be reconstructed)"),
+    }
+
+
+def _urlsafe(digest: bytes) -> str:
+    """RECORD's encoding: urlsafe base64 without padding (wheel spec)."""
+    return binascii.b2a_base64(digest, newline=False).translate(_TO_URLSAFE).rstrip(b"=").decode("ascii")
+
+
+def _recorded_hex(value: str) -> str:
+    return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
+
+
+def _unique_key(table: Dict[str, Any], rel: str, dist: str) -> str:
+    """RECORD paths are the keys; the rare clash (two site dirs, one path) gets the dist appended."""
+    if rel not in table:
+        return rel
+    return f"{rel} [{dist}]"
