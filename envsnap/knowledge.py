@@ -252,6 +252,10 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _env("OMP_NUM_THREADS", CPU_HOST, 0.6, "OMP_NUM_THREADS sets the CPU threads of OpenMP/BLAS code (and torch's intra-op pool)"),
     _env("OPENBLAS_NUM_THREADS", CPU_HOST, 0.55, "OPENBLAS_NUM_THREADS sets OpenBLAS's CPU threads (numpy matmul)"),
     _env("MKL_NUM_THREADS", CPU_HOST, 0.5, "MKL_NUM_THREADS sets oneMKL's CPU threads"),
+    # OpenBLAS README (DYNAMIC_ARCH builds, as in numpy's wheels): OPENBLAS_CORETYPE forces one kernel set;
+    # oneMKL developer reference: MKL_ENABLE_INSTRUCTIONS caps the instruction set MKL dispatches to.
+    _env("OPENBLAS_CORETYPE", CPU_HOST, 0.55, "OPENBLAS_CORETYPE forces OpenBLAS's kernels for one CPU type (e.g. generic SSE3)"),
+    _env("MKL_ENABLE_INSTRUCTIONS", CPU_HOST, 0.5, "MKL_ENABLE_INSTRUCTIONS caps the instruction set oneMKL uses"),
     _env("OMP_PROC_BIND", CPU_HOST, 0.35, "OMP_PROC_BIND pins OpenMP threads"),
     _env("OMP_PLACES", CPU_HOST, 0.35, "OMP_PLACES places OpenMP threads"),
     _env("KMP_AFFINITY", CPU_HOST, 0.35, "KMP_AFFINITY pins Intel OpenMP threads"),
