@@ -1,0 +1,636 @@
+"""Semantic differences between two snapshots (pure: returns data, never prints).
+
+A snapshot is first turned into a *view*: per category, a flat dict of readable keys
+("env.NCCL_PROTO", "workers.env.NCCL_PROTO", "integrity.sglang/srt/layers/moe/topk.py",
+"packages.torch", "gpu.0.clocks.max.sm", ...) to small JSON values, each remembering the
+flattened snapshot keys it came from (snapshot.flatten format) so volatility rules apply.
+Worker processes are aggregated on the way: one "workers.env.X" when all TP workers agree,
+"workers.disagree.X" when they don't, and "workers.parent_only.X" when the capturing shell
+has a performance-relevant variable the workers don't see.
+
+Two views are compared category by category: identical categories cost one dict equality,
+the keys whose values differ are found with a cheap per-key check, and DeepDiff compares
+what is left to name the changed leaves inside each value. Sections that are usable on
+one side only are reported (and not compared), since half a comparison would mislead.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+from deepdiff import DeepDiff
+
+from envsnap import knowledge
+from envsnap.snapshot import section_data
+
+# Display/sort order of categories: what acts on the measured processes first.
+CATEGORY_ORDER = ("workers", "env", "nccl", "integrity", "startup", "packages", "python", "git", "sglang",
+                  "gpu", "host", "files", "sections")
+
+# Lists whose order means something are compared in order; every other list is a set of facts
+# (collectors sort them), compared sorted so a reordering is not a difference.
+ORDERED_FIELDS = frozenset({"cmdline", "sys_path", "argv", "launch_command", "command", "import_lines"})
+
+# Per-process fields compared between launches (pid/ppid/num_threads are volatile and left out).
+PROCESS_FIELDS = ("title", "cmdline", "exe", "cwd", "role", "cpu_affinity", "nice", "gpus", "status",
+                  "environ_status", "parent_key")
+
+# What each section lets us compare, for the "can't compare" warning.
+SECTION_WHAT = {
+    "host": "host settings", "python": "the interpreter and start-up hooks", "packages": "installed packages",
+    "git": "source checkouts", "env": "the environment", "nvidia": "GPU state", "torch": "the torch build",
+    "files": "watched files", "processes": "worker processes", "probe": "in-process worker environments",
+    "nccl": "NCCL's effective settings", "sglang": "SGLang server args",
+}
+
+_MISSING = object()
+_DEEPDIFF_KW: Dict[str, Any] = {"view": "tree", "cache_size": 0}
+if "threshold_to_diff_deeper" in inspect.signature(DeepDiff.__init__).parameters:
+    # DeepDiff >= 8 reports a whole dict as replaced when few keys are shared; we want items.
+    _DEEPDIFF_KW["threshold_to_diff_deeper"] = 0
+
+
+@dataclass
+class Difference:
+    key: str
+    category: str
+    change: str  # changed | added | removed
+    good: Any  # raw view value (None when absent)
+    bad: Any
+    volatile: bool
+    flat_keys: List[str]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"key": self.key, "category": self.category, "change": self.change,
+                "good": display(self.key, self.good), "bad": display(self.key, self.bad),
+                "volatile": self.volatile, "flat_keys": self.flat_keys}
+
+
+@dataclass
+class View:
+    """One snapshot, as readable keys per category."""
+    values: Dict[str, Dict[str, Any]] = field(default_factory=lambda: {c: {} for c in CATEGORY_ORDER})
+    flats: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
+    aggregate: Set[str] = field(default_factory=set)  # flats are the leaves themselves
+    presence: Set[str] = field(default_factory=set)  # keys standing for a whole entity
+    workers: List[str] = field(default_factory=list)  # TP workers whose env could be read
+    unreadable_workers: List[str] = field(default_factory=list)
+    worker_env_source: str = ""  # "probe" | "proc" | "" (none)
+    parent_env: Dict[str, Any] = field(default_factory=dict)
+
+    def put(self, category: str, key: str, value: Any, flats: Sequence[str], aggregate: bool = False,
+            presence: bool = False) -> None:
+        self.values[category][key] = value
+        self.flats[key] = tuple(flats)
+        if aggregate:
+            self.aggregate.add(key)
+        if presence:
+            self.presence.add(key)
+
+    def flat_of(self, key: str) -> Tuple[str, ...]:
+        """Flattened snapshot keys behind a readable key ('' tuple when unknown)."""
+        found = self.flats.get(key)
+        if found is not None:
+            return found
+        if key.startswith("integrity.") and key in self.values["integrity"]:
+            return (f"packages.integrity.modified.{key[len('integrity.'):]}",)
+        return ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        for values in self.values.values():
+            if key in values:
+                return values[key]
+        return default
+
+
+@dataclass
+class Comparison:
+    differences: List[Difference]
+    warnings: List[str]
+    good: View
+    bad: View
+    usable: Set[str]
+
+
+# ---------------------------------------------------------------- building a view
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _norm(value: Any, name: str = "") -> Any:
+    """JSON-like copy with unordered lists sorted (so reordering is no difference)."""
+    if isinstance(value, dict):
+        if all(isinstance(v, _SCALARS) for v in value.values()):
+            return value  # nothing to sort below: share, don't copy
+        return {str(k): _norm(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [_norm(v) for v in value]
+        if name in ORDERED_FIELDS:
+            return items
+        kinds = {type(v) for v in items}
+        if kinds <= {str} or (kinds <= {int, float} and kinds):
+            return sorted(items)
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str))
+    return value
+
+
+def _leaves(obj: Any, path: Tuple[str, ...] = ()) -> Iterator[Tuple[Tuple[str, ...], Any]]:
+    """(path, value) for each leaf of nested dicts; lists are values (compared whole)."""
+    if isinstance(obj, dict) and obj:
+        for key in sorted(obj, key=str):
+            yield from _leaves(obj[key], path + (str(key),))
+    else:
+        yield path, _norm(obj, path[-1] if path else "")
+
+
+def _ok(snap: Dict[str, Any], name: str) -> bool:
+    section = (snap.get("sections") or {}).get(name)
+    return isinstance(section, dict) and section.get("status") == "ok"
+
+
+def usable_sections(snaps: Sequence[Dict[str, Any]]) -> Set[str]:
+    names: Set[str] = set()
+    for snap in snaps:
+        names.update((snap.get("sections") or {}).keys())
+    return {n for n in names if all(_ok(s, n) for s in snaps)}
+
+
+def build_view(snap: Dict[str, Any], usable: Set[str]) -> View:
+    view = View()
+    data = {name: section_data(snap, name) for name in usable}
+    if "env" in data:
+        _env_view(view, data["env"])
+    if "python" in data:
+        _python_view(view, data["python"])
+    if "packages" in data:
+        _packages_view(view, data["packages"])
+    if "torch" in data:
+        for path, value in _leaves(data["torch"]):
+            if path:
+                key = ".".join(path)
+                view.put("packages", f"torch.{key}", value, (f"torch.{key}",))
+    if "git" in data:
+        _git_view(view, data["git"])
+    if "files" in data:
+        for path, info in sorted((data["files"].get("entries") or {}).items()):
+            view.put("files", f"files.{path}", _norm(info), (f"files.entries.{path}",))
+    if "nvidia" in data:
+        _gpu_view(view, data["nvidia"])
+    if "host" in data:
+        for path, value in _leaves(data["host"]):
+            if path:
+                key = ".".join(path)
+                view.put("host", f"host.{key}", value, (f"host.{key}",))
+    if "sglang" in data:
+        _sglang_view(view, data["sglang"])
+    if "nccl" in data:
+        _nccl_view(view, data["nccl"])
+    _workers_view(view, data.get("processes"), data.get("probe"))
+    return view
+
+
+def _env_view(view: View, env: Dict[str, Any]) -> None:
+    variables = env.get("vars") or {}
+    view.parent_env = dict(variables)
+    for name, value in variables.items():
+        view.put("env", f"env.{name}", value, (f"env.vars.{name}",))
+
+
+def _python_view(view: View, py: Dict[str, Any]) -> None:
+    for name in ("version", "implementation", "executable", "prefix", "base_prefix", "in_venv", "sys_path"):
+        if name in py:
+            view.put("python", f"python.{name}", _norm(py[name], name), (f"python.{name}",))
+    for path, hook in (py.get("startup_hooks") or {}).items():
+        view.put("startup", f"startup.{path}", _norm(hook), (f"python.startup_hooks.{path}",))
+
+
+_INTEGRITY_STATES = (("modified", "modified"), ("missing", "missing"), ("rewritten_scripts", "rewritten"))
+
+
+def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
+    for name, dist in (pkgs.get("dists") or {}).items():
+        if not isinstance(dist, dict):
+            continue
+        value = {k: _norm(dist[k], k) for k in ("version", "origin", "location") if k in dist}
+        view.put("packages", f"packages.{name}", value, (f"packages.dists.{name}",))
+    integrity = pkgs.get("integrity") or {}
+    values = view.values["integrity"]
+    for section, state in _INTEGRITY_STATES:
+        entries = integrity.get(section) or {}
+        if section == "modified":
+            # Tens of thousands of entries in a broken install: shared by reference, their flat
+            # keys derived only for the few that differ (View.flat_of).
+            values.update({"integrity." + rel: (info if type(info) is dict else {"info": info})
+                           for rel, info in entries.items()})
+            continue
+        for rel, info in entries.items():
+            value = dict(info) if isinstance(info, dict) else {"info": info}
+            value["state"] = state
+            view.put("integrity", f"integrity.{rel}", value, (f"packages.integrity.{section}.{rel}",))
+
+
+def _git_view(view: View, git: Dict[str, Any]) -> None:
+    for repo, info in (git.get("repos") or {}).items():
+        if not isinstance(info, dict):
+            continue
+        base = f"git.repos.{repo}"
+        view.put("git", f"git.{repo}", {"branch": info.get("branch"), "head": info.get("head")},
+                 (base,), presence=True)
+        for name, label in (("head", "commit"), ("branch", "branch"), ("detached", "detached"),
+                            ("upstream", "upstream"), ("ahead", "ahead"), ("behind", "behind"), ("roles", "roles")):
+            if name in info:
+                view.put("git", f"git.{repo}.{label}", _norm(info[name], name), (f"{base}.{name}",))
+        for kind in ("dirty", "untracked", "submodules"):
+            for rel, entry in (info.get(kind) or {}).items():
+                view.put("git", f"git.{repo}.{kind}.{rel}", _norm(entry), (f"{base}.{kind}.{rel}",))
+        if "stash" in info:
+            view.put("git", f"git.{repo}.stash", _norm(info.get("stash") or {}), (f"{base}.stash",))
+
+
+def _gpu_view(view: View, nv: Dict[str, Any]) -> None:
+    for name in ("driver_version", "nvml_version", "cuda_driver_version", "count"):
+        if name in nv:
+            view.put("gpu", f"gpu.{name}", nv[name], (f"nvidia.{name}",))
+    for index, gpu in (nv.get("gpus") or {}).items():
+        if not isinstance(gpu, dict):
+            continue
+        view.put("gpu", f"gpu.{index}", gpu.get("name"), (f"nvidia.gpus.{index}",), presence=True)
+        for path, value in _leaves(gpu):
+            if path:
+                key = ".".join(path)
+                view.put("gpu", f"gpu.{index}.{key}", value, (f"nvidia.gpus.{index}.{key}",))
+    for path, value in _leaves(nv.get("topology") or {}):
+        if path:
+            key = ".".join(path)
+            view.put("gpu", f"gpu.topology.{key}", value, (f"nvidia.topology.{key}",))
+
+
+def _sglang_view(view: View, sg: Dict[str, Any]) -> None:
+    if sg.get("version") is not None:
+        view.put("sglang", "sglang.version", sg["version"], ("sglang.version",))
+    for name, value in (sg.get("server_args") or {}).items():
+        view.put("sglang", f"sglang.args.{name}", _norm(value, name), (f"sglang.server_args.{name}",))
+
+
+def _agree(view: View, category: str, prefix: str, disagree: str, per_instance: Dict[str, Dict[str, Any]],
+           flat_of: Dict[str, str]) -> None:
+    """Aggregate one dict per instance (worker/rank): '<prefix>.X' when all agree, else
+    '<disagree>.X' holding every instance's value (absent = None)."""
+    names: Set[str] = set()
+    for env in per_instance.values():
+        names.update(env)
+    instances = sorted(per_instance)
+    for name in sorted(names):
+        values = {inst: per_instance[inst].get(name) for inst in instances}
+        flats = [f"{flat_of[inst]}.{name}" for inst in instances if name in per_instance[inst]]
+        first = values[instances[0]]
+        if all(v == first for v in values.values()):
+            view.put(category, f"{prefix}.{name}", first, flats, aggregate=True)
+        else:
+            view.put(category, f"{disagree}.{name}", values, flats, aggregate=True)
+
+
+def _role_kind(proc: Dict[str, Any]) -> str:
+    role = proc.get("role")
+    return role.get("kind", "other") if isinstance(role, dict) else "other"
+
+
+def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optional[Dict[str, Any]]) -> None:
+    procs = {k: v for k, v in ((processes or {}).get("processes") or {}).items() if isinstance(v, dict)}
+    records = {k: v for k, v in ((probe or {}).get("records") or {}).items() if isinstance(v, dict)}
+    if not procs and not records:
+        return
+    # TP workers are the schedulers (they run NCCL); without roles, every non-front-end process.
+    kinds = {k: _role_kind(r) for k, r in records.items()}
+    kinds.update({k: _role_kind(p) for k, p in procs.items()})
+    workers = sorted(k for k, kind in kinds.items() if kind == "scheduler")
+    if not workers:
+        workers = sorted(k for k, kind in kinds.items()
+                         if kind not in ("main", "tokenizer", "detokenizer", "dp_controller"))
+        if not workers:
+            workers = sorted(kinds)
+    envs: Dict[str, Dict[str, Any]] = {}
+    flat_of: Dict[str, str] = {}
+    sources: Set[str] = set()
+    for key in workers:
+        rec, proc = records.get(key) or {}, procs.get(key) or {}
+        # The probe saw os.environ inside the worker (at NCCL init when it got there): the
+        # truth. /proc/PID/environ is only the environment as it was at exec.
+        for field_name in ("env_at_init", "env_at_start"):
+            if isinstance(rec.get(field_name), dict):
+                envs[key], flat_of[key] = rec[field_name], f"probe.records.{key}.{field_name}"
+                sources.add("probe")
+                break
+        else:
+            if proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict):
+                envs[key], flat_of[key] = proc["environ"], f"processes.processes.{key}.environ"
+                sources.add("proc")
+            else:
+                view.unreadable_workers.append(key)
+    view.workers = sorted(envs)
+    view.worker_env_source = "probe" if sources == {"probe"} else ("proc" if sources == {"proc"} else
+                                                                    ("mixed" if sources else ""))
+    if envs:
+        _agree(view, "workers", "workers.env", "workers.disagree", envs, flat_of)
+        _parent_only(view, envs, flat_of)
+    for key in sorted(set(procs) | set(records)):
+        proc, rec = procs.get(key) or {}, records.get(key) or {}
+        summary = proc.get("title") or rec.get("title") or key
+        view.put("workers", f"workers.{key}", summary, (f"processes.processes.{key}",), presence=True)
+        for name in PROCESS_FIELDS:
+            if name in proc:
+                view.put("workers", f"workers.{key}.{name}", _norm(proc[name], name),
+                         (f"processes.processes.{key}.{name}",))
+        if isinstance(rec.get("init"), dict):
+            view.put("workers", f"workers.{key}.init", _norm(rec["init"]), (f"probe.records.{key}.init",))
+
+
+def _relevant_var(name: str) -> bool:
+    rule = knowledge.rule_for(f"env.{name}")
+    return not rule.volatile and (rule.component != knowledge.NONE or rule.weight >= 0.3)
+
+
+def _parent_only(view: View, envs: Dict[str, Dict[str, Any]], flat_of: Dict[str, str]) -> None:
+    """Performance-relevant variables set in the capturing shell that no worker sees with that value."""
+    for name, value in view.parent_env.items():
+        if not _relevant_var(name):
+            continue
+        seen = {k: env.get(name) for k, env in envs.items()}
+        if any(v == value for v in seen.values()):
+            continue
+        distinct = {json.dumps(v, default=str) for v in seen.values()}
+        workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
+        flats = [f"env.vars.{name}"] + [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
+        view.put("workers", f"workers.parent_only.{name}", {"parent": value, "workers": workers_value},
+                 flats, aggregate=True)
+
+
+def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:
+    if nccl.get("version") is not None:
+        view.put("nccl", "nccl.version", nccl["version"], ("nccl.version",))
+    ranks = {str(r): info for r, info in (nccl.get("ranks") or {}).items() if isinstance(info, dict)}
+    if not ranks:
+        return
+    view.put("nccl", "nccl.ranks", sorted(ranks, key=lambda r: (len(r), r)), ("nccl.ranks",))
+    skip = {"pid", "host"} | ({"version"} if nccl.get("version") is not None else set())
+    per_rank = {r: {".".join(p): v for p, v in _leaves({k: v for k, v in info.items() if k not in skip}) if p}
+                for r, info in ranks.items()}
+    flat_of = {r: f"nccl.ranks.{r}" for r in ranks}
+    _agree(view, "nccl", "nccl", "nccl.disagree", per_rank, flat_of)
+
+
+# ---------------------------------------------------------------- comparing views
+
+def compare(good: Dict[str, Any], bad: Dict[str, Any]) -> Comparison:
+    """All differences (volatile ones flagged) and warnings between good and bad."""
+    usable = usable_sections([good, bad])
+    va, vb = build_view(good, usable), build_view(bad, usable)
+    diffs: List[Difference] = []
+    for category in CATEGORY_ORDER:
+        a, b = va.values[category], vb.values[category]
+        if a == b:  # the cheap check: most categories are identical
+            continue
+        diffs.extend(_diff_category(category, a, b, va, vb))
+    diffs.extend(_section_differences(good, bad))
+    diffs = _merge_instances(diffs, va, vb)
+    order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
+    diffs.sort(key=lambda d: (order.get(d.category, len(order)), d.key))
+    warnings = _warnings(good, bad, va, vb)
+    return Comparison(diffs, warnings, va, vb, usable)
+
+
+def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View, vb: View) -> List[Difference]:
+    get_b = b.get
+    changed = [k for k, v in a.items() if get_b(k, _MISSING) != v]
+    changed.extend(b.keys() - a.keys())
+    presence = va.presence | vb.presence
+    gone = sorted(k for k in changed if k in presence)  # whole entities added/removed
+    if gone:
+        prefixes = tuple(k + "." for k in gone)
+        changed = [k for k in changed if k in presence or not k.startswith(prefixes)]
+    sub_a = {k: a[k] for k in changed if k in a}
+    sub_b = {k: b[k] for k in changed if k in b}
+    leaf_paths: Dict[str, Set[Tuple[str, ...]]] = {k: set() for k in changed}
+    tree = DeepDiff(sub_a, sub_b, **_DEEPDIFF_KW)
+    for report_type, levels in tree.items():
+        for level in levels:
+            path = [str(p) for p in level.path(output_format="list")]
+            if not path:
+                continue
+            key, sub = path[0], tuple(path[1:])
+            if key not in leaf_paths:
+                continue
+            if report_type in ("dictionary_item_added", "iterable_item_added", "dictionary_item_removed",
+                               "iterable_item_removed", "type_changes", "values_changed"):
+                for t in (level.t1, level.t2):
+                    if isinstance(t, dict):
+                        leaf_paths[key].update(sub + p for p, _ in _leaves(t))
+                leaf_paths[key].add(sub)
+            else:
+                leaf_paths[key].add(sub)
+    out = []
+    for key in changed:
+        in_a, in_b = key in a, key in b
+        flats = va.flat_of(key) or vb.flat_of(key)
+        if key in va.aggregate or key in vb.aggregate:
+            leaf_flats = sorted(set(va.flat_of(key)) | set(vb.flat_of(key)))
+        else:
+            subs = leaf_paths.get(key) or {()}
+            leaf_flats = sorted({(f + "." + ".".join(s)) if s else f for f in flats for s in subs
+                                 if not (s and s[-1] == "state" and category == "integrity")} or set(flats))
+        volatile_flags = [knowledge.is_volatile(f) for f in leaf_flats]
+        volatile = knowledge.is_volatile(key) or (bool(volatile_flags) and all(volatile_flags))
+        if not volatile:
+            leaf_flats = [f for f, v in zip(leaf_flats, volatile_flags) if not v] or leaf_flats
+        change = "changed" if in_a and in_b else ("added" if in_b else "removed")
+        out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats))
+    return out
+
+
+def _section_differences(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Difference]:
+    out = []
+    ga, ba = good.get("sections") or {}, bad.get("sections") or {}
+    for name in sorted(set(ga) | set(ba)):
+        sa, sb = ga.get(name) or {}, ba.get(name) or {}
+        st_a, st_b = sa.get("status"), sb.get("status")
+        if (st_a == "ok") == (st_b == "ok"):
+            continue
+        category = knowledge.SECTION_CATEGORIES.get(name, (name, knowledge.NONE))[0]
+        out.append(Difference(f"{name}.status", category, "changed", _status_text(sa), _status_text(sb),
+                              False, [f"{name}.status"]))
+    return out
+
+
+def _status_text(section: Dict[str, Any]) -> Optional[str]:
+    status = section.get("status")
+    if status is None:
+        return None
+    detail = section.get("reason") or section.get("error")
+    return f"{status}: {detail}" if detail and status != "ok" else status
+
+
+_INSTANCE_RES = {
+    "gpu": re.compile(r"^gpu\.(\d+)\.(.+)$"),
+    "workers": re.compile(r"^workers\.([^.]+)\.(" + "|".join(PROCESS_FIELDS + ("init",)) + r")$"),
+}
+
+
+def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Difference]:
+    """The same change on several GPUs/workers is one difference ('gpu.*.power.limit_w')."""
+    groups: Dict[Tuple[str, str, str, str, str, bool], List[Tuple[str, Difference]]] = {}
+    rest: List[Difference] = []
+    for d in diffs:
+        regex = _INSTANCE_RES.get(d.category)
+        match = regex.match(d.key) if regex else None
+        if match is None or match.group(1) in ("env", "disagree", "parent_only", "topology"):
+            rest.append(d)
+            continue
+        sig = (d.category, match.group(2), d.change, _canon(d.good), _canon(d.bad), d.volatile)
+        groups.setdefault(sig, []).append((match.group(1), d))
+    for (category, sub, _c, _g, _b, _v), members in groups.items():
+        if len(members) == 1:
+            rest.append(members[0][1])
+            continue
+        instances = sorted((m[0] for m in members), key=lambda s: (len(s), s))
+        if category == "gpu":
+            everyone = {k.split(".")[1] for k in (va.presence | vb.presence) if k.startswith("gpu.")}
+        else:
+            everyone = set(va.workers) | set(vb.workers)
+        label = "*" if set(instances) >= everyone else ",".join(instances)
+        first = members[0][1]
+        flats = sorted({f for _, d in members for f in d.flat_keys})
+        rest.append(Difference(f"{category}.{label}.{sub}", category, first.change, first.good, first.bad,
+                               first.volatile, flats))
+    return rest
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View) -> List[str]:
+    out: List[str] = []
+    ga, ba = good.get("sections") or {}, bad.get("sections") or {}
+    for name in sorted(set(ga) | set(ba)):
+        sa, sb = ga.get(name) or {}, ba.get(name) or {}
+        if (sa.get("status") == "ok") == (sb.get("status") == "ok"):
+            continue
+        side, section = ("bad", sb) if sa.get("status") == "ok" else ("good", sa)
+        status = section.get("status") or "absent"
+        detail = section.get("reason") or section.get("error")
+        out.append(f"{name} {status} in {side}{f' ({detail})' if detail else ''}: "
+                   f"can't compare {SECTION_WHAT.get(name, name)}")
+    for side, view in (("good", va), ("bad", vb)):
+        if view.unreadable_workers:
+            out.append(f"{side}: environment of {len(view.unreadable_workers)} worker(s) unreadable "
+                       f"({', '.join(view.unreadable_workers[:4])}): capture as their user or with the probe")
+    # Parent-only variables: a cause candidate and a measurement warning.
+    for name in sorted({k.split(".", 2)[2] for v in (va, vb) for k in v.values["workers"]
+                        if k.startswith("workers.parent_only.")}):
+        key = f"workers.parent_only.{name}"
+        sides = [s for s, v in (("good", va), ("bad", vb)) if key in v.values["workers"]]
+        value = (vb if "bad" in sides else va).values["workers"][key]
+        seen = "unset" if value["workers"] is None else value["workers"]
+        where = "both snapshots" if len(sides) == 2 else sides[0]
+        out.append(f"{name}={value['parent']} is set in the shell that captured {where}, but the workers "
+                   f"see {seen}: setting it in that shell does not reach the running server")
+    for side, view in (("good", va), ("bad", vb)):
+        if view.workers and view.worker_env_source == "proc":
+            out.append(f"{side}: workers' environments come from /proc/PID/environ (as at exec); changes made "
+                       "in-process (engine.py, sitecustomize.py) are invisible without the probe (--probe-dir)")
+    if good.get("host") and bad.get("host") and good.get("host") != bad.get("host"):
+        out.append(f"good and bad come from different hosts ({good.get('host')} vs {bad.get('host')})")
+    for side, snap in (("good", good), ("bad", bad)):
+        if snap.get("nodes"):
+            out.append(f"{side} is a multi-node snapshot: only its local node's sections are compared")
+    return out
+
+
+# ---------------------------------------------------------------- display
+
+def display(key: str, value: Any) -> Any:
+    """A short, readable form of a view value for output (scalars stay scalars)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        if all(isinstance(v, (str, int, float, bool)) or v is None for v in value):
+            return _clip(" ".join(str(v) for v in value))
+        return _clip(json.dumps(value, sort_keys=True, default=str))
+    if not isinstance(value, dict):
+        return _clip(str(value))
+    if key.startswith("integrity."):
+        state = value.get("state", "modified")
+        if state == "modified":
+            sha = value.get("actual_sha256") or ""
+            size = value.get("actual_size")
+            return f"modified (sha256 {sha[:12]}{f', {size} bytes' if size is not None else ''})"
+        return state
+    if key.startswith("packages."):
+        text = str(value.get("version"))
+        origin = value.get("origin") or {}
+        kind = origin.get("kind") if isinstance(origin, dict) else None
+        if kind and kind != "index":
+            where = origin.get("url") or ""
+            commit = origin.get("commit")
+            text += f" ({kind}{' ' + where if where else ''}{' @' + str(commit)[:10] if commit else ''})"
+        return text
+    if key.startswith("startup."):
+        text = f"{value.get('kind', 'hook')} sha256 {str(value.get('sha256') or '')[:12]}"
+        if value.get("env_mentions"):
+            text += "; mentions " + ", ".join(map(str, value["env_mentions"]))
+        return text
+    if ".parent_only." in key:
+        seen = value.get("workers")
+        return f"shell {value.get('parent')}, workers {'unset' if seen is None else seen}"
+    if ".disagree." in key:
+        by_value: Dict[str, List[str]] = {}
+        for inst, v in sorted(value.items()):
+            by_value.setdefault("unset" if v is None else str(v), []).append(inst)
+        return _clip("mixed: " + "; ".join(f"{v} on {_span(insts)}" for v, insts in sorted(by_value.items())))
+    if key.startswith("git.") and key.endswith(".stash"):
+        if not value:
+            return "empty"
+        first = value.get("stash@{0}") or value[sorted(value)[0]]
+        message = first.get("message") if isinstance(first, dict) else first
+        return _clip(f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}: {message}")
+    if ".dirty." in key or ".untracked." in key:
+        status = value.get("status", "??" if ".untracked." in key else "M")
+        return f"{status} sha256 {str(value.get('sha256') or '')[:12]}"
+    if key.startswith("git."):
+        return f"{value.get('branch')}@{str(value.get('head') or '')[:10]}"
+    if key.startswith("files."):
+        if "error" in value:
+            return f"error: {value['error']}"
+        return f"sha256 {str(value.get('sha256') or '')[:12]} ({value.get('size')} bytes)"
+    return _clip(json.dumps(value, sort_keys=True, default=str))
+
+
+def _span(items: List[str]) -> str:
+    return ", ".join(items) if len(items) <= 3 else f"{items[0]} … {items[-1]} ({len(items)})"
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def var_name(key: str) -> Optional[Tuple[str, str]]:
+    """(where, NAME) for an environment-variable key: where is env|workers|parent_only|nccl."""
+    if key.startswith("env."):
+        return "env", key[4:]
+    for prefix, where in (("workers.env.", "workers"), ("workers.disagree.", "workers"),
+                          ("workers.parent_only.", "parent_only"), ("nccl.env.", "nccl"),
+                          ("nccl.disagree.env.", "nccl")):
+        if key.startswith(prefix):
+            return where, key[len(prefix):]
+    return None
+
+
+def iter_keys(view: View) -> Iterable[Tuple[str, str]]:
+    """(category, key) of every non-presence key in a view."""
+    for category in CATEGORY_ORDER:
+        for key in view.values[category]:
+            if key not in view.presence:
+                yield category, key

@@ -1,0 +1,267 @@
+"""Small, deterministic statistics for benchmark runs (stdlib only).
+
+Benchmark runs are few (3-10 per side) and not normally distributed, so the tools here are
+rank- and resampling-based: medians and IQR for the summary, the Mann-Whitney U test (exact
+for small samples) for "is the change real", a bootstrap interval of the median change for
+"how large", and a permutation test for the association of a configuration value with a
+metric across N snapshots. Every random draw uses random.Random(seed) on sorted inputs, so
+the same numbers give the same answer whatever their order.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections import Counter
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+DEFAULT_SEED = 20240611
+BOOTSTRAP_RESAMPLES = 1000
+# Exact Mann-Whitney distribution up to this many observations in total; normal approximation beyond.
+EXACT_MW_MAX_N = 30
+# Exact permutation test up to this many distinct relabelings; Monte-Carlo beyond.
+EXACT_PERMUTATIONS_MAX = 5040
+MONTE_CARLO_PERMUTATIONS = 4000
+
+
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("median of no values")
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return float(ordered[mid])
+    return (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolation quantile (the common 'type 7' definition)."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("quantile of no values")
+    pos = (len(ordered) - 1) * q
+    low = int(math.floor(pos))
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def iqr(values: Sequence[float]) -> float:
+    return quantile(values, 0.75) - quantile(values, 0.25)
+
+
+def mad(values: Sequence[float]) -> float:
+    """Median absolute deviation from the median."""
+    center = median(values)
+    return median([abs(v - center) for v in values])
+
+
+def describe(values: Sequence[float]) -> Dict[str, Any]:
+    """The per-side summary of the result format: median, n, min, max, spread (IQR), values."""
+    ordered = sorted(float(v) for v in values)
+    if not ordered:
+        return {"median": None, "n": 0, "min": None, "max": None, "spread": None, "values": []}
+    return {"median": _r(median(ordered)), "n": len(ordered), "min": _r(ordered[0]), "max": _r(ordered[-1]),
+            "spread": _r(iqr(ordered)), "values": [_r(v) for v in ordered]}
+
+
+def _r(value: float) -> float:
+    """Round for stable output (6 significant digits is far beyond benchmark precision)."""
+    if value == 0 or not math.isfinite(value):
+        return float(value)
+    return float(f"{value:.6g}")
+
+
+def pct_change(old: float, new: float) -> Optional[float]:
+    if old == 0:
+        return None
+    change = (new - old) / abs(old) * 100.0
+    return change if math.isfinite(change) else None  # a denormal `old` overflows to inf
+
+
+def _midranks(values: Sequence[float]) -> List[float]:
+    """Ranks (1-based) with ties given their average rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        avg = (i + j) / 2.0 + 1.0
+        for k in range(i, j + 1):
+            ranks[order[k]] = avg
+        i = j + 1
+    return ranks
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float]) -> Tuple[Optional[float], str]:
+    """Two-sided Mann-Whitney U test: (p-value, method). None when a side has no values.
+
+    Exact for small samples: the null distribution of the rank sum of `a` is counted over
+    all C(n, len(a)) ways to pick its ranks (ties keep their mid-ranks), so the answer is
+    right even for 3 vs 3 runs, where the smallest possible p is 0.1.
+    """
+    n1, n2 = len(a), len(b)
+    if n1 == 0 or n2 == 0:
+        return None, "no data"
+    pooled = [float(v) for v in a] + [float(v) for v in b]
+    ranks = _midranks(pooled)
+    if len(set(pooled)) == 1:
+        return 1.0, "Mann-Whitney U (all values equal)"
+    doubled = [int(round(r * 2)) for r in ranks]  # mid-ranks are multiples of 0.5
+    observed = sum(doubled[:n1])
+    total = n1 + n2
+    expected2 = n1 * (total + 1)  # the mean of the doubled rank sum
+    if total <= EXACT_MW_MAX_N:
+        # dist[k][s]: ways to choose k of the values seen so far with doubled rank sum s.
+        dist: List[Counter] = [Counter() for _ in range(n1 + 1)]
+        dist[0][0] = 1
+        for r in doubled:
+            for k in range(min(n1, total) - 1, -1, -1):
+                if dist[k]:
+                    target = dist[k + 1]
+                    for s, count in dist[k].items():
+                        target[s + r] += count
+        ways = dist[n1]
+        all_ways = sum(ways.values())
+        distance = abs(observed - expected2)
+        extreme = sum(count for s, count in ways.items() if abs(s - expected2) >= distance)
+        return min(1.0, extreme / all_ways), "Mann-Whitney U, exact"
+    # Normal approximation with tie correction.
+    u1 = observed / 2.0 - n1 * (n1 + 1) / 2.0
+    mean_u = n1 * n2 / 2.0
+    ties = Counter(pooled).values()
+    tie_term = sum(t ** 3 - t for t in ties) / (total * (total - 1))
+    var_u = n1 * n2 / 12.0 * ((total + 1) - tie_term)
+    if var_u <= 0:
+        return 1.0, "Mann-Whitney U, normal approximation"
+    z = (abs(u1 - mean_u) - 0.5) / math.sqrt(var_u)
+    p = math.erfc(max(z, 0.0) / math.sqrt(2.0))
+    return min(1.0, p), "Mann-Whitney U, normal approximation"
+
+
+def min_achievable_p(n1: int, n2: int) -> float:
+    """Smallest two-sided p the exact rank test can give with these sample sizes."""
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
+
+
+def bootstrap_median_change(a: Sequence[float], b: Sequence[float], seed: int = DEFAULT_SEED,
+                            resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = 0.95
+                            ) -> Optional[Tuple[float, float]]:
+    """Percentile bootstrap interval of the change of the median from a to b, in percent."""
+    a_sorted = sorted(float(v) for v in a)
+    b_sorted = sorted(float(v) for v in b)
+    if not a_sorted or not b_sorted:
+        return None
+    rng = random.Random(seed)
+    changes: List[float] = []
+    na, nb = len(a_sorted), len(b_sorted)
+    choices = rng.choices
+    for _ in range(resamples):
+        ma = median(choices(a_sorted, k=na))
+        mb = median(choices(b_sorted, k=nb))
+        if ma == 0:
+            continue
+        changes.append((mb - ma) / abs(ma) * 100.0)
+    if not changes:
+        return None
+    tail = (1.0 - confidence) / 2.0
+    return quantile(changes, tail), quantile(changes, 1.0 - tail)
+
+
+def compare(a: Sequence[float], b: Sequence[float], seed: int = DEFAULT_SEED, bootstrap: bool = True
+            ) -> Dict[str, Any]:
+    """Everything the verdict needs about one metric: medians, change, test, interval, noise.
+
+    Without `bootstrap` (the many secondary metrics of a bench_serving run), "beyond noise"
+    means the two sides' ranges do not overlap and the change exceeds the relative spread.
+    """
+    good, bad = describe(a), describe(b)
+    out: Dict[str, Any] = {"good": good, "bad": bad, "change_pct": None, "p_value": None,
+                           "method": "no data", "significant": False, "ci_pct": None, "beyond_noise": False}
+    if not good["n"] or not bad["n"]:
+        return out
+    change = pct_change(good["median"], bad["median"])
+    out["change_pct"] = None if change is None else round(change, 2)
+    p, method = mann_whitney(a, b)
+    out["p_value"] = None if p is None else float(f"{p:.4g}")
+    out["method"] = method
+    ci = bootstrap_median_change(a, b, seed=seed) if bootstrap else None
+    if ci is not None:
+        out["ci_pct"] = [round(ci[0], 2), round(ci[1], 2)]
+    # "Beyond noise": the interval of the median change excludes 0 and the change is larger
+    # than either side's relative spread (IQR / median).
+    noise = 0.0
+    for side in (good, bad):
+        if side["median"]:
+            noise = max(noise, abs(side["spread"] / side["median"]) * 100.0)
+    if change is not None and ci is not None:
+        out["beyond_noise"] = bool((ci[0] > 0 or ci[1] < 0) and abs(change) > noise)
+    elif change is not None and not bootstrap:
+        separated = good["max"] < bad["min"] or bad["max"] < good["min"]
+        out["beyond_noise"] = bool(separated and abs(change) > noise)
+    out["significant"] = bool(p is not None and p < 0.05 and out["beyond_noise"])
+    return out
+
+
+def eta_squared(groups: Sequence[Sequence[float]]) -> float:
+    """Share of the metric's variance explained by the grouping (0..1)."""
+    values = [v for g in groups for v in g]
+    if len(values) < 2:
+        return 0.0
+    grand = sum(values) / len(values)
+    total = sum((v - grand) ** 2 for v in values)
+    if total <= 0:
+        return 0.0
+    between = sum(len(g) * ((sum(g) / len(g)) - grand) ** 2 for g in groups if g)
+    return max(0.0, min(1.0, between / total))
+
+
+def permutation_association(labels: Sequence[str], values: Sequence[float], seed: int = DEFAULT_SEED
+                            ) -> Tuple[float, float, str]:
+    """(eta squared, p-value, method) of the association of labels with values.
+
+    One observation per snapshot: relabeling whole snapshots is the honest null (runs of one
+    snapshot share its environment). Exact over all distinct relabelings when there are few,
+    Monte-Carlo with a fixed seed otherwise; the p-value counts relabelings at least as
+    strongly associated as the observed one, the observed included.
+    """
+    if len(labels) != len(values) or len(values) < 2:
+        return 0.0, 1.0, "too few snapshots"
+    pairs = sorted(zip(labels, values))  # order-independent input
+    labels = [p[0] for p in pairs]
+    values = [p[1] for p in pairs]
+
+    def stat(lab: Sequence[str]) -> float:
+        grouped: Dict[str, List[float]] = {}
+        for l, v in zip(lab, values):
+            grouped.setdefault(l, []).append(v)
+        return eta_squared(list(grouped.values()))
+
+    observed = stat(labels)
+    if len(set(labels)) < 2:
+        return 0.0, 1.0, "constant"
+    eps = 1e-12
+    if math.factorial(len(labels)) <= EXACT_PERMUTATIONS_MAX:
+        distinct = set(itertools.permutations(labels))
+        hits = sum(1 for perm in distinct if stat(perm) >= observed - eps)
+        return observed, hits / len(distinct), "permutation, exact"
+    rng = random.Random(seed)
+    shuffled = list(labels)
+    hits = 0
+    for _ in range(MONTE_CARLO_PERMUTATIONS):
+        rng.shuffle(shuffled)
+        if stat(shuffled) >= observed - eps:
+            hits += 1
+    return observed, (hits + 1) / (MONTE_CARLO_PERMUTATIONS + 1), f"permutation, {MONTE_CARLO_PERMUTATIONS} random"
+
+
+def format_p(p: Optional[float]) -> str:
+    if p is None:
+        return "p n/a"
+    for bound in (0.001, 0.01):
+        if p < bound:
+            return f"p<{bound:g}"
+    return f"p={p:.2g}"
