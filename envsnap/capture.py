@@ -22,6 +22,11 @@ from envsnap.redact import redact_text, scrub
 TIME_LIMITS = {"host": 10.0, "env": 5.0, "python": 10.0, "sglang": 10.0}
 
 
+def wrap_up_reserve(timeout: float) -> float:
+    """Seconds between the collectors' soft deadline and the capture's hard one."""
+    return min(2.0, max(0.2, 0.15 * timeout))
+
+
 def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -69,7 +74,12 @@ def capture(
     chosen: List[Tuple[str, Callable]] = list(collectors if collectors is not None else COLLECTORS)
     if only:
         chosen = [(n, f) for n, f in chosen if n in only]
-    ctx.deadline = time.monotonic() + ctx.timeout
+    start = time.monotonic()
+    # Collectors work to a soft deadline a little before the hard one the runner enforces:
+    # the difference is their time to wrap up (a files walk stopped at its deadline still
+    # has to build 100k entries), so a slow one returns partial data instead of a timeout.
+    ctx.deadline = start + ctx.timeout - wrap_up_reserve(ctx.timeout)
+    hard_deadline = start + ctx.timeout
     snap = snapshot_mod.new_snapshot(ctx.label, socket.gethostname(), utc_now())
     results: Dict[str, Dict[str, Any]] = {}
 
@@ -82,7 +92,7 @@ def capture(
         t.start()
         threads.append((name, t))
     for name, t in threads:
-        t.join(max(0.0, ctx.deadline - time.monotonic()) + 0.5)
+        t.join(max(0.0, hard_deadline - time.monotonic()) + 0.5)
     for name, _ in threads:
         if name not in results:
             results[name] = {"status": "timeout", "error": f"did not finish within the capture's {ctx.timeout:.1f}s"}

@@ -363,8 +363,8 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _k("host.thp*", "host", MEMORY, 0.25, "transparent huge pages setting changed"),
     _k("host.numa_nodes", "host", CPU_HOST, 0.3, "NUMA layout changed"),
     # NCCL docs (troubleshooting): pinned memory needs a high memlock limit.
-    _k("host.ulimits.memlock", "host", COMMUNICATION, 0.3, "memlock limit changed (pinned/registered memory)"),
-    _k("host.kernel", "host", CPU_HOST, 0.25, "the Linux kernel changed"),
+    _k("host.ulimits.memlock*", "host", COMMUNICATION, 0.3, "memlock limit changed (pinned/registered memory)"),
+    _k("host.kernel*", "host", CPU_HOST, 0.25, "the Linux kernel changed"),
     _k("host.container*", "host", CPU_HOST, 0.25, "container setup changed"),
     _k("host.memory.total*", "host", MEMORY, 0.15, "host memory size changed"),
 

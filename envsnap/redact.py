@@ -7,9 +7,10 @@ through `scrub` (see capture.py), and every environment mapping through `redact_
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from typing import Any, Iterable, List, Mapping
+from typing import Any, Iterable, List, Mapping, Optional
 
 REDACTED_PREFIX = "redacted:"
 _REDACTED_RE = re.compile(r"^redacted:[0-9a-f]{8}$")
@@ -22,17 +23,45 @@ _SECRET_PARTS = {
     "TOKEN", "TOKENS_SECRET", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "PASS",
     "PWD_SECRET", "APIKEY", "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "COOKIE", "COOKIES",
     "PRIVATE", "SESSION", "SIGNATURE", "BEARER", "JWT", "DSN",
+    # `sig=` of Azure SAS URLs, `AccountKey=`/`SharedAccessKey=` of Azure connection strings
+    "SIG", "ACCOUNTKEY", "SHAREDACCESSKEY", "PRIVKEY", "SECRETKEY", "ACCESSTOKEN", "REFRESHTOKEN",
 }
 _SECRET_PAIRS = {("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY"), ("SECRET", "KEY"),
                  ("SESSION", "KEY"), ("CLIENT", "SECRET"), ("AUTH", "KEY"), ("MASTER", "KEY"),
-                 ("ENCRYPTION", "KEY"), ("SIGNING", "KEY"), ("WEBHOOK", "URL")}
-_SECRET_SUBSTRINGS = ("PASSWORD", "PASSWD", "SECRET", "APIKEY", "CREDENTIAL", "PRIVATEKEY", "ACCESSKEY")
-# Names that match the rules above but are known not to be secret and matter for speed.
-_NOT_SECRET = {"PWD", "OLDPWD", "TOKENIZERS_PARALLELISM", "PASSTHROUGH"}
+                 ("ENCRYPTION", "KEY"), ("SIGNING", "KEY"), ("WEBHOOK", "URL"), ("ACCOUNT", "KEY"),
+                 ("LICENSE", "KEY")}
+_SECRET_SUBSTRINGS = ("PASSWORD", "PASSWD", "SECRET", "APIKEY", "CREDENTIAL", "PRIVATEKEY", "ACCESSKEY",
+                      "ACCOUNTKEY")
+# `<SERVICE>_KEY` (KAGGLE_KEY, WANDB_KEY, ADMIN_KEY) is a credential unless the part before
+# KEY says it is not (a public key, a sort or cache key).
+_KEY_NOT_SECRET_BEFORE = {"PUBLIC", "PUB", "SORT", "CACHE", "PARTITION", "PRIMARY", "FOREIGN", "LOOKUP",
+                          "DICT", "HASH", "GROUP", "ROUTING", "SHARD", "SEARCH", "INDEX", "MAP", "HOT",
+                          "DEDUP", "METRIC", "METRICS", "LABEL", "SEED", "RNG", "KV", "CONFIG",
+                          # data-structure keys (envsnap's own "parent_key" of a process entry)
+                          "PARENT", "CHILD", "STABLE", "ROLE", "ROOT", "NODE", "SECTION", "FLAT",
+                          "JOIN", "MERGE", "MATCH", "UNIQUE", "NATURAL", "COMPOSITE", "ROW", "COLUMN", "TABLE",
+                          "REQUEST", "RUN", "BATCH"}
+# What follows TOKEN in the name of a setting about text tokens (SGLang's
+# speculative_token_map, bucket_inter_token_latency; HF's pad_token_id), not credentials.
+_TEXT_TOKEN_NEXT = {"MAP", "LATENCY", "USAGE", "ID", "IDS", "BUDGET", "LIMIT", "COUNT", "NUM", "LEN", "LENGTH",
+                    "SIZE", "RATIO", "THRESHOLD", "PER", "THROUGHPUT", "INTERVAL", "INDEX", "POSITION", "STEP",
+                    "STEPS", "TIME", "RATE", "BUCKETS", "LEVEL", "LOGPROBS", "PROBS"}
+# Names that match the rules above but are known not to be secret and matter for speed,
+# or are sockets and ids of the desktop session, not credentials.
+_NOT_SECRET = {"PWD", "OLDPWD", "TOKENIZERS_PARALLELISM", "PASSTHROUGH", "SESSION_MANAGER",
+               "DBUS_SESSION_BUS_ADDRESS", "XDG_SESSION_ID", "XDG_SESSION_TYPE", "XDG_SESSION_CLASS",
+               "XDG_SESSION_DESKTOP", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO"}
 
 
 def is_secret_name(name: str) -> bool:
     """True when a variable/argument/key name looks like it holds a secret."""
+    if not isinstance(name, str):
+        return False
+    return _is_secret_name(name)
+
+
+@functools.lru_cache(maxsize=8192)  # a snapshot repeats a few hundred key names thousands of times
+def _is_secret_name(name: str) -> bool:
     upper = name.strip().lstrip("-").upper().replace("-", "_").replace(".", "_")
     if not upper or upper in _NOT_SECRET:
         return False
@@ -41,11 +70,20 @@ def is_secret_name(name: str) -> bool:
         return True
     parts = [p for p in upper.split("_") if p]
     for i, part in enumerate(parts):
+        if part.endswith("TOKEN") and not part.startswith("TOKENIZ"):
+            # A token of text, not of auth: speculative_token_map, inter_token_latency, token_ids.
+            if i + 1 < len(parts) and parts[i + 1] in _TEXT_TOKEN_NEXT:
+                continue
+            return True
         if part in _SECRET_PARTS:
             return True
-        if part.endswith("TOKEN") and not part.startswith("TOKENIZ"):
-            return True
         if i + 1 < len(parts) and (part, parts[i + 1]) in _SECRET_PAIRS:
+            return True
+    if len(parts) >= 2:
+        # MYSQL_PWD, DB_PWD: a password; PWD alone is the working directory.
+        if parts[-1] == "PWD":
+            return True
+        if parts[-1] == "KEY" and parts[-2] not in _KEY_NOT_SECRET_BEFORE:
             return True
     return False
 
@@ -60,74 +98,196 @@ def is_redacted(value: Any) -> bool:
     return isinstance(value, str) and bool(_REDACTED_RE.match(value))
 
 
-# Credential shapes recognised wherever they appear inside a string.
-_VALUE_PATTERNS = [
+# Credential shapes recognised wherever they appear inside a string. Each is a prefix or
+# structure documented by its issuer, so a match is a credential whatever it is named.
+# Each comes with the literal(s) every match contains: one search for all of those
+# (a plain alternation of literals, ~1 us a string) rules out almost every string of a
+# snapshot (hashes, paths, versions) before any of the costlier patterns runs.
+_SHAPES = [
     # PEM blocks (private keys, certificates with keys): the whole block.
-    re.compile(r"-----BEGIN [A-Z0-9 ]*-----.*?(?:-----END [A-Z0-9 ]*-----|\Z)", re.S),
+    (("-----BEGIN ",), r"-----BEGIN [A-Z0-9 ]*-----.*?(?:-----END [A-Z0-9 ]*-----|\Z)"),
     # JSON web tokens: three base64url parts, the first a JSON header.
-    re.compile(r"eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{4,}"),
-    re.compile(r"\bhf_[A-Za-z0-9]{16,}"),                      # Hugging Face
-    re.compile(r"\bsk-(?:ant-|proj-|live-)?[A-Za-z0-9_\-]{16,}"),  # OpenAI / Anthropic style
-    re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),  # Stripe
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),               # GitHub tokens
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"),                # GitLab
-    re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b"),  # AWS access key ids
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),           # Slack
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),                  # Google API keys
-    re.compile(r"\bnpm_[A-Za-z0-9]{30,}"),                     # npm
-    re.compile(r"\bpypi-[A-Za-z0-9_\-]{30,}"),                 # PyPI upload tokens
-    re.compile(r"\bwandb_v1_[A-Za-z0-9_\-]{20,}"),
-    re.compile(r"\b(?:SG|sq0atp|sq0csp)\.[A-Za-z0-9_\-]{16,}(?:\.[A-Za-z0-9_\-]{16,})?"),
+    (("eyJ",), r"eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{4,}"),
+    (("hf_",), r"\bhf_[A-Za-z0-9]{16,}"),                       # Hugging Face user tokens
+    (("api_org_",), r"\bapi_org_[A-Za-z0-9]{16,}"),             # Hugging Face organisation tokens
+    (("sk-",), r"\bsk-(?:ant-|proj-|live-|or-)?[A-Za-z0-9_\-]{16,}"),  # OpenAI / Anthropic / OpenRouter
+    (("_live_", "_test_"), r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),  # Stripe keys
+    (("whsec_",), r"\bwhsec_[A-Za-z0-9+/]{16,}={0,2}"),              # Stripe webhook secrets
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
+    (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
+    (("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glsoat-", "glft-", "glimt-", "glagent-", "gloas-"),
+     r"\bgl(?:pat|dt|rt|ptt|cbt|soat|ft|imt|agent|oas)-[A-Za-z0-9_\-]{16,}"),  # GitLab
+    (("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ABIA", "ACCA"),
+     r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ABIA|ACCA)[0-9A-Z]{16}\b"),  # AWS access key ids
+    (("xox",), r"\bxox[abposre]-[A-Za-z0-9\-]{10,}"),           # Slack tokens
+    (("xapp-",), r"\bxapp-\d-[A-Za-z0-9\-]{10,}"),              # Slack app tokens
+    (("hooks.slack.com/",), r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_\-]+/[A-Za-z0-9_\-]+(?:/[A-Za-z0-9_\-]+)?"),
+    (("/api/webhooks/",), r"discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]{10,}"),
+    (("AIza",), r"\bAIza[0-9A-Za-z_\-]{30,}"),                  # Google API keys
+    (("ya29.",), r"\bya29\.[0-9A-Za-z_\-]{20,}"),               # Google OAuth access tokens
+    (("GOCSPX-",), r"\bGOCSPX-[0-9A-Za-z_\-]{20,}"),            # Google OAuth client secrets
+    # Azure AD client secrets: 3 chars, a digit, "Q~", then 31-34 chars.
+    (("Q~",), r"(?<![A-Za-z0-9_\-.~])[A-Za-z0-9_\-.]{3}\dQ~[A-Za-z0-9_\-.~]{31,34}"),
+    (("npm_",), r"\bnpm_[A-Za-z0-9]{30,}"),                     # npm
+    (("pypi-",), r"\bpypi-[A-Za-z0-9_\-]{30,}"),                # PyPI upload tokens
+    (("wandb_v1_",), r"\bwandb_v1_[A-Za-z0-9_\-]{20,}"),
+    (("SG.", "sq0atp.", "sq0csp."), r"\b(?:SG|sq0atp|sq0csp)\.[A-Za-z0-9_\-]{16,}(?:\.[A-Za-z0-9_\-]{16,})?"),
+    (("r8_",), r"\br8_[A-Za-z0-9]{30,}"),                       # Replicate
+    (("gsk_",), r"\bgsk_[A-Za-z0-9]{40,}"),                     # Groq
+    (("pplx-",), r"\bpplx-[A-Za-z0-9]{40,}"),                   # Perplexity
+    (("dapi",), r"\bdapi[0-9a-f]{32}(?:-\d+)?\b"),              # Databricks
+    (("dckr_pat_",), r"\bdckr_pat_[A-Za-z0-9_\-]{20,}"),        # Docker Hub
+    (("hvs.", "hvb.", "hvr."), r"\bhv[sbr]\.[A-Za-z0-9_\-]{20,}"),  # HashiCorp Vault
+    (("dop_v1_", "doo_v1_", "dor_v1_"), r"\bdo[opr]_v1_[a-f0-9]{64}"),  # DigitalOcean
+    (("lsv2_",), r"\blsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"),  # LangSmith
+    (("lin_api_",), r"\blin_api_[A-Za-z0-9]{30,}"),             # Linear
+    (("shpat_", "shpca_", "shppa_", "shpss_"), r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),  # Shopify
+    (("ATATT3",), r"\bATATT3[A-Za-z0-9_\-]{30,}=*"),             # Atlassian API tokens
+    ((":AA",), r"\b\d{8,10}:AA[A-Za-z0-9_\-]{30,}"),            # Telegram bot tokens
+    (("AGE-SECRET-KEY-1",), r"\bAGE-SECRET-KEY-1[0-9A-Z]{50,}"),  # age identities
 ]
-# user:password@ in URLs: only the password part is replaced.
-_URL_CREDENTIALS = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@'\"]*:)(?P<secret>[^@\s/'\"]+)(?P<post>@)")
+# Compiled on first need (the probe loads this module in every worker, and most strings
+# never need them); built whole, then bound in one step, so a thread never sees half a list.
+_VALUE_PATTERNS: Optional[List["re.Pattern[str]"]] = None
+
+
+def _value_patterns() -> List["re.Pattern[str]"]:
+    global _VALUE_PATTERNS
+    if _VALUE_PATTERNS is None:
+        _VALUE_PATTERNS = [re.compile(regex, re.S) for _, regex in _SHAPES]
+    return _VALUE_PATTERNS
+
+
+_SHAPE_TRIGGER = re.compile("|".join(re.escape(t) for triggers, _ in _SHAPES for t in triggers))
+# user:password@ in URLs: only the password part is replaced. The password runs to the
+# last '@' before the host, since passwords may hold '@' themselves.
+_URL_CREDENTIALS = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@'\"]*:)(?P<secret>[^\s/'\"]+)(?P<post>@)")
+# https://<long opaque user>@host: a token used as the user name (x-access-token style, DSNs).
+_URL_TOKEN_USER = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<secret>[A-Za-z0-9_\-.~%]{20,})(?P<post>@)")
 # Authorization headers.
-_AUTH_HEADER = re.compile(r"(?i)(?P<pre>\b(?:bearer|basic|token)\s+)(?P<secret>[A-Za-z0-9._~+/\-]{12,}=*)")
+_AUTH_HEADER = re.compile(r"(?i)(?P<pre>\b(?:bearer|basic|token|digest)\s+)(?P<secret>[A-Za-z0-9._~+/\-]{12,}=*)")
 # NAME=value and --name=value / --name value inside command lines and shell text.
-_ASSIGNMENT = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.]*)=)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;]+)")
-_FLAG = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?:=|\s+))(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;]+)")
-# "name": "value" inside JSON-like text.
-_JSON_PAIR = re.compile(r"(?P<pre>[\"'](?P<name>[A-Za-z0-9_.\-]+)[\"']\s*:\s*[\"'])(?P<secret>[^\"']*)(?P<post>[\"'])")
+# An unquoted value ends at whitespace, a quote, ',', ';' or '&' (shell and URL-query separators).
+_ASSIGNMENT = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.]*)=)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
+_FLAG = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?:=|\s+))(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
+# `password: value` (YAML, logs, HTTP headers such as X-Api-Key): a colon and at least one space.
+_COLON_PAIR = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*:[ \t]+)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;]+)")
+# "name": "value" inside JSON-like text: double quotes with JSON escapes, single quotes
+# (Python reprs), and the \"name\": \"value\" of JSON held in a JSON string.
+_JSON_PAIRS = [
+    re.compile(r'(?P<pre>"(?P<name>[A-Za-z0-9_.\-]+)"\s*:\s*")(?P<secret>(?:[^"\\]|\\.)*)(?P<post>")'),
+    re.compile(r"(?P<pre>'(?P<name>[A-Za-z0-9_.\-]+)'\s*:\s*')(?P<secret>(?:[^'\\]|\\.)*)(?P<post>')"),
+    re.compile(r'(?P<pre>\\"(?P<name>[A-Za-z0-9_.\-]+)\\"\s*:\s*\\")(?P<secret>.*?)(?P<post>\\")'),
+]
 
 
-_ANY_VALUE_PATTERN = re.compile("|".join(f"(?:{p.pattern})" for p in _VALUE_PATTERNS), re.S)
 # Strings made only of these characters (paths, hashes, versions, numbers) can hold a
 # credential only in one of the value shapes: skip the costlier named-pair patterns.
 _PLAIN = re.compile(r"^[A-Za-z0-9_./+,~#%\-]*$")
 
 
-def redact_text(text: str) -> str:
-    """Replace every credential-looking part of a string with its fingerprint."""
-    if not text or not isinstance(text, str) or _REDACTED_RE.match(text):
+def _needs_work(text: str) -> bool:
+    """False for a string that cannot hold a credential: only _PLAIN characters and no
+    credential-shape literal (paths, hashes, versions, numbers: most of a snapshot). Two
+    cheap scans (a character class, a literal alternation) rather than every pattern."""
+    return _PLAIN.match(text) is None or _SHAPE_TRIGGER.search(text) is not None
+
+
+def _replace_shapes(text: str) -> str:
+    """Fingerprint every credential shape, all found in the original text first: replacing
+    one at a time would glue a fingerprint to the next token and hide its word boundary."""
+    spans = sorted((m.start(), m.end()) for pattern in _value_patterns() for m in pattern.finditer(text))
+    if not spans:
         return text
-    if _PLAIN.match(text) and not _ANY_VALUE_PATTERN.search(text):
+    merged: List[List[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    pieces, last = [], 0
+    for start, end in merged:
+        pieces.append(text[last:start])
+        pieces.append(fingerprint(text[start:end]))
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def redact_text(text: str) -> str:
+    """Replace every credential-looking part of a string with its fingerprint.
+
+    Idempotent: a fingerprint is never fingerprinted again, so scrubbing a scrubbed
+    snapshot (attach, merge, save) changes nothing.
+    """
+    if not text or not isinstance(text, str) or not _needs_work(text):
+        return text
+    return _redact_checked(text)
+
+
+def _redact_checked(text: str) -> str:
+    """redact_text for a string _needs_work said yes to."""
+    if _REDACTED_RE.match(text):
+        return text
+    if len(text) <= 256:
+        return _redact_short(text)  # short strings repeat (notes, statuses): computed once each
+    return _redact(text)
+
+
+@functools.lru_cache(maxsize=32768)
+def _redact_short(text: str) -> str:
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
+    shaped = _SHAPE_TRIGGER.search(text) is not None
+    if not shaped and _PLAIN.match(text):
         return text
     out = text
-    for pattern in _VALUE_PATTERNS:
-        out = pattern.sub(lambda m: fingerprint(m.group(0)), out)
-    out = _URL_CREDENTIALS.sub(lambda m: m.group("pre") + fingerprint(m.group("secret")) + m.group("post"), out)
-    out = _AUTH_HEADER.sub(lambda m: m.group("pre") + fingerprint(m.group("secret")), out)
+    if shaped:
+        out = _replace_shapes(out)
+
+    def _part(m: "re.Match[str]") -> str:
+        secret = m.group("secret")
+        if _REDACTED_RE.match(secret) or secret.startswith(REDACTED_PREFIX):
+            return m.group(0)
+        return m.group("pre") + fingerprint(secret) + m.group("post")
+
+    if "://" in out:
+        out = _URL_CREDENTIALS.sub(_part, out)
+        out = _URL_TOKEN_USER.sub(_part, out)
+    out = _AUTH_HEADER.sub(lambda m: m.group(0) if m.group("secret").startswith(REDACTED_PREFIX)
+                           else m.group("pre") + fingerprint(m.group("secret")), out)
 
     def _named(m: "re.Match[str]") -> str:
         secret = m.group("secret")
         name = m.groupdict().get("name") or m.group("flag")
         bare = secret.strip("\"'")
         if not is_secret_name(name) or not bare or _REDACTED_RE.match(bare):
+            if len(secret) >= 2 and secret[0] == secret[-1] and secret[0] in "\"'":
+                # A quoted value is one match: look inside it (NAME='...;AccountKey=...').
+                return m.group("pre") + secret[0] + redact_text(secret[1:-1]) + secret[-1]
             return m.group(0)
         if m.groupdict().get("flag") and bare.startswith("-"):
             return m.group(0)  # `--token --next-flag`: the flag had no value
         return m.group("pre") + fingerprint(bare)
 
-    out = _ASSIGNMENT.sub(_named, out)
-    out = _FLAG.sub(_named, out)
+    if "=" in out:
+        out = _ASSIGNMENT.sub(_named, out)
+    if "-" in out:
+        out = _FLAG.sub(_named, out)
+    if ":" in out:
+        out = _COLON_PAIR.sub(_named, out)
 
     def _json(m: "re.Match[str]") -> str:
-        if not is_secret_name(m.group("name")) or not m.group("secret") or _REDACTED_RE.match(m.group("secret")):
+        secret = m.group("secret")
+        if not is_secret_name(m.group("name")) or not secret or _REDACTED_RE.match(secret):
             return m.group(0)
-        return m.group("pre") + fingerprint(m.group("secret")) + m.group("post")
+        return m.group("pre") + fingerprint(secret) + m.group("post")
 
-    out = _JSON_PAIR.sub(_json, out)
+    if '"' in out or "'" in out:
+        for pattern in _JSON_PAIRS:
+            out = pattern.sub(_json, out)
     return out
 
 
@@ -152,12 +312,17 @@ def redact_argv(argv: Iterable[str]) -> List[str]:
     for arg in argv:
         arg = str(arg)
         if hide_next:
-            out.append(fingerprint(arg) if not is_redacted(arg) else arg)
             hide_next = False
-            continue
+            if not arg.startswith("-") or len(arg) < 2:
+                out.append(fingerprint(arg) if arg and not is_redacted(arg) else arg)
+                continue
+            # `--token --next-flag`: the flag had no value; look at this one normally.
         if arg.startswith("-") and "=" in arg:
             name, _, value = arg.partition("=")
-            out.append(f"{name}={fingerprint(value)}" if is_secret_name(name) and value else redact_text(arg))
+            if is_secret_name(name) and value and not is_redacted(value):
+                out.append(f"{name}={fingerprint(value)}")
+            else:
+                out.append(redact_text(arg))
             continue
         if arg.startswith("-") and is_secret_name(arg):
             hide_next = True
@@ -169,6 +334,8 @@ def redact_argv(argv: Iterable[str]) -> List[str]:
 
 def clean_text(text: str) -> str:
     """Make a str safe for JSON/UTF-8: undecodable bytes (surrogate escapes) become \\xNN text."""
+    if text.isascii():  # nearly every string: no encoding work at all
+        return text
     try:
         text.encode("utf-8")
         return text
@@ -185,25 +352,61 @@ def _encodable_escape(text: str) -> bool:
         return False
 
 
-def scrub(obj: Any, redact: bool = True) -> Any:
+# Field names of envsnap's own records, repeated in every entry of a big section.
+_PLAIN_KEYS = frozenset({"sha256", "size", "error", "dist", "recorded_sha256", "actual_sha256", "recorded_size",
+                         "actual_size", "status", "data", "pid", "ppid", "title", "cmdline", "environ", "role",
+                         "name", "version", "location", "installer", "origin", "kind", "link", "type", "skipped"})
+
+
+@functools.lru_cache(maxsize=16384)  # keys repeat ("sha256", "dist") thousands of times a snapshot
+def _clean_key(key: str, redact: bool) -> str:
+    key = clean_text(key)
+    return redact_text(key) if redact else key
+
+
+def scrub(obj: Any, redact: bool = True, _key: str = "") -> Any:
     """Clean a whole JSON-like structure; with redact, also replace secrets.
 
-    Secret-named keys' string values are replaced wholesale, credential shapes
-    everywhere. Undecodable bytes in any string or key become visible escapes.
+    Secret-named keys' string values (and the strings of lists under them) are replaced
+    wholesale, credential shapes everywhere, keys included (a file named after a token
+    would otherwise show it). A list of strings is read as a command line, so that
+    `["--api-key", "X"]` loses X even where a collector forgot redact_argv. Undecodable
+    bytes in any string or key become visible escapes.
     """
     if isinstance(obj, dict):
         result = {}
+        needs_work = _needs_work
         for key, value in obj.items():
-            key = clean_text(key) if isinstance(key, str) else key
-            if isinstance(value, str):
-                value = clean_text(value)
-                result[key] = redact_value(str(key), value) if redact else value
+            if type(key) is str:
+                if not key.isascii() or (redact and key not in _PLAIN_KEYS and needs_work(key)):
+                    key = _clean_key(key, redact)
+                name = key
             else:
-                result[key] = scrub(value, redact)
+                name = str(key)
+            if type(value) is str:
+                if not value.isascii():
+                    value = clean_text(value)
+                if redact and value:
+                    if is_secret_name(name):
+                        value = redact_value(name, value)
+                    elif needs_work(value):
+                        value = _redact_checked(value)
+                result[key] = value
+            elif type(value) in (int, float, bool) or value is None:
+                result[key] = value
+            else:
+                result[key] = scrub(value, redact, name)
         return result
     if isinstance(obj, list):
-        return [scrub(v, redact) for v in obj]
+        if redact and obj and all(isinstance(v, str) for v in obj):
+            cleaned = [clean_text(v) for v in obj]
+            if _key and is_secret_name(_key):
+                return [v if not v or is_redacted(v) else fingerprint(v) for v in cleaned]
+            return redact_argv(cleaned)
+        return [scrub(v, redact, _key) for v in obj]
     if isinstance(obj, str):
         obj = clean_text(obj)
+        if redact and _key and is_secret_name(_key) and obj and not is_redacted(obj):
+            return fingerprint(obj)
         return redact_text(obj) if redact else obj
     return obj

@@ -69,6 +69,10 @@ def main(argv=None) -> None:
 
 
 def _fail(message: str, code: int) -> None:
+    from envsnap.redact import clean_text, redact_text
+
     first = message.strip().splitlines()[0] if message.strip() else "error"
-    click.echo(f"envsnap: error: {first}", err=True)
+    # Messages quote user input (a path, an option value, a field of a --no-redact
+    # snapshot): a credential in it must not reach the terminal or a CI log either.
+    click.echo(f"envsnap: error: {redact_text(clean_text(first))}", err=True)
     sys.exit(code)
