@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Scale: load, diff/rank and render two large snapshots; print time, size and peak memory.
+
+The snapshots start as real captures of this environment (the venv's torch and other
+distributions, this host, this process tree) and are grown where a real capture here
+cannot reach the sizes the targets are about: 600 distributions, 20,000 modified
+installed files (integrity entries), 8 worker processes with 300 environment variables
+each (each with its probe record), plus five measured runs a side. The grown parts
+follow the team contract's section layouts; GOOD and BAD differ in a realistic way
+(some versions, a tenth of the integrity entries, a few variables, one worker variable,
+a GPU power limit, the runs' metric).
+
+Each figure is measured in a fresh interpreter (so peak RSS is that step's alone),
+best of --repeat runs:
+  load        snapshot.load of both files (JSON parse + full shape validation)
+  diff+rank   rank.analyze(good, bad): differences, verdict with bootstrap, ranked causes
+  text        render_text.render_diff of the result
+  report      report.render_report: the self-contained HTML page, and its size
+  cli diff    `envsnap diff GOOD BAD --format json` end to end, as a user runs it
+  cli report  `envsnap report GOOD BAD -o r.html` end to end
+Targets: diff+rank <= 0.3 s; report render < 1 s and < 5 MB; memory bounded.
+
+    .venv/bin/python benchmarks/scale.py [--packages 600] [--integrity 20000] [--workers 8]
+                                         [--worker-vars 300] [--repeat 3] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TARGETS = {"diff_rank_s": 0.3, "report_render_s": 1.0, "report_bytes": 5 * 1024 * 1024}
+
+
+def real_capture(path: str, env_extra: Dict[str, str]) -> None:
+    env = dict(os.environ)
+    env.pop("ENVSNAP_DEBUG", None)
+    env.update(env_extra)
+    result = subprocess.run([sys.executable, "-m", "envsnap", "capture", "-o", path, "--force", "--timeout", "60",
+                             "--pid", str(os.getpid())], env=env, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise SystemExit(f"capture failed: {result.stderr.strip()}")
+
+
+def _hex(rnd: random.Random, n: int = 64) -> str:
+    return "%0*x" % (n, rnd.getrandbits(n * 4))
+
+
+def grow(snap: Dict[str, Any], side: str, packages: int, integrity: int, workers: int, worker_vars: int) -> None:
+    """Grow a real snapshot to the target sizes (contract layouts); `side` 'good'/'bad' sets the differences."""
+    bad = side == "bad"
+    rnd = random.Random(1234)  # the same base on both sides; differences are explicit below
+    sections = snap["sections"]
+    pkgs = sections.setdefault("packages", {"status": "ok", "data": {}})
+    pkgs["status"] = "ok"
+    data = pkgs.setdefault("data", {})
+    dists = data.setdefault("dists", {})
+    location = next((d.get("location") for d in dists.values() if d.get("location")), "/venv/lib/python3.11/site-packages")
+    i = 0
+    while len(dists) < packages:
+        name = f"scale-pkg-{i:04d}"
+        version = f"1.{i % 50}.{(1 if bad and i % 37 == 0 else 0)}"
+        dists[name] = {"name": name, "version": version, "installer": "pip", "location": location,
+                       "origin": {"kind": "index", "editable": False}}
+        i += 1
+    data["count"] = len(dists)
+    names = sorted(dists)
+    integ = data.setdefault("integrity", {"mode": "py", "checked_files": 0, "modified": {}, "missing": {},
+                                          "rewritten_scripts": {}, "unhashable": {}, "errors": {}})
+    modified = integ.setdefault("modified", {})
+    for j in range(integrity - len(modified)):
+        dist = names[j % len(names)]
+        recorded = _hex(rnd)
+        actual = _hex(rnd)
+        if bad and j % 10 == 0:
+            actual = _hex(random.Random(j))
+        modified[f"{dist.replace('-', '_')}/module_{j:05d}.py"] = {
+            "dist": dist, "recorded_sha256": recorded, "actual_sha256": actual,
+            "recorded_size": 1000 + j, "actual_size": 1000 + j + (7 if bad and j % 10 == 0 else 0)}
+    integ["checked_files"] = max(integ.get("checked_files") or 0, integrity * 3)
+
+    env_vars = sections.setdefault("env", {"status": "ok", "data": {"vars": {}}})["data"].setdefault("vars", {})
+    env_vars.update({"NCCL_PROTO": "LL128" if bad else "Simple", "SGLANG_ENABLE_SPEC_V2": "1" if bad else "0",
+                     "OMP_NUM_THREADS": "4" if bad else "8"})
+    procs = {"sglang-main": {"pid": 4000, "ppid": 1, "parent_key": None, "title": "sglang::main",
+                             "cmdline": ["python3", "-m", "sglang.launch_server", "--tp-size", str(workers)],
+                             "role": {"kind": "main"}, "status": "ok", "environ_status": "ok",
+                             "environ": dict(env_vars), "num_threads": 12, "nice": 0, "cpu_affinity": list(range(16))}}
+    records = {}
+    for w in range(workers):
+        wenv = {f"SCALE_WORKER_VAR_{k:03d}": f"value-{k}" for k in range(worker_vars - 3)}
+        wenv.update({"NCCL_PROTO": env_vars["NCCL_PROTO"], "LOCAL_RANK": str(w), "RANK": str(w)})
+        if bad and w == 3:
+            wenv["NCCL_ALGO"] = "Tree"  # one worker diverges: a classic
+        key = f"scheduler_TP{w}"
+        procs[key] = {"pid": 4100 + w, "ppid": 4000, "parent_key": "sglang-main", "title": f"sglang::scheduler_TP{w}",
+                      "cmdline": ["python3", "-c", "from multiprocessing.spawn import spawn_main"],
+                      "role": {"kind": "scheduler", "tp": w, "dp": 0, "pp": 0}, "status": "ok",
+                      "environ_status": "ok", "environ": wenv, "num_threads": 64, "nice": 0,
+                      "cpu_affinity": list(range(w * 16, w * 16 + 16)), "gpus": [w],
+                      "divergence": {"added": {"LOCAL_RANK": str(w)}, "removed": [], "changed": {}}}
+        records[key] = {"pid": 4100 + w, "ppid": 4000, "argv": ["python3"], "title": f"sglang::scheduler_TP{w}",
+                        "env_at_start": wenv, "env_at_init": wenv,
+                        "init": {"backend": "nccl", "rank": w, "world_size": workers, "nccl_version": "2.21.5"}}
+    sections["processes"] = {"status": "ok", "elapsed_s": 0.2, "data": {"processes": procs, "roots": ["sglang-main"],
+                                                                       "errors": {}}}
+    sections["probe"] = {"status": "ok", "elapsed_s": 0.05, "data": {"dir": "/tmp/probe", "records": records}}
+    gpus = {str(g): {"name": "NVIDIA H200", "uuid": f"GPU-{g:04d}", "memory": {"total_bytes": 150754820096},
+                     "power": {"limit_w": 600.0 if bad and g == 0 else 700.0, "default_limit_w": 700.0},
+                     "clocks": {"max": {"sm": 1980, "mem": 3201}}, "persistence_mode": "Enabled",
+                     "pcie": {"current_gen": 5, "max_gen": 5}, "numa_node": g // 4} for g in range(workers)}
+    sections["nvidia"] = {"status": "ok", "elapsed_s": 0.3, "data": {"driver_version": "570.86.15", "count": workers,
+                                                                     "gpus": gpus, "source": "nvml"}}
+    base = 700.0 if bad else 1000.0
+    snap["runs"] = [{"ok": True, "exit_code": 0, "duration_s": 60.0, "started": "2026-01-01T00:00:00Z",
+                     "metrics": {"output_throughput": base * (1 + 0.01 * ((r * 7) % 5 - 2)),
+                                 "accept_length": 3.2 + 0.01 * r, "verify_ms": 29.0 + (6.0 if bad else 0.0)},
+                     "output_tail": "ok", "command": ["bench"], "source": "run", "parsers": ["json_line"]}
+                    for r in range(5)]
+    snap["label"] = side
+
+
+_STEP = r"""
+import json, resource, sys, time
+from envsnap import snapshot, rank, render_text
+step, good_path, bad_path, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+best = float("inf")
+extra = {}
+good = bad = result = None
+if step != "load":
+    good, bad = snapshot.load(good_path), snapshot.load(bad_path)
+if step in ("text", "report"):
+    result = rank.analyze(good, bad)
+for _ in range(repeat):
+    t0 = time.perf_counter()
+    if step == "load":
+        snapshot.load(good_path); snapshot.load(bad_path)
+    elif step == "diff_rank":
+        out = rank.analyze(good, bad)
+        extra = {"differences": len(out["differences"]), "causes": len(out["causes"])}
+    elif step == "text":
+        render_text.render_diff(result)
+    elif step == "report":
+        from envsnap import report
+        html = report.render_report(result, good, bad)
+        extra = {"bytes": len(html.encode("utf-8"))}
+    best = min(best, time.perf_counter() - t0)
+extra.update({"seconds": best, "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})
+print(json.dumps(extra))
+"""
+
+
+def measure_step(step: str, good: str, bad: str, repeat: int) -> Dict[str, Any]:
+    result = subprocess.run([sys.executable, "-c", _STEP, step, good, bad, str(repeat)], capture_output=True,
+                            text=True, timeout=600, cwd=ROOT)
+    if result.returncode != 0:
+        raise SystemExit(f"step {step} failed: {result.stderr.strip()[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def measure_cli(argv: List[str], repeat: int) -> Tuple[float, int]:
+    """Best wall time of a real CLI run, and its peak RSS (KiB, from wait4)."""
+    best, rss = float("inf"), 0
+    env = dict(os.environ)
+    env.pop("ENVSNAP_DEBUG", None)
+    for _ in range(repeat):
+        start = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "envsnap", *argv], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"envsnap {' '.join(argv)} exited {proc.returncode}")
+        best = min(best, time.perf_counter() - start)
+        rss = max(rss, usage.ru_maxrss)
+    return best, rss
+
+
+def build(directory: str, packages: int, integrity: int, workers: int, worker_vars: int) -> Tuple[str, str]:
+    from envsnap import snapshot
+
+    paths = []
+    for side, env in (("good", {"ENVSNAP_SCALE_SIDE": "good"}), ("bad", {"ENVSNAP_SCALE_SIDE": "bad"})):
+        path = os.path.join(directory, f"{side}.json")
+        real_capture(path, env)
+        snap = snapshot.load(path)
+        grow(snap, side, packages, integrity, workers, worker_vars)
+        snapshot.save(snap, path, force=True)
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def run(packages: int = 600, integrity: int = 20000, workers: int = 8, worker_vars: int = 300,
+        repeat: int = 3, directory: str = "") -> Dict[str, Any]:
+    owned = not directory
+    directory = directory or tempfile.mkdtemp(prefix="envsnap-scale-")
+    good, bad = build(directory, packages, integrity, workers, worker_vars)
+    figures: Dict[str, Any] = {"sizes": {"packages": packages, "integrity_entries": integrity, "workers": workers,
+                                         "vars_per_worker": worker_vars,
+                                         "good_bytes": os.path.getsize(good), "bad_bytes": os.path.getsize(bad)}}
+    for step in ("load", "diff_rank", "text", "report"):
+        figures[step] = measure_step(step, good, bad, repeat)
+    seconds, rss = measure_cli(["diff", good, bad, "--format", "json"], repeat)
+    figures["cli_diff"] = {"seconds": seconds, "peak_rss_kb": rss}
+    html = os.path.join(directory, "r.html")
+    seconds, rss = measure_cli(["report", good, bad, "-o", html, "--force"], repeat)
+    figures["cli_report"] = {"seconds": seconds, "peak_rss_kb": rss, "bytes": os.path.getsize(html)}
+    figures["targets_met"] = {
+        "diff_rank <= 0.3 s": figures["diff_rank"]["seconds"] <= TARGETS["diff_rank_s"],
+        "report render < 1 s": figures["report"]["seconds"] < TARGETS["report_render_s"],
+        "report < 5 MB": figures["report"]["bytes"] < TARGETS["report_bytes"],
+    }
+    if owned:
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--packages", type=int, default=600)
+    parser.add_argument("--integrity", type=int, default=20000)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--worker-vars", type=int, default=300)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    figures = run(args.packages, args.integrity, args.workers, args.worker_vars, args.repeat)
+    if args.json:
+        print(json.dumps(figures, indent=1, sort_keys=True))
+        return
+    s = figures["sizes"]
+    print(f"snapshots: {s['packages']} distributions, {s['integrity_entries']} integrity entries, {s['workers']} workers x "
+          f"{s['vars_per_worker']} vars; files {s['good_bytes'] / 2**20:.1f} + {s['bad_bytes'] / 2**20:.1f} MiB")
+    rows = [("load (both, parse + validate)", figures["load"]), ("diff+rank (rank.analyze)", figures["diff_rank"]),
+            ("text render", figures["text"]), ("report render (HTML)", figures["report"]),
+            ("envsnap diff --format json (CLI)", figures["cli_diff"]), ("envsnap report (CLI)", figures["cli_report"])]
+    for label, fig in rows:
+        size = f"  {fig['bytes'] / 2**20:.2f} MiB" if "bytes" in fig else ""
+        print(f"  {label:<36} {fig['seconds'] * 1000:8.1f} ms   peak RSS {fig['peak_rss_kb'] / 1024:6.0f} MiB{size}")
+    print(f"  differences {figures['diff_rank'].get('differences')}, causes {figures['diff_rank'].get('causes')}")
+    for target, met in figures["targets_met"].items():
+        print(f"  target {target}: {'met' if met else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, ROOT)
+    main()
