@@ -875,9 +875,17 @@ def _provenance_view(result: Dict[str, Any], good: Dict[str, Any], bad: Dict[str
 # ---------------------------------------------------------------- rendering
 
 def _templates_dir() -> str:
-    # envsnap.templates is templates/ in the source tree and envsnap/templates/ in an installed wheel.
-    from envsnap import templates
-
+    # Installed (wheel or pip -e): templates/ is the package envsnap.templates (setup.cfg package_dir).
+    # Run from a source checkout without installing (PYTHONPATH=repo, as on the GPU machine): the
+    # package mapping does not exist, so use templates/ beside the envsnap/ directory.
+    try:
+        from envsnap import templates
+    except ImportError:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        candidate = os.path.join(here, "templates")
+        if os.path.isfile(os.path.join(candidate, "report.html.j2")):
+            return candidate
+        raise EnvsnapError("report templates not found (envsnap.templates is not installed)") from None
     return os.path.dirname(os.path.abspath(templates.__file__))
 
 

@@ -108,3 +108,22 @@ def test_generator_reproduces_the_committed_files(tmp_path):
         assert (tmp_path / name).read_bytes() == (SNAPSHOTS / name).read_bytes(), f"{name}: regenerate it"
     base = json.loads((SNAPSHOTS / "illustrative-base.json").read_text())
     assert set(base) >= {"good", "bad"} and base["good"]["sections"]["processes"]["status"] == "ok"
+
+
+def test_measured_h200_pair_ranks_the_real_slowdown_first():
+    """The pair measured on a real H200 (issue 7): CUDA_LAUNCH_BLOCKING=1 among 25 differing variables."""
+    import json as _json
+
+    from conftest import REPO_ROOT, run_envsnap
+
+    good = REPO_ROOT / "snapshots" / "h200-spec-decode-good.json"
+    bad = REPO_ROOT / "snapshots" / "h200-spec-decode-bad.json"
+    for path in (good, bad):
+        assert _json.loads(path.read_text())["provenance"]["kind"] == "measured"
+    result = run_envsnap("diff", good, bad, "--format", "json")
+    assert result.returncode == 1, result.stderr
+    data = _json.loads(result.stdout)
+    assert data["causes"][0]["key"] == "env.CUDA_LAUNCH_BLOCKING"
+    assert data["verdict"]["significant"] is True
+    assert data["verdict"]["decomposition"]["side"] == "verify"
+    assert data["verdict"]["decomposition"]["accept_length"]["holds"] is True

@@ -37,7 +37,7 @@ def _tp2(*args, env=None, timeout=180):
 
 
 def _metrics(stdout: str):
-    last = json.loads(stdout.strip().splitlines()[-1])
+    last = _last_json(stdout)
     assert last and all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in last.values())
     return last
 
@@ -125,7 +125,7 @@ def test_nccl_probe_job_late_env_and_one_rank_all_reduce():
                            "--late-env", "NCCL_CUMEM_ENABLE=0"], capture_output=True, text=True, timeout=120,
                           env=_env())
     assert proc.returncode == 0, proc.stderr
-    last = json.loads(proc.stdout.strip().splitlines()[-1])
+    last = _last_json(proc.stdout)
     assert last["allreduce_ok"] == 1 and last["world_size"] == 1
     assert "late_env=['NCCL_CUMEM_ENABLE']" in proc.stdout
 
@@ -141,7 +141,7 @@ def test_gpu_nccl_one_rank_job():
     proc = subprocess.run([sys.executable, str(BENCH / "gpu_nccl_probe.py"), "--backend", "nccl"],
                           capture_output=True, text=True, timeout=300, env=_env(NCCL_DEBUG="INFO"))
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["allreduce_ok"] == 1
+    assert _last_json(proc.stdout)["allreduce_ok"] == 1
     assert "NCCL version" in proc.stdout + proc.stderr  # NCCL_DEBUG=INFO output of a real communicator
 
 
@@ -211,3 +211,11 @@ def test_probe_records_show_what_each_worker_and_the_nccl_job_saw(tmp_path):
             rc = tools.main(["probe-check", str(snap), "--late", "NCCL_CUMEM_ENABLE=0", "--backend", "gloo",
                              "--figures", str(figures)])
             assert rc == 0 and json.loads(figures.read_text())["probe.late_env_seen_at_init"] is True
+
+
+def _last_json(text):
+    """The last output line that is a JSON object: NCCL prints INFO lines to stdout even at shutdown."""
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"no JSON line in output: {text[-500:]!r}")

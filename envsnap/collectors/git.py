@@ -346,7 +346,7 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
 
 
 def _short(repo: Dict[str, Any]) -> str:
-    head = (repo.get("head") or "no commit")[:7]
+    head = repo["head"][:7] if repo.get("head") else "(no commits)"
     where = "detached" if repo.get("detached") else (repo.get("branch") or "?")
     bits = [where]
     if repo.get("ahead") or repo.get("behind"):

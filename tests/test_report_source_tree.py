@@ -1,0 +1,20 @@
+"""The report renders from a plain source checkout (PYTHONPATH=repo, nothing installed), as on the GPU machine."""
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+from conftest import REPO_ROOT
+
+
+def test_templates_found_without_installation(tmp_path):
+    shutil.copytree(REPO_ROOT / "envsnap", tmp_path / "envsnap")
+    shutil.copytree(REPO_ROOT / "templates", tmp_path / "templates")
+    # -S: no site processing, so the editable install's path hooks cannot supply envsnap.templates.
+    site_packages = sysconfig.get_paths()["purelib"]
+    code = ("import envsnap.report as r, os; d = r._templates_dir(); "
+            "print(os.path.realpath(d)); assert os.path.isfile(os.path.join(d, 'report.html.j2'))")
+    result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
+                            cwd=tmp_path, env={"PYTHONPATH": f"{tmp_path}:{site_packages}", "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str((tmp_path / "templates").resolve())
