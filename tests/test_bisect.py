@@ -346,5 +346,13 @@ def test_real_matmul_thread_count_among_22_innocent(tmp_path):
     good, bad = _real_pair(tmp_path, {"OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "2"},
                            {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}, {})
     result, out = _real_bisect(tmp_path, good, bad, ["--size", "900", "--reps", "3"], {})
+    found = [d["name"] for d in out["minimal"]] if out and out.get("minimal") else None
+    if found != ["OPENBLAS_NUM_THREADS"]:
+        # Another load may have taken the second core mid-bisect (then every configuration looks
+        # like BAD). Only a machine on which 2 threads are still faster can fail this test.
+        one = sorted(_gflops("1") for _ in range(3))[1]
+        two = sorted(_gflops("2") for _ in range(3))[1]
+        if two < 1.4 * one:
+            pytest.skip(f"the second core was taken during the bisect ({two:.1f} vs {one:.1f} GFLOP/s after it)")
     assert result.returncode == 0, result.stderr + result.stdout
-    assert [d["name"] for d in out["minimal"]] == ["OPENBLAS_NUM_THREADS"]
+    assert found == ["OPENBLAS_NUM_THREADS"]
