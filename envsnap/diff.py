@@ -5,8 +5,10 @@ A snapshot is first turned into a *view*: per category, a flat dict of readable 
 "packages.torch", "gpu.0.clocks.max.sm", ...) to small JSON values, each remembering the
 flattened snapshot keys it came from (snapshot.flatten format) so volatility rules apply.
 Worker processes are aggregated on the way: one "workers.env.X" when all TP workers agree,
-"workers.disagree.X" when they don't, and "workers.parent_only.X" when the capturing shell
-has a performance-relevant variable the workers don't see.
+"workers.disagree.X" when they don't, and "workers.parent_only.X" when a parent has a
+performance-relevant variable the workers don't see: the server's own parent process (set
+in-process after the TP workers started, the engine.py-patch mistake: seen in its probe
+records or in a child it started later, never in /proc/PID/environ), else the capturing shell.
 
 Two views are compared category by category: identical categories cost one dict equality,
 the keys whose values differ are found with a cheap per-key check, and DeepDiff compares
@@ -80,6 +82,12 @@ class View:
     unreadable_workers: List[str] = field(default_factory=list)
     worker_env_source: str = ""  # "probe" | "proc" | "" (none)
     parent_env: Dict[str, Any] = field(default_factory=dict)
+    # Evidence behind the keys (not compared): each TP worker's env and where it came from,
+    # what the server's parent process showed for each workers.parent_only.X of its kind, and
+    # NCCL's per-rank "X set by environment to Y" lines.
+    worker_views: Dict[str, Tuple[Dict[str, Any], str]] = field(default_factory=dict)
+    parent_only_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    nccl_rank_env: Optional[Dict[str, Dict[str, Any]]] = None  # None: no NCCL log on both sides
 
     def put(self, category: str, key: str, value: Any, flats: Sequence[str], aggregate: bool = False,
             presence: bool = False) -> None:
@@ -322,11 +330,13 @@ def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Option
         for field_name in ("env_at_init", "env_at_start"):
             if isinstance(rec.get(field_name), dict):
                 envs[key], flat_of[key] = rec[field_name], f"probe.records.{key}.{field_name}"
+                view.worker_views[key] = (rec[field_name], SOURCE_LABELS[field_name])
                 sources.add("probe")
                 break
         else:
             if proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict):
                 envs[key], flat_of[key] = proc["environ"], f"processes.processes.{key}.environ"
+                view.worker_views[key] = (proc["environ"], SOURCE_LABELS["environ"])
                 sources.add("proc")
             else:
                 view.unreadable_workers.append(key)
@@ -335,6 +345,7 @@ def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Option
                                                                     ("mixed" if sources else ""))
     if envs:
         _agree(view, "workers", "workers.env", "workers.disagree", envs, flat_of)
+        _server_parent_only(view, procs, records, workers, envs, flat_of)
         _parent_only(view, envs, flat_of)
     for key in sorted(set(procs) | set(records)):
         proc, rec = procs.get(key) or {}, records.get(key) or {}
@@ -353,10 +364,133 @@ def _relevant_var(name: str) -> bool:
     return not rule.volatile and (rule.component != knowledge.NONE or rule.weight >= 0.3)
 
 
+# Where a process's environment was seen (evidence lines name them).
+SOURCE_LABELS = {"env_at_init": "probe at init_process_group", "env_at_start": "probe at start",
+                 "env_at_exit": "probe at exit", "environ": "/proc, as at exec"}
+
+
+def _display_names(procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str, Any]]) -> Dict[Tuple[str, str], str]:
+    """A name per (source, key) for evidence lines. The process walk and the probe key processes on their
+    own ("python-0" in one may be "sglang-main" in the other: the probe keys by the title a process had
+    when it last wrote); the same pid ties them, and the name that carries a role wins."""
+    by_pid: Dict[Any, List[Tuple[str, str, str]]] = {}
+    for source, entries in (("proc", procs), ("probe", records)):
+        for key, entry in entries.items():
+            pid = entry.get("pid")
+            by_pid.setdefault(pid if isinstance(pid, int) else None, []).append((source, key, _role_kind(entry)))
+    names: Dict[Tuple[str, str], str] = {}
+    for pid, found in by_pid.items():
+        if pid is None or len(found) == 1:
+            for source, key, _ in found:
+                names[(source, key)] = key
+            continue
+        best = sorted(found, key=lambda f: (f[2] == "other", f[0] != "proc", f[1]))[0][1]
+        for source, key, _ in found:
+            names[(source, key)] = best
+    return names
+
+
+def _spawner(entries: Dict[str, Dict[str, Any]], workers: Set[str]) -> Optional[str]:
+    """The one process (in one source) that started the TP workers, if that source shows it."""
+    parents = {p for p in (entries[w].get("parent_key") for w in workers if w in entries)
+               if isinstance(p, str)} - workers
+    if len(parents) != 1:
+        return None
+    parent = next(iter(parents))
+    return parent if parent in entries else None
+
+
+def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str, Any]],
+                        workers: List[str], envs: Dict[str, Dict[str, Any]], flat_of: Dict[str, str]) -> None:
+    """Performance-relevant variables the server's parent process had that no TP worker saw.
+
+    /proc/PID/environ of the parent is its environment at exec, so a variable it set in-process
+    after starting the workers (os.environ[...] in a patched engine.py) shows only in the probe's
+    later records of it (exit, init) and in children it started afterwards (the detokenizer):
+    those are "late" evidence, flagged when no worker saw that value. The parent's own exec-time
+    environment (probe at start, /proc) is flagged only when the workers lack the variable
+    altogether, since SGLang itself changes some values for its workers before starting them.
+    """
+    worker_set = set(workers)
+    names = _display_names(procs, records)
+    late: List[Tuple[str, str, Dict[str, Any], str]] = []  # (process, source, env, flat prefix)
+    early: List[Tuple[str, str, Dict[str, Any], str]] = []
+    spawner = None
+    pmain = _spawner(records, worker_set)
+    if pmain is not None:
+        spawner = names.get(("probe", pmain), pmain)
+        rec = records[pmain]
+        for field_name in ("env_at_exit", "env_at_init"):
+            if isinstance(rec.get(field_name), dict):
+                late.append((spawner, SOURCE_LABELS[field_name], rec[field_name],
+                             f"probe.records.{pmain}.{field_name}"))
+        if isinstance(rec.get("env_at_start"), dict):
+            early.append((spawner, SOURCE_LABELS["env_at_start"], rec["env_at_start"],
+                          f"probe.records.{pmain}.env_at_start"))
+        for key in sorted(records):
+            child = records[key]
+            if (child.get("parent_key") == pmain and key not in worker_set and _role_kind(child) != "scheduler"
+                    and isinstance(child.get("env_at_start"), dict)):
+                late.append((names.get(("probe", key), key), SOURCE_LABELS["env_at_start"], child["env_at_start"],
+                             f"probe.records.{key}.env_at_start"))
+    qmain = _spawner(procs, worker_set)
+    if qmain is not None:
+        spawner = spawner or names.get(("proc", qmain), qmain)
+        for key in sorted(procs):
+            proc = procs[key]
+            readable = proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict)
+            if not readable:
+                continue
+            if key == qmain:
+                early.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
+                              f"processes.processes.{key}.environ"))
+            elif proc.get("parent_key") == qmain and key not in worker_set and _role_kind(proc) != "scheduler":
+                late.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
+                             f"processes.processes.{key}.environ"))
+    if spawner is None:
+        return
+
+    def first_values(sources: List[Tuple[str, str, Dict[str, Any], str]]) -> Dict[str, Any]:
+        found: Dict[str, Any] = {}
+        for _, _, env, _ in sources:
+            for name, value in env.items():
+                if name not in found and _relevant_var(name):
+                    found[name] = value
+        return found
+
+    late_values, early_values = first_values(late), first_values(early)
+    for name in sorted(set(late_values) | set(early_values)):
+        seen = {k: env.get(name) for k, env in envs.items()}
+        if name in late_values:
+            value = late_values[name]
+            is_late = early_values.get(name, _MISSING) != value
+            if any(v == value for v in seen.values()):
+                continue
+            if not is_late and any(v is not None for v in seen.values()):
+                continue
+        else:
+            value, is_late = early_values[name], False
+            if any(v is not None for v in seen.values()):
+                continue  # a changed value: SGLang's _set_envs_and_config does that on purpose
+        distinct = {json.dumps(v, default=str) for v in seen.values()}
+        workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
+        has = [(who, src) for who, src, env, _ in late + early if env.get(name, _MISSING) == value]
+        lacks = [(who, src) for who, src, env, _ in early if name not in env] if is_late else []
+        flats = [f"{prefix}.{name}" for _, _, env, prefix in late + early if env.get(name, _MISSING) == value]
+        flats += [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
+        view.put("workers", f"workers.parent_only.{name}",
+                 {"parent": value, "workers": workers_value, "in": "server"}, flats, aggregate=True)
+        view.parent_only_info[name] = {"process": spawner, "late": is_late, "has": has, "lacks": lacks}
+
+
 def _parent_only(view: View, envs: Dict[str, Dict[str, Any]], flat_of: Dict[str, str]) -> None:
-    """Performance-relevant variables set in the capturing shell that no worker sees with that value."""
+    """Performance-relevant variables set in the capturing shell that no worker sees with that value
+    (unless the server's own parent already accounts for them: the stronger evidence)."""
     for name, value in view.parent_env.items():
         if not _relevant_var(name):
+            continue
+        if name in view.parent_only_info:
+            view.parent_only_info[name]["shell"] = value
             continue
         seen = {k: env.get(name) for k, env in envs.items()}
         if any(v == value for v in seen.values()):
@@ -372,6 +506,8 @@ def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:
     if nccl.get("version") is not None:
         view.put("nccl", "nccl.version", nccl["version"], ("nccl.version",))
     ranks = {str(r): info for r, info in (nccl.get("ranks") or {}).items() if isinstance(info, dict)}
+    view.nccl_rank_env = {r: (info.get("env") if isinstance(info.get("env"), dict) else {})
+                          for r, info in ranks.items()}
     if not ranks:
         return
     view.put("nccl", "nccl.ranks", sorted(ranks, key=lambda r: (len(r), r)), ("nccl.ranks",))
@@ -527,16 +663,28 @@ def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View) -> 
         if view.unreadable_workers:
             out.append(f"{side}: environment of {len(view.unreadable_workers)} worker(s) unreadable "
                        f"({', '.join(view.unreadable_workers[:4])}): capture as their user or with the probe")
-    # Parent-only variables: a cause candidate and a measurement warning.
+    # Parent-only variables: a cause candidate and a measurement warning. The server's own parent
+    # first: it is the headline ("the parent shows it, the TP workers never saw it").
+    server_warnings: List[str] = []
     for name in sorted({k.split(".", 2)[2] for v in (va, vb) for k in v.values["workers"]
                         if k.startswith("workers.parent_only.")}):
         key = f"workers.parent_only.{name}"
         sides = [s for s, v in (("good", va), ("bad", vb)) if key in v.values["workers"]]
-        value = (vb if "bad" in sides else va).values["workers"][key]
+        view = vb if "bad" in sides else va
+        value = view.values["workers"][key]
         seen = "unset" if value["workers"] is None else value["workers"]
         where = "both snapshots" if len(sides) == 2 else sides[0]
+        if value.get("in") == "server":
+            info = view.parent_only_info.get(name) or {}
+            when = ("set it after its TP workers started" if info.get("late")
+                    else "has it, yet its TP workers were started without it")
+            server_warnings.append(
+                f"{name}={value['parent']}: the server's parent process ({info.get('process', '?')}) {when} "
+                f"({where}); the TP workers see {seen}: measurements of that server ran without it")
+            continue
         out.append(f"{name}={value['parent']} is set in the shell that captured {where}, but the workers "
                    f"see {seen}: setting it in that shell does not reach the running server")
+    out[:0] = server_warnings
     for side, view in (("good", va), ("bad", vb)):
         if view.workers and view.worker_env_source == "proc":
             out.append(f"{side}: workers' environments come from /proc/PID/environ (as at exec); changes made "
@@ -584,6 +732,8 @@ def display(key: str, value: Any) -> Any:
         return text
     if ".parent_only." in key:
         seen = value.get("workers")
+        if value.get("in") == "server":
+            return f"server parent {value.get('parent')}, TP workers {'unset' if seen is None else seen}"
         return f"shell {value.get('parent')}, workers {'unset' if seen is None else seen}"
     if ".disagree." in key:
         by_value: Dict[str, List[str]] = {}
@@ -614,6 +764,73 @@ def _span(items: List[str]) -> str:
 
 def _clip(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _ranks_text(ranks: List[str]) -> str:
+    ranks = sorted(ranks, key=lambda r: (len(r), r))
+    return f"rank{'s' if len(ranks) > 1 else ''} {_span(ranks)}"
+
+
+def worker_sightings(view: View, name: str, side: str) -> str:
+    """One line: which TP workers saw NAME (with which value), and from which source."""
+    groups: Dict[Tuple[str, str], List[str]] = {}
+    for worker in sorted(view.worker_views, key=lambda k: (len(k), k)):
+        env, source = view.worker_views[worker]
+        value = env.get(name)
+        groups.setdefault(("" if value is None else f"={value}", source), []).append(worker)
+    if not groups:
+        return f"{side}: no TP worker's environment was captured (--probe-dir, or --pid with SPT_NOENV=1)"
+    parts = [f"{_span(workers)} {'saw ' + name + shown if shown else 'never saw it'} ({source})"
+             for (shown, source), workers in sorted(groups.items(), key=lambda kv: (kv[0][0] != "", kv[0]))]
+    return f"{side}: TP workers: " + "; ".join(parts)
+
+
+def parent_only_evidence(view: View, name: str, side: str) -> List[str]:
+    """Evidence lines of a server-parent workers.parent_only.NAME: which processes have it, which lack
+    it, and where each was seen (probe at exit/init/start, /proc)."""
+    info = view.parent_only_info.get(name)
+    value = view.values["workers"].get(f"workers.parent_only.{name}")
+    if not info or not isinstance(value, dict):
+        return []
+    parent = info["process"]
+    seen = [f"its own environment ({source})" if who == parent else f"inherited by {who}, which it started ({source})"
+            for who, source in info["has"]]
+    lines = [f"{side}: {parent}, the server's parent process, had {name}={value['parent']}: " + "; ".join(seen)]
+    if info.get("late") and info.get("lacks"):
+        sources = ", ".join(sorted({source for _, source in info["lacks"]}))
+        lines.append(f"{side}: {parent}'s environment at exec lacks it ({sources}): it was set in-process, "
+                     "after the TP workers had started")
+    lines.append(worker_sightings(view, name, side))
+    if "shell" in info:
+        lines.append(f"{side}: the capturing shell has {name}={info['shell']} too")
+    return lines
+
+
+def nccl_sightings(name: str, sides: Sequence[Tuple[str, View]]) -> str:
+    """What NCCL's own log says about NAME per rank on each side. A missing "set by environment"
+    line is not proof the variable was unset (NCCL logs a variable only when it reads it)."""
+    if all(view.nccl_rank_env is None for _, view in sides):
+        return ("NCCL's own log: none captured on both sides (gloo, or no --log of an NCCL_DEBUG=INFO run): "
+                "the evidence is the workers' environments above")
+    parts = []
+    missing = False
+    for side, view in sides:
+        ranks = view.nccl_rank_env or {}
+        if not ranks:
+            parts.append(f"{side}: no per-rank lines")
+            continue
+        by_value: Dict[str, List[str]] = {}
+        for rank, env in ranks.items():
+            by_value.setdefault("" if name not in env else str(env[name]), []).append(rank)
+        bits = [f"'{name} set by environment to {v}' on {_ranks_text(r)}" for v, r in sorted(by_value.items()) if v]
+        if "" in by_value:
+            missing = True
+            bits.append(f"not logged on {_ranks_text(by_value[''])}")
+        parts.append(f"{side}: " + ", ".join(bits))
+    text = "NCCL's own log: " + "; ".join(parts)
+    if missing:
+        text += " (a missing line is not proof it was unset: NCCL logs a variable when it reads it)"
+    return text
 
 
 def var_name(key: str) -> Optional[Tuple[str, str]]:

@@ -3,9 +3,11 @@
 Three ingredients (pure functions, no I/O):
   1. the knowledge table (envsnap.knowledge): a prior weight and the component of the
      inference stack each kind of difference acts on;
-  2. domain logic: the workers' own environment outranks the capturing shell's, NCCL's log
-     corroborates, SGLang's custom all-reduce makes NCCL tuning matter less, an edited
-     engine.py explains worker env changes, start-up hooks that mention a changed variable...;
+  2. domain logic: a variable the server's parent set after its TP workers started (so they
+     never saw it) ranks first, the workers' own environment outranks the capturing shell's,
+     NCCL's log corroborates (a missing log line is never read as "unset"), SGLang's custom
+     all-reduce makes NCCL tuning matter less, an edited engine.py explains worker env changes,
+     start-up hooks that mention a changed variable...;
   3. evidence from runs: the verdict (medians, spread, Mann-Whitney, bootstrap) and the
      EAGLE-3 decomposition (throughput ~ accept length / cycle time), which weights the
      verify-side or the drafter-side components.
@@ -327,7 +329,10 @@ def _custom_allreduce(comp: diff_mod.Comparison) -> Tuple[Optional[str], str]:
 
 def _change_text(d: diff_mod.Difference) -> str:
     g, b = diff_mod.display(d.key, d.good), diff_mod.display(d.key, d.bad)
-    absent = {"integrity": "as installed", "git": "clean", "startup": "absent"}.get(d.category, "unset")
+    absent = {"integrity": "as installed", "git": "clean", "startup": "absent",
+              "nccl": "not logged"}.get(d.category, "unset")  # no log line is no proof of "unset"
+    if ".parent_only." in d.key:
+        absent = "none"
     return f"good {absent if g is None else g} \u2192 bad {absent if b is None else b}"
 
 
@@ -394,13 +399,22 @@ def _score_var(d: diff_mod.Difference, where: str, name: str, why: str, evidence
             why += "; the workers disagree with each other"
         if "nccl" in places:
             factor *= 1.3
-            evidence.append(f"NCCL's own log confirms it ({_change_text(places['nccl'])})")
+            logged = places["nccl"]
+            if logged.good is not None and logged.bad is not None:
+                evidence.append(f"NCCL's own log confirms it ({_change_text(logged)})")
+            else:  # one side has no "set by environment" line: consistent, not proof
+                evidence.append(f"NCCL's own log agrees ({_change_text(logged)}; a missing line is not proof "
+                                "it was unset)")
         if name.startswith("NCCL_") and ctx.nccl_effects:
             evidence.append("NCCL's log shows the effect: " + "; ".join(ctx.nccl_effects))
         if "env" in places:
             evidence.append(f"also changed in the capturing shell ({_change_text(places['env'])})")
         if "parent_only" in places:
-            evidence.append("the shell's value never reached the workers (workers.parent_only." + name + ")")
+            if _server_parent_only(places["parent_only"]):
+                evidence.append("the server's parent process had it, the workers never saw it "
+                                f"(workers.parent_only.{name})")
+            else:
+                evidence.append("the shell's value never reached the workers (workers.parent_only." + name + ")")
         if name in knowledge.ENGINE_SET_ENV:
             edited = [rel for rel in ctx.integrity if rel.endswith("sglang/srt/entrypoints/engine.py")]
             if edited:
@@ -414,6 +428,8 @@ def _score_var(d: diff_mod.Difference, where: str, name: str, why: str, evidence
             else:
                 factor *= 0.2
                 why = f"{name} changed only in the capturing shell: the running workers did not see it"
+    elif where == "parent_only" and _server_parent_only(d):
+        factor, why = _score_server_parent_only(d, name, evidence, ctx)
     elif where == "parent_only":
         value = d.bad if isinstance(d.bad, dict) else (d.good if isinstance(d.good, dict) else {})
         seen = value.get("workers")
@@ -428,6 +444,55 @@ def _score_var(d: diff_mod.Difference, where: str, name: str, why: str, evidence
         else:
             factor *= 1.1
             why += " \u2014 as NCCL itself read it at communicator init"
+    return factor, why
+
+
+def _server_parent_only(d: diff_mod.Difference) -> bool:
+    """Is this workers.parent_only.X about the server's own parent process (not the capturing shell)?"""
+    return any(isinstance(v, dict) and v.get("in") == "server" for v in (d.good, d.bad))
+
+
+def _score_server_parent_only(d: diff_mod.Difference, name: str, evidence: List[str], ctx: _Ctx
+                              ) -> Tuple[float, str]:
+    """The headline case: the server's parent set NAME (in-process, after the TP workers started), the
+    workers never saw it. When the other side's workers did run with that value, this is the mechanism
+    behind the workers' env change, so it ranks above workers.env.NAME itself."""
+    comp = ctx.comp
+    flagged, other = ("bad", "good") if isinstance(d.bad, dict) and d.bad.get("in") == "server" else ("good", "bad")
+    fview, oview = (comp.bad, comp.good) if flagged == "bad" else (comp.good, comp.bad)
+    value = d.bad if flagged == "bad" else d.good
+    parent = value.get("parent")
+    info = fview.parent_only_info.get(name) or {}
+    if info.get("late"):
+        why = (f"{name}={parent} set in the parent after the workers started: the TP workers never saw it "
+               f"(parent: {info.get('process', '?')})")
+    else:
+        why = (f"{name}={parent} is in the server's parent process ({info.get('process', '?')}), but the TP "
+               "workers never saw it: removed before they started")
+    evidence.extend(diff_mod.parent_only_evidence(fview, name, flagged))
+    evidence.append(diff_mod.worker_sightings(oview, name, other))
+    nccl_line = diff_mod.nccl_sightings(name, [(flagged, fview), (other, oview)])
+    evidence.append(nccl_line)
+    other_envs = [env for env, _ in oview.worker_views.values()]
+    factor = 1.0
+    if other_envs and all(env.get(name) == parent for env in other_envs):
+        factor *= 1.2
+        evidence.append(f"{other}'s TP workers did run with {name}={parent}: this is what changed for them")
+    elif "workers" in ctx.by_var.get(name, {}):
+        evidence.append(f"the workers' {name} differs between good and bad too")
+    else:
+        factor *= 0.4
+        why += f"; {other}'s workers did not run with it either, so it is a measurement trap more than the change"
+    # NCCL's log corroborates when it read the value on the other side and not on the flagged one.
+    franks, oranks = fview.nccl_rank_env or {}, oview.nccl_rank_env or {}
+    if oranks and franks and all(env.get(name) == parent for env in oranks.values()) \
+            and all(env.get(name) != parent for env in franks.values()):
+        factor *= 1.3
+    if name in knowledge.ENGINE_SET_ENV or info.get("late"):
+        edited = [rel for rel in ctx.integrity if rel.endswith("sglang/srt/entrypoints/engine.py")]
+        if edited:
+            evidence.append(f"integrity.{edited[0]} is edited: the launcher's environment handling lives there, "
+                            "a likely place for this os.environ change")
     return factor, why
 
 

@@ -10,7 +10,8 @@ from typing import Any, Dict, List
 from envsnap.diff import CATEGORY_ORDER
 
 DEFAULT_TOP = 5
-_ABSENT = {"integrity": "as installed", "git": "clean", "startup": "absent"}
+# How an absent value reads, per category: NCCL logs a variable only when it reads it, so no line is "not logged", never "unset".
+_ABSENT = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged"}
 
 
 def _value(category: str, value: Any) -> str:
