@@ -12,7 +12,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 # Components a difference can act on (the EAGLE-3 decomposition groups them).
 COMMUNICATION = "communication"
@@ -461,25 +461,63 @@ def all_rules() -> List[FieldRule]:
     return VOLATILE_RULES + KNOWLEDGE_RULES
 
 
+_WILDCARDS = frozenset("*?[")
+
+
 @lru_cache(maxsize=None)
-def _compiled() -> Tuple["re.Pattern[str]", Tuple[FieldRule, ...]]:
-    """All rules as ONE alternation: the first alternative that matches is the first rule
-    that matches (re tries alternatives in order), found in one C-level scan instead of
-    one Python-level regex call per rule (diffs of 20k-file snapshots call this a lot)."""
+def _index() -> Tuple[Tuple[FieldRule, ...], Dict[str, int], Dict[str, List[int]], List[int]]:
+    """Rules bucketed so a key is tested only against rules that can match it.
+
+    `*.NAME` rules (most of the table: one per variable) become a dict lookup on the key's last
+    part; rules whose first part is literal (`integrity.*`, `gpu.*.clocks*`) are tried only for
+    keys with that first part; the rest (a wildcard first part) are tried for every key. The
+    first rule in table order still wins: the candidates keep their table index.
+    """
     rules = tuple(all_rules())
-    combined = "|".join(f"(?P<r{i}>{fnmatch.translate(r.pattern)})" for i, r in enumerate(rules))
-    return re.compile(combined), rules
+    last_part: Dict[str, int] = {}
+    by_head: Dict[str, List[int]] = {}
+    generic: List[int] = []
+    for i, rule in enumerate(rules):
+        pattern = rule.pattern
+        tail = pattern[2:]
+        if pattern.startswith("*.") and tail and "." not in tail and not (_WILDCARDS & set(tail)):
+            last_part.setdefault(tail, i)
+            continue
+        head = pattern.split(".", 1)[0]
+        if _WILDCARDS & set(head):
+            generic.append(i)
+        else:
+            by_head.setdefault(head, []).append(i)
+    return rules, last_part, by_head, generic
+
+
+@lru_cache(maxsize=None)
+def _head_regex(head: str) -> "re.Pattern[str]":
+    """One alternation of the candidate rules for keys starting with `head`, in table order:
+    re tries alternatives in order, so the first group that matches is the first rule."""
+    _, _, by_head, generic = _index()
+    candidates = sorted(by_head.get(head, []) + generic)
+    if not candidates:
+        return re.compile(r"(?!)")
+    return re.compile("|".join(f"(?P<r{i}>{fnmatch.translate(_index()[0][i].pattern)})" for i in candidates))
 
 
 @lru_cache(maxsize=200_000)
 def rule_for(key: str) -> FieldRule:
-    """The first rule whose pattern matches the key, or the section's default."""
-    regex, rules = _compiled()
-    match = regex.match(key)
+    """The first rule (in table order) whose pattern matches the key, or the section's default."""
+    rules, last_part, _, _ = _index()
+    head, _, _ = key.partition(".")
+    best = None
+    match = _head_regex(head).match(key)
     if match is not None and match.lastgroup:
-        return rules[int(match.lastgroup[1:])]
-    section = key.split(".", 1)[0]
-    category, component = SECTION_CATEGORIES.get(section, (section, NONE))
+        best = int(match.lastgroup[1:])
+    if "." in key:
+        exact = last_part.get(key.rsplit(".", 1)[1])
+        if exact is not None and (best is None or exact < best):
+            best = exact
+    if best is not None:
+        return rules[best]
+    category, component = SECTION_CATEGORIES.get(head, (head, NONE))
     return FieldRule("*", category=category, component=component, weight=0.05)
 
 

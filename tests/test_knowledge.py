@@ -99,3 +99,31 @@ def test_domain_constants_are_consistent():
     # Hot-path edits outrank unrelated package bumps, by prior alone.
     assert knowledge.rule_for("integrity.sglang/srt/layers/moe/topk.py").weight > \
         knowledge.rule_for("packages.requests").weight * 5
+
+
+def test_bucketed_lookup_equals_first_match_in_table_order():
+    """rule_for's index (last-part dict, per-first-part alternations) must give exactly the
+    first rule in table order that fnmatch accepts, for keys built from every pattern."""
+    import fnmatch as _fnmatch
+
+    from envsnap import knowledge as _k
+
+    rules = _k.all_rules()
+
+    def naive(key):
+        return next((r for r in rules if _fnmatch.fnmatchcase(key, r.pattern)), None)
+
+    heads = ["env", "workers.scheduler_TP0.env", "nccl.env", "integrity", "gpu.0", "host", "packages",
+             "git./repo", "sglang.args", "files", "startup", "processes.processes.x", "nvidia.gpus.0"]
+    keys = set()
+    for rule in rules:
+        literal = rule.pattern.replace("*", "x").replace("?", "q")
+        keys.add(literal)
+        keys.update(f"{head}.{literal.rsplit('.', 1)[-1]}" for head in heads)
+    mismatches = []
+    for key in sorted(keys):
+        expected = naive(key)
+        got = _k.rule_for(key)
+        if (expected is None and got.pattern != "*") or (expected is not None and got != expected):
+            mismatches.append((key, got.pattern, expected and expected.pattern))
+    assert len(keys) > 1000 and mismatches == []
