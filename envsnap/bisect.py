@@ -324,6 +324,19 @@ def _sha(obj) -> str:
 _HEADER_START = b'{"bad_file": '
 
 
+def _usable_run(entry: object) -> bool:
+    """A journaled run the bisector can replay: anything else (a hand-edited or damaged line)
+    is a run to repeat, like a cut one."""
+    if not isinstance(entry, dict) or entry.get("type") != "run":
+        return False
+    config, metrics = entry.get("config"), entry.get("metrics", {})
+    if not isinstance(config, list) or not all(isinstance(k, str) for k in config):
+        return False
+    if not isinstance(entry.get("ok"), bool) or not isinstance(metrics, dict):
+        return False
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in metrics.values())
+
+
 class Journal:
     """Append-only JSONL: a header line, then one line per finished run."""
 
@@ -387,7 +400,7 @@ class Journal:
                 entry = json.loads(line)
             except ValueError:
                 continue  # a damaged line is a run to repeat, not a reason to stop
-            if isinstance(entry, dict) and entry.get("type") == "run" and isinstance(entry.get("config"), list):
+            if _usable_run(entry):
                 self.runs.append(entry)
         return self
 
@@ -403,7 +416,7 @@ class Journal:
                 self.close()
                 detail = ""
                 if key == "command_sha256":
-                    detail = f" (journal: {' '.join(found.get('command') or [])})"
+                    detail = f" (journal: {' '.join(map(str, found.get('command') or []))})"
                 elif key == "deltas_sha256":
                     detail = f" (journal: {found.get('good_file')} vs {found.get('bad_file')})"
                 raise EnvsnapError(f"journal {self.path} belongs to a different bisect: {what}{detail}; "

@@ -65,6 +65,21 @@ def _normalise(result: Any, elapsed: float) -> Dict[str, Any]:
     return section
 
 
+def _finish_section(name: str, section: Dict[str, Any], redact: bool) -> Dict[str, Any]:
+    """Scrub a section (secrets, undecodable bytes, NaN) and make sure it will load: a section
+    the format refuses (a server answering odd types, a collector bug, nesting no reader can
+    walk) becomes an error that says why; the other sections are kept."""
+    try:
+        section = scrub(section, redact=redact)
+        problem = snapshot_mod.section_problem(name, section)
+    except RecursionError:
+        problem = "nested too deeply to record"
+    if problem is None:
+        return section
+    return {"status": "error", "elapsed_s": section.get("elapsed_s"),
+            "error": f"collector output refused by the snapshot format: {problem}"}
+
+
 def capture(
     ctx: CaptureContext,
     only: Optional[Sequence[str]] = None,
@@ -97,9 +112,8 @@ def capture(
         if name not in results:
             results[name] = {"status": "timeout", "error": f"did not finish within the capture's {ctx.timeout:.1f}s"}
 
-    snap["sections"] = {name: results[name] for name, _ in chosen}
     snap["redaction"] = "on" if ctx.redact else "off"
-    snap["sections"] = scrub(snap["sections"], redact=ctx.redact)
+    snap["sections"] = {name: _finish_section(name, results[name], ctx.redact) for name, _ in chosen}
     if ctx.redact:
         snap["label"] = redact_text(snap["label"])
     return snap

@@ -68,7 +68,10 @@ def _number(text: str) -> Optional[float]:
 def _finite(value) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # a JSON integer of 400 digits
+        return None
     return value if math.isfinite(value) else None
 
 

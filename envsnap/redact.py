@@ -112,7 +112,7 @@ _SHAPES = [
     (("api_org_",), r"\bapi_org_[A-Za-z0-9]{16,}"),             # Hugging Face organisation tokens
     (("sk-",), r"\bsk-(?:ant-|proj-|live-|or-)?[A-Za-z0-9_\-]{16,}"),  # OpenAI / Anthropic / OpenRouter
     (("_live_", "_test_"), r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),  # Stripe keys
-    (("whsec_",), r"\bwhsec_[A-Za-z0-9+/]{16,}={0,2}"),              # Stripe webhook secrets
+    (("whsec_",), r"\bwhsec_[A-Za-z0-9]{16,}"),                  # Stripe webhook secrets
     (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
     (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
     (("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glsoat-", "glft-", "glimt-", "glagent-", "gloas-"),
@@ -127,7 +127,7 @@ _SHAPES = [
     (("ya29.",), r"\bya29\.[0-9A-Za-z_\-]{20,}"),               # Google OAuth access tokens
     (("GOCSPX-",), r"\bGOCSPX-[0-9A-Za-z_\-]{20,}"),            # Google OAuth client secrets
     # Azure AD client secrets: 3 chars, a digit, "Q~", then 31-34 chars.
-    (("Q~",), r"(?<![A-Za-z0-9_\-.~])[A-Za-z0-9_\-.]{3}\dQ~[A-Za-z0-9_\-.~]{31,34}"),
+    (("Q~",), r"[A-Za-z0-9_\-.]{3}\dQ~[A-Za-z0-9_\-.~]{31,34}"),
     (("npm_",), r"\bnpm_[A-Za-z0-9]{30,}"),                     # npm
     (("pypi-",), r"\bpypi-[A-Za-z0-9_\-]{30,}"),                # PyPI upload tokens
     (("wandb_v1_",), r"\bwandb_v1_[A-Za-z0-9_\-]{20,}"),
@@ -164,12 +164,18 @@ _SHAPE_TRIGGER = re.compile("|".join(re.escape(t) for triggers, _ in _SHAPES for
 _URL_CREDENTIALS = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@'\"]*:)(?P<secret>[^\s/'\"]+)(?P<post>@)")
 # https://<long opaque user>@host: a token used as the user name (x-access-token style, DSNs).
 _URL_TOKEN_USER = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<secret>[A-Za-z0-9_\-.~%]{20,})(?P<post>@)")
-# Authorization headers.
-_AUTH_HEADER = re.compile(r"(?i)(?P<pre>\b(?:bearer|basic|token|digest)\s+)(?P<secret>[A-Za-z0-9._~+/\-]{12,}=*)")
+# Authorization headers: `Bearer X`, `Basic X`, `Digest X` anywhere, `token X` only after
+# `Authorization:` (GitHub's form): a bare "Token Latency------" title in a benchmark's
+# output is no credential.
+_AUTH_HEADER = re.compile(r"(?i)(?P<pre>\b(?:bearer|basic|digest|(?<=authorization:)\s*token|(?<=authorization: )token)\s+)"
+                          r"(?P<secret>[A-Za-z0-9._~+/\-]{12,}=*)")
 # NAME=value and --name=value / --name value inside command lines and shell text.
 # An unquoted value ends at whitespace, a quote, ',', ';' or '&' (shell and URL-query separators).
 _ASSIGNMENT = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.]*)=)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
 _FLAG = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?:=|\s+))(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
+_NUMBER = re.compile(r"^[-+]?[0-9][0-9.,_]*%?$")
+# ... as are `#new-token: 1024` and `#cached-token: 0` of its prefill log.
+_TOKEN_COUNT = re.compile(r"(?i)(?:^|[_.\-])tokens?$")
 # `password: value` (YAML, logs, HTTP headers such as X-Api-Key): a colon and at least one space.
 _COLON_PAIR = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*:[ \t]+)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;]+)")
 # "name": "value" inside JSON-like text: double quotes with JSON escapes, single quotes
@@ -196,9 +202,18 @@ def _needs_work(text: str) -> bool:
 def _replace_shapes(text: str) -> str:
     """Fingerprint every credential shape, all found in the original text first: replacing
     one at a time would glue a fingerprint to the next token and hide its word boundary."""
-    spans = sorted((m.start(), m.end()) for pattern in _value_patterns() for m in pattern.finditer(text))
+    spans = []
+    for pattern in _value_patterns():
+        # Overlapping search (resume one character after each match's start, not at its end):
+        # in `hvs.X-hvs.Y` the first match swallows the second one's prefix, which must still
+        # be found for Y not to be left behind.
+        match = pattern.search(text)
+        while match is not None:
+            spans.append((match.start(), match.end()))
+            match = pattern.search(text, match.start() + 1)
     if not spans:
         return text
+    spans.sort()
     merged: List[List[int]] = []
     for start, end in spans:
         if merged and start <= merged[-1][1]:
@@ -277,7 +292,9 @@ def _redact(text: str) -> str:
     if "-" in out:
         out = _FLAG.sub(_named, out)
     if ":" in out:
-        out = _COLON_PAIR.sub(_named, out)
+        # `#token: 1064` on every line of SGLang's decode log is a count of text tokens.
+        out = _COLON_PAIR.sub(lambda m: m.group(0) if _TOKEN_COUNT.search(m.group("name"))
+                              and _NUMBER.match(m.group("secret")) else _named(m), out)
 
     def _json(m: "re.Match[str]") -> str:
         secret = m.group("secret")
@@ -371,7 +388,8 @@ def scrub(obj: Any, redact: bool = True, _key: str = "") -> Any:
     wholesale, credential shapes everywhere, keys included (a file named after a token
     would otherwise show it). A list of strings is read as a command line, so that
     `["--api-key", "X"]` loses X even where a collector forgot redact_argv. Undecodable
-    bytes in any string or key become visible escapes.
+    bytes in any string or key become visible escapes; NaN, infinities and integers beyond
+    64 bits become text.
     """
     if isinstance(obj, dict):
         result = {}
@@ -392,8 +410,10 @@ def scrub(obj: Any, redact: bool = True, _key: str = "") -> Any:
                     elif needs_work(value):
                         value = _redact_checked(value)
                 result[key] = value
-            elif type(value) in (int, float, bool) or value is None:
-                result[key] = value
+            elif type(value) in (int, bool) or value is None:
+                result[key] = _plain_number(value) if type(value) is int else value
+            elif type(value) is float:
+                result[key] = _plain_number(value)
             else:
                 result[key] = scrub(value, redact, name)
         return result
@@ -409,4 +429,17 @@ def scrub(obj: Any, redact: bool = True, _key: str = "") -> Any:
         if redact and _key and is_secret_name(_key) and obj and not is_redacted(obj):
             return fingerprint(obj)
         return redact_text(obj) if redact else obj
+    if type(obj) in (int, float):
+        return _plain_number(obj)
     return obj
+
+
+def _plain_number(value: Any) -> Any:
+    """A number JSON can carry and every reader can compute with; else its text. NaN from a
+    server's /server_info (an accept length before the first request) or a 128-bit counter
+    would otherwise make the snapshot unwritable (NaN) or unreadable (huge integers)."""
+    if type(value) is float:
+        return value if value - value == 0.0 else repr(value)  # inf - inf and nan - nan are nan
+    if -(2 ** 64) < value < 2 ** 64:
+        return value
+    return str(value)

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import tempfile
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -150,11 +151,13 @@ def save(snapshot: Dict[str, Any], path: str, force: bool = False) -> None:
     """Write a snapshot atomically. Unless it says redaction is off, every part outside the
     sections (runs, labels, notes: added after the capture's scrub) is scrubbed once more,
     so a secret cannot reach the file by a path that forgot to redact."""
-    if snapshot.get("redaction") != "off":
-        from envsnap.redact import scrub
+    from envsnap.redact import scrub
 
-        snapshot = {key: (value if key in ("sections", "nodes") else scrub(value))
-                    for key, value in snapshot.items()}
+    # Without redaction the scrub still turns undecodable bytes (an `attach --note` or a
+    # `--label` given in a non-UTF-8 locale) into \xNN text: the file must stay UTF-8.
+    redact = snapshot.get("redaction") != "off"
+    snapshot = {key: (value if key in ("sections", "nodes") else scrub(value, redact=redact))
+                for key, value in snapshot.items()}
     atomic_write_text(path, dumps(snapshot), force=force)
 
 
@@ -185,7 +188,42 @@ def parse(text: str, source: str = "<input>") -> Dict[str, Any]:
         msg = str(exc).splitlines()[0][:200]
         hint = " (truncated?)" if "Expecting" in msg or "Unterminated" in msg else ""
         raise EnvsnapError(f"{source}: not valid JSON{hint}: {msg}") from None
+    if _SURROGATE_ESCAPE.search(text):
+        _reject_lone_surrogates(data, source)
     return validate(data, source)
+
+
+# JSON may spell a lone UTF-16 surrogate (\udcff): valid JSON, but not text: no UTF-8 output
+# (a report, a terminal) can hold it. envsnap never writes one (undecodable bytes become
+# \xNN text), so where the text has a surrogate escape, every string is checked.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF][0-9a-fA-F]{2}")
+
+
+def _reject_lone_surrogates(data: Any, source: str) -> None:
+    stack = [("", data)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                _check_text(key, _join_path(path, key), source)
+                stack.append((_join_path(path, key), value))
+        elif isinstance(node, list):
+            stack.extend((f"{path}[{i}]", value) for i, value in enumerate(node))
+        elif isinstance(node, str):
+            _check_text(node, path, source)
+
+
+def _check_text(text: str, path: str, source: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        raise EnvsnapError(f"{source}: {_short_path(path or '(top level)')} holds a lone surrogate "
+                           f"(\\u{ord(bad):04x}), not text; not a snapshot envsnap wrote") from None
+
+
+def _join_path(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
 
 
 # --- shapes --------------------------------------------------------------------------------------
@@ -403,6 +441,15 @@ def _check_sections(sections: Any, where: str, source: str) -> None:
             _check_shape(data, SECTION_SHAPES.get(name, "dict"), f"{where}.{name}.data", source)
 
 
+def section_problem(name: str, section: Any) -> Optional[str]:
+    """Why `validate` would refuse this section (one line), or None when it passes."""
+    try:
+        _check_sections({name: section}, "sections", "section")
+    except EnvsnapError as exc:
+        return str(exc).split(": ", 1)[-1]
+    return None
+
+
 def _check_shape(value: Any, spec: Any, path: str, source: str) -> None:
     try:
         _check(value, spec, 0)
@@ -481,25 +528,47 @@ def load(path: str) -> Dict[str, Any]:
     source = "<stdin>" if path == "-" else path
     try:
         if path == "-":
-            raw = sys.stdin.buffer.read(MAX_SNAPSHOT_BYTES + 1)
+            raw = _read_capped(sys.stdin.buffer, source)
         else:
             if os.path.isdir(path):
                 raise EnvsnapError(f"{path}: is a directory, not a snapshot file")
-            with open(path, "rb") as handle:
-                raw = handle.read(MAX_SNAPSHOT_BYTES + 1)
+            # O_NONBLOCK: opening a FIFO nobody writes to must not hang (a pipe from
+            # process substitution, `<(cat s.json)`, already has its writer and reads fine).
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+                os.close(fd)  # /dev/zero, /dev/tty, a disk: never a snapshot, and reading could not end
+                raise EnvsnapError(f"{path}: a device, not a snapshot file")
+            if stat.S_ISFIFO(mode):
+                os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb") as handle:
+                raw = _read_capped(handle, source)
     except FileNotFoundError:
         raise EnvsnapError(f"{source}: no such file") from None
     except OSError as exc:
         raise EnvsnapError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_SNAPSHOT_BYTES:
-        raise EnvsnapError(f"{source}: larger than {MAX_SNAPSHOT_BYTES >> 20} MiB, not a snapshot")
-    if b"\x00" in raw:
-        raise EnvsnapError(f"{source}: binary data (NUL bytes), not a snapshot")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise EnvsnapError(f"{source}: not UTF-8 text (byte {exc.start}), not a snapshot") from None
     return parse(text, source)
+
+
+def _read_capped(handle: Any, source: str) -> bytes:
+    """The whole stream, in chunks: binary data is refused at its first NUL and an oversized
+    input at the cap, before either costs memory."""
+    chunks = []
+    total = 0
+    while True:
+        chunk = handle.read(1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        if b"\x00" in chunk:
+            raise EnvsnapError(f"{source}: binary data (NUL bytes), not a snapshot")
+        total += len(chunk)
+        if total > MAX_SNAPSHOT_BYTES:
+            raise EnvsnapError(f"{source}: larger than {MAX_SNAPSHOT_BYTES >> 20} MiB, not a snapshot")
+        chunks.append(chunk)
 
 
 def section_data(snapshot: Dict[str, Any], name: str) -> Dict[str, Any]:

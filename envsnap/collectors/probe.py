@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.collectors.base import CaptureContext, failed, ok, unavailable
@@ -35,11 +36,18 @@ def read_records(directory: str) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
             continue
         path = os.path.join(directory, name)
         try:
-            if os.path.getsize(path) > MAX_RECORD_BYTES:
+            # O_NONBLOCK + regular files only, bounded read: a FIFO named *.json would block the
+            # collector, and a link to /dev/zero (size 0) would be read without end.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    errors[name] = "not a regular file: not a probe record"
+                    continue
+                raw = handle.read(MAX_RECORD_BYTES + 1)
+            if len(raw) > MAX_RECORD_BYTES:
                 errors[name] = "larger than 16 MiB: not a probe record"
                 continue
-            with open(path, "r", encoding="utf-8", errors="surrogateescape") as handle:
-                record = json.load(handle)
+            record = json.loads(raw.decode("utf-8", "surrogateescape"))
         except (OSError, ValueError) as exc:
             errors[name] = f"unreadable: {exc}"
             continue
