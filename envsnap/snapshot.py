@@ -66,6 +66,7 @@ def atomic_write_text(path: str, text: str, force: bool = False) -> None:
     data = text.encode("utf-8", "surrogateescape")
     fd, tmp = _write_temp(directory, data)
     try:
+        _give_final_mode(fd, path)
         if not force and os.path.lexists(path):
             raise EnvsnapError(f"{path} exists; use --force to overwrite it")
         if tmp is None:
@@ -91,6 +92,31 @@ def atomic_write_text(path: str, text: str, force: bool = False) -> None:
             os.close(dir_fd)
     except OSError:
         pass
+
+
+def _process_umask() -> int:
+    """The umask, read without changing it (os.umask sets it, racing with other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _give_final_mode(fd: int, path: str) -> None:
+    """Temp files are created 0600; the result gets what a plain open() would have given it:
+    the replaced file's mode, or 0666 minus the umask (a report is meant to be shared)."""
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_process_umask()
+    try:
+        os.fchmod(fd, mode)
+    except OSError:
+        pass  # a filesystem without modes: keep what it gave
 
 
 def _write_temp(directory: str, data: bytes) -> Tuple[int, Optional[str]]:

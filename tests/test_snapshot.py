@@ -76,3 +76,18 @@ def test_flatten_paths():
     assert flat["env.vars.A"] == "1"
     assert flat["nvidia.status"] == "unavailable"
     assert flat["env.status"] == "ok"
+
+
+def test_written_files_get_a_normal_mode_and_keep_a_replaced_files_mode(tmp_path):
+    import stat
+
+    path = tmp_path / "report.html"
+    old_umask = os.umask(0o022)
+    try:
+        snapshot.atomic_write_text(str(path), "x")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not the temp file's 0600
+        path.chmod(0o640)
+        snapshot.atomic_write_text(str(path), "y", force=True)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640 and path.read_text() == "y"
+    finally:
+        os.umask(old_umask)
