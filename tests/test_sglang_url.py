@@ -159,3 +159,13 @@ def test_api_key_and_bad_answers(server, monkeypatch):
     assert handler.seen[-1] == ("/server_info", "Bearer k-123")
     handler.routes["/server_info"] = (200, [1, 2])
     assert capture(url)["status"] == "error"
+
+
+def test_credentials_in_the_url_are_refused_without_echoing_them():
+    from conftest import run_envsnap
+
+    result = run_envsnap("capture", "-o", "-", "--timeout", "10", "--sglang-url", "http://bob:hunter2@127.0.0.1:9/")
+    assert result.returncode == 0, result.stderr
+    section = json.loads(result.stdout)["sections"]["sglang"]
+    assert section["status"] == "error" and "ENVSNAP_SGLANG_API_KEY" in section["error"]
+    assert "hunter2" not in result.stdout + result.stderr and "bob" not in section["error"]
