@@ -83,7 +83,12 @@ def _locate(git: _Git, path: str) -> Tuple[Optional[str], Optional[str]]:
     cwd = path if os.path.isdir(path) else os.path.dirname(path) or "."
     result = git.run(["rev-parse", "--show-toplevel"], cwd)
     if result.ok and result.stdout.strip():
-        return result.stdout.strip(), None
+        top = result.stdout.strip()
+        if "\n" not in top and os.path.isabs(top) and os.path.isdir(top):
+            return top, None
+        # A broken or hostile git answered something that is not a directory: record that,
+        # never use its output as a repository path (or as a 2 KB key in the snapshot).
+        return None, f"git rev-parse --show-toplevel gave no usable directory ({len(top)} bytes of output)"
     if "not a git repository" in result.stderr:
         return None, "not a git repository"
     # The first line carries the reason ("detected dubious ownership in repository at ...");
