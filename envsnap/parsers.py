@@ -304,16 +304,7 @@ def parse_decode_log(text: str) -> Tuple[Metrics, List[str]]:
 
 def parse_json_line(text: str) -> Tuple[Metrics, List[str]]:
     """Top-level numbers of the last line that is a JSON object (e.g. `{"tok_s": 812.5}`)."""
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if not (line.startswith("{") and line.endswith("}")):
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(obj, dict):
-            continue
+    for obj in reversed(_json_objects(text)):
         metrics = {str(k): v for k, v in ((k, _finite(v)) for k, v in obj.items()) if v is not None}
         if metrics:
             return metrics, []
