@@ -218,6 +218,14 @@ def test_map_by_size_runs_big_items_in_the_pool_and_small_ones_inline():
 
 
 def test_big_items_are_hashed_concurrently():
-    start = time.monotonic()
-    files.map_by_size(lambda item: time.sleep(0.3), ["a", "b"], [files.BIG_FILE] * 2, time.monotonic() + 10)
-    assert time.monotonic() - start < 0.55  # two threads, not one after the other
+    import threading
+
+    both_inside = threading.Barrier(2, timeout=5)  # passes only if two items are in flight at once
+    met = []
+
+    def work(item):
+        both_inside.wait()
+        met.append(item)
+
+    files.map_by_size(work, ["a", "b"], [files.BIG_FILE] * 2, time.monotonic() + 10)
+    assert sorted(met) == ["a", "b"]  # one after the other would have broken the barrier
