@@ -176,10 +176,7 @@ def build_view(snap: Dict[str, Any], usable: Set[str]) -> View:
     if "packages" in data:
         _packages_view(view, data["packages"])
     if "torch" in data:
-        for path, value in _leaves(data["torch"]):
-            if path:
-                key = ".".join(path)
-                view.put("packages", f"torch.{key}", value, (f"torch.{key}",))
+        _leaf_view(view, "packages", "torch", data["torch"])
     if "git" in data:
         _git_view(view, data["git"])
     if "files" in data:
@@ -188,16 +185,21 @@ def build_view(snap: Dict[str, Any], usable: Set[str]) -> View:
     if "nvidia" in data:
         _gpu_view(view, data["nvidia"])
     if "host" in data:
-        for path, value in _leaves(data["host"]):
-            if path:
-                key = ".".join(path)
-                view.put("host", f"host.{key}", value, (f"host.{key}",))
+        _leaf_view(view, "host", "host", data["host"])
     if "sglang" in data:
         _sglang_view(view, data["sglang"])
     if "nccl" in data:
         _nccl_view(view, data["nccl"])
     _workers_view(view, data.get("processes"), data.get("probe"))
     return view
+
+
+def _leaf_view(view: "View", category: str, section: str, data: Dict[str, Any]) -> None:
+    """Every leaf of a section as its own difference key, `<section>.<path>` (torch, host)."""
+    for path, value in _leaves(data):
+        if path:
+            key = f"{section}.{'.'.join(path)}"
+            view.put(category, key, value, (key,))
 
 
 def _env_view(view: View, env: Dict[str, Any]) -> None:

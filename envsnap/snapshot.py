@@ -80,16 +80,21 @@ def atomic_write_text(path: str, text: str, force: bool = False) -> None:
     finally:
         os.close(fd)
         if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            _unlink_quietly(tmp)
     try:  # make the rename itself durable
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+    except OSError:
+        pass
+
+
+def _unlink_quietly(path: str) -> None:
+    """Remove a temp file on the way out of a failed write; its absence is fine."""
+    try:
+        os.unlink(path)
     except OSError:
         pass
 
@@ -144,10 +149,7 @@ def _write_temp(directory: str, data: bytes) -> Tuple[int, Optional[str]]:
     except BaseException as exc:
         os.close(fd)
         if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            _unlink_quietly(tmp)
         if isinstance(exc, OSError):
             where = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (exc.strerror or str(exc))
             raise EnvsnapError(f"cannot write in {directory}: {where}") from None
