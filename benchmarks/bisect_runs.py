@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from envsnap.bisect import BAD, GOOD, ddmin  # noqa: E402
+from envsnap.analysis.bisect.ddmin import BAD, GOOD, ddmin  # noqa: E402
 
 
 def configs_for(names, bad_when):

@@ -29,8 +29,8 @@ TIMEOUT_S = 600
 _COLLECTORS_ALONE = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from envsnap.capture import capture
-from envsnap.collectors.base import CaptureContext
+from envsnap.capture.runner import capture
+from envsnap.capture.base import CaptureContext
 ctx = CaptureContext(deep=%(deep)r, timeout=60.0)
 snap = capture(ctx, only=["python", "packages"])
 print(json.dumps({"in_process_s": time.perf_counter() - t0,

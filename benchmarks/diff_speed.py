@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
-import json
 import os
 import random
 import statistics
@@ -128,7 +127,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--check", action="store_true", help=f"exit 1 when the median exceeds {TARGET_S} s")
     args = parser.parse_args()
-    from envsnap import rank, snapshot
+    from envsnap.analysis import result as result_mod
+    from envsnap.model import store
 
     good, bad = make_pair()
     times = []
@@ -136,7 +136,7 @@ def main() -> int:
         # analyze() never mutates its inputs, but fresh copies keep every run cold for caches keyed on objects.
         g, b = copy.deepcopy(good), copy.deepcopy(bad)
         start = time.perf_counter()
-        result = rank.analyze(g, b)
+        result = result_mod.analyze(g, b)
         times.append(time.perf_counter() - start)
     median = statistics.median(times)
     print(f"pair: 600 packages, 20000 integrity entries, 8 workers x 300 vars, 8 GPUs, 1000 files, 10 runs/side")
@@ -148,11 +148,11 @@ def main() -> int:
         paths = []
         for name, snap in (("good", good), ("bad", bad)):
             path = os.path.join(tmp, f"{name}.json")
-            snapshot.save(snap, path)
+            store.save(snap, path)
             paths.append(path)
         start = time.perf_counter()
         for path in paths:
-            snapshot.load(path)
+            store.load(path)
         load = time.perf_counter() - start
         size = sum(os.path.getsize(p) for p in paths) / 1e6
         print(f"loading both files ({size:.1f} MB of JSON, with validation): {load * 1000:.0f} ms")

@@ -28,7 +28,6 @@ import sys
 import xml.etree.ElementTree as ET
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-
 # ---------------------------------------------------------------- small helpers
 
 def load_json(path: str) -> Any:

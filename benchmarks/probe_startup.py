@@ -50,13 +50,13 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
 
-    from envsnap import probe_install
+    from envsnap.probe import install as install_mod
 
     with tempfile.TemporaryDirectory(prefix="envsnap-bench-") as tmp:
         tmp_path = Path(tmp)
         plain = make_venv(tmp_path / "plain")
         probed = make_venv(tmp_path / "probed")
-        probe_install.install(site_of(probed))
+        install_mod.install(site_of(probed))
         probe_dir = tmp_path / "records"
         base_env = {k: v for k, v in os.environ.items() if k not in ("ENVSNAP_PROBE_DIR", "PYTHONPATH")}
         on_env = dict(base_env, ENVSNAP_PROBE_DIR=str(probe_dir))

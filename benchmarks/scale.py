@@ -12,10 +12,10 @@ limit, the runs' metric); a stress pair where a tenth of everything differs is t
 
 Each figure is measured in a fresh interpreter (so peak RSS is that step's alone),
 best of --repeat runs (the first, cold call is shown too):
-  load        snapshot.load of both files (JSON parse + full shape validation)
-  diff+rank   rank.analyze(good, bad): differences, verdict with bootstrap, ranked causes
-  text        render_text.render_diff of the result
-  report      report.render_report: the self-contained HTML page, and its size
+  load        store.load of both files (JSON parse + full shape validation)
+  diff+rank   result_mod.analyze(good, bad): differences, verdict with bootstrap, ranked causes
+  text        text_mod.render_diff of the result
+  report      html_mod.render_report: the self-contained HTML page, and its size
   cli diff    `envsnap diff GOOD BAD --format json` end to end, as a user runs it
   cli report  `envsnap report GOOD BAD -o r.html` end to end
 Targets: diff+rank <= 0.3 s; report render < 1 s and < 5 MB; memory bounded.
@@ -32,7 +32,6 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Any, Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -135,28 +134,30 @@ def grow(snap: Dict[str, Any], side: str, packages: int, integrity: int, workers
 
 _STEP = r"""
 import json, resource, sys, time
-from envsnap import snapshot, rank, render_text
+from envsnap.model import store
+from envsnap.analysis import result as result_mod
+from envsnap.render import text as text_mod
 step, good_path, bad_path, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 best = float("inf")
 extra = {}
 good = bad = result = None
 if step != "load":
-    good, bad = snapshot.load(good_path), snapshot.load(bad_path)
+    good, bad = store.load(good_path), store.load(bad_path)
 if step in ("text", "report"):
-    result = rank.analyze(good, bad)
+    result = result_mod.analyze(good, bad)
 first = None
 for _ in range(repeat):
     t0 = time.perf_counter()
     if step == "load":
-        snapshot.load(good_path); snapshot.load(bad_path)
+        store.load(good_path); store.load(bad_path)
     elif step == "diff_rank":
-        out = rank.analyze(good, bad)
+        out = result_mod.analyze(good, bad)
         extra = {"differences": len(out["differences"]), "causes": len(out["causes"])}
     elif step == "text":
-        render_text.render_diff(result)
+        text_mod.render_diff(result)
     elif step == "report":
-        from envsnap import report
-        html = report.render_report(result, good, bad)
+        from envsnap.render import html as html_mod
+        html = html_mod.render_report(result, good, bad)
         extra = {"bytes": len(html.encode("utf-8"))}
     took = time.perf_counter() - t0
     first = took if first is None else first
@@ -206,7 +207,7 @@ def measure_cli(argv: List[str], repeat: int) -> Tuple[float, int]:
 def build(directory: str, packages: int, integrity: int, workers: int, worker_vars: int,
           grown: bool = True, changed: int = 50) -> Tuple[str, str]:
     """GOOD and BAD files in `directory`: real captures, grown to the sizes unless `grown` is False."""
-    from envsnap import snapshot
+    from envsnap.model import store
 
     paths = []
     for side in ("good", "bad"):
@@ -214,9 +215,9 @@ def build(directory: str, packages: int, integrity: int, workers: int, worker_va
         env = {"ENVSNAP_SCALE_SIDE": side, "NCCL_PROTO": "LL128" if side == "bad" else "Simple"}
         real_capture(path, env)
         if grown:
-            snap = snapshot.load(path)
+            snap = store.load(path)
             grow(snap, side, packages, integrity, workers, worker_vars, changed)
-            snapshot.save(snap, path, force=True)
+            store.save(snap, path, force=True)
         paths.append(path)
     return paths[0], paths[1]
 
@@ -275,7 +276,7 @@ def main() -> None:
     s = figures["sizes"]
     print(f"snapshots: {s['packages']} distributions, {s['integrity_entries']} integrity entries, {s['workers']} workers x "
           f"{s['vars_per_worker']} vars; files {s['good_bytes'] / 2**20:.1f} + {s['bad_bytes'] / 2**20:.1f} MiB")
-    rows = [("load (both, parse + validate)", figures["load"]), ("diff+rank (rank.analyze)", figures["diff_rank"]),
+    rows = [("load (both, parse + validate)", figures["load"]), ("diff+rank (result_mod.analyze)", figures["diff_rank"]),
             ("text render", figures["text"]), ("report render (HTML)", figures["report"]),
             ("envsnap diff --format json (CLI)", figures["cli_diff"]), ("envsnap report (CLI)", figures["cli_report"])]
     for label, fig in rows:

@@ -307,11 +307,11 @@ def capture_side(side: str) -> Dict[str, Any]:
 
     sys.path.insert(0, REPO)
     sys.path.insert(0, os.path.join(REPO, "tests"))
-    from helpers_nvml import make_fake_pynvml  # real H200 answers (tests/data/nvidia)
     import pynvml as real_pynvml
+    from helpers_nvml import make_fake_pynvml  # real H200 answers (tests/data/nvidia)
 
-    from envsnap import capture as capture_mod
-    from envsnap.collectors.base import CaptureContext
+    from envsnap.capture import runner
+    from envsnap.capture.base import CaptureContext
 
     root = ROOT
     shutil.rmtree(root, ignore_errors=True)
@@ -366,7 +366,7 @@ def capture_side(side: str) -> Dict[str, Any]:
                                                                     os.path.join(launch, "README.md")],
                                  repos=[repo], timeout=90.0, cwd=launch, pids=[proc.pid], probe_dir=probe_dir,
                                  logs=[log], sglang_url=f"http://127.0.0.1:{info.server_address[1]}")
-            snap = capture_mod.capture(ctx)
+            snap = runner.capture(ctx)
         finally:
             os.environ.clear()
             os.environ.update(saved)
@@ -624,7 +624,7 @@ def main(argv: List[str] = None) -> int:
     with open(BASE_FILE) as handle:
         base = json.load(handle)
     sys.path.insert(0, REPO)
-    from envsnap.snapshot import dumps
+    from envsnap.model.store import dumps
 
     for side in ("good", "bad"):
         path = os.path.join(args.out, f"eagle3-tp8-{side}.json")

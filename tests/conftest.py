@@ -1,18 +1,19 @@
-"""Shared fixtures: real git repositories, real processes, the envsnap CLI as a subprocess."""
+"""Fixtures shared by every test layer: real git repositories, a real tampered venv, the CLI.
+
+Helpers (paths, run_envsnap, builders of real venvs, process trees and benchmarks) are the
+package tests/helpers; tests import them from there, and their fixtures are declared here.
+"""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "h200"
-TEST_DATA = Path(__file__).resolve().parent / "data"
+from helpers import run_envsnap
+from helpers.venv import built_venv  # noqa: F401  (a session fixture: the tampered venv, built once)
 
 
 def _has_nvml_gpu() -> bool:
@@ -35,18 +36,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-def run_envsnap(*args, env=None, cwd=None, timeout=120, input_text=None):
-    """Run the real CLI in a subprocess: exit codes and stderr are part of what we test."""
-    full_env = dict(os.environ)
-    full_env.pop("ENVSNAP_DEBUG", None)
-    if env:
-        full_env.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "envsnap", *map(str, args)],
-        capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout, input=input_text,
-    )
 
 
 @pytest.fixture
@@ -79,7 +68,3 @@ def git_repo(tmp_path):
 
 class _RepoPath(type(Path())):
     """A Path that can carry the repo's git() helper (plain Path instances have __slots__)."""
-
-
-def load_json(path):
-    return json.loads(Path(path).read_text())

@@ -1,7 +1,7 @@
 """The `envsnap` command: a thin click layer over the library.
 
-Each command module holds a few click commands and exports them in COMMANDS; this
-module only assembles them and maps errors to exit codes:
+One module per command, named after it (probe holds the probe group); this module only
+assembles them and maps errors to exit codes:
   EnvsnapError / bad usage -> one line on stderr, exit 2
   Ctrl-C -> exit 130
   anything unexpected -> one line naming the bug, exit 3 (ENVSNAP_DEBUG=1 shows the traceback)
@@ -14,10 +14,20 @@ import sys
 import click
 
 from envsnap import __version__
-from envsnap.cli import bisect_cmd, core, diff_cmd, report_cmd, runs_cmd, workers_cmd
+from envsnap.cli.attach import attach
+from envsnap.cli.bisect import bisect
+from envsnap.cli.capture import capture
+from envsnap.cli.diff import diff
+from envsnap.cli.merge import merge
+from envsnap.cli.probe import probe
+from envsnap.cli.rank import rank_command
+from envsnap.cli.report import report
+from envsnap.cli.run import run
+from envsnap.cli.show import show
 from envsnap.errors import EnvsnapError
 
-COMMAND_MODULES = [core, workers_cmd, runs_cmd, diff_cmd, report_cmd, bisect_cmd]
+# The order `envsnap --help` lists them in.
+COMMANDS = [capture, show, probe, merge, run, attach, diff, rank_command, report, bisect]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -33,9 +43,8 @@ def cli() -> None:
     """
 
 
-for _module in COMMAND_MODULES:
-    for _command in _module.COMMANDS:
-        cli.add_command(_command)
+for _command in COMMANDS:
+    cli.add_command(_command)
 
 
 def main(argv=None) -> None:

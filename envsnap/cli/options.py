@@ -1,11 +1,13 @@
-"""Options shared by the commands that capture (`capture`, `run`)."""
+"""What several commands share: the capture options (`capture`, `run`) and writing output (`diff`, `rank`)."""
 from __future__ import annotations
 
 import functools
+import sys
+from typing import Optional
 
 import click
 
-from envsnap.collectors.base import CaptureContext
+from envsnap.capture.base import CaptureContext
 
 
 def capture_options(func):
@@ -39,3 +41,20 @@ def capture_options(func):
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
+
+
+def emit(text: str, output: Optional[str], force: bool) -> None:
+    """Write TEXT to OUTPUT atomically, or to stdout (plain arrows on a terminal that cannot show them)."""
+    from envsnap.model.store import atomic_write_text
+
+    if output and output != "-":
+        atomic_write_text(output, text, force=force)
+        return
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):  # a C-locale terminal: keep it readable
+        for fancy, plain in (("\u2192", "->"), ("\u2212", "-"), ("\u2026", "..."), ("\u2014", "--")):
+            text = text.replace(fancy, plain)
+        text = text.encode(encoding, "replace").decode(encoding)
+    click.echo(text, nl=False)

@@ -1,0 +1,51 @@
+"""Zeller & Hildebrandt's ddmin ("Simplifying and Isolating Failure-Inducing Input", IEEE TSE
+2002): the minimal set of deltas that makes a configuration BAD, in O(log n) tests for one cause.
+A test answers GOOD, BAD or AMBIGUOUS (ddmin's "unresolved", never a guess)."""
+from __future__ import annotations
+
+from typing import Callable, List, Sequence, Tuple
+
+GOOD, BAD, AMBIGUOUS, FAILED = "good", "bad", "ambiguous", "failed"
+
+Key = Tuple[str, ...]  # the names of the deltas switched to BAD, sorted
+
+
+# ---------------------------------------------------------------------------------------
+# ddmin
+# ---------------------------------------------------------------------------------------
+
+def _split(items: Sequence[str], n: int) -> List[List[str]]:
+    chunks, start = [], 0
+    for i in range(n):
+        stop = start + (len(items) - start) // (n - i)
+        chunks.append(list(items[start:stop]))
+        start = stop
+    return [c for c in chunks if c]
+
+
+def ddmin(items: Sequence[str], test: Callable[[Key], str]) -> List[str]:
+    """Zeller's ddmin: a 1-minimal subset of `items` for which test() is BAD.
+
+    `test(all items)` is taken to be BAD (the caller measured it). Outcomes other than BAD
+    (good, ambiguous, failed) all mean "does not reproduce", as in the paper.
+    """
+    current = list(items)
+    n = 2
+    while len(current) >= 2:
+        chunks = _split(current, min(n, len(current)))
+        reduced = False
+        for chunk in chunks:
+            if test(tuple(sorted(chunk))) == BAD:
+                current, n, reduced = chunk, 2, True
+                break
+        if not reduced and len(chunks) > 2:  # with two chunks the complements are the chunks
+            for chunk in chunks:
+                complement = [x for x in current if x not in chunk]
+                if test(tuple(sorted(complement))) == BAD:
+                    current, n, reduced = complement, max(n - 1, 2), True
+                    break
+        if not reduced:
+            if n >= len(current):
+                break
+            n = min(len(current), 2 * n)
+    return current

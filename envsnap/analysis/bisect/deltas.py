@@ -1,0 +1,225 @@
+"""Bisect's deltas: every environment variable that differs between GOOD and BAD.
+
+Sources are the parent's environment (section env) and what the workers saw
+(processes.*.environ, probe.records.*.env_at_start / env_at_init): CMD's environment reaches its
+workers, so setting a variable for CMD re-applies it. A value the snapshot holds only redacted
+(`redacted:xxxxxxxx`) is re-applied only when this machine's current value has that fingerprint;
+otherwise the delta is listed as not applicable. A configuration is a subset of deltas switched
+to BAD: CMD runs with os.environ overlaid by the GOOD value of every applicable delta, then the
+subset's BAD values (unset where BAD lacks the variable).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from envsnap.analysis.knowledge import is_volatile
+from envsnap.model import snapshot as snapshot_mod
+from envsnap.redact import redact_value
+
+_REDACTED = re.compile(r"redacted:[0-9a-f]{8}")
+
+
+# ---------------------------------------------------------------------------------------
+# Deltas
+# ---------------------------------------------------------------------------------------
+
+@dataclass
+class Delta:
+    """One environment variable that differs between GOOD and BAD."""
+
+    name: str
+    good: Optional[str]  # as recorded (possibly redacted); None = not set
+    bad: Optional[str]
+    sources: List[str] = field(default_factory=list)
+    applicable: bool = True
+    note: str = ""
+    # The values to apply (a redacted one resolved from this machine's environment).
+    good_value: Optional[str] = None
+    bad_value: Optional[str] = None
+
+    @property
+    def change(self) -> str:
+        if self.good is None:
+            return "set"
+        if self.bad is None:
+            return "unset"
+        return "changed"
+
+    def public(self) -> Dict:
+        out = {"name": self.name, "change": self.change, "good": self.good, "bad": self.bad,
+               "sources": list(self.sources)}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass
+class DeltaSet:
+    applicable: List[Delta]
+    not_applicable: List[Delta]
+    skipped: List[Dict]  # parts of the difference bisect cannot switch, with why
+    notes: List[str]
+
+
+def _env_views(snap: Mapping) -> Dict[str, Dict[str, str]]:
+    """Every environment a snapshot recorded: the parent's, each worker's, each probe's."""
+    views: Dict[str, Dict[str, str]] = {}
+    env = snapshot_mod.section_data(snap, "env").get("vars")
+    if isinstance(env, dict):
+        views["env"] = env
+    processes = snapshot_mod.section_data(snap, "processes").get("processes")
+    if isinstance(processes, dict):
+        for key, proc in processes.items():
+            if isinstance(proc, dict) and isinstance(proc.get("environ"), dict):
+                views[f"workers.{key}"] = proc["environ"]
+    records = snapshot_mod.section_data(snap, "probe").get("records")
+    if isinstance(records, dict):
+        for key, record in records.items():
+            if not isinstance(record, dict):
+                continue
+            for name in ("env_at_start", "env_at_init"):
+                if isinstance(record.get(name), dict):
+                    views[f"probe.{key}.{name}"] = record[name]
+    return {src: {str(k): (None if v is None else str(v)) for k, v in view.items()} for src, view in views.items()}
+
+
+def _volatile(source: str, name: str) -> bool:
+    if source == "env":
+        return is_volatile(f"env.vars.{name}")
+    if source.startswith("workers."):
+        return is_volatile(f"processes.processes.{source[8:]}.environ.{name}")
+    return is_volatile(f"probe.records.{source[6:]}.{name}")
+
+
+def _resolve(name: str, value: Optional[str], environ: Mapping[str, str]) -> Tuple[bool, Optional[str]]:
+    """(usable, value to apply). A redacted value is usable only when this machine's value matches it."""
+    if value is None or not _REDACTED.search(value):
+        return True, value
+    current = environ.get(name)
+    if current is not None and redact_value(name, current) == value:
+        return True, current
+    return False, None
+
+
+def _file_differences(good: Mapping, bad: Mapping) -> List[Dict]:
+    skipped = []
+    g_files = snapshot_mod.section_data(good, "files").get("entries") or {}
+    b_files = snapshot_mod.section_data(bad, "files").get("entries") or {}
+    if isinstance(g_files, dict) and isinstance(b_files, dict):
+        changed = sorted(p for p in set(g_files) | set(b_files) if g_files.get(p) != b_files.get(p))
+        if changed:
+            skipped.append({
+                "kind": "files", "count": len(changed), "examples": changed[:5],
+                "note": "watched files differ, but the snapshots hold only their hashes, not their content: "
+                        "bisect cannot re-create either version, so they are not part of the search",
+            })
+    g_repos = snapshot_mod.section_data(good, "git").get("repos") or {}
+    b_repos = snapshot_mod.section_data(bad, "git").get("repos") or {}
+    if isinstance(g_repos, dict) and isinstance(b_repos, dict):
+        changed = []
+        for repo in sorted(set(g_repos) | set(b_repos)):
+            g, b = g_repos.get(repo) or {}, b_repos.get(repo) or {}
+            for part in ("dirty", "untracked"):
+                gp, bp = g.get(part) or {}, b.get(part) or {}
+                if isinstance(gp, dict) and isinstance(bp, dict):
+                    changed.extend(f"{repo}/{f}" for f in sorted(set(gp) | set(bp)) if gp.get(f) != bp.get(f))
+        if changed:
+            skipped.append({
+                "kind": "git", "count": len(changed), "examples": changed[:5],
+                "note": "git working-tree files differ, but the snapshots hold only their hashes, not their "
+                        "content: bisect cannot apply them (in a worktree or anywhere), so they are not part "
+                        "of the search",
+            })
+    return skipped
+
+
+def _settable(name: str, *values: Optional[str]) -> bool:
+    if not name or "=" in name or "\x00" in name:
+        return False
+    return not any(v is not None and "\x00" in v for v in values)
+
+
+def collect_deltas(good: Mapping, bad: Mapping, environ: Optional[Mapping[str, str]] = None) -> DeltaSet:
+    """The environment deltas between two snapshots, sorted by name."""
+    environ = os.environ if environ is None else environ
+    g_views, b_views = _env_views(good), _env_views(bad)
+    notes: List[str] = []
+    one_sided = sorted(set(g_views) ^ set(b_views))
+    if one_sided:
+        notes.append("recorded in only one snapshot, not compared: " + ", ".join(one_sided[:6])
+                     + (f" (+{len(one_sided) - 6} more)" if len(one_sided) > 6 else ""))
+    candidates: Dict[str, List[Tuple[str, Optional[str], Optional[str]]]] = {}
+    volatile: set = set()
+    for source in sorted(set(g_views) & set(b_views)):
+        g, b = g_views[source], b_views[source]
+        for name in set(g) | set(b):
+            if g.get(name) != b.get(name):
+                if _volatile(source, name):
+                    volatile.add(name)
+                    continue
+                candidates.setdefault(name, []).append((source, g.get(name), b.get(name)))
+    if volatile:
+        notes.append("volatile variables ignored: " + ", ".join(sorted(volatile)))
+
+    applicable: List[Delta] = []
+    not_applicable: List[Delta] = []
+    for name in sorted(candidates):
+        cands = candidates[name]
+        parent = [c for c in cands if c[0] == "env"]
+        if parent:
+            pair = (parent[0][1], parent[0][2])
+        else:
+            # Seen only in workers: take the pair most of them agree on (ties: first by source name).
+            counts: Dict[Tuple, int] = {}
+            for _, gv, bv in cands:
+                counts[(gv, bv)] = counts.get((gv, bv), 0) + 1
+            pair = max(counts, key=lambda p: (counts[p], -min(i for i, c in enumerate(cands) if (c[1], c[2]) == p)))
+        delta = Delta(name=name, good=pair[0], bad=pair[1],
+                      sources=[src for src, gv, bv in cands if (gv, bv) == pair])
+        notes_here = []
+        if not parent:
+            notes_here.append("differs only in what the workers saw; re-applied through the benchmark's "
+                              "environment, which its workers inherit")
+        others = [src for src, gv, bv in cands if (gv, bv) != pair]
+        if others:
+            notes_here.append("other values in " + ", ".join(others[:4]))
+        ok_good, good_value = _resolve(name, delta.good, environ)
+        ok_bad, bad_value = _resolve(name, delta.bad, environ)
+        if not _settable(name, delta.good, delta.bad):
+            delta.applicable = False
+            delta.note = "; ".join(["a name or value no process environment can hold (empty, '=' or NUL)"]
+                                   + notes_here)
+            not_applicable.append(delta)
+        elif ok_good and ok_bad:
+            delta.good_value, delta.bad_value = good_value, bad_value
+            delta.note = "; ".join(notes_here)
+            applicable.append(delta)
+        else:
+            side = "GOOD and BAD" if not (ok_good or ok_bad) else ("GOOD" if not ok_good else "BAD")
+            notes_here.insert(0, f"{side} value is redacted in the snapshot and this machine's {name} does not "
+                                 "match it: it cannot be re-applied; runs keep this machine's value")
+            delta.applicable = False
+            delta.note = "; ".join(notes_here)
+            not_applicable.append(delta)
+    return DeltaSet(applicable, not_applicable, _file_differences(good, bad), notes)
+
+
+def config_env(base: Mapping[str, str], deltas: Sequence[Delta], switched: Iterable[str]) -> Dict[str, str]:
+    """base overlaid by every delta's GOOD value, then the switched deltas' BAD values."""
+    env = dict(base)
+    by_name = {d.name: d for d in deltas}
+    for delta in deltas:
+        _assign(env, delta.name, delta.good_value)
+    for name in switched:
+        _assign(env, name, by_name[name].bad_value)
+    return env
+
+
+def _assign(env: Dict[str, str], name: str, value: Optional[str]) -> None:
+    if value is None:
+        env.pop(name, None)
+    else:
+        env[name] = value

@@ -1,0 +1,157 @@
+"""Bisect's journal: every run appended (flush + fsync) to a JSONL file as it finishes.
+
+Restarted with the same journal (same deltas and command, checked), bisect replays the journaled
+runs instead of repeating them; a truncated last line (a kill mid-write) is dropped, damaged lines
+are re-run.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import math
+import os
+from typing import Dict, List
+
+from envsnap.errors import EnvsnapError
+
+JOURNAL_VERSION = 1
+
+
+# ---------------------------------------------------------------------------------------
+# Journal
+# ---------------------------------------------------------------------------------------
+
+def default_journal_path(bad_path: str) -> str:
+    """`<BAD without .json>.bisect.jsonl` next to BAD; in the current directory when that is not writable."""
+    base = os.path.basename(bad_path)
+    stem = base[:-5] if base.endswith(".json") else base
+    name = f"{stem}.bisect.jsonl"
+    directory = os.path.dirname(os.path.abspath(bad_path))
+    if os.access(directory, os.W_OK):
+        return os.path.join(directory, name)
+    return os.path.join(os.getcwd(), name)
+
+
+def _sha(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+# Header lines are written with sorted keys, so a header cut short still starts like this.
+_HEADER_START = b'{"bad_file": '
+
+
+def _usable_run(entry: object) -> bool:
+    """A journaled run the bisector can replay: anything else (a hand-edited or damaged line)
+    is a run to repeat, like a cut one."""
+    if not isinstance(entry, dict) or entry.get("type") != "run":
+        return False
+    config, metrics = entry.get("config"), entry.get("metrics", {})
+    if not isinstance(config, list) or not all(isinstance(k, str) for k in config):
+        return False
+    if not isinstance(entry.get("ok"), bool) or not isinstance(metrics, dict):
+        return False
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in metrics.values())
+
+
+class Journal:
+    """Append-only JSONL: a header line, then one line per finished run."""
+
+    def __init__(self, path: str, header: Dict):
+        self.path = os.path.abspath(path)
+        self.header = header
+        self.runs: List[Dict] = []
+        self.dropped_partial = False
+        self._handle = None
+
+    def open(self) -> "Journal":
+        directory = os.path.dirname(self.path)
+        if not os.path.isdir(directory):
+            raise EnvsnapError(f"journal directory {directory} does not exist")
+        if os.path.isdir(self.path):
+            raise EnvsnapError(f"journal {self.path} is a directory")
+        try:
+            handle = open(self.path, "a+b")
+        except OSError as exc:
+            raise EnvsnapError(f"cannot open journal {self.path}: {exc.strerror or exc}") from None
+        try:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover - not POSIX
+            pass
+        except OSError as exc:
+            handle.close()
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise EnvsnapError(f"journal {self.path} is in use by another envsnap bisect") from None
+            raise EnvsnapError(f"cannot lock journal {self.path}: {exc.strerror or exc}") from None
+        self._handle = handle
+        handle.seek(0)
+        data = handle.read()
+        complete_end = data.rfind(b"\n") + 1
+        # Check the file is ours before changing a byte of it (a mistyped --journal).
+        if complete_end == 0:
+            if data.strip() and not data.startswith(_HEADER_START):
+                self.close()
+                raise EnvsnapError(f"{self.path} is not an envsnap bisect journal (first line is not its header)")
+        else:
+            try:
+                header = json.loads(data[:data.index(b"\n")].decode("utf-8", "replace"))
+            except ValueError:
+                header = None
+            if not isinstance(header, dict) or header.get("type") != "header":
+                self.close()
+                raise EnvsnapError(f"{self.path} is not an envsnap bisect journal (first line is not its header)")
+            self._verify(header)
+        if complete_end < len(data):
+            # A run killed mid-write leaves a partial last line: drop it, keep the rest.
+            self.dropped_partial = complete_end > 0
+            handle.truncate(complete_end)
+            data = data[:complete_end]
+        lines = [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+        if not lines:
+            self._write(dict(self.header, type="header"))
+            return self
+        for line in lines[1:]:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a damaged line is a run to repeat, not a reason to stop
+            if _usable_run(entry):
+                self.runs.append(entry)
+        return self
+
+    def _verify(self, found: Dict) -> None:
+        if found.get("version") != JOURNAL_VERSION:
+            self.close()
+            raise EnvsnapError(f"journal {self.path} has version {found.get('version')!r}; this envsnap writes "
+                               f"{JOURNAL_VERSION}: use another --journal")
+        checks = [("deltas_sha256", "the GOOD/BAD differences are not the same"),
+                  ("command_sha256", "the command is not the same"), ("metric", "the --metric is not the same")]
+        for key, what in checks:
+            if found.get(key) != self.header.get(key):
+                self.close()
+                detail = ""
+                if key == "command_sha256":
+                    detail = f" (journal: {' '.join(map(str, found.get('command') or []))})"
+                elif key == "deltas_sha256":
+                    detail = f" (journal: {found.get('good_file')} vs {found.get('bad_file')})"
+                raise EnvsnapError(f"journal {self.path} belongs to a different bisect: {what}{detail}; "
+                                   "use another --journal or delete it")
+
+    def _write(self, entry: Dict) -> None:
+        assert self._handle is not None
+        self._handle.seek(0, os.SEEK_END)
+        self._handle.write((json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8", "replace"))
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def append_run(self, entry: Dict) -> None:
+        self._write(dict(entry, type="run"))
+
+    def close(self) -> None:
+        if self._handle is not None:
+            try:
+                self._handle.close()
+            finally:
+                self._handle = None

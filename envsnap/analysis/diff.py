@@ -1,0 +1,324 @@
+"""Semantic differences between two snapshots (pure: returns data, never prints).
+
+Two views (views.py) are compared category by category: identical categories cost one dict
+equality, the keys whose values differ are found with a cheap per-key check, and DeepDiff
+compares what is left to name the changed leaves inside each value. Sections that are usable
+on one side only are reported (and not compared), since half a comparison would mislead.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from deepdiff import DeepDiff
+
+from envsnap.analysis import knowledge
+from envsnap.analysis.views import (
+    _MISSING,
+    CATEGORY_ORDER,
+    PROCESS_FIELDS,
+    View,
+    _leaves,
+    build_view,
+    usable_sections,
+)
+
+# What each section lets us compare, for the "can't compare" warning.
+SECTION_WHAT = {
+    "host": "host settings", "python": "the interpreter and start-up hooks", "packages": "installed packages",
+    "git": "source checkouts", "env": "the environment", "nvidia": "GPU state", "torch": "the torch build",
+    "files": "watched files", "processes": "worker processes", "probe": "in-process worker environments",
+    "nccl": "NCCL's effective settings", "sglang": "SGLang server args",
+}
+_DEEPDIFF_KW: Dict[str, Any] = {"view": "tree", "cache_size": 0}
+if "threshold_to_diff_deeper" in inspect.signature(DeepDiff.__init__).parameters:
+    # DeepDiff >= 8 reports a whole dict as replaced when few keys are shared; we want items.
+    _DEEPDIFF_KW["threshold_to_diff_deeper"] = 0
+
+
+@dataclass
+class Difference:
+    key: str
+    category: str
+    change: str  # changed | added | removed
+    good: Any  # raw view value (None when absent)
+    bad: Any
+    volatile: bool
+    flat_keys: List[str]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"key": self.key, "category": self.category, "change": self.change,
+                "good": display(self.key, self.good), "bad": display(self.key, self.bad),
+                "volatile": self.volatile, "flat_keys": self.flat_keys}
+
+
+@dataclass
+class Comparison:
+    differences: List[Difference]
+    warnings: List[str]
+    good: View
+    bad: View
+    usable: Set[str]
+
+
+# ---------------------------------------------------------------- comparing views
+
+def compare(good: Dict[str, Any], bad: Dict[str, Any]) -> Comparison:
+    """All differences (volatile ones flagged) and warnings between good and bad."""
+    usable = usable_sections([good, bad])
+    va, vb = build_view(good, usable), build_view(bad, usable)
+    diffs: List[Difference] = []
+    for category in CATEGORY_ORDER:
+        a, b = va.values[category], vb.values[category]
+        if a == b:  # the cheap check: most categories are identical
+            continue
+        diffs.extend(_diff_category(category, a, b, va, vb))
+    diffs.extend(_section_differences(good, bad))
+    diffs = _merge_instances(diffs, va, vb)
+    order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
+    diffs.sort(key=lambda d: (order.get(d.category, len(order)), d.key))
+    warnings = _warnings(good, bad, va, vb)
+    return Comparison(diffs, warnings, va, vb, usable)
+
+
+def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View, vb: View) -> List[Difference]:
+    get_b = b.get
+    changed = [k for k, v in a.items() if get_b(k, _MISSING) != v]
+    changed.extend(b.keys() - a.keys())
+    presence = va.presence | vb.presence
+    gone = sorted(k for k in changed if k in presence)  # whole entities added/removed
+    if gone:
+        prefixes = tuple(k + "." for k in gone)
+        changed = [k for k in changed if k in presence or not k.startswith(prefixes)]
+    sub_a = {k: a[k] for k in changed if k in a}
+    sub_b = {k: b[k] for k in changed if k in b}
+    leaf_paths: Dict[str, Set[Tuple[str, ...]]] = {k: set() for k in changed}
+    tree = DeepDiff(sub_a, sub_b, **_DEEPDIFF_KW)
+    for report_type, levels in tree.items():
+        for level in levels:
+            path = [str(p) for p in level.path(output_format="list")]
+            if not path:
+                continue
+            key, sub = path[0], tuple(path[1:])
+            if key not in leaf_paths:
+                continue
+            if report_type in ("dictionary_item_added", "iterable_item_added", "dictionary_item_removed",
+                               "iterable_item_removed", "type_changes", "values_changed"):
+                for t in (level.t1, level.t2):
+                    if isinstance(t, dict):
+                        leaf_paths[key].update(sub + p for p, _ in _leaves(t))
+                leaf_paths[key].add(sub)
+            else:
+                leaf_paths[key].add(sub)
+    out = []
+    for key in changed:
+        in_a, in_b = key in a, key in b
+        flats = va.flat_of(key) or vb.flat_of(key)
+        if key in va.aggregate or key in vb.aggregate:
+            leaf_flats = sorted(set(va.flat_of(key)) | set(vb.flat_of(key)))
+        else:
+            subs = leaf_paths.get(key) or {()}
+            leaf_flats = sorted({(f + "." + ".".join(s)) if s else f for f in flats for s in subs
+                                 if not (s and s[-1] == "state" and category == "integrity")} or set(flats))
+        volatile_flags = [knowledge.is_volatile(f) for f in leaf_flats]
+        volatile = knowledge.is_volatile(key) or (bool(volatile_flags) and all(volatile_flags))
+        if not volatile:
+            leaf_flats = [f for f, v in zip(leaf_flats, volatile_flags) if not v] or leaf_flats
+        change = "changed" if in_a and in_b else ("added" if in_b else "removed")
+        out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats))
+    return out
+
+
+def _section_differences(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Difference]:
+    out = []
+    ga, ba = good.get("sections") or {}, bad.get("sections") or {}
+    for name in sorted(set(ga) | set(ba)):
+        sa, sb = ga.get(name) or {}, ba.get(name) or {}
+        st_a, st_b = sa.get("status"), sb.get("status")
+        if (st_a == "ok") == (st_b == "ok"):
+            continue
+        category = knowledge.SECTION_CATEGORIES.get(name, (name, knowledge.NONE))[0]
+        out.append(Difference(f"{name}.status", category, "changed", _status_text(sa), _status_text(sb),
+                              False, [f"{name}.status"]))
+    return out
+
+
+def _status_text(section: Dict[str, Any]) -> Optional[str]:
+    status = section.get("status")
+    if status is None:
+        return None
+    detail = section.get("reason") or section.get("error")
+    return f"{status}: {detail}" if detail and status != "ok" else status
+
+
+_INSTANCE_RES = {
+    "gpu": re.compile(r"^gpu\.(\d+)\.(.+)$"),
+    "workers": re.compile(r"^workers\.([^.]+)\.(" + "|".join(PROCESS_FIELDS + ("init",)) + r")$"),
+}
+
+
+def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Difference]:
+    """The same change on several GPUs/workers is one difference ('gpu.*.power.limit_w')."""
+    groups: Dict[Tuple[str, str, str, str, str, bool], List[Tuple[str, Difference]]] = {}
+    rest: List[Difference] = []
+    for d in diffs:
+        regex = _INSTANCE_RES.get(d.category)
+        match = regex.match(d.key) if regex else None
+        if match is None or match.group(1) in ("env", "disagree", "parent_only", "topology"):
+            rest.append(d)
+            continue
+        sig = (d.category, match.group(2), d.change, _canon(d.good), _canon(d.bad), d.volatile)
+        groups.setdefault(sig, []).append((match.group(1), d))
+    for (category, sub, _c, _g, _b, _v), members in groups.items():
+        if len(members) == 1:
+            rest.append(members[0][1])
+            continue
+        instances = sorted((m[0] for m in members), key=lambda s: (len(s), s))
+        if category == "gpu":
+            everyone = {k.split(".")[1] for k in (va.presence | vb.presence) if k.startswith("gpu.")}
+        else:
+            everyone = set(va.workers) | set(vb.workers)
+        label = "*" if set(instances) >= everyone else ",".join(instances)
+        first = members[0][1]
+        flats = sorted({f for _, d in members for f in d.flat_keys})
+        rest.append(Difference(f"{category}.{label}.{sub}", category, first.change, first.good, first.bad,
+                               first.volatile, flats))
+    return rest
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View) -> List[str]:
+    out: List[str] = []
+    ga, ba = good.get("sections") or {}, bad.get("sections") or {}
+    for name in sorted(set(ga) | set(ba)):
+        sa, sb = ga.get(name) or {}, ba.get(name) or {}
+        if (sa.get("status") == "ok") == (sb.get("status") == "ok"):
+            continue
+        side, section = ("bad", sb) if sa.get("status") == "ok" else ("good", sa)
+        status = section.get("status") or "absent"
+        detail = section.get("reason") or section.get("error")
+        out.append(f"{name} {status} in {side}{f' ({detail})' if detail else ''}: "
+                   f"can't compare {SECTION_WHAT.get(name, name)}")
+    for side, view in (("good", va), ("bad", vb)):
+        if view.unreadable_workers:
+            out.append(f"{side}: environment of {len(view.unreadable_workers)} worker(s) unreadable "
+                       f"({', '.join(view.unreadable_workers[:4])}): capture as their user or with the probe")
+    # Parent-only variables: a cause candidate and a measurement warning. The server's own parent
+    # first: it is the headline ("the parent shows it, the TP workers never saw it").
+    server_warnings: List[str] = []
+    for name in sorted({k.split(".", 2)[2] for v in (va, vb) for k in v.values["workers"]
+                        if k.startswith("workers.parent_only.")}):
+        key = f"workers.parent_only.{name}"
+        sides = [s for s, v in (("good", va), ("bad", vb)) if key in v.values["workers"]]
+        view = vb if "bad" in sides else va
+        value = view.values["workers"][key]
+        seen = "unset" if value["workers"] is None else value["workers"]
+        where = "both snapshots" if len(sides) == 2 else sides[0]
+        if value.get("in") == "server":
+            info = view.parent_only_info.get(name) or {}
+            when = ("set it after its TP workers started" if info.get("late")
+                    else "has it, yet its TP workers were started without it")
+            server_warnings.append(
+                f"{name}={value['parent']}: the server's parent process ({info.get('process', '?')}) {when} "
+                f"({where}); the TP workers see {seen}: measurements of that server ran without it")
+            continue
+        out.append(f"{name}={value['parent']} is set in the shell that captured {where}, but the workers "
+                   f"see {seen}: setting it in that shell does not reach the running server")
+    out[:0] = server_warnings
+    for side, view in (("good", va), ("bad", vb)):
+        if view.workers and view.worker_env_source == "proc":
+            out.append(f"{side}: workers' environments come from /proc/PID/environ (as at exec); changes made "
+                       "in-process (engine.py, sitecustomize.py) are invisible without the probe (--probe-dir)")
+    if good.get("host") and bad.get("host") and good.get("host") != bad.get("host"):
+        out.append(f"good and bad come from different hosts ({good.get('host')} vs {bad.get('host')})")
+    for side, snap in (("good", good), ("bad", bad)):
+        if snap.get("nodes"):
+            out.append(f"{side} is a multi-node snapshot: only its local node's sections are compared")
+    return out
+
+
+# ---------------------------------------------------------------- display
+
+def display(key: str, value: Any) -> Any:
+    """A short, readable form of a view value for output (scalars stay scalars)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        if all(isinstance(v, (str, int, float, bool)) or v is None for v in value):
+            return _clip(" ".join(str(v) for v in value))
+        return _clip(json.dumps(value, sort_keys=True, default=str))
+    if not isinstance(value, dict):
+        return _clip(str(value))
+    if key.startswith("integrity."):
+        state = value.get("state", "modified")
+        if state == "modified":
+            sha = value.get("actual_sha256") or ""
+            size = value.get("actual_size")
+            return f"modified (sha256 {sha[:12]}{f', {size} bytes' if size is not None else ''})"
+        return state
+    if key.startswith("packages."):
+        text = str(value.get("version"))
+        origin = value.get("origin") or {}
+        kind = origin.get("kind") if isinstance(origin, dict) else None
+        if kind and kind != "index":
+            where = origin.get("url") or ""
+            commit = origin.get("commit")
+            text += f" ({kind}{' ' + where if where else ''}{' @' + str(commit)[:10] if commit else ''})"
+        return text
+    if key.startswith("startup."):
+        text = f"{value.get('kind', 'hook')} sha256 {str(value.get('sha256') or '')[:12]}"
+        if value.get("env_mentions"):
+            text += "; mentions " + ", ".join(map(str, value["env_mentions"]))
+        return text
+    if ".parent_only." in key:
+        seen = value.get("workers")
+        if value.get("in") == "server":
+            return f"server parent {value.get('parent')}, TP workers {'unset' if seen is None else seen}"
+        return f"shell {value.get('parent')}, workers {'unset' if seen is None else seen}"
+    if ".disagree." in key:
+        by_value: Dict[str, List[str]] = {}
+        for inst, v in sorted(value.items()):
+            by_value.setdefault("unset" if v is None else str(v), []).append(inst)
+        return _clip("mixed: " + "; ".join(f"{v} on {_span(insts)}" for v, insts in sorted(by_value.items())))
+    if key.startswith("git.") and key.endswith(".stash"):
+        if not value:
+            return "empty"
+        first = value.get("stash@{0}") or value[sorted(value)[0]]
+        message = first.get("message") if isinstance(first, dict) else first
+        return _clip(f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}: {message}")
+    if ".dirty." in key or ".untracked." in key:
+        status = value.get("status", "??" if ".untracked." in key else "M")
+        return f"{status} sha256 {str(value.get('sha256') or '')[:12]}"
+    if key.startswith("git."):
+        return f"{value.get('branch')}@{str(value.get('head') or '')[:10]}"
+    if key.startswith("files."):
+        if "error" in value:
+            return f"error: {value['error']}"
+        return f"sha256 {str(value.get('sha256') or '')[:12]} ({value.get('size')} bytes)"
+    return _clip(json.dumps(value, sort_keys=True, default=str))
+
+
+def _span(items: List[str]) -> str:
+    return ", ".join(items) if len(items) <= 3 else f"{items[0]} … {items[-1]} ({len(items)})"
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def var_name(key: str) -> Optional[Tuple[str, str]]:
+    """(where, NAME) for an environment-variable key: where is env|workers|parent_only|nccl."""
+    if key.startswith("env."):
+        return "env", key[4:]
+    for prefix, where in (("workers.env.", "workers"), ("workers.disagree.", "workers"),
+                          ("workers.parent_only.", "parent_only"), ("nccl.env.", "nccl"),
+                          ("nccl.disagree.env.", "nccl")):
+        if key.startswith(prefix):
+            return where, key[len(prefix):]
+    return None

@@ -1,0 +1,481 @@
+"""A snapshot as a *view*: per category, a flat dict of readable keys to small JSON values.
+
+Keys read like "env.NCCL_PROTO", "workers.env.NCCL_PROTO", "integrity.sglang/srt/layers/moe/topk.py",
+"packages.torch", "gpu.0.clocks.max.sm"; each remembers the flattened snapshot keys it came from
+(snapshot.flatten format) so the volatility rules apply. Worker processes are aggregated on the
+way: one "workers.env.X" when all TP workers agree, "workers.disagree.X" when they don't, and
+"workers.parent_only.X" when a parent has a performance-relevant variable the workers don't see:
+the server's own parent process (set in-process after the TP workers started, the engine.py-patch
+mistake: seen in its probe records or in a child it started later, never in /proc/PID/environ),
+else the capturing shell.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+from envsnap.analysis import knowledge
+from envsnap.model.snapshot import section_data
+
+# Display/sort order of categories: what acts on the measured processes first.
+CATEGORY_ORDER = ("workers", "env", "nccl", "integrity", "startup", "packages", "python", "git", "sglang",
+                  "gpu", "host", "files", "sections")
+
+# Lists whose order means something are compared in order; every other list is a set of facts
+# (collectors sort them), compared sorted so a reordering is not a difference.
+ORDERED_FIELDS = frozenset({"cmdline", "sys_path", "argv", "launch_command", "command", "import_lines"})
+
+# Per-process fields compared between launches (pid/ppid/num_threads are volatile and left out).
+PROCESS_FIELDS = ("title", "cmdline", "exe", "cwd", "role", "cpu_affinity", "nice", "gpus", "status",
+                  "environ_status", "parent_key")
+
+_MISSING = object()
+
+
+@dataclass
+class View:
+    """One snapshot, as readable keys per category."""
+    values: Dict[str, Dict[str, Any]] = field(default_factory=lambda: {c: {} for c in CATEGORY_ORDER})
+    flats: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
+    aggregate: Set[str] = field(default_factory=set)  # flats are the leaves themselves
+    presence: Set[str] = field(default_factory=set)  # keys standing for a whole entity
+    workers: List[str] = field(default_factory=list)  # TP workers whose env could be read
+    unreadable_workers: List[str] = field(default_factory=list)
+    worker_env_source: str = ""  # "probe" | "proc" | "" (none)
+    parent_env: Dict[str, Any] = field(default_factory=dict)
+    # Evidence behind the keys (not compared): each TP worker's env and where it came from,
+    # what the server's parent process showed for each workers.parent_only.X of its kind, and
+    # NCCL's per-rank "X set by environment to Y" lines.
+    worker_views: Dict[str, Tuple[Dict[str, Any], str]] = field(default_factory=dict)
+    parent_only_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    nccl_rank_env: Optional[Dict[str, Dict[str, Any]]] = None  # None: no NCCL log on both sides
+
+    def put(self, category: str, key: str, value: Any, flats: Sequence[str], aggregate: bool = False,
+            presence: bool = False) -> None:
+        self.values[category][key] = value
+        self.flats[key] = tuple(flats)
+        if aggregate:
+            self.aggregate.add(key)
+        if presence:
+            self.presence.add(key)
+
+    def flat_of(self, key: str) -> Tuple[str, ...]:
+        """Flattened snapshot keys behind a readable key ('' tuple when unknown)."""
+        found = self.flats.get(key)
+        if found is not None:
+            return found
+        if key.startswith("integrity.") and key in self.values["integrity"]:
+            return (f"packages.integrity.modified.{key[len('integrity.'):]}",)
+        return ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        for values in self.values.values():
+            if key in values:
+                return values[key]
+        return default
+
+
+# ---------------------------------------------------------------- building a view
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _norm(value: Any, name: str = "") -> Any:
+    """JSON-like copy with unordered lists sorted (so reordering is no difference)."""
+    if isinstance(value, dict):
+        if all(isinstance(v, _SCALARS) for v in value.values()):
+            return value  # nothing to sort below: share, don't copy
+        return {str(k): _norm(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [_norm(v) for v in value]
+        if name in ORDERED_FIELDS:
+            return items
+        kinds = {type(v) for v in items}
+        if kinds <= {str} or (kinds <= {int, float} and kinds):
+            return sorted(items)
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str))
+    return value
+
+
+def _leaves(obj: Any, path: Tuple[str, ...] = ()) -> Iterator[Tuple[Tuple[str, ...], Any]]:
+    """(path, value) for each leaf of nested dicts; lists are values (compared whole)."""
+    if isinstance(obj, dict) and obj:
+        for key in sorted(obj, key=str):
+            yield from _leaves(obj[key], path + (str(key),))
+    else:
+        yield path, _norm(obj, path[-1] if path else "")
+
+
+def _ok(snap: Dict[str, Any], name: str) -> bool:
+    section = (snap.get("sections") or {}).get(name)
+    return isinstance(section, dict) and section.get("status") == "ok"
+
+
+def usable_sections(snaps: Sequence[Dict[str, Any]]) -> Set[str]:
+    names: Set[str] = set()
+    for snap in snaps:
+        names.update((snap.get("sections") or {}).keys())
+    return {n for n in names if all(_ok(s, n) for s in snaps)}
+
+
+def build_view(snap: Dict[str, Any], usable: Set[str]) -> View:
+    view = View()
+    data = {name: section_data(snap, name) for name in usable}
+    if "env" in data:
+        _env_view(view, data["env"])
+    if "python" in data:
+        _python_view(view, data["python"])
+    if "packages" in data:
+        _packages_view(view, data["packages"])
+    if "torch" in data:
+        _leaf_view(view, "packages", "torch", data["torch"])
+    if "git" in data:
+        _git_view(view, data["git"])
+    if "files" in data:
+        for path, info in sorted((data["files"].get("entries") or {}).items()):
+            view.put("files", f"files.{path}", _norm(info), (f"files.entries.{path}",))
+    if "nvidia" in data:
+        _gpu_view(view, data["nvidia"])
+    if "host" in data:
+        _leaf_view(view, "host", "host", data["host"])
+    if "sglang" in data:
+        _sglang_view(view, data["sglang"])
+    if "nccl" in data:
+        _nccl_view(view, data["nccl"])
+    _workers_view(view, data.get("processes"), data.get("probe"))
+    return view
+
+
+def _leaf_view(view: "View", category: str, section: str, data: Dict[str, Any]) -> None:
+    """Every leaf of a section as its own difference key, `<section>.<path>` (torch, host)."""
+    for path, value in _leaves(data):
+        if path:
+            key = f"{section}.{'.'.join(path)}"
+            view.put(category, key, value, (key,))
+
+
+def _env_view(view: View, env: Dict[str, Any]) -> None:
+    variables = env.get("vars") or {}
+    view.parent_env = dict(variables)
+    for name, value in variables.items():
+        view.put("env", f"env.{name}", value, (f"env.vars.{name}",))
+
+
+def _python_view(view: View, py: Dict[str, Any]) -> None:
+    for name in ("version", "implementation", "executable", "prefix", "base_prefix", "in_venv", "sys_path"):
+        if name in py:
+            view.put("python", f"python.{name}", _norm(py[name], name), (f"python.{name}",))
+    for path, hook in (py.get("startup_hooks") or {}).items():
+        view.put("startup", f"startup.{path}", _norm(hook), (f"python.startup_hooks.{path}",))
+
+
+_INTEGRITY_STATES = (("modified", "modified"), ("missing", "missing"), ("rewritten_scripts", "rewritten"))
+
+
+def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
+    for name, dist in (pkgs.get("dists") or {}).items():
+        if not isinstance(dist, dict):
+            continue
+        value = {k: _norm(dist[k], k) for k in ("version", "origin", "location") if k in dist}
+        view.put("packages", f"packages.{name}", value, (f"packages.dists.{name}",))
+    integrity = pkgs.get("integrity") or {}
+    values = view.values["integrity"]
+    for section, state in _INTEGRITY_STATES:
+        entries = integrity.get(section) or {}
+        if section == "modified":
+            # Tens of thousands of entries in a broken install: shared by reference, their flat
+            # keys derived only for the few that differ (View.flat_of).
+            values.update({"integrity." + rel: (info if type(info) is dict else {"info": info})
+                           for rel, info in entries.items()})
+            continue
+        for rel, info in entries.items():
+            value = dict(info) if isinstance(info, dict) else {"info": info}
+            value["state"] = state
+            view.put("integrity", f"integrity.{rel}", value, (f"packages.integrity.{section}.{rel}",))
+
+
+def _git_view(view: View, git: Dict[str, Any]) -> None:
+    for repo, info in (git.get("repos") or {}).items():
+        if not isinstance(info, dict):
+            continue
+        base = f"git.repos.{repo}"
+        view.put("git", f"git.{repo}", {"branch": info.get("branch"), "head": info.get("head")},
+                 (base,), presence=True)
+        for name, label in (("head", "commit"), ("branch", "branch"), ("detached", "detached"),
+                            ("upstream", "upstream"), ("ahead", "ahead"), ("behind", "behind"), ("roles", "roles")):
+            if name in info:
+                view.put("git", f"git.{repo}.{label}", _norm(info[name], name), (f"{base}.{name}",))
+        for kind in ("dirty", "untracked", "submodules"):
+            for rel, entry in (info.get(kind) or {}).items():
+                view.put("git", f"git.{repo}.{kind}.{rel}", _norm(entry), (f"{base}.{kind}.{rel}",))
+        if "stash" in info:
+            view.put("git", f"git.{repo}.stash", _norm(info.get("stash") or {}), (f"{base}.stash",))
+
+
+def _gpu_view(view: View, nv: Dict[str, Any]) -> None:
+    for name in ("driver_version", "nvml_version", "cuda_driver_version", "count"):
+        if name in nv:
+            view.put("gpu", f"gpu.{name}", nv[name], (f"nvidia.{name}",))
+    for index, gpu in (nv.get("gpus") or {}).items():
+        if not isinstance(gpu, dict):
+            continue
+        view.put("gpu", f"gpu.{index}", gpu.get("name"), (f"nvidia.gpus.{index}",), presence=True)
+        for path, value in _leaves(gpu):
+            if path:
+                key = ".".join(path)
+                view.put("gpu", f"gpu.{index}.{key}", value, (f"nvidia.gpus.{index}.{key}",))
+    for path, value in _leaves(nv.get("topology") or {}):
+        if path:
+            key = ".".join(path)
+            view.put("gpu", f"gpu.topology.{key}", value, (f"nvidia.topology.{key}",))
+
+
+def _sglang_view(view: View, sg: Dict[str, Any]) -> None:
+    if sg.get("version") is not None:
+        view.put("sglang", "sglang.version", sg["version"], ("sglang.version",))
+    for name, value in (sg.get("server_args") or {}).items():
+        view.put("sglang", f"sglang.args.{name}", _norm(value, name), (f"sglang.server_args.{name}",))
+
+
+def _agree(view: View, category: str, prefix: str, disagree: str, per_instance: Dict[str, Dict[str, Any]],
+           flat_of: Dict[str, str]) -> None:
+    """Aggregate one dict per instance (worker/rank): '<prefix>.X' when all agree, else
+    '<disagree>.X' holding every instance's value (absent = None)."""
+    names: Set[str] = set()
+    for env in per_instance.values():
+        names.update(env)
+    instances = sorted(per_instance)
+    for name in sorted(names):
+        values = {inst: per_instance[inst].get(name) for inst in instances}
+        flats = [f"{flat_of[inst]}.{name}" for inst in instances if name in per_instance[inst]]
+        first = values[instances[0]]
+        if all(v == first for v in values.values()):
+            view.put(category, f"{prefix}.{name}", first, flats, aggregate=True)
+        else:
+            view.put(category, f"{disagree}.{name}", values, flats, aggregate=True)
+
+
+def _role_kind(proc: Dict[str, Any]) -> str:
+    role = proc.get("role")
+    return role.get("kind", "other") if isinstance(role, dict) else "other"
+
+
+def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optional[Dict[str, Any]]) -> None:
+    procs = {k: v for k, v in ((processes or {}).get("processes") or {}).items() if isinstance(v, dict)}
+    records = {k: v for k, v in ((probe or {}).get("records") or {}).items() if isinstance(v, dict)}
+    if not procs and not records:
+        return
+    # TP workers are the schedulers (they run NCCL); without roles, every non-front-end process.
+    kinds = {k: _role_kind(r) for k, r in records.items()}
+    kinds.update({k: _role_kind(p) for k, p in procs.items()})
+    workers = sorted(k for k, kind in kinds.items() if kind == "scheduler")
+    if not workers:
+        workers = sorted(k for k, kind in kinds.items()
+                         if kind not in ("main", "tokenizer", "detokenizer", "dp_controller"))
+        if not workers:
+            workers = sorted(kinds)
+    envs: Dict[str, Dict[str, Any]] = {}
+    flat_of: Dict[str, str] = {}
+    sources: Set[str] = set()
+    for key in workers:
+        rec, proc = records.get(key) or {}, procs.get(key) or {}
+        # The probe saw os.environ inside the worker (at NCCL init when it got there): the
+        # truth. /proc/PID/environ is only the environment as it was at exec.
+        for field_name in ("env_at_init", "env_at_start"):
+            if isinstance(rec.get(field_name), dict):
+                envs[key], flat_of[key] = rec[field_name], f"probe.records.{key}.{field_name}"
+                view.worker_views[key] = (rec[field_name], SOURCE_LABELS[field_name])
+                sources.add("probe")
+                break
+        else:
+            if proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict):
+                envs[key], flat_of[key] = proc["environ"], f"processes.processes.{key}.environ"
+                view.worker_views[key] = (proc["environ"], SOURCE_LABELS["environ"])
+                sources.add("proc")
+            else:
+                view.unreadable_workers.append(key)
+    view.workers = sorted(envs)
+    view.worker_env_source = "probe" if sources == {"probe"} else ("proc" if sources == {"proc"} else
+                                                                    ("mixed" if sources else ""))
+    if envs:
+        _agree(view, "workers", "workers.env", "workers.disagree", envs, flat_of)
+        _server_parent_only(view, procs, records, workers, envs, flat_of)
+        _parent_only(view, envs, flat_of)
+    for key in sorted(set(procs) | set(records)):
+        proc, rec = procs.get(key) or {}, records.get(key) or {}
+        summary = proc.get("title") or rec.get("title") or key
+        view.put("workers", f"workers.{key}", summary, (f"processes.processes.{key}",), presence=True)
+        for name in PROCESS_FIELDS:
+            if name in proc:
+                view.put("workers", f"workers.{key}.{name}", _norm(proc[name], name),
+                         (f"processes.processes.{key}.{name}",))
+        if isinstance(rec.get("init"), dict):
+            view.put("workers", f"workers.{key}.init", _norm(rec["init"]), (f"probe.records.{key}.init",))
+
+
+def _relevant_var(name: str) -> bool:
+    rule = knowledge.rule_for(f"env.{name}")
+    return not rule.volatile and (rule.component != knowledge.NONE or rule.weight >= 0.3)
+
+
+# Where a process's environment was seen (evidence lines name them).
+SOURCE_LABELS = {"env_at_init": "probe at init_process_group", "env_at_start": "probe at start",
+                 "env_at_exit": "probe at exit", "environ": "/proc, as at exec"}
+
+
+def _display_names(procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str, Any]]) -> Dict[Tuple[str, str], str]:
+    """A name per (source, key) for evidence lines. The process walk and the probe key processes on their
+    own ("python-0" in one may be "sglang-main" in the other: the probe keys by the title a process had
+    when it last wrote); the same pid ties them, and the name that carries a role wins."""
+    by_pid: Dict[Any, List[Tuple[str, str, str]]] = {}
+    for source, entries in (("proc", procs), ("probe", records)):
+        for key, entry in entries.items():
+            pid = entry.get("pid")
+            by_pid.setdefault(pid if isinstance(pid, int) else None, []).append((source, key, _role_kind(entry)))
+    names: Dict[Tuple[str, str], str] = {}
+    for pid, found in by_pid.items():
+        if pid is None or len(found) == 1:
+            for source, key, _ in found:
+                names[(source, key)] = key
+            continue
+        best = sorted(found, key=lambda f: (f[2] == "other", f[0] != "proc", f[1]))[0][1]
+        for source, key, _ in found:
+            names[(source, key)] = best
+    return names
+
+
+def _spawner(entries: Dict[str, Dict[str, Any]], workers: Set[str]) -> Optional[str]:
+    """The one process (in one source) that started the TP workers, if that source shows it."""
+    parents = {p for p in (entries[w].get("parent_key") for w in workers if w in entries)
+               if isinstance(p, str)} - workers
+    if len(parents) != 1:
+        return None
+    parent = next(iter(parents))
+    return parent if parent in entries else None
+
+
+def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str, Any]],
+                        workers: List[str], envs: Dict[str, Dict[str, Any]], flat_of: Dict[str, str]) -> None:
+    """Performance-relevant variables the server's parent process had that no TP worker saw.
+
+    /proc/PID/environ of the parent is its environment at exec, so a variable it set in-process
+    after starting the workers (os.environ[...] in a patched engine.py) shows only in the probe's
+    later records of it (exit, init) and in children it started afterwards (the detokenizer):
+    those are "late" evidence, flagged when no worker saw that value. The parent's own exec-time
+    environment (probe at start, /proc) is flagged only when the workers lack the variable
+    altogether, since SGLang itself changes some values for its workers before starting them.
+    """
+    worker_set = set(workers)
+    names = _display_names(procs, records)
+    late: List[Tuple[str, str, Dict[str, Any], str]] = []  # (process, source, env, flat prefix)
+    early: List[Tuple[str, str, Dict[str, Any], str]] = []
+    spawner = None
+    pmain = _spawner(records, worker_set)
+    if pmain is not None:
+        spawner = names.get(("probe", pmain), pmain)
+        rec = records[pmain]
+        for field_name in ("env_at_exit", "env_at_init"):
+            if isinstance(rec.get(field_name), dict):
+                late.append((spawner, SOURCE_LABELS[field_name], rec[field_name],
+                             f"probe.records.{pmain}.{field_name}"))
+        if isinstance(rec.get("env_at_start"), dict):
+            early.append((spawner, SOURCE_LABELS["env_at_start"], rec["env_at_start"],
+                          f"probe.records.{pmain}.env_at_start"))
+        for key in sorted(records):
+            child = records[key]
+            if (child.get("parent_key") == pmain and key not in worker_set and _role_kind(child) != "scheduler"
+                    and isinstance(child.get("env_at_start"), dict)):
+                late.append((names.get(("probe", key), key), SOURCE_LABELS["env_at_start"], child["env_at_start"],
+                             f"probe.records.{key}.env_at_start"))
+    qmain = _spawner(procs, worker_set)
+    if qmain is not None:
+        spawner = spawner or names.get(("proc", qmain), qmain)
+        for key in sorted(procs):
+            proc = procs[key]
+            readable = proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict)
+            if not readable:
+                continue
+            if key == qmain:
+                early.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
+                              f"processes.processes.{key}.environ"))
+            elif proc.get("parent_key") == qmain and key not in worker_set and _role_kind(proc) != "scheduler":
+                late.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
+                             f"processes.processes.{key}.environ"))
+    if spawner is None:
+        return
+
+    def first_values(sources: List[Tuple[str, str, Dict[str, Any], str]]) -> Dict[str, Any]:
+        found: Dict[str, Any] = {}
+        for _, _, env, _ in sources:
+            for name, value in env.items():
+                if name not in found and _relevant_var(name):
+                    found[name] = value
+        return found
+
+    late_values, early_values = first_values(late), first_values(early)
+    for name in sorted(set(late_values) | set(early_values)):
+        seen = {k: env.get(name) for k, env in envs.items()}
+        if name in late_values:
+            value = late_values[name]
+            is_late = early_values.get(name, _MISSING) != value
+            if any(v == value for v in seen.values()):
+                continue
+            if not is_late and any(v is not None for v in seen.values()):
+                continue
+        else:
+            value, is_late = early_values[name], False
+            if any(v is not None for v in seen.values()):
+                continue  # a changed value: SGLang's _set_envs_and_config does that on purpose
+        distinct = {json.dumps(v, default=str) for v in seen.values()}
+        workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
+        has = [(who, src) for who, src, env, _ in late + early if env.get(name, _MISSING) == value]
+        lacks = [(who, src) for who, src, env, _ in early if name not in env] if is_late else []
+        flats = [f"{prefix}.{name}" for _, _, env, prefix in late + early if env.get(name, _MISSING) == value]
+        flats += [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
+        view.put("workers", f"workers.parent_only.{name}",
+                 {"parent": value, "workers": workers_value, "in": "server"}, flats, aggregate=True)
+        view.parent_only_info[name] = {"process": spawner, "late": is_late, "has": has, "lacks": lacks}
+
+
+def _parent_only(view: View, envs: Dict[str, Dict[str, Any]], flat_of: Dict[str, str]) -> None:
+    """Performance-relevant variables set in the capturing shell that no worker sees with that value
+    (unless the server's own parent already accounts for them: the stronger evidence)."""
+    for name, value in view.parent_env.items():
+        if not _relevant_var(name):
+            continue
+        if name in view.parent_only_info:
+            view.parent_only_info[name]["shell"] = value
+            continue
+        seen = {k: env.get(name) for k, env in envs.items()}
+        if any(v == value for v in seen.values()):
+            continue
+        distinct = {json.dumps(v, default=str) for v in seen.values()}
+        workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
+        flats = [f"env.vars.{name}"] + [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
+        view.put("workers", f"workers.parent_only.{name}", {"parent": value, "workers": workers_value},
+                 flats, aggregate=True)
+
+
+def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:
+    if nccl.get("version") is not None:
+        view.put("nccl", "nccl.version", nccl["version"], ("nccl.version",))
+    ranks = {str(r): info for r, info in (nccl.get("ranks") or {}).items() if isinstance(info, dict)}
+    view.nccl_rank_env = {r: (info.get("env") if isinstance(info.get("env"), dict) else {})
+                          for r, info in ranks.items()}
+    if not ranks:
+        return
+    view.put("nccl", "nccl.ranks", sorted(ranks, key=lambda r: (len(r), r)), ("nccl.ranks",))
+    skip = {"pid", "host"} | ({"version"} if nccl.get("version") is not None else set())
+    per_rank = {r: {".".join(p): v for p, v in _leaves({k: v for k, v in info.items() if k not in skip}) if p}
+                for r, info in ranks.items()}
+    flat_of = {r: f"nccl.ranks.{r}" for r in ranks}
+    _agree(view, "nccl", "nccl", "nccl.disagree", per_rank, flat_of)
+
+
+def iter_keys(view: View) -> Iterable[Tuple[str, str]]:
+    """(category, key) of every non-presence key in a view."""
+    for category in CATEGORY_ORDER:
+        for key in view.values[category]:
+            if key not in view.presence:
+                yield category, key

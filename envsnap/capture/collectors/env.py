@@ -1,0 +1,30 @@
+"""The whole environment of the capturing process, sorted, secrets redacted.
+
+Unlike an allow-list, everything is kept: the unexpected variable is exactly what a
+regression hunt is looking for. Redaction happens here for names and again in the
+capture's final scrub for credential shapes in any value.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict
+
+from envsnap.capture.base import CaptureContext, ok
+from envsnap.redact import redact_env
+
+
+def collect(ctx: CaptureContext) -> Dict[str, Any]:
+    env = dict(sorted(os.environ.items()))
+    variables = redact_env(env) if ctx.redact else env
+    return ok({"count": len(variables), "vars": variables})
+
+
+def summarize(data: Dict[str, Any]) -> list:
+    variables = data.get("vars") or {}
+    redacted = sum(1 for v in variables.values() if isinstance(v, str) and v.startswith("redacted:"))
+    perf = sorted(k for k in variables if k.startswith(("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "SGLANG_", "OMP_")))
+    line = f"{len(variables)} variables ({redacted} redacted)"
+    if perf:
+        shown = ", ".join(perf[:6]) + (f", +{len(perf) - 6} more" if len(perf) > 6 else "")
+        line += f"; perf-relevant: {shown}"
+    return [line]

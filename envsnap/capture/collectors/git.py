@@ -1,0 +1,401 @@
+"""Git checkouts: the capture's directory, every editable install's source tree, each `--repo`.
+
+Per repository: HEAD, branch or detached, upstream with ahead/behind, every dirty
+file with its status and the sha256 of the working copy, untracked (non-ignored)
+files with sha256, stash entries, submodule states and remote URLs.
+
+How, and why:
+- the `git` CLI through run_command, each call bounded by the capture deadline (a
+  repository on a dead NFS mount must not hold the capture);
+- machine formats only: `status --porcelain=v2 -z --branch` (renames, odd file names
+  with spaces, newlines or non-ASCII come through intact), `stash list -z --format`;
+- GIT_OPTIONAL_LOCKS=0 so `git status` never takes the index lock or rewrites the
+  index of the user's repository while they work in it; nothing here writes to it;
+- few calls per repository (rev-parse, status, stash list, remote URLs, and
+  `submodule status` only when there is a .gitmodules), repositories in parallel.
+A repository reached several ways (cwd and an editable install) is recorded once
+with all its roles. No repository at all is `unavailable`, not an error; a `--repo`
+that is not a repository is an error the user should see.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.capture.collectors.distributions import editable_source_dirs
+from envsnap.capture.collectors.files import (
+    hash_file,
+    internal_deadline,
+    link_entry,
+    map_by_size,
+    parallel_map,
+)
+from envsnap.subproc import CommandResult, run_command
+
+# Variables that would point every git call at one repository, whatever -C says.
+_GIT_LOCATION_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                      "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_PREFIX")
+_STATUS_LETTERS = {"M": "M", "T": "T", "A": "A", "D": "D", "R": "R", "C": "C", "U": "U"}
+_SHA_RE = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+# Working copies bigger than this (model weights or datasets left untracked in a checkout) are
+# recorded by size only: the git section fingerprints source changes and must stay fast.
+# `--watch PATH` hashes such a file in full.
+MAX_HASH_BYTES = 256 << 20
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class _GitTimeout(Exception):
+    pass
+
+
+def _git_env() -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
+    env.update({
+        "GIT_OPTIONAL_LOCKS": "0",   # never take index.lock / refresh the index of the user's repo
+        "GIT_TERMINAL_PROMPT": "0",  # never wait for a password
+        "GIT_ASKPASS": "true",
+        "LC_ALL": "C",               # stable messages to recognise ("not a git repository")
+        "LANGUAGE": "C",
+    })
+    return env
+
+
+class _Git:
+    """Runs git commands with the shared environment against one deadline."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.env = _git_env()
+
+    def run(self, args: List[str], cwd: str) -> CommandResult:
+        left = self.deadline - time.monotonic()
+        if left <= 0.05:
+            raise _GitTimeout("capture deadline reached before `git " + " ".join(args[:2]) + "`")
+        result = run_command(["git", *args], timeout=left, cwd=cwd, env=self.env)
+        if result.timed_out:
+            raise _GitTimeout(f"`git {' '.join(args[:2])}` {result.error}")
+        return result
+
+
+def _locate(git: _Git, path: str) -> Tuple[Optional[str], Optional[str]]:
+    """(toplevel, None) for a path inside a work tree, or (None, why not)."""
+    if not os.path.exists(path):
+        return None, "does not exist"
+    cwd = path if os.path.isdir(path) else os.path.dirname(path) or "."
+    result = git.run(["rev-parse", "--show-toplevel"], cwd)
+    if result.ok and result.stdout.strip():
+        top = result.stdout.strip()
+        if "\n" not in top and os.path.isabs(top) and os.path.isdir(top):
+            return top, None
+        # A broken or hostile git answered something that is not a directory: record that,
+        # never use its output as a repository path (or as a 2 KB key in the snapshot).
+        return None, f"git rev-parse --show-toplevel gave no usable directory ({len(top)} bytes of output)"
+    if "not a git repository" in result.stderr:
+        return None, "not a git repository"
+    # The first line carries the reason ("detected dubious ownership in repository at ...");
+    # what follows is advice.
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    message = lines[0] if lines else (result.error or "git rev-parse failed")
+    return None, message.replace("fatal: ", "")[:300]
+
+
+def _status_letter(xy: str) -> str:
+    """One letter for a porcelain v2 XY pair, the most telling of the two sides."""
+    x, y = xy[0], xy[1]
+    for letter in ("U", "R", "C"):
+        if letter in (x, y):
+            return letter
+    if "D" in (x, y):
+        return "D"
+    if x == "A":
+        return "A"
+    for side in (y, x):
+        if side != ".":
+            return _STATUS_LETTERS.get(side, side)
+    return "M"
+
+
+def parse_status(text: str) -> Dict[str, Any]:
+    """Parse `git status --porcelain=v2 -z --branch --untracked-files=all` output."""
+    info: Dict[str, Any] = {"head": None, "branch": None, "detached": False, "upstream": None,
+                            "ahead": None, "behind": None, "dirty": {}, "untracked": {}}
+    records = text.split("\0")
+    i = 0
+    while i < len(records):
+        record = records[i]
+        i += 1
+        if not record:
+            continue
+        if record.startswith("# "):
+            key, _, value = record[2:].partition(" ")
+            if key == "branch.oid":
+                info["head"] = None if value == "(initial)" else value
+            elif key == "branch.head":
+                info["detached"] = value == "(detached)"
+                info["branch"] = None if info["detached"] else value
+            elif key == "branch.upstream":
+                info["upstream"] = value
+            elif key == "branch.ab":
+                match = re.match(r"\+(\d+) -(\d+)", value)
+                if match:
+                    info["ahead"], info["behind"] = int(match.group(1)), int(match.group(2))
+            continue
+        kind = record[0]
+        if kind == "?":
+            info["untracked"][record[2:]] = {}
+        elif kind in "12u":
+            # Field counts before the path: 1 -> 8, 2 -> 9 (+score), u -> 10.
+            fields = record.split(" ", {"1": 8, "2": 9, "u": 10}[kind])
+            xy, sub, path = fields[1], fields[2], fields[-1]
+            entry: Dict[str, Any] = {"status": "U" if kind == "u" else _status_letter(xy),
+                                     "index": xy[0], "worktree": xy[1]}
+            if kind == "2":
+                entry["from"] = records[i]  # the original path follows as its own NUL-separated record
+                i += 1
+            if sub.startswith("S"):
+                entry["submodule"] = sub  # S<commit changed><modified><untracked>, e.g. S.M.
+            info["dirty"][path] = entry
+    return info
+
+
+def _hash_worktree(top: str, rel: str, entry: Dict[str, Any], deadline: float) -> Dict[str, Any]:
+    """sha256 (and size) of the working copy; links as their target; nothing for deletions."""
+    if entry.get("status") == "D" or entry.get("submodule"):
+        return {}
+    if "\ufffd" in rel:
+        return {"error": "file name is not valid UTF-8: cannot open it by this name"}
+    path = os.path.join(top, rel)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return {"error": "not in the working tree"}
+    if stat.S_ISLNK(st.st_mode):
+        link = link_entry(path)  # git stores the link itself, not what it points at
+        return {"link": link.get("link")} if "link" in link else link
+    if not stat.S_ISREG(st.st_mode):
+        return {"type": "dir" if stat.S_ISDIR(st.st_mode) else "special"}
+    if st.st_size > MAX_HASH_BYTES:
+        return {"size": st.st_size, "skipped": f"larger than {MAX_HASH_BYTES >> 20} MiB: not hashed (--watch hashes it)"}
+    return hash_file(path, deadline)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
+
+
+def parse_stash(text: str) -> Dict[str, Dict[str, str]]:
+    stash: Dict[str, Dict[str, str]] = {}
+    for record in text.split("\0"):
+        record = record.strip("\n")
+        if not record:
+            continue
+        parts = record.split("\x1f", 2)
+        if len(parts) == 3:
+            stash[parts[0]] = {"sha": parts[1], "message": parts[2]}
+    return stash
+
+
+def parse_submodules(text: str) -> Dict[str, Dict[str, Any]]:
+    """`git submodule status` lines: '<state char><sha> <path>[ (<describe>)]'."""
+    states = {" ": "ok", "-": "not initialized", "+": "checked out commit differs from index", "U": "merge conflicts"}
+    found: Dict[str, Dict[str, Any]] = {}
+    for line in text.splitlines():
+        if len(line) < 42:
+            continue
+        state, rest = line[0], line[1:]
+        sha, _, tail = rest.partition(" ")
+        if not _SHA_RE.match(sha):
+            continue
+        describe = None
+        match = re.match(r"^(.*) \(([^()]*)\)$", tail)
+        if match:
+            tail, describe = match.group(1), match.group(2)
+        found[tail] = {"commit": sha, "state": states.get(state, state), "describe": describe}
+    return found
+
+
+def parse_remotes(text: str) -> Dict[str, str]:
+    remotes: Dict[str, str] = {}
+    for record in text.split("\0"):
+        key, _, value = record.partition("\n")
+        if key.startswith("remote.") and key.endswith(".url"):
+            remotes[key[len("remote."):-len(".url")]] = value
+    return remotes
+
+
+def inspect_repo(git: _Git, top: str) -> Dict[str, Any]:
+    """Everything recorded for one work tree; failures of single steps go into its `errors`.
+
+    Raises _GitTimeout only when `git status` itself does not answer: without it there
+    is nothing worth keeping. A later step that times out is recorded and the rest kept.
+    """
+    repo: Dict[str, Any] = {"errors": {}}
+    status = git.run(["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"], top)
+    if not status.ok:
+        repo["errors"]["status"] = status.error or "git status failed"
+        repo.update(parse_status(""))
+    else:
+        repo.update(parse_status(status.stdout))
+
+    def step(name: str, args: List[str], accept: Tuple[int, ...] = (0,)) -> Optional[CommandResult]:
+        try:
+            result = git.run(args, top)
+        except _GitTimeout as exc:
+            repo["errors"][name] = f"timeout: {exc}"
+            return None
+        if result.returncode not in accept:
+            repo["errors"][name] = result.error or f"git {args[0]} failed"
+            return None
+        return result
+
+    stash = step("stash", ["stash", "list", "-z", "--no-color", "--format=%gd%x1f%H%x1f%gs"])
+    repo["stash"] = parse_stash(stash.stdout) if stash else {}
+    remotes = step("remotes", ["config", "-z", "--get-regexp", r"^remote\..*\.url$"], accept=(0, 1))  # 1: none
+    repo["remotes"] = parse_remotes(remotes.stdout) if remotes else {}
+    repo["submodules"] = {}
+    if os.path.exists(os.path.join(top, ".gitmodules")):
+        subs = step("submodules", ["submodule", "status"])
+        repo["submodules"] = parse_submodules(subs.stdout) if subs else {}
+
+    # Hash the working copies of dirty and untracked files in parallel, bounded by the deadline.
+    jobs = [(rel, entry) for rel, entry in repo["dirty"].items()] + list(repo["untracked"].items())
+    results, missed = map_by_size(lambda job: _hash_worktree(top, job[0], job[1], git.deadline),
+                                  jobs, [_size(os.path.join(top, rel)) for rel, _ in jobs], git.deadline)
+    for (rel, entry), result in zip(jobs, results):
+        if result:
+            entry.update(result)
+    for index in missed:
+        jobs[index][1]["skipped"] = "not hashed: capture deadline reached"
+    return repo
+
+
+def _collect_targets(ctx: CaptureContext) -> List[Tuple[str, str]]:
+    """(path, role) pairs: cwd, every editable install's source, every --repo."""
+    targets = [(os.path.abspath(ctx.cwd), "cwd")]
+    try:
+        editable = editable_source_dirs()
+    except Exception:  # broken metadata of one distribution must not lose the cwd repo
+        editable = {}
+    targets += [(path, f"editable:{name}") for name, path in editable.items()]
+    targets += [(os.path.abspath(os.path.join(ctx.cwd, os.path.expanduser(p))), "repo") for p in ctx.repos]
+    return targets
+
+
+def collect(ctx: CaptureContext) -> Dict[str, Any]:
+    if shutil.which("git") is None:
+        return unavailable("git is not installed (not on PATH)")
+    git = _Git(internal_deadline(ctx))
+    targets = _collect_targets(ctx)
+    errors: Dict[str, str] = {}
+    unversioned: Dict[str, List[str]] = {}
+    timeouts: List[str] = []
+
+    def locate(path: str) -> Tuple[Optional[str], Optional[str]]:
+        try:
+            return _locate(git, path)
+        except _GitTimeout as exc:
+            return None, f"timeout: {exc}"
+
+    by_path: Dict[str, List[str]] = {}
+    for path, role in targets:
+        by_path.setdefault(path, []).append(role)
+    paths = sorted(by_path)
+    located, missed = parallel_map(locate, paths, git.deadline, batch=1)
+    roles: Dict[str, List[str]] = {}
+    for index, (path, result) in enumerate(zip(paths, located)):
+        top, why = result if index not in missed else (None, "timeout: capture deadline reached")
+        if top:
+            roles.setdefault(top, []).extend(by_path[path])
+            continue
+        if why and why.startswith("timeout"):
+            timeouts.append(path)
+        if "repo" in by_path[path] or (why and why != "not a git repository"):
+            errors[path] = why or "unknown"
+        else:
+            editable = [r for r in by_path[path] if r.startswith("editable:")]
+            if editable:
+                unversioned[path] = editable
+
+    def inspect(top: str) -> Dict[str, Any]:
+        try:
+            return inspect_repo(git, top)
+        except _GitTimeout as exc:
+            return {"error": f"timeout: {exc}"}
+
+    tops = sorted(roles)
+    inspected, missed = parallel_map(inspect, tops, git.deadline, workers=4, batch=1)
+    repos: Dict[str, Any] = {}
+    for index, (top, repo) in enumerate(zip(tops, inspected)):
+        if index in missed or repo is None:
+            repo = {"error": "timeout: capture deadline reached"}
+        if "error" in repo:
+            errors[top] = repo["error"]
+            if repo["error"].startswith("timeout"):
+                timeouts.append(top)
+            continue
+        repo["roles"] = sorted(set(roles[top]))
+        repos[top] = repo
+
+    data: Dict[str, Any] = {"repos": repos, "errors": dict(sorted(errors.items()))}
+    if unversioned:
+        data["unversioned"] = {p: sorted(r) for p, r in sorted(unversioned.items())}
+    if timeouts and not repos:
+        return {"status": "timeout", "error": f"git did not answer in time ({len(timeouts)} paths)", "data": data}
+    if not repos and errors:
+        return failed("; ".join(f"{p}: {e}" for p, e in sorted(errors.items()))[:500], data)
+    if not repos:
+        return unavailable("no git repository (cwd, editable installs, --repo)", data)
+    return ok(data)
+
+
+def _short(repo: Dict[str, Any]) -> str:
+    head = repo["head"][:7] if repo.get("head") else "(no commits)"
+    where = "detached" if repo.get("detached") else (repo.get("branch") or "?")
+    bits = [where]
+    if repo.get("ahead") or repo.get("behind"):
+        bits.append(f"+{repo.get('ahead', 0)}/-{repo.get('behind', 0)} vs {repo.get('upstream')}")
+    dirty = len(repo.get("dirty", {}))
+    untracked = len(repo.get("untracked", {}))
+    bits.append(f"{dirty} dirty" if dirty else "clean")
+    if untracked:
+        bits.append(f"{untracked} untracked")
+    if repo.get("stash"):
+        bits.append(f"{len(repo['stash'])} stash")
+    return f"@ {head} ({', '.join(bits)})"
+
+
+def _printable(name: str) -> str:
+    """A file name on one line: control characters (a newline in a name) shown escaped."""
+    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], name)
+
+
+def summarize(data: Dict[str, Any]) -> List[str]:
+    repos = data.get("repos", {})
+    parts = [f"{os.path.basename(path.rstrip('/')) or path} {_short(repo)}" for path, repo in repos.items()]
+    lines = [f"{len(repos)} repo{'s' if len(repos) != 1 else ''}: " + ", ".join(parts)]
+    for path, repo in repos.items():
+        lines.append(f"{path} [{', '.join(repo.get('roles', []))}] {_short(repo)}")
+        for rel, entry in sorted(repo.get("dirty", {}).items()):
+            origin = f" (from {_printable(entry['from'])})" if entry.get("from") else ""
+            lines.append(f"    {entry.get('status', '?'):>2} {_printable(rel)}{origin}")
+        for rel in sorted(repo.get("untracked", {})):
+            lines.append(f"    ?? {_printable(rel)}")
+        for name, entry in sorted(repo.get("stash", {}).items()):
+            lines.append(f"    {name} {entry.get('sha', '')[:7]} {entry.get('message', '')}")
+        for sub, entry in sorted(repo.get("submodules", {}).items()):
+            lines.append(f"    submodule {sub} @ {str(entry.get('commit'))[:7]} ({entry.get('state')})")
+        for step, error in sorted(repo.get("errors", {}).items()):
+            lines.append(f"    error in {step}: {error}")
+    for path, error in data.get("errors", {}).items():
+        lines.append(f"error {path}: {error}")
+    for path, roles in data.get("unversioned", {}).items():
+        lines.append(f"not in git: {path} [{', '.join(roles)}]")
+    return lines

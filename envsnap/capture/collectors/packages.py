@@ -1,0 +1,155 @@
+"""Every installed distribution, where it came from, and whether its files are still as installed.
+
+Versions and origins come from the distributions' metadata (direct_url.json, PEP 610)
+without importing anything. Integrity re-hashes the files each RECORD lists (`.py`,
+`.pth` and scripts by default, every file with --deep) and names those that differ:
+an edited `sglang/srt/layers/moe/topk.py` is found with no pristine copy to compare
+against. See envsnap/integrity.py for the hashing and the shebang-rewrite rule.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, List, Optional, Set
+
+from envsnap.capture.base import CaptureContext, failed, ok
+from envsnap.capture.collectors import distributions as distributions_mod
+from envsnap.capture.collectors import integrity
+from envsnap.capture.collectors.python import interpreter_facts
+from envsnap.model.names import canonical_name
+
+# Seconds kept back from the capture deadline to assemble the result after hashing.
+ASSEMBLY_MARGIN_S = 0.25
+
+
+def collect(ctx: CaptureContext) -> Dict[str, Any]:
+    try:
+        facts = interpreter_facts(ctx)
+    except ValueError as exc:
+        return failed(str(exc))
+    site_dirs = {os.path.normpath(p) for p in facts.get("site_packages") or []}
+    if facts.get("user_site"):
+        site_dirs.add(os.path.normpath(facts["user_site"]))
+    data = describe(facts.get("sys_path") or [], site_dirs, deep=ctx.deep,
+                    stop_at=time.monotonic() + max(0.0, ctx.remaining() - ASSEMBLY_MARGIN_S))
+    data["python"] = facts.get("executable")
+    return ok(data)
+
+
+def describe(path: List[str], site_dirs: Set[str], deep: bool = False, stop_at: Optional[float] = None) -> Dict[str, Any]:
+    """The packages section's data for the distributions found on `path`."""
+    dists: Dict[str, Dict[str, Any]] = {}
+    records = []
+    unverifiable: Dict[str, str] = {}
+    errors: Dict[str, str] = {}
+    for dist in distributions_mod.iter_distributions(path):
+        name, version = distributions_mod.name_and_version(dist)
+        key = canonical_name(name or "")
+        try:
+            location = os.path.normpath(str(dist.locate_file("")))
+            info_dir = distributions_mod.metadata_dir(dist) or ""
+            entry = {
+                "name": name,
+                "version": version,
+                "installer": (_read(dist, "INSTALLER") or "").strip() or None,
+                "location": location,
+                "requested": _read(dist, "REQUESTED") is not None,
+                "origin": origin(dist, info_dir, location, site_dirs),
+            }
+        except Exception as exc:  # one broken metadata directory must not hide the rest
+            errors[key] = f"{type(exc).__name__}: {exc}"
+            continue
+        dists[key] = entry
+        record = _read(dist, "RECORD")
+        if record is None:
+            unverifiable[key] = ("no RECORD (installed by an installer that writes none: "
+                                 "setup.py install/develop, distro or conda packages)")
+        elif not os.path.isdir(location):
+            unverifiable[key] = "installed inside a zip file"
+        else:
+            records.append((key, location, record))
+    checks = integrity.verify(records, mode="all" if deep else "py", stop_at=stop_at)
+    checks["dists_checked"] = len(records)
+    checks["unverifiable"] = dict(sorted(unverifiable.items()))
+    result = {"count": len(dists), "dists": dict(sorted(dists.items())), "integrity": checks}
+    if errors:
+        result["errors"] = errors
+    return result
+
+
+def _read(dist: Any, name: str) -> Optional[str]:
+    try:
+        return dist.read_text(name)
+    except Exception:
+        return None
+
+
+def origin(dist: Any, info_dir: str, location: str, site_dirs: Set[str]) -> Dict[str, Any]:
+    """Where a distribution came from: PEP 610 direct_url.json, else an index."""
+    data = distributions_mod.direct_url(dist)
+    if data:
+        url = str(data.get("url", ""))
+        out: Dict[str, Any]
+        if isinstance(data.get("vcs_info"), dict):
+            vcs = data["vcs_info"]
+            out = {"kind": "vcs", "url": url, "vcs": vcs.get("vcs"), "commit": vcs.get("commit_id"),
+                   "requested_revision": vcs.get("requested_revision"), "editable": False}
+        elif isinstance(data.get("archive_info"), dict):
+            archive = data["archive_info"]
+            hashes = dict(archive.get("hashes") or {})
+            legacy = archive.get("hash")  # "sha256=<hex>", deprecated but still written
+            if not hashes and isinstance(legacy, str) and "=" in legacy:
+                algorithm, _, value = legacy.partition("=")
+                hashes[algorithm] = value
+            out = {"kind": "archive", "url": url, "hashes": hashes, "editable": False}
+        else:
+            editable = bool((data.get("dir_info") or {}).get("editable"))
+            out = {"kind": "editable" if editable else "dir", "url": url,
+                   "path": distributions_mod.local_path_of_url(url), "editable": editable}
+        if data.get("subdirectory"):
+            out["subdirectory"] = data["subdirectory"]
+        return out
+    if info_dir.endswith(".egg-info") and location not in site_dirs:
+        # `setup.py develop` / an .egg-link / a source tree on PYTHONPATH: the metadata
+        # sits in the source checkout, outside every site directory.
+        return {"kind": "editable", "path": location, "editable": True, "legacy": True}
+    return {"kind": "index", "editable": False}
+
+
+def summarize(data: Dict[str, Any]) -> List[str]:
+    checks = data.get("integrity") or {}
+    modified = checks.get("modified") or {}
+    per_dist: Dict[str, int] = {}
+    for item in modified.values():
+        per_dist[item.get("dist", "?")] = per_dist.get(item.get("dist", "?"), 0) + 1
+    detail = ", ".join(f"{d}: {n}" for d, n in sorted(per_dist.items(), key=lambda kv: (-kv[1], kv[0])))
+    count = data.get("count", 0)
+    head = (f"{count} distribution{'s' if count != 1 else ''}, {len(modified)} modified file{'s' if len(modified) != 1 else ''}"
+            + (f" ({detail})" if detail else ""))
+    missing = checks.get("missing") or {}
+    if missing:
+        head += f", {len(missing)} missing"
+    not_checked = (checks.get("not_checked") or {}).get("count", 0)
+    if not_checked:
+        head += f", {not_checked} NOT checked (deadline)"
+    lines = [head]
+    lines.append(f"integrity ({checks.get('mode', '?')}): {checks.get('checked_files', 0)} files checked in "
+                 f"{checks.get('dists_checked', 0)} distributions; "
+                 f"{(checks.get('unhashable') or {}).get('count', 0)} listed without hash; "
+                 f"{len(checks.get('rewritten_scripts') or {})} scripts with rewritten shebang")
+    for rel, item in sorted(modified.items()):
+        lines.append(f"modified {rel} ({item.get('dist')})")
+    for rel, item in sorted(missing.items()):
+        lines.append(f"missing  {rel} ({item.get('dist')})")
+    for rel, item in sorted((checks.get("errors") or {}).items()):
+        lines.append(f"unreadable {rel} ({item.get('dist')}): {item.get('error')}")
+    for name, reason in sorted((checks.get("unverifiable") or {}).items()):
+        lines.append(f"not verifiable: {name}: {reason}")
+    for key, dist in sorted((data.get("dists") or {}).items()):
+        where = dist.get("origin") or {}
+        kind = where.get("kind")
+        if kind and kind != "index":
+            target = where.get("path") or where.get("url") or ""
+            commit = f"@{where['commit'][:12]}" if where.get("commit") else ""
+            lines.append(f"{kind}: {dist.get('name')} {dist.get('version')} <- {target}{commit}")
+    return lines

@@ -1,0 +1,172 @@
+"""Records of the in-process probe (`--probe-dir DIR`): os.environ inside each worker.
+
+Each record (<host>-<pid>.json, written by envsnap/probe/runtime.py) is keyed the way
+the processes section keys live processes: by SGLang role from the title the process
+had when it last wrote ("scheduler_TP0"), else by its torch.distributed rank ("rank0"),
+else "<program>-<n>" in tree order. Pids stay inside as volatile fields.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+from typing import Any, Dict, List, Optional, Tuple
+
+from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+def _env_change(before: Dict[str, str], after: Dict[str, str]) -> Dict[str, Any]:
+    from envsnap.capture.collectors.proctree import divergence
+
+    div = divergence(before, after)
+    return {"added": div["added"], "removed": div["removed"],
+            "changed": {k: {"before": v["parent"], "after": v["child"]} for k, v in div["changed"].items()}}
+
+
+def read_records(directory: str) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
+    """Every probe record in `directory` (own process excluded), and per-file errors."""
+    records: List[Dict[str, Any]] = []
+    errors: Dict[str, str] = {}
+    me = (socket.gethostname(), os.getpid())
+    for name in sorted(os.listdir(directory)):
+        if name.startswith(".") or not name.endswith(".json"):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            # O_NONBLOCK + regular files only, bounded read: a FIFO named *.json would block the
+            # collector, and a link to /dev/zero (size 0) would be read without end.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    errors[name] = "not a regular file: not a probe record"
+                    continue
+                raw = handle.read(MAX_RECORD_BYTES + 1)
+            if len(raw) > MAX_RECORD_BYTES:
+                errors[name] = "larger than 16 MiB: not a probe record"
+                continue
+            record = json.loads(raw.decode("utf-8", "surrogateescape"))
+        except (OSError, ValueError) as exc:
+            errors[name] = f"unreadable: {exc}"
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("pid"), int) or "probe_version" not in record:
+            errors[name] = "not a probe record"
+            continue
+        if (record.get("host"), record.get("pid")) == me:
+            continue
+        record["file"] = name
+        records.append(record)
+    return records, errors
+
+
+def assign_keys(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """Stable keys for records, in process-tree order (parents first)."""
+    from envsnap.capture.collectors import roles as roles_mod
+
+    by_id = {(r.get("host"), r["pid"]): r for r in records}
+    children: Dict[Any, List[Dict[str, Any]]] = {}
+    roots: List[Dict[str, Any]] = []
+    for record in records:
+        parent = (record.get("host"), record.get("ppid"))
+        if parent in by_id and parent != (record.get("host"), record["pid"]):
+            children.setdefault(parent, []).append(record)
+        else:
+            roots.append(record)
+    order_key = lambda r: (str(r.get("host")), r["pid"])  # noqa: E731
+    titled_parents = set()
+    for record in records:
+        role = roles_mod.parse_role([record.get("title") or ""]) or {}
+        if role.get("kind") not in (None, "main"):
+            titled_parents.add((record.get("host"), record.get("ppid")))
+    alloc = roles_mod.KeyAllocator()
+    keyed: Dict[str, Dict[str, Any]] = {}
+
+    def visit(record: Dict[str, Any], parent_key: Optional[str]) -> None:
+        title = record.get("title") or ""
+        argv = record.get("argv") or []
+        role = roles_mod.parse_role([title]) or roles_mod.parse_role(argv)
+        ident = (record.get("host"), record["pid"])
+        if role is None and ident in titled_parents:
+            role = {"kind": "main", "key": "sglang-main"}
+        rank = (record.get("init") or {}).get("rank")
+        if role is None and isinstance(rank, int):
+            role = {"kind": "other", "key": f"rank{rank}", "rank": rank}
+        if role is None:
+            base = roles_mod.safe_name(os.path.basename(argv[0]) if argv else "python")
+            key = alloc.numbered(base, sep="-")
+            role = {"kind": "other"}
+        elif role.pop("numbered", False):
+            key = alloc.numbered(role.pop("key"), sep="_")
+        else:
+            key = alloc.take(role.pop("key"))
+        keyed[key] = dict(record, role=role, parent_key=parent_key)
+        for child in sorted(children.get(ident, []), key=order_key):
+            visit(child, key)
+
+    for root in sorted(roots, key=order_key):
+        visit(root, None)
+    return keyed
+
+
+def collect(ctx: CaptureContext) -> Dict[str, Any]:
+    if not ctx.probe_dir:
+        return unavailable("not requested: use --probe-dir DIR (after `envsnap probe install`, "
+                           "start the server with ENVSNAP_PROBE_DIR=DIR)")
+    directory = os.path.abspath(ctx.probe_dir)
+    if not os.path.isdir(directory):
+        return failed(f"{ctx.probe_dir}: no such directory")
+    records, errors = read_records(directory)
+    if not records:
+        return unavailable(f"no probe records in {directory} (is the probe installed in the server's "
+                           "Python and ENVSNAP_PROBE_DIR set in its environment?)",
+                           {"dir": directory, "errors": errors} if errors else None)
+    keyed = assign_keys(records)
+    out: Dict[str, Dict[str, Any]] = {}
+    warnings: List[str] = []
+    for key, record in keyed.items():
+        entry = {k: record[k] for k in ("pid", "ppid", "host", "argv", "title", "role", "parent_key", "file",
+                                        "written_at", "stages", "python_version", "executable", "forked_from",
+                                        "env_at_start", "env_at_start_note", "env_at_init", "init", "env_at_exit")
+                 if k in record}
+        start = record.get("env_at_start")
+        later = record.get("env_at_init") if "env_at_init" in record else None
+        if isinstance(start, dict) and isinstance(later, dict):
+            entry["changed_before_init"] = _env_change(start, later)
+        if "#" in key:
+            warnings.append(f"{key}: another record has the same role; the directory holds more than one "
+                            "launch (use a fresh --probe-dir per launch)")
+        out[key] = entry
+    inits = [r["env_at_init"] for r in out.values() if isinstance(r.get("env_at_init"), dict)]
+    data: Dict[str, Any] = {"dir": directory, "records": out, "redaction": "applied by the probe"}
+    if inits:
+        common = {k: v for k, v in inits[0].items() if all(env.get(k) == v for env in inits[1:])}
+        data["env_at_init_common"] = common
+    if warnings:
+        data["warnings"] = sorted(warnings)
+    if errors:
+        data["errors"] = errors
+    return ok(data)
+
+
+def summarize(data: Dict[str, Any]) -> List[str]:
+    records = data.get("records") or {}
+    inits = {k: r for k, r in records.items() if r.get("init")}
+    head = f"{len(records)} probe record{'s' if len(records) != 1 else ''} in {data.get('dir')}"
+    if inits:
+        worlds = sorted({r["init"].get("world_size") for r in inits.values() if r["init"].get("world_size")})
+        backends = sorted({str(r["init"].get("backend")) for r in inits.values()})
+        head += f", {len(inits)} at init_process_group ({'/'.join(backends)}, world size {','.join(map(str, worlds)) or '?'})"
+    lines = [head]
+    for key in sorted(records):
+        record = records[key]
+        init = record.get("init") or {}
+        stages = ",".join(record.get("stages") or [])
+        changed = record.get("changed_before_init") or {}
+        moved = sorted(list(changed.get("added", {})) + list(changed.get("changed", {})) + list(changed.get("removed", [])))
+        lines.append(f"{key}: pid {record.get('pid')} stages {stages}"
+                     + (f" rank {init.get('rank')}/{init.get('world_size')}" if "rank" in init else "")
+                     + (f"; set in-process before init: {', '.join(moved)}" if moved else ""))
+    lines += list(data.get("warnings") or [])
+    return lines

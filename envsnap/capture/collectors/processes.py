@@ -1,0 +1,122 @@
+"""Process trees of inference servers (`--pid PID`, `--sglang`): each worker as /proc shows it.
+
+Keys are roles ("sglang-main", "scheduler_TP0", "detokenizer", "python-0"), not pids,
+so two launches line up in a diff. The walking itself is in envsnap/proctree.py.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+
+
+def _gpus_by_pid() -> Tuple[Optional[Dict[int, List[int]]], str]:
+    """{pid: [GPU index]} from NVML's running-process lists, and where it came from.
+
+    Inside a container NVML may report host pids, which match nothing here: then every
+    process shows no GPU, and "gpu_source" says which source was used.
+    """
+    try:
+        import pynvml
+    except ImportError:
+        return None, "unavailable: nvidia-ml-py is not installed"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:
+        return None, f"unavailable: NVML did not start ({type(exc).__name__}: {exc})"
+    found: Dict[int, set] = {}
+    try:
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+                func = getattr(pynvml, getter, None)
+                if func is None:
+                    continue
+                try:
+                    for proc in func(handle):
+                        found.setdefault(int(proc.pid), set()).add(index)
+                except Exception:
+                    continue  # NotSupported on some GPUs/vGPUs: the other list may still answer
+    except Exception as exc:
+        return None, f"unavailable: NVML failed ({type(exc).__name__}: {exc})"
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+    return {pid: sorted(idx) for pid, idx in found.items()}, "nvml"
+
+
+def collect(ctx: CaptureContext) -> Dict[str, Any]:
+    if not ctx.pids and not ctx.sglang:
+        return unavailable("not requested: use --pid PID or --sglang")
+    import time
+
+    from envsnap.capture.collectors import proctree
+
+    roots: List[int] = list(dict.fromkeys(int(p) for p in ctx.pids))
+    forced: List[int] = []
+    if ctx.sglang:
+        found, by_position = proctree.find_sglang_roots()
+        forced = by_position
+        roots += [p for p in found if p not in roots]
+        if not found and not ctx.pids:
+            return unavailable("no running SGLang server found (looked for `sglang.launch_server` / "
+                               "`sglang serve` command lines and `sglang::` process titles)")
+    gpus, gpu_source = _gpus_by_pid()
+    data = proctree.walk(roots, deadline=time.monotonic() + ctx.remaining(), redact=ctx.redact,
+                         gpus=gpus, forced_main=forced)
+    data["gpu_source"] = gpu_source
+    if not data["processes"]:
+        missing = ", ".join(str(p) for p in roots)
+        return failed(f"no such process: {missing}", data)
+    return ok(data)
+
+
+def summarize(data: Dict[str, Any]) -> List[str]:
+    """'sglang server 1234: 8 schedulers (TP0-7), 3 environments unreadable (setproctitle)'."""
+    from envsnap.capture.collectors.roles import describe_ranks
+
+    processes = data.get("processes") or {}
+    lines: List[str] = []
+    parts: List[str] = []
+    for root in data.get("roots") or []:
+        entry = processes.get(root) or {}
+        members = _tree_members(processes, root)
+        schedulers = [processes[k].get("role") or {} for k in members if (processes[k].get("role") or {}).get("kind") == "scheduler"]
+        if (entry.get("role") or {}).get("kind") == "main" or schedulers:
+            text = f"sglang server {entry.get('pid')}: {len(schedulers)} scheduler{'s' if len(schedulers) != 1 else ''}"
+            ranks = describe_ranks(schedulers)
+            parts.append(text + (f" ({ranks})" if ranks else ""))
+        else:
+            parts.append(f"{root} {entry.get('pid')}: {len(members)} process{'es' if len(members) != 1 else ''}")
+    counts: Dict[str, int] = {}
+    for entry in processes.values():
+        counts[entry.get("environ_status", "?")] = counts.get(entry.get("environ_status", "?"), 0) + 1
+    if counts.get("unreadable"):
+        parts.append(f"{counts['unreadable']} environment{'s' if counts['unreadable'] != 1 else ''} unreadable (setproctitle)")
+    if counts.get("denied"):
+        parts.append(f"{counts['denied']} environment{'s' if counts['denied'] != 1 else ''} denied")
+    gone = sum(1 for e in processes.values() if e.get("status") == "gone")
+    if gone:
+        parts.append(f"{gone} exited during the walk")
+    lines.append(", ".join(parts) if parts else "no processes")
+    for key in sorted(processes):
+        entry = processes[key]
+        env = entry.get("environ_status")
+        gpus = entry.get("gpus")
+        lines.append(f"{key}: pid {entry.get('pid')} {entry.get('title', '')[:80]}  env {env}"
+                     + (f"  gpus {gpus}" if gpus else ""))
+    for name, error in sorted((data.get("errors") or {}).items()):
+        lines.append(f"error {name}: {error}")
+    return lines
+
+
+def _tree_members(processes: Dict[str, Dict[str, Any]], root: str) -> List[str]:
+    members = [root]
+    index = 0
+    while index < len(members):
+        current = members[index]
+        members += [k for k, e in processes.items() if e.get("parent_key") == current and k not in members]
+        index += 1
+    return members

@@ -1,0 +1,177 @@
+"""A running SGLang server's own account of itself (`--sglang-url URL`): version, resolved args, live state.
+
+Routes, read from SGLang's source (srt/entrypoints/http_server.py):
+- 0.4.6: GET /get_server_info -> one flat object: every ServerArgs field
+  (dataclasses.asdict), the scheduler info ("status", "max_total_num_tokens",
+  "max_req_input_len"), the first scheduler's internal state merged in
+  ("last_gen_throughput", "avg_spec_accept_length", ...) and "version".
+- 0.5.5: same route; the internal states become a list, one per DP rank, under
+  "internal_states" (each repeats the server args plus "last_gen_throughput",
+  "memory_usage", "avg_spec_accept_length" when speculative decoding ran).
+- 0.5.23: GET /server_info (and /get_server_info, deprecated, answering the same):
+  ServerArgs.resolved_dict() plus "launch_command", the scheduler info, "kv_events",
+  "startup_time", "internal_states", "version", "frontend".
+So: ask /server_info, fall back to /get_server_info on 404/405 (older servers).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+
+MAX_BYTES = 32 * 1024 * 1024
+ENDPOINTS = ("/server_info", "/get_server_info")
+# Keys of the answer that are not server arguments.
+SCHEDULER_INFO_KEYS = ("status", "max_total_num_tokens", "max_req_input_len")
+STATE_KEYS = ("last_gen_throughput", "avg_spec_accept_length", "memory_usage", "step_time_dict",
+              "avg_spec_accept_length_per_dp", "spec_accept_length")
+META_KEYS = ("version", "internal_states", "launch_command", "startup_time", "frontend", "kv_events")
+# An API key for servers started with --api-key (sent as a Bearer token, never recorded).
+API_KEY_ENV = "ENVSNAP_SGLANG_API_KEY"
+
+
+def normalize_url(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    from envsnap.errors import EnvsnapError
+
+    text = url.strip()
+    if "://" not in text:
+        text = "http://" + text
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise EnvsnapError(f"--sglang-url {url!r}: expected http://HOST:PORT")
+    if parts.username is not None or parts.password is not None:
+        # SGLang authenticates with --api-key (a Bearer token), not HTTP user info; and the URL
+        # must not carry a secret into the snapshot. The message names neither part.
+        raise EnvsnapError(f"--sglang-url: user:password@ in the URL is not supported; "
+                           f"pass http://{parts.hostname}:{parts.port or ''} and set {API_KEY_ENV} for a server "
+                           "started with --api-key")
+    path = parts.path.rstrip("/")
+    for endpoint in ENDPOINTS:  # a URL that already names the route
+        if path.endswith(endpoint):
+            path = path[: -len(endpoint)]
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def fetch(base: str, timeout: float) -> Tuple[Optional[str], Any, Optional[str]]:
+    """(endpoint that answered, decoded JSON, error). Proxies are bypassed: the server is
+    addressed directly, and an http_proxy meant for the internet must not swallow it."""
+    import urllib.error
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    headers = {"Accept": "application/json", "User-Agent": "envsnap"}
+    if os.environ.get(API_KEY_ENV):
+        headers["Authorization"] = f"Bearer {os.environ[API_KEY_ENV]}"
+    last_error = None
+    for endpoint in ENDPOINTS:
+        request = urllib.request.Request(base + endpoint, headers=headers)
+        try:
+            with opener.open(request, timeout=timeout) as response:
+                body = response.read(MAX_BYTES + 1)
+        except urllib.error.HTTPError as exc:
+            if exc.code in (404, 405):
+                last_error = f"{endpoint}: HTTP {exc.code}"
+                continue
+            if exc.code in (401, 403):
+                return None, None, f"{base}{endpoint}: HTTP {exc.code} (server has an API key: set {API_KEY_ENV})"
+            return None, None, f"{base}{endpoint}: HTTP {exc.code} {exc.reason}"
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            return None, None, f"cannot reach {base}: {reason}"
+        if len(body) > MAX_BYTES:
+            return None, None, f"{base}{endpoint}: answer larger than {MAX_BYTES >> 20} MiB"
+        try:
+            return endpoint, json.loads(body.decode("utf-8", "replace")), None
+        except ValueError as exc:
+            return None, None, f"{base}{endpoint}: not JSON ({exc})"
+    return None, None, f"{base}: neither {' nor '.join(ENDPOINTS)} answered ({last_error})"
+
+
+def shape(answer: Dict[str, Any]) -> Dict[str, Any]:
+    """Split the answer into version, server args, scheduler info and per-DP internal states."""
+    server_args: Dict[str, Any] = {}
+    scheduler_info: Dict[str, Any] = {}
+    flat_state: Dict[str, Any] = {}
+    for key, value in answer.items():
+        if key in META_KEYS:
+            continue
+        if key in SCHEDULER_INFO_KEYS:
+            scheduler_info[key] = value
+        elif key in STATE_KEYS:
+            flat_state[key] = value  # 0.4.6 merges the internal state into the top level
+        else:
+            server_args[key] = value
+    states = answer.get("internal_states")
+    if isinstance(states, dict):
+        states = [states]
+    internal: List[Dict[str, Any]] = []
+    if isinstance(states, list):
+        for state in states:
+            if not isinstance(state, dict):
+                continue
+            # Each state repeats the server args: keep only what is its own or differs.
+            internal.append({k: v for k, v in state.items() if k not in server_args or server_args[k] != v})
+    elif flat_state:
+        internal.append(flat_state)
+    data: Dict[str, Any] = {"version": answer.get("version"), "server_args": server_args,
+                            "scheduler_info": scheduler_info, "internal_states": internal}
+    if answer.get("launch_command") is not None:
+        data["launch_command"] = answer["launch_command"]
+    for key in ("startup_time", "frontend", "kv_events"):
+        if key in answer:
+            data[key] = answer[key]
+    return data
+
+
+def collect(ctx: CaptureContext) -> Dict[str, Any]:
+    if not ctx.sglang_url:
+        return unavailable("not requested: use --sglang-url http://HOST:PORT")
+    from envsnap.errors import EnvsnapError
+    from envsnap.redact import redact_argv, redact_text, scrub
+
+    try:
+        base = normalize_url(ctx.sglang_url)
+    except EnvsnapError as exc:
+        return failed(str(exc))
+    endpoint, answer, error = fetch(base, timeout=ctx.remaining(10.0))
+    if error is not None:
+        return unavailable(error, {"url": base})
+    if not isinstance(answer, dict):
+        return failed(f"{base}{endpoint}: expected a JSON object, got {type(answer).__name__}", {"url": base})
+    data = shape(answer)
+    data["url"] = base
+    data["endpoint"] = endpoint
+    if ctx.redact:
+        data["server_args"] = scrub(data["server_args"], redact=True)
+        command = data.get("launch_command")
+        if isinstance(command, list):
+            data["launch_command"] = redact_argv(command)
+        elif isinstance(command, str):
+            data["launch_command"] = redact_text(command)
+    return ok(data)
+
+
+def summarize(data: Dict[str, Any]) -> List[str]:
+    args = data.get("server_args") or {}
+    head = f"SGLang {data.get('version', '?')} at {data.get('url')}"
+    model = args.get("model_path")
+    if model:
+        head += f": {model}"
+    parts = [f"{name}={args[name]}" for name in ("tp_size", "dp_size", "speculative_algorithm", "attention_backend")
+             if args.get(name) not in (None, "")]
+    if parts:
+        head += " (" + ", ".join(parts) + ")"
+    lines = [head]
+    for index, state in enumerate(data.get("internal_states") or []):
+        facts = [f"{k}={state[k]:.4g}" if isinstance(state.get(k), float) else f"{k}={state[k]}"
+                 for k in ("avg_spec_accept_length", "last_gen_throughput") if k in state]
+        if facts:
+            lines.append(f"DP{index}: " + ", ".join(facts))
+    if data.get("launch_command"):
+        command = data["launch_command"]
+        lines.append("launched as: " + (" ".join(command) if isinstance(command, list) else str(command)))
+    return lines

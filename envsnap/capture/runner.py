@@ -1,0 +1,116 @@
+"""Run every collector under a time bound and assemble the snapshot.
+
+Collectors run concurrently in daemon threads: one that hangs (a wedged GPU, a dead
+NFS mount) is recorded as `timeout` when its bound passes and never holds up the
+others or the process's exit. Anything a collector raises becomes an `error` entry.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import traceback
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from envsnap.capture.base import CaptureContext
+from envsnap.capture.collectors import COLLECTORS
+from envsnap.model import schema
+from envsnap.model import snapshot as snapshot_mod
+from envsnap.model.snapshot import utc_now
+from envsnap.redact import redact_text, scrub
+
+# Per-collector caps (seconds), inside the overall --timeout. The rest get the whole budget.
+TIME_LIMITS = {"host": 10.0, "env": 5.0, "python": 10.0, "sglang": 10.0}
+
+
+def wrap_up_reserve(timeout: float) -> float:
+    """Seconds between the collectors' soft deadline and the capture's hard one."""
+    return min(2.0, max(0.2, 0.15 * timeout))
+
+
+def run_collector(name: str, func: Callable, ctx: CaptureContext, limit: float) -> Dict[str, Any]:
+    """Run one collector in a daemon thread; return its section, whatever happens."""
+    box: Dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = func(ctx)
+        except BaseException as exc:  # a collector must never take the capture down
+            last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+            where = f" at {last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno}" if last else ""
+            box["error"] = f"{type(exc).__name__}: {exc}{where}"
+
+    start = time.monotonic()
+    thread = threading.Thread(target=target, name=f"envsnap-{name}", daemon=True)
+    thread.start()
+    thread.join(limit)
+    elapsed = round(time.monotonic() - start, 3)
+    if thread.is_alive():
+        return {"status": "timeout", "error": f"did not finish within {limit:.1f}s", "elapsed_s": elapsed}
+    if "error" in box:
+        return {"status": "error", "error": box["error"], "elapsed_s": elapsed}
+    return _normalise(box.get("result"), elapsed)
+
+
+def _normalise(result: Any, elapsed: float) -> Dict[str, Any]:
+    if not isinstance(result, dict) or result.get("status") not in snapshot_mod.SECTION_STATUSES:
+        return {"status": "error", "error": f"collector returned {type(result).__name__}, not a section", "elapsed_s": elapsed}
+    section = dict(result)
+    section["elapsed_s"] = elapsed
+    if "data" in section and not isinstance(section["data"], dict):
+        section = {"status": "error", "error": "collector data is not an object", "elapsed_s": elapsed}
+    return section
+
+
+def _finish_section(name: str, section: Dict[str, Any], redact: bool) -> Dict[str, Any]:
+    """Scrub a section (secrets, undecodable bytes, NaN) and make sure it will load: a section
+    the format refuses (a server answering odd types, a collector bug, nesting no reader can
+    walk) becomes an error that says why; the other sections are kept."""
+    try:
+        section = scrub(section, redact=redact)
+        problem = schema.section_problem(name, section)
+    except RecursionError:
+        problem = "nested too deeply to record"
+    if problem is None:
+        return section
+    return {"status": "error", "elapsed_s": section.get("elapsed_s"),
+            "error": f"collector output refused by the snapshot format: {problem}"}
+
+
+def capture(
+    ctx: CaptureContext,
+    only: Optional[Sequence[str]] = None,
+    collectors: Optional[Sequence[Tuple[str, Callable]]] = None,
+) -> Dict[str, Any]:
+    """Run the collectors (all, or those named in `only`) and return the snapshot dict."""
+    chosen: List[Tuple[str, Callable]] = list(collectors if collectors is not None else COLLECTORS)
+    if only:
+        chosen = [(n, f) for n, f in chosen if n in only]
+    start = time.monotonic()
+    # Collectors work to a soft deadline a little before the hard one the runner enforces:
+    # the difference is their time to wrap up (a files walk stopped at its deadline still
+    # has to build 100k entries), so a slow one returns partial data instead of a timeout.
+    ctx.deadline = start + ctx.timeout - wrap_up_reserve(ctx.timeout)
+    hard_deadline = start + ctx.timeout
+    snap = snapshot_mod.new_snapshot(ctx.label, socket.gethostname(), utc_now())
+    results: Dict[str, Dict[str, Any]] = {}
+
+    # All collectors start together; each is joined against its own bound.
+    threads = []
+    for name, func in chosen:
+        limit = min(ctx.timeout, TIME_LIMITS.get(name, ctx.timeout))
+        t = threading.Thread(target=lambda n=name, f=func, l=limit: results.__setitem__(n, run_collector(n, f, ctx, l)),
+                             name=f"envsnap-run-{name}", daemon=True)
+        t.start()
+        threads.append((name, t))
+    for name, t in threads:
+        t.join(max(0.0, hard_deadline - time.monotonic()) + 0.5)
+    for name, _ in threads:
+        if name not in results:
+            results[name] = {"status": "timeout", "error": f"did not finish within the capture's {ctx.timeout:.1f}s"}
+
+    snap["redaction"] = "on" if ctx.redact else "off"
+    snap["sections"] = {name: _finish_section(name, results[name], ctx.redact) for name, _ in chosen}
+    if ctx.redact:
+        snap["label"] = redact_text(snap["label"])
+    return snap

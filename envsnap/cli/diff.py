@@ -1,0 +1,56 @@
+"""`envsnap diff`: two snapshots -> verdict, ranked likely causes, differences."""
+from __future__ import annotations
+
+from typing import Optional
+
+import click
+
+from envsnap.cli.options import emit
+from envsnap.errors import EnvsnapError
+
+_FORMATS = click.Choice(["text", "json", "html"])
+
+
+@click.command()
+@click.argument("good_file", metavar="GOOD")
+@click.argument("bad_file", metavar="BAD")
+@click.option("--format", "fmt", type=_FORMATS, default="text", show_default=True, help="Output format.")
+@click.option("-o", "--output", default=None, help="Write to this file instead of stdout (atomic).")
+@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
+@click.option("--all", "show_all", is_flag=True, help="Include volatile fields (timestamps, pids, temperatures...).")
+@click.option("--metric", default=None, help="Main metric (default: the throughput metric both sides measured).")
+@click.option("--top", type=click.IntRange(min=1), default=None, help="Show only the N most likely causes.")
+@click.option("-v", "--verbose", is_flag=True, help="Text: list every difference and each cause's evidence.")
+def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: bool, show_all: bool,
+         metric: Optional[str], top: Optional[int], verbose: bool) -> int:
+    """Rank what differs between a GOOD and a BAD snapshot by how likely it caused the change.
+
+    Exit status: 0 when nothing relevant differs, 1 when something does, 2 on error.
+    """
+    from envsnap.analysis import result as result_mod
+    from envsnap.model import store
+
+    if output and output != "-":
+        store.check_writable(output, force)
+    if good_file == "-" and bad_file == "-":
+        raise EnvsnapError("only one of GOOD and BAD can be read from stdin ('-')")
+    good = store.load(good_file)
+    bad = store.load(bad_file)
+    result = result_mod.analyze(good, bad, metric=metric, include_volatile=show_all, good_file=good_file,
+                          bad_file=bad_file, top=top if fmt != "text" else None)
+    if fmt == "json":
+        import json
+
+        text = json.dumps(result, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    elif fmt == "html":
+        try:
+            from envsnap.render.html import render_report
+        except ImportError as exc:
+            raise EnvsnapError(f"html output needs envsnap.report, which is not available ({exc})") from None
+        text = render_report(result, good, bad)
+    else:
+        from envsnap.render.text import DEFAULT_TOP, render_diff
+
+        text = render_diff(result, verbose=verbose or show_all, top=top or DEFAULT_TOP)
+    emit(text, output, force)
+    return 1 if result["differences"] else 0

@@ -1,0 +1,34 @@
+"""`envsnap report`: the diff/rank result of two snapshots as one self-contained HTML file."""
+from __future__ import annotations
+
+import os
+
+import click
+
+
+@click.command()
+@click.argument("good_file", metavar="GOOD")
+@click.argument("bad_file", metavar="BAD")
+@click.option("-o", "--output", required=True, help="HTML file to write ('-' for stdout).")
+@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
+@click.option("--metric", default=None, metavar="NAME", help="Metric of the verdict (default: the main one found in the runs).")
+def report(good_file: str, bad_file: str, output: str, force: bool, metric) -> None:
+    """Write an HTML forensic report comparing a GOOD and a BAD snapshot.
+
+    Verdict, ranked causes, every run, the workers' environments, code state, GPU and host,
+    and all differences, in one file that needs no network and no JavaScript to read.
+    """
+    from envsnap.model import store
+    from envsnap.render.html import compute_result, render_report
+
+    store.check_writable(output, force)  # before the work: a refused overwrite costs nothing
+    good = store.load(good_file)
+    bad = store.load(bad_file)
+    result = compute_result(good, bad, good_file=good_file, bad_file=bad_file, metric=metric)
+    html = render_report(result, good, bad)
+    store.atomic_write_text(output, html, force=force)
+    if output != "-":
+        summary = (result.get("verdict") or {}).get("summary") or "no metric to compare"
+        causes = result.get("causes") or []
+        first = f"; top cause {causes[0].get('key')}" if causes else ""
+        click.echo(f"wrote {os.path.relpath(output)} ({len(html.encode('utf-8')) // 1024} KiB): {summary}{first}", err=True)

@@ -1,0 +1,83 @@
+"""`envsnap run`: capture, then measure a benchmark command into the snapshot."""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from envsnap.cli.options import capture_options
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@click.option("-o", "--output", required=True, help="Snapshot file to write ('-' for stdout).")
+@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
+@click.option("--repeat", "-n", default=3, show_default=True, type=click.IntRange(1, 100000),
+              help="Measured runs of the command.")
+@click.option("--warmup", default=0, show_default=True, type=click.IntRange(0, 10000),
+              help="Runs before the measured ones, not recorded.")
+@click.option("--metric", "metric_specs", multiple=True, metavar="NAME=REGEX",
+              help="Extra metric: the first group of the regex's last match in the output (repeatable).")
+@click.option("--direction", "direction_specs", multiple=True, metavar="NAME=higher|lower",
+              help="Which way is better for a metric, when its name does not say (repeatable).")
+@click.option("--run-timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1, 7 * 86400),
+              help="Seconds one run may take; a run still going then is killed and recorded as failed.")
+@capture_options
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeout, command, capture_ctx) -> None:
+    """Capture a snapshot, then run the benchmark COMMAND and record its metrics in it.
+
+    \b
+    envsnap run -o bad.json --repeat 5 --log server.log -- \\
+        python -m sglang.bench_serving --backend sglang --num-prompts 200 --output-file bench.jsonl
+
+    Metrics are found without options in SGLang bench_serving and bench_one_batch_server
+    output (and the JSONL files they append to: --output-file, --result-filename), in the
+    server's "Decode batch" log lines (--log FILE: only what a run appended), and in a
+    last output line that is a JSON object. A failed run is recorded as failed and not
+    counted. Ctrl-C keeps the runs completed so far (the snapshot says it was interrupted);
+    with none completed, nothing is written. Exit 1 when no run succeeded.
+    """
+    from envsnap.capture import runner
+    from envsnap.measure import runs
+    from envsnap.measure.parsers import parse_metric_specs
+    from envsnap.model import store
+
+    custom = parse_metric_specs(metric_specs)
+    directions = runs.parse_direction_specs(direction_specs)
+    store.check_writable(output, force)  # before a capture and runs that may take an hour
+
+    snap = runner.capture(capture_ctx)
+    opts = runs.RunOptions(command=list(command), repeat=repeat, warmup=warmup, custom=custom,
+                           logs=list(capture_ctx.logs), timeout=run_timeout, cwd=os.getcwd())
+    session = runs.RunSession(opts)
+    progress = None
+    if sys.stderr.isatty():
+        progress = lambda line: click.echo(f"envsnap run: {line}", err=True)  # noqa: E731
+    preferred = [name for name, _ in custom]
+
+    def finish(interrupted: bool) -> None:
+        snap["runs"] = session.records
+        snap["run_session"] = session.session_info(interrupted)
+        runs.merge_directions(snap, directions)
+        store.save(snap, output, force=force)
+
+    try:
+        session.execute(progress)
+    except KeyboardInterrupt:
+        # Completed runs are real measurements: keep them, marked as an interrupted series.
+        # The run in flight is dropped (its process group was killed).
+        if session.records:
+            finish(interrupted=True)
+            if output != "-":
+                click.echo(f"envsnap run: interrupted; wrote {output} with the "
+                           f"{len(session.records)} runs completed", err=True)
+        else:
+            click.echo("envsnap run: interrupted before any run completed; nothing written", err=True)
+        raise
+    finish(interrupted=False)
+    if output != "-":
+        click.echo(f"wrote {output}: {runs.summary(session.records, preferred)}", err=True)
+    if not any(r.get("ok") for r in session.records):
+        first = session.records[0].get("error", "failed") if session.records else "no runs"
+        click.echo(f"envsnap run: no run succeeded (first error: {first})", err=True)
+        sys.exit(1)

@@ -1,0 +1,17 @@
+"""`envsnap show`: a readable summary of one snapshot."""
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.argument("snapshot_file", metavar="FILE")
+@click.option("--verbose", "-v", is_flag=True, help="Also list every section's main facts.")
+def show(snapshot_file: str, verbose: bool) -> None:
+    """Print a readable summary of a snapshot: what was captured, what was not and why."""
+    from envsnap.model import store
+    from envsnap.capture import collectors
+    from envsnap.render.show import render_show
+
+    snap = store.load(snapshot_file)
+    click.echo(render_show(snap, verbose=verbose, summarize=collectors.summarize, order=collectors.COLLECTOR_NAMES))

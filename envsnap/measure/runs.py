@@ -1,0 +1,300 @@
+"""Run a benchmark command, parse its metrics, and build run records.
+
+A run record (snapshot["runs"] items, the team contract):
+
+    {"ok": bool, "exit_code": int|None, "duration_s": float, "started": "...Z",
+     "metrics": {name: float}, "output_tail": str, "command": [argv, redacted],
+     "source": "run"|"attach", "parsers": [...], "error": str (when not ok), "note": str}
+
+A run that fails (non-zero exit, timeout, no metric found) is recorded with ok false and
+no metrics: it is never a measurement, and it is never silently dropped either.
+Warm-up runs are executed but not recorded.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+
+from envsnap.errors import EnvsnapError
+from envsnap.measure import metrics as metrics_mod
+from envsnap.measure.parsers import MetricSpec, check_metric_name, parse_run
+from envsnap.model.snapshot import utc_now
+from envsnap.redact import redact_argv, redact_text
+from envsnap.subproc import run_command
+
+OUTPUT_TAIL_LINES = 40
+# A log or result file can be large (a server log of days): only this much of what a run
+# appended is read.
+MAX_APPENDED_BYTES = 32 * 1024 * 1024
+DEFAULT_RUN_TIMEOUT = 3600.0
+
+
+# ---------------------------------------------------------------------------------------
+# Options
+# ---------------------------------------------------------------------------------------
+
+def parse_direction_specs(specs: Sequence[str]) -> Dict[str, str]:
+    """`NAME=higher|lower` strings -> {name: direction}."""
+    out: Dict[str, str] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        value = value.strip().lower()
+        if not sep or value not in (metrics_mod.HIGHER, metrics_mod.LOWER):
+            raise EnvsnapError(f"--direction {spec!r}: expected NAME=higher or NAME=lower")
+        out[check_metric_name(name.strip(), f"--direction {spec!r}")] = value
+    return out
+
+
+def parse_metric_values(specs: Sequence[str]) -> Dict[str, float]:
+    """`NAME=VALUE` strings (for `attach`) -> {name: finite float}."""
+    out: Dict[str, float] = {}
+    for spec in specs:
+        name, sep, raw = spec.partition("=")
+        if not sep:
+            raise EnvsnapError(f"--metric {spec!r}: expected NAME=VALUE (e.g. verify_ms=29)")
+        name = check_metric_name(name.strip(), f"--metric {spec!r}")
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise EnvsnapError(f"--metric {spec!r}: {raw.strip()!r} is not a number") from None
+        if not math.isfinite(value):
+            raise EnvsnapError(f"--metric {spec!r}: the value must be a finite number")
+        out[name] = value
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Files a run appends to
+# ---------------------------------------------------------------------------------------
+
+def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
+    """The value of `--flag VALUE` / `--flag=VALUE` in argv (the last one wins, like argparse)."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1:]
+    return value
+
+
+def result_files(argv: Sequence[str], cwd: str) -> List[str]:
+    """Result files the SGLang benchmark in argv appends a JSONL line to.
+
+    bench_serving appends to `--output-file` (its default name has today's date in it, so
+    only an explicit one is followed); bench_one_batch_server appends to
+    `--result-filename`, default `result.jsonl` in its working directory
+    (sglang 0.5.5 sglang/bench_one_batch_server.py BenchArgs.result_filename).
+    """
+    argv = [str(a) for a in argv]
+    paths = []
+    output_file = _flag_value(argv, "--output-file")
+    if output_file:
+        paths.append(output_file)
+    result_filename = _flag_value(argv, "--result-filename")
+    if result_filename:
+        paths.append(result_filename)
+    elif any("one_batch_server" in a for a in argv):
+        paths.append("result.jsonl")
+    return sorted({os.path.join(cwd, p) for p in paths})
+
+
+class AppendWatch:
+    """Remembers where files end now, and later reads only what was appended since."""
+
+    def __init__(self, paths: Iterable[str]):
+        self.offsets: Dict[str, int] = {}
+        for path in paths:
+            try:
+                self.offsets[path] = os.stat(path).st_size
+            except OSError:
+                self.offsets[path] = 0  # created during the run: all of it is new
+
+    def read(self) -> Dict[str, str]:
+        out: Dict[str, str] = {}
+        for path, offset in self.offsets.items():
+            try:
+                size = os.stat(path).st_size
+                if size < offset:
+                    offset = 0  # rotated or rewritten during the run: read it all
+                start = max(offset, size - MAX_APPENDED_BYTES)
+                with open(path, "rb") as handle:
+                    handle.seek(start)
+                    data = handle.read(size - start)
+            except OSError:
+                continue
+            out[path] = data.decode("utf-8", "replace")
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------------------
+
+def _tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
+    kept = text.splitlines()[-lines:]
+    return redact_text("\n".join(kept))
+
+
+@dataclass
+class RunOptions:
+    command: List[str]
+    repeat: int = 3
+    warmup: int = 0
+    custom: List[MetricSpec] = field(default_factory=list)
+    logs: List[str] = field(default_factory=list)
+    timeout: float = DEFAULT_RUN_TIMEOUT
+    cwd: Optional[str] = None
+    env: Optional[Mapping[str, str]] = None
+    # When set, a run without this metric is a failed run.
+    require_metric: Optional[str] = None
+
+
+def run_once(opts: RunOptions) -> Dict:
+    """Run the command once; return its run record (never raises, except KeyboardInterrupt)."""
+    cwd = opts.cwd or os.getcwd()
+    logs = AppendWatch([os.path.abspath(p) for p in opts.logs])
+    files = AppendWatch(result_files(opts.command, cwd))
+    started = utc_now()
+    result = run_command(opts.command, timeout=opts.timeout, cwd=cwd, env=opts.env)
+    output = result.stdout + ("\n" if result.stdout and result.stderr else "") + result.stderr
+    log_text = "\n".join(logs.read().values())
+    parsed = parse_run(result.stdout + "\n" + result.stderr, log_text=log_text, files=files.read(),
+                       custom=opts.custom, json_texts=[result.stdout, result.stderr])
+    record: Dict = {
+        "ok": False,
+        "exit_code": result.returncode,
+        "duration_s": round(result.elapsed_s, 4),
+        "started": started,
+        "metrics": {},
+        "output_tail": _tail(output),
+        "command": redact_argv(opts.command),
+        "source": "run",
+        "parsers": [],
+    }
+    error = result.error
+    if error is None and not parsed.metrics:
+        error = "no metric found in the output (add --metric NAME=REGEX)"
+    if error is None and opts.require_metric and opts.require_metric not in parsed.metrics:
+        found = ", ".join(sorted(parsed.metrics)) or "none"
+        error = f"metric {opts.require_metric!r} not in the output (found: {found})"
+    if error is None:
+        record["ok"] = True
+        record["metrics"] = {k: parsed.metrics[k] for k in sorted(parsed.metrics)}
+        record["parsers"] = parsed.parsers
+    else:
+        record["error"] = redact_text(error)
+    if parsed.notes:
+        record["note"] = "; ".join(dict.fromkeys(parsed.notes))
+    return record
+
+
+# ---------------------------------------------------------------------------------------
+# A series of runs
+# ---------------------------------------------------------------------------------------
+
+def main_metric(names: Iterable[str], preferred: Sequence[str] = ()) -> Optional[str]:
+    """The metric to show first: a --metric the user named, else a throughput, else the first."""
+    names = set(names)
+    for name in preferred:
+        if name in names:
+            return name
+    for name in metrics_mod.THROUGHPUT_NAMES:
+        if name in names:
+            return name
+    for name in sorted(names):
+        if metrics_mod.role(name) == "throughput" or "throughput" in name or name.endswith("tok_s"):
+            return name
+    return sorted(names)[0] if names else None
+
+
+def describe(record: Dict, metric: Optional[str]) -> str:
+    if not record.get("ok"):
+        return f"failed: {record.get('error', 'unknown error')}"
+    metrics = record.get("metrics", {})
+    name = metric if metric in metrics else main_metric(metrics)
+    shown = f"{name} {metrics[name]:.6g}" if name else "ok"
+    return f"{shown} ({record.get('duration_s', 0):.1f} s)"
+
+
+@dataclass
+class RunSession:
+    """The runs of one `envsnap run`; `records` fills as runs finish (kept on Ctrl-C)."""
+
+    opts: RunOptions
+    records: List[Dict] = field(default_factory=list)
+    warmups_done: int = 0
+
+    def execute(self, progress: Optional[Callable[[str], None]] = None) -> List[Dict]:
+        preferred = [name for name, _ in self.opts.custom]
+        for i in range(self.opts.warmup):
+            record = run_once(self.opts)
+            self.warmups_done += 1
+            if progress:
+                progress(f"warm-up {i + 1}/{self.opts.warmup}: {describe(record, None)}")
+        for i in range(self.opts.repeat):
+            record = run_once(self.opts)
+            self.records.append(record)
+            if progress:
+                progress(f"run {i + 1}/{self.opts.repeat}: {describe(record, main_metric(record['metrics'], preferred))}")
+        return self.records
+
+    def session_info(self, interrupted: bool) -> Dict:
+        info = {
+            "command": redact_argv(self.opts.command),
+            "repeat": self.opts.repeat,
+            "warmup": self.opts.warmup,
+            "warmups_done": self.warmups_done,
+            "completed": len(self.records),
+            "ok": sum(1 for r in self.records if r.get("ok")),
+            "interrupted": interrupted,
+        }
+        if self.opts.custom:
+            info["metric_regexes"] = {name: redact_text(regex.pattern) for name, regex in self.opts.custom}
+        return info
+
+
+def summary(records: Sequence[Dict], preferred: Sequence[str] = ()) -> str:
+    """'5 runs (4 ok, 1 failed); tok_s median 812.5' for the closing line."""
+    ok = [r for r in records if r.get("ok")]
+    text = f"{len(records)} runs ({len(ok)} ok, {len(records) - len(ok)} failed)"
+    names = set()
+    for r in ok:
+        names.update(r.get("metrics", {}))
+    name = main_metric(names, preferred)
+    if name:
+        values = sorted(r["metrics"][name] for r in ok if name in r.get("metrics", {}))
+        mid = len(values) // 2
+        median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+        text += f"; {name} median {median:.6g}"
+    return text
+
+
+def attach_record(metrics: Mapping[str, float], note: Optional[str] = None) -> Dict:
+    """A measurement made elsewhere: no command, no output, source "attach"."""
+    if not metrics:
+        raise EnvsnapError("attach needs at least one --metric NAME=VALUE")
+    record: Dict = {
+        "ok": True,
+        "exit_code": None,
+        "duration_s": 0.0,
+        "started": utc_now(),
+        "metrics": {k: float(metrics[k]) for k in sorted(metrics)},
+        "output_tail": "",
+        "command": [],
+        "source": "attach",
+        "parsers": [],
+    }
+    if note:
+        record["note"] = redact_text(note)
+    return record
+
+
+def merge_directions(snapshot: Dict, directions: Mapping[str, str]) -> None:
+    if directions:
+        stored = dict(snapshot.get("metric_directions") or {})
+        stored.update(directions)
+        snapshot["metric_directions"] = {k: stored[k] for k in sorted(stored)}
+

@@ -1,0 +1,320 @@
+"""The snapshot's shape: one table of section shapes and the validator that checks a loaded file.
+
+A snapshot is a dict:
+
+    {"schema_version": 1, "envsnap_version": "...", "created": "...Z", "label": "...",
+     "host": "<hostname>", "sections": {"<collector>": {"status": ..., "data": {...}}},
+     "runs": [...]}
+
+`validate` refuses anything else with one line naming the field and what it should be,
+so readers downstream can trust the types they get.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional
+
+from envsnap import __version__
+from envsnap.errors import EnvsnapError
+from envsnap.model.snapshot import SECTION_STATUSES, SUPPORTED_SCHEMA_VERSIONS
+
+
+def _join_path(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+# --- shapes --------------------------------------------------------------------------------------
+# The section layouts of the team contract, as data: what every consumer (show, diff, rank,
+# report, merge, bisect) may rely on once a snapshot has passed `validate`. Only types are
+# checked, and only where a field is present: a missing field or an unknown extra one is
+# fine (older and newer collectors), a field of the wrong type is a corrupt snapshot.
+# Specs: "str" (or null), "num" (int/float, not bool, or null), "scalar" (any non-container),
+# "any" (any JSON, depth-bounded), "dict" (an object of anything), ("map", spec) (an object
+# whose values all match spec), ("list", spec), and {field: spec} (an object; other keys any).
+
+_MAX_DEPTH = 48  # real snapshots nest ~12 deep; consumers recurse, so bound it well below 1000
+_SCALARS = (str, int, float, bool, type(None))
+
+_ENV = ("map", "str")
+_STATS_DICT = "dict"
+_PROCESS = {
+    "pid": "num", "ppid": "num", "parent_key": "str", "title": "str", "cmdline": ("list", "str"), "exe": "str",
+    "cwd": "str", "role": {"kind": "str", "tp": "int", "dp": "int", "pp": "int", "ep": "int"},
+    "cpu_affinity": ("list", "num"), "nice": "num", "num_threads": "num", "gpus": ("list", "scalar"),
+    "status": "str", "environ_status": "str", "environ_note": "str", "environ": _ENV,
+    "divergence": {"added": _ENV, "removed": ("list", "str"), "changed": ("map", {"parent": "str", "child": "str"})},
+}
+_PROBE_RECORD = {
+    "pid": "num", "ppid": "num", "argv": ("list", "str"), "title": "str", "env_at_start": _ENV,
+    "env_at_init": _ENV, "env_at_exit": _ENV, "init": "dict", "host": "str",
+}
+SECTION_SHAPES: Dict[str, Any] = {
+    "env": {"count": "num", "vars": _ENV},
+    "host": {"os": "dict", "cpu": "dict", "thp": "dict", "numa_nodes": "num", "memory": "dict", "cgroup": "dict",
+             "container": "dict", "ulimits": "dict"},
+    "python": {"executable": "str", "version": "str", "implementation": "str", "prefix": "str", "base_prefix": "str",
+               "in_venv": "scalar", "sys_path": ("list", "str"), "env": _ENV,
+               "startup_hooks": ("map", {"kind": "str", "sha256": "str", "size": "num", "import_lines": ("list", "str"),
+                                         "touches_env": "scalar", "env_mentions": ("list", "str")}),
+               "startup_env_changes": ("map", ("map", "str"))},
+    "packages": {"count": "num",
+                 "dists": ("map", {"name": "str", "version": "str", "installer": "str", "location": "str",
+                                   "origin": {"kind": "str", "url": "str", "commit": "str", "editable": "scalar"}}),
+                 "integrity": {"mode": "str", "checked_files": "num",
+                               "modified": ("map", {"dist": "str", "recorded_sha256": "str", "actual_sha256": "str",
+                                                    "recorded_size": "num", "actual_size": "num"}),
+                               "missing": ("map", "dict"), "rewritten_scripts": ("map", "dict"),
+                               "unhashable": "dict", "errors": "dict"}},
+    "git": {"repos": ("map", {"roles": ("list", "str"), "head": "str", "branch": "str", "detached": "scalar",
+                              "upstream": "str", "ahead": "num", "behind": "num",
+                              "dirty": ("map", {"status": "str", "sha256": "str"}), "untracked": ("map", "dict"),
+                              "stash": ("map", {"sha": "str", "message": "str"}), "submodules": ("map", "dict"),
+                              "errors": "dict"}),
+            "errors": "dict"},
+    "files": {"entries": ("map", {"size": "num", "sha256": "str", "error": "str"}), "roots": ("list", "str"),
+              "errors": "dict"},
+    "nvidia": {"driver_version": "str", "nvml_version": "str", "cuda_driver_version": "str", "count": "num",
+               "gpus": ("map", "dict"), "topology": {"matrix": ("map", ("map", "scalar"))}, "source": "str"},
+    "torch": {"installed": "scalar", "version": "str", "cuda": "str", "git_version": "str", "location": "str",
+              "deep": "dict"},
+    "processes": {"processes": ("map", _PROCESS), "roots": ("list", "str"), "errors": "dict"},
+    "probe": {"dir": "str", "records": ("map", _PROBE_RECORD), "env_at_init_common": _ENV},
+    "nccl": {"logs": ("list", "str"), "version": "str", "env": _ENV,
+             "ranks": ("map", {"host": "str", "pid": "num", "version": "str", "env": _ENV, "transports": "dict",
+                               "channels": "num", "init": "dict"})},
+    "sglang": {"url": "str", "endpoint": "str", "version": "str", "server_args": "dict",
+               "internal_states": ("list", "dict")},
+}
+_RUN = {"ok": "scalar", "exit_code": "num", "duration_s": "num", "started": "str", "metrics": ("map", "num"),
+        "output_tail": "str", "command": ("list", "str"), "source": "str", "parsers": ("list", "str"),
+        "error": "str", "note": "str", "host": "str"}
+_TOP = {"envsnap_version": "str", "label": "str", "host": "str", "created": "str", "redaction": "str",
+        "provenance": "dict", "metric_directions": ("map", "str"), "run_session": "dict", "runs": ("list", _RUN)}
+_TYPE_WORDS = {"finite": "a number within range", "int": "an integer", "str": "a string", "num": "a number",
+               "scalar": "a plain value", "dict": "an object",
+               "map": "an object", "list": "a list", "obj": "an object"}
+
+
+class _ShapeError(Exception):
+    """A field of the wrong type; `parts` collects its path while the check unwinds (so
+    the path costs nothing when the snapshot is fine)."""
+
+    def __init__(self, expected: str, got: Any, key: Any = None):
+        super().__init__(expected)
+        self.expected, self.got = expected, got
+        self.parts: List[str] = [] if key is None else [str(key)]
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+# Numbers no collector writes and no consumer can compute with: 1e999 parses to inf, and
+# an integer beyond 64 bits makes float() overflow. Checked where the walk meets them
+# (a parse hook per number would cost more than the whole walk).
+_MAX_INT = 2 ** 64
+
+
+def _bad_number(value: Any) -> bool:
+    kind = type(value)
+    if kind is float:
+        return not math.isfinite(value)
+    if kind is int:
+        return not -_MAX_INT < value < _MAX_INT
+    return False
+
+
+def _check_depth(value: Any, depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        raise _ShapeError("deep", None)
+    items = value.values() if isinstance(value, dict) else value
+    for item in items:
+        if isinstance(item, (dict, list)):
+            _check_depth(item, depth + 1)
+        elif _bad_number(item):
+            raise _ShapeError("finite", item)
+
+
+_LEAF_TYPES = {
+    "str": frozenset({str, type(None)}),
+    "num": frozenset({int, float, type(None)}),  # type() is exact: a bool is not a number here
+    "int": frozenset({int}),  # ranks: consumers sort by them, so null is not allowed
+    "scalar": frozenset({str, int, float, bool, type(None)}),
+}
+
+
+def _leaf_ok(value: Any, spec: str) -> bool:
+    kinds = _LEAF_TYPES.get(spec)
+    if kinds is not None and type(value) not in kinds:
+        return False
+    return not _bad_number(value)  # "any" / "dict" containers are checked by the caller
+
+
+def _check(value: Any, spec: Any, depth: int) -> None:
+    if isinstance(spec, str):
+        if spec == "dict":
+            if not isinstance(value, dict):
+                raise _ShapeError("dict", value)
+            _check_depth(value, depth)
+        elif spec == "any":
+            if isinstance(value, (dict, list)):
+                _check_depth(value, depth)
+            elif _bad_number(value):
+                raise _ShapeError("finite", value)
+        elif not _leaf_ok(value, spec):
+            raise _ShapeError(spec, value)
+        return
+    if isinstance(spec, tuple):
+        kind, inner = spec
+        if kind == "map":
+            if not isinstance(value, dict):
+                raise _ShapeError("map", value)
+            pairs = value.items()
+        else:
+            if not isinstance(value, list):
+                raise _ShapeError("list", value)
+            pairs = enumerate(value)
+        if isinstance(inner, str) and inner in _LEAF_TYPES:
+            for key, item in pairs:  # the common case (env maps, argv lists): no call per item
+                if not _leaf_ok(item, inner):
+                    raise _ShapeError(inner, item, f"[{key}]" if kind == "list" else key)
+            return
+        for key, item in pairs:
+            try:
+                _check(item, inner, depth + 1)
+            except _ShapeError as exc:
+                exc.parts.append(f"[{key}]" if kind == "list" else str(key))
+                raise
+        return
+    if not isinstance(value, dict):
+        raise _ShapeError("obj", value)
+    for key, item in value.items():
+        inner = spec.get(key, "any")
+        if isinstance(inner, str) and inner not in ("dict", "any"):
+            if not _leaf_ok(item, inner):
+                raise _ShapeError(inner, item, key)
+            continue
+        if inner == "any" and not isinstance(item, (dict, list)):
+            if _bad_number(item):
+                raise _ShapeError("finite", item, key)
+            continue
+        try:
+            _check(item, inner, depth + 1)
+        except _ShapeError as exc:
+            exc.parts.append(str(key))
+            raise
+
+
+def _check_sections(sections: Any, where: str, source: str) -> None:
+    if not isinstance(sections, dict):
+        raise EnvsnapError(f"{source}: '{where}' must be an object, not {_kind(sections)}")
+    for name, section in sections.items():
+        if not isinstance(section, dict):
+            raise EnvsnapError(f"{source}: section {_short(name)} must be an object, not {_kind(section)}")
+        status = section.get("status")
+        if status not in SECTION_STATUSES:
+            raise EnvsnapError(f"{source}: section {_short(name)} has invalid status {_short(status)}")
+        for text_field in ("reason", "error"):
+            if section.get(text_field) is not None and not isinstance(section[text_field], str):
+                raise EnvsnapError(f"{source}: section {_short(name)} {text_field} must be a string")
+        elapsed = section.get("elapsed_s")
+        if elapsed is not None and (isinstance(elapsed, bool) or not isinstance(elapsed, (int, float))
+                                    or _bad_number(elapsed)):
+            raise EnvsnapError(f"{source}: section {_short(name)} elapsed_s must be a number")
+        if "data" in section:
+            data = section["data"]
+            if not isinstance(data, dict):
+                raise EnvsnapError(f"{source}: section {_short(name)} data must be an object, not {_kind(data)}")
+            _check_shape(data, SECTION_SHAPES.get(name, "dict"), f"{where}.{name}.data", source)
+
+
+def section_problem(name: str, section: Any) -> Optional[str]:
+    """Why `validate` would refuse this section (one line), or None when it passes."""
+    try:
+        _check_sections({name: section}, "sections", "section")
+    except EnvsnapError as exc:
+        return str(exc).split(": ", 1)[-1]
+    return None
+
+
+def _check_shape(value: Any, spec: Any, path: str, source: str) -> None:
+    try:
+        _check(value, spec, 0)
+    except _ShapeError as exc:
+        parts = ([path] if path else []) + exc.parts[::-1]
+        where = ".".join(parts).replace(".[", "[")
+        if exc.expected in ("num", "scalar", "int") and _bad_number(exc.got):
+            exc.expected = "finite"
+        if exc.expected == "deep":
+            raise EnvsnapError(f"{source}: {_short_path(where)} is nested more than {_MAX_DEPTH} deep, "
+                               "not a snapshot envsnap wrote") from None
+        got = _short(exc.got) if exc.expected == "finite" else _kind(exc.got)
+        raise EnvsnapError(f"{source}: {_short_path(where)} must be {_TYPE_WORDS.get(exc.expected, exc.expected)}, "
+                           f"not {got}") from None
+
+
+def _short_path(path: str) -> str:
+    return repr(path) if len(path) <= 100 else repr(path[:97] + "...")
+
+
+def validate(data: Any, source: str = "<input>") -> Dict[str, Any]:
+    """Check that data is a snapshot this envsnap can read, down to the types of the fields
+    every consumer relies on; raise EnvsnapError naming the first thing that is wrong."""
+    if not isinstance(data, dict):
+        raise EnvsnapError(f"{source}: not a snapshot (top level is {type(data).__name__}, expected an object)")
+    if "schema_version" not in data:
+        raise EnvsnapError(f"{source}: not an envsnap snapshot (no schema_version)")
+    version = data["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise EnvsnapError(f"{source}: schema_version must be an integer, got {_short(version)}")
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        supported = ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS)
+        raise EnvsnapError(
+            f"{source}: schema_version {version} is not supported by envsnap {__version__} (reads {supported})"
+        )
+    _check_sections(data.get("sections", {}), "sections", source)
+    for key in ("label", "host", "created"):
+        if key in data and data[key] is not None and not isinstance(data[key], str):
+            raise EnvsnapError(f"{source}: '{key}' must be a string")
+    runs = data.get("runs", [])
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise EnvsnapError(f"{source}: 'runs' must be a list of objects")
+    for run in runs:
+        metrics = run.get("metrics", {})
+        if not isinstance(metrics, dict):
+            raise EnvsnapError(f"{source}: a run's 'metrics' must be an object")
+        for name, value in metrics.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or abs(value) > MAX_METRIC:
+                raise EnvsnapError(f"{source}: metric {_short(name)} must be a finite number, got {_short(value)}")
+    _check_shape({k: v for k, v in data.items() if k not in ("sections", "nodes", "schema_version")}, _TOP, "",
+                 source)
+    nodes = data.get("nodes")
+    if nodes is not None:
+        if not isinstance(nodes, dict):
+            raise EnvsnapError(f"{source}: 'nodes' must be an object, not {_kind(nodes)}")
+        for host, node in nodes.items():
+            if not isinstance(node, dict):
+                raise EnvsnapError(f"{source}: node {_short(host)} must be an object, not {_kind(node)}")
+            _check_sections(node.get("sections", {}), f"nodes.{host}.sections", source)
+            _check_shape({k: v for k, v in node.items() if k != "sections"}, _TOP, f"nodes.{host}", source)
+    return data
+
+
+# A metric beyond this is not a measurement (and sums of two would overflow to inf).
+MAX_METRIC = 1e15
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

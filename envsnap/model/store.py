@@ -1,0 +1,308 @@
+"""The snapshot file on disk: the only module that reads or writes snapshot files.
+
+Writing is atomic (anonymous temp file, fsync, link, rename), never overwrites without
+force, and keeps the replaced file's mode; `-` is stdout. Reading is bounded (size cap,
+devices and FIFOs refused), strict (duplicate keys, NaN, lone surrogates, non-UTF-8
+refused) and validated against the shape table (schema.py) before anyone sees the data.
+Same input gives byte-identical output: keys are sorted, collectors sort their lists.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import stat
+import sys
+import tempfile
+from typing import Any, Dict, Optional, Tuple
+
+from envsnap.errors import EnvsnapError
+from envsnap.model.schema import _join_path, _short_path, validate
+
+# A snapshot over this size is not something envsnap wrote: refuse instead of exhausting memory.
+MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024
+
+
+def dumps(snapshot: Dict[str, Any]) -> str:
+    """Canonical JSON text: sorted keys, 1-space indent, trailing newline."""
+    return json.dumps(snapshot, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False, default=_json_default) + "\n"
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (set, frozenset, tuple)):
+        return sorted(obj, key=repr)
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "replace")
+    return repr(obj)
+
+
+def atomic_write_text(path: str, text: str, force: bool = False) -> None:
+    """Write text to path atomically: a temp file in the same dir, fsync, then rename.
+
+    `-` writes stdout. An existing file is kept unless force is set; on any failure the
+    old file (if any) is intact and no temp file is left behind. The temp file is an
+    anonymous O_TMPFILE where the filesystem has them: it gets a name only for the
+    instant between link and rename, so even a kill -9 mid-write leaves nothing.
+    """
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        raise EnvsnapError(f"{path} is a directory")
+    if os.path.lexists(path) and not force:
+        raise EnvsnapError(f"{path} exists; use --force to overwrite it")
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        raise EnvsnapError(f"directory {directory} does not exist")
+    data = text.encode("utf-8", "surrogateescape")
+    fd, tmp = _write_temp(directory, data)
+    try:
+        _give_final_mode(fd, path)
+        if not force and os.path.lexists(path):
+            raise EnvsnapError(f"{path} exists; use --force to overwrite it")
+        if tmp is None:
+            tmp = _link_anonymous(fd, directory)
+        os.replace(tmp, path)
+        tmp = None
+    except BaseException as exc:
+        if isinstance(exc, OSError):
+            raise EnvsnapError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
+    finally:
+        os.close(fd)
+        if tmp is not None:
+            _unlink_quietly(tmp)
+    try:  # make the rename itself durable
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
+def _unlink_quietly(path: str) -> None:
+    """Remove a temp file on the way out of a failed write; its absence is fine."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _process_umask() -> int:
+    """The umask, read without changing it (os.umask sets it, racing with other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _give_final_mode(fd: int, path: str) -> None:
+    """Temp files are created 0600; the result gets what a plain open() would have given it:
+    the replaced file's mode, or 0666 minus the umask (a report is meant to be shared)."""
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_process_umask()
+    try:
+        os.fchmod(fd, mode)
+    except OSError:
+        pass  # a filesystem without modes: keep what it gave
+
+
+def _write_temp(directory: str, data: bytes) -> Tuple[int, Optional[str]]:
+    """(open fd, temp name or None for an anonymous file) holding `data`, fsynced."""
+    fd, tmp = -1, None
+    anonymous = getattr(os, "O_TMPFILE", 0)
+    if anonymous:
+        try:
+            fd = os.open(directory, anonymous | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError as exc:
+            # Not supported by this kernel or filesystem: a named temp file instead.
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOTSUP):
+                raise EnvsnapError(f"cannot write in {directory}: {exc.strerror or exc}") from None
+            fd = -1
+    if fd < 0:
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".envsnap-", suffix=".tmp", dir=directory)
+        except OSError as exc:
+            raise EnvsnapError(f"cannot write in {directory}: {exc.strerror or exc}") from None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException as exc:
+        os.close(fd)
+        if tmp is not None:
+            _unlink_quietly(tmp)
+        if isinstance(exc, OSError):
+            where = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (exc.strerror or str(exc))
+            raise EnvsnapError(f"cannot write in {directory}: {where}") from None
+        raise
+    return fd, tmp
+
+
+def _link_anonymous(fd: int, directory: str) -> str:
+    """Give an O_TMPFILE file a (hidden, temporary) name next to its destination."""
+    # linkat(AT_SYMLINK_FOLLOW) on /proc/self/fd/N, the way open(2) documents; passing a
+    # src_dir_fd makes Python call linkat (plain link() would link the /proc symlink itself).
+    proc_fd = os.open("/proc/self/fd", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        for _ in range(100):
+            name = os.path.join(directory, f".envsnap-{os.getpid()}-{os.urandom(4).hex()}.tmp")
+            try:
+                os.link(str(fd), name, src_dir_fd=proc_fd, follow_symlinks=True)
+                return name
+            except FileExistsError:
+                continue
+    finally:
+        os.close(proc_fd)
+    raise OSError(errno.EEXIST, "no free temporary name")
+
+
+def save(snapshot: Dict[str, Any], path: str, force: bool = False) -> None:
+    """Write a snapshot atomically. Unless it says redaction is off, every part outside the
+    sections (runs, labels, notes: added after the capture's scrub) is scrubbed once more,
+    so a secret cannot reach the file by a path that forgot to redact."""
+    from envsnap.redact import scrub
+
+    # Without redaction the scrub still turns undecodable bytes (an `attach --note` or a
+    # `--label` given in a non-UTF-8 locale) into \xNN text: the file must stay UTF-8.
+    redact = snapshot.get("redaction") != "off"
+    snapshot = {key: (value if key in ("sections", "nodes") else scrub(value, redact=redact))
+                for key, value in snapshot.items()}
+    atomic_write_text(path, dumps(snapshot), force=force)
+
+
+def _reject_duplicates(pairs):
+    out = dict(pairs)
+    if len(out) != len(pairs):  # rare: find which key, for the message
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r}")
+            seen.add(key)
+    return out
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"invalid number {name}")
+
+
+def parse(text: str, source: str = "<input>") -> Dict[str, Any]:
+    """Parse and validate snapshot text; raise EnvsnapError naming what is wrong."""
+    if not text.strip():
+        raise EnvsnapError(f"{source}: empty file, not a snapshot")
+    try:
+        data = json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+    except RecursionError:
+        raise EnvsnapError(f"{source}: not a snapshot (JSON nested too deeply)") from None
+    except ValueError as exc:
+        msg = str(exc).splitlines()[0][:200]
+        hint = " (truncated?)" if "Expecting" in msg or "Unterminated" in msg else ""
+        raise EnvsnapError(f"{source}: not valid JSON{hint}: {msg}") from None
+    if _SURROGATE_ESCAPE.search(text):
+        _reject_lone_surrogates(data, source)
+    return validate(data, source)
+
+
+# JSON may spell a lone UTF-16 surrogate (\udcff): valid JSON, but not text: no UTF-8 output
+# (a report, a terminal) can hold it. envsnap never writes one (undecodable bytes become
+# \xNN text), so where the text has a surrogate escape, every string is checked.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF][0-9a-fA-F]{2}")
+
+
+def _reject_lone_surrogates(data: Any, source: str) -> None:
+    stack = [("", data)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                _check_text(key, _join_path(path, key), source)
+                stack.append((_join_path(path, key), value))
+        elif isinstance(node, list):
+            stack.extend((f"{path}[{i}]", value) for i, value in enumerate(node))
+        elif isinstance(node, str):
+            _check_text(node, path, source)
+
+
+def _check_text(text: str, path: str, source: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        raise EnvsnapError(f"{source}: {_short_path(path or '(top level)')} holds a lone surrogate "
+                           f"(\\u{ord(bad):04x}), not text; not a snapshot envsnap wrote") from None
+
+
+def load(path: str) -> Dict[str, Any]:
+    """Read and validate a snapshot file (`-` reads stdin)."""
+    source = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            raw = _read_capped(sys.stdin.buffer, source)
+        else:
+            if os.path.isdir(path):
+                raise EnvsnapError(f"{path}: is a directory, not a snapshot file")
+            # O_NONBLOCK: opening a FIFO nobody writes to must not hang (a pipe from
+            # process substitution, `<(cat s.json)`, already has its writer and reads fine).
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+                os.close(fd)  # /dev/zero, /dev/tty, a disk: never a snapshot, and reading could not end
+                raise EnvsnapError(f"{path}: a device, not a snapshot file")
+            if stat.S_ISFIFO(mode):
+                os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb") as handle:
+                raw = _read_capped(handle, source)
+    except FileNotFoundError:
+        raise EnvsnapError(f"{source}: no such file") from None
+    except OSError as exc:
+        raise EnvsnapError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EnvsnapError(f"{source}: not UTF-8 text (byte {exc.start}), not a snapshot") from None
+    return parse(text, source)
+
+
+def _read_capped(handle: Any, source: str) -> bytes:
+    """The whole stream, in chunks: binary data is refused at its first NUL and an oversized
+    input at the cap, before either costs memory."""
+    chunks = []
+    total = 0
+    while True:
+        chunk = handle.read(1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        if b"\x00" in chunk:
+            raise EnvsnapError(f"{source}: binary data (NUL bytes), not a snapshot")
+        total += len(chunk)
+        if total > MAX_SNAPSHOT_BYTES:
+            raise EnvsnapError(f"{source}: larger than {MAX_SNAPSHOT_BYTES >> 20} MiB, not a snapshot")
+        chunks.append(chunk)
+
+
+def check_writable(path: str, force: bool) -> None:
+    """Fail early (before a long capture) when `path` could not be written."""
+    if path == "-":
+        return
+    full = os.path.abspath(path)
+    if os.path.isdir(full):
+        raise EnvsnapError(f"{path} is a directory")
+    if os.path.lexists(full) and not force:
+        raise EnvsnapError(f"{path} exists; use --force to overwrite it")
+    directory = os.path.dirname(full)
+    if not os.path.isdir(directory):
+        raise EnvsnapError(f"directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise EnvsnapError(f"cannot write in {directory}: permission denied")

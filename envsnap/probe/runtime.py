@@ -1,0 +1,442 @@
+"""The in-process probe: what a Python process's os.environ really held, at start, at init_process_group, at exit.
+
+Runs inside other people's programs (every SGLang scheduler, every torchrun worker),
+so it follows three rules:
+
+1. Standard library only, imported lazily: it must work in a venv that has neither
+   envsnap nor its dependencies, and cost nothing when off.
+2. Never raise into the host program, never print: every entry point is wrapped, and
+   a failure only means a missing or shorter record.
+3. Never slow a step: it acts at start-up, once at `init_process_group`, and at exit.
+
+How it is switched on: `envsnap probe install` writes a `.pth` file into a site-packages
+directory, plus a copy of this file and of envsnap/redact.py next to it (so the host
+venv needs nothing else, and the hook keeps working — or keeps doing nothing — after
+`pip uninstall envsnap`). Python executes `import` lines of `.pth` files at every
+start-up; ours only reads ENVSNAP_PROBE_DIR and stops there when it is unset. When it
+is set, this module is executed from its file (compile+exec, so no __pycache__ is ever
+written into the site directory) and `activate()` runs.
+
+What it writes: `<ENVSNAP_PROBE_DIR>/<host>-<pid>.json`, replaced atomically (temp file
++ rename) at each stage:
+- "env_at_start": os.environ once site-packages, sitecustomize and usercustomize ran —
+  the environment the program's own code starts with. A meta-path hook sees the end of
+  the `sitecustomize` (and `usercustomize`) import, because .pth files run before them.
+- "env_at_init" and "init" {backend, rank, world_size, nccl_version}: the same hook
+  waits for `torch.distributed` to be imported and wraps `init_process_group` (on both
+  torch.distributed and torch.distributed.distributed_c10d) once. The environment is
+  taken just before the call; NCCL reads its variables when it creates a communicator,
+  which is at that call or at the first collective, so this is the closest in-process
+  view. The NCCL version is asked only for an NCCL backend, from torch.cuda.nccl.version().
+- "env_at_exit": from an atexit handler. A process that dies by a signal or os._exit
+  (fork-started multiprocessing children) has no exit record.
+Argument lists and environments are redacted with envsnap's own redact module; if it
+cannot be loaded, values are not recorded at all (names only).
+"""
+import os
+import sys
+
+PROBE_ENV = "ENVSNAP_PROBE_DIR"
+RECORD_VERSION = 1
+REDACT_COPY = "_envsnap_probe_redact.py"
+CACHE_DIR = ".envsnap-probe-cache"
+_UNREDACTED = "<not recorded: redaction unavailable>"
+
+_state = {"active": False, "record": None, "path": None, "start_done": False, "redact": None}
+
+
+def activate():
+    """Start the probe for this process if ENVSNAP_PROBE_DIR is set. Never raises."""
+    try:
+        _activate()
+    except Exception:
+        pass
+
+
+def _activate():
+    directory = os.environ.get(PROBE_ENV)
+    if not directory or _state["active"]:
+        return
+    _state["active"] = True
+    directory = os.path.abspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    host = _hostname()
+    pid = os.getpid()
+    _state["path"] = os.path.join(directory, "%s-%d.json" % (_safe_host(host), pid))
+    argv = _proc_cmdline() or list(getattr(sys, "orig_argv", None) or sys.argv or [])
+    _state["record"] = {
+        "probe_version": RECORD_VERSION,
+        "host": host,
+        "pid": pid,
+        "ppid": os.getppid(),
+        "executable": sys.executable,
+        "python_version": "%d.%d.%d" % sys.version_info[:3],
+        "argv": _redact_argv(argv),
+        "title": " ".join(_redact_argv(argv)),
+        "stages": [],
+    }
+    finder = _Finder()
+    if "sitecustomize" in sys.modules:
+        _start_record()  # activated late (site.addsitedir at run time): site is done
+    else:
+        finder.watch["sitecustomize"] = _after_sitecustomize
+    finder.watch["torch.distributed"] = _after_torch_distributed
+    sys.meta_path.insert(0, finder)
+    import atexit
+
+    atexit.register(_at_exit)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_child)
+
+
+def _hostname():
+    # os.uname() is what socket.gethostname() reads on Linux, without importing socket (~5-10 ms).
+    try:
+        return os.uname().nodename
+    except AttributeError:
+        import socket
+
+        return socket.gethostname()
+
+
+def load_code(path, cache_dir):
+    """Compiled code of a source file, through a marshal cache in `cache_dir` when possible.
+
+    Compiling the probe and the redact copy costs ~10 ms per process; every worker of a
+    server loads the same files, so the first one compiles and the others read the cache.
+    The cache lives in the records directory (never in site-packages, which must stay as
+    it was) and is keyed by interpreter version and the file's size and mtime.
+    """
+    import marshal
+
+    stat = os.stat(path)
+    name = "%s-%s-%s-%d-%d.code" % (os.path.basename(path), getattr(sys.implementation, "cache_tag", "py"),
+                                     sys.version.split()[0], stat.st_size, stat.st_mtime_ns)
+    cached = os.path.join(cache_dir, name)
+    try:
+        if _trusted(cache_dir) and _trusted(cached):
+            with open(cached, "rb") as handle:
+                return marshal.loads(handle.read())
+    except Exception:
+        pass
+    with open(path, "rb") as handle:
+        code = compile(handle.read(), path, "exec")
+    try:
+        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+        tmp = "%s.%d.tmp" % (cached, os.getpid())
+        with open(tmp, "wb") as handle:
+            handle.write(marshal.dumps(code))
+        os.replace(tmp, cached)
+    except Exception:
+        pass
+    return code
+
+
+def _trusted(path):
+    """Owned by this user and writable by nobody else: only then is cached code run."""
+    stat = os.stat(path)
+    return stat.st_uid == os.getuid() and not stat.st_mode & 0o022
+
+
+def _safe_host(host):
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in host) or "host"
+
+
+def _proc_cmdline():
+    try:
+        with open("/proc/self/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    parts = raw.split(b"\0")
+    while parts and parts[-1] == b"":
+        parts.pop()
+    return [p.decode("utf-8", "surrogateescape") for p in parts]
+
+
+def _current_title():
+    module = sys.modules.get("setproctitle")
+    if module is not None:
+        try:
+            return module.getproctitle()
+        except Exception:
+            pass
+    parts = _proc_cmdline()
+    return " ".join(p for p in parts if p) if parts else None
+
+
+# --- redaction -------------------------------------------------------------------------
+
+def _redactor():
+    if _state["redact"] is None:
+        _state["redact"] = _load_redactor() or False
+    return _state["redact"] or None
+
+
+def _load_redactor():
+    if __name__ == "envsnap.probe.runtime":  # imported from the envsnap package itself
+        try:
+            from envsnap import redact
+            return redact
+        except Exception:
+            return None
+    try:
+        import types
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), REDACT_COPY)
+        module = types.ModuleType("_envsnap_probe_redact")
+        module.__file__ = path
+        code = load_code(path, os.path.join(os.path.dirname(_state["path"]), CACHE_DIR))
+        sys.modules["_envsnap_probe_redact"] = module  # dataclass-free, but keep import semantics
+        exec(code, module.__dict__)
+        return module
+    except Exception:
+        sys.modules.pop("_envsnap_probe_redact", None)
+        return None
+
+
+def _redact_env(env):
+    redact = _redactor()
+    if redact is None:
+        return {name: _UNREDACTED for name in env}
+    return redact.redact_env(env)
+
+
+def _redact_argv(argv):
+    redact = _redactor()
+    if redact is None:
+        return [argv[0]] + [_UNREDACTED] * (len(argv) > 1) if argv else []
+    return redact.redact_argv(argv)
+
+
+# --- writing ---------------------------------------------------------------------------
+
+def _write(stage):
+    record = _state["record"]
+    path = _state["path"]
+    if record is None or path is None:
+        return
+    import json
+    import time
+
+    record["stages"].append(stage)
+    record["written_at"] = time.time()
+    title = _current_title()
+    if title is not None:
+        redact = _redactor()
+        record["title"] = redact.redact_text(title) if redact is not None else title.split(" ")[0]
+    text = json.dumps(record, sort_keys=True, indent=1, ensure_ascii=False, default=repr)
+    tmp = os.path.join(os.path.dirname(path), ".%s.tmp" % os.path.basename(path))
+    try:
+        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as handle:
+            handle.write(text + "\n")
+        os.replace(tmp, path)
+    except Exception:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _start_record(late=None):
+    if _state["start_done"]:
+        return
+    _state["start_done"] = True
+    if late:
+        _state["record"]["env_at_start_note"] = "taken at %s: the start-up hook did not fire" % late
+    _state["record"]["env_at_start"] = _redact_env(dict(os.environ))
+    _write("start")
+
+
+def _after_fork_child():
+    """A forked child is a new process with the parent's memory: give it its own record."""
+    try:
+        record = _state["record"]
+        if record is None:
+            return
+        child = dict(record)
+        for key in ("env_at_init", "init", "env_at_exit", "written_at"):
+            child.pop(key, None)
+        child["forked_from"] = record["pid"]
+        child["pid"] = os.getpid()
+        child["ppid"] = os.getppid()
+        child["stages"] = []
+        directory = os.path.dirname(_state["path"])
+        _state["path"] = os.path.join(directory, "%s-%d.json" % (_safe_host(record["host"]), child["pid"]))
+        _state["record"] = child
+    except Exception:
+        _state["record"] = None
+
+
+def _after_sitecustomize(module):
+    site = sys.modules.get("site")
+    if getattr(site, "ENABLE_USER_SITE", False) and "usercustomize" not in sys.modules:
+        # site imports usercustomize next; the start record waits for it.
+        for finder in sys.meta_path:
+            if isinstance(finder, _Finder):
+                finder.watch["usercustomize"] = lambda m: _start_record()
+                return
+    _start_record()
+
+
+def _at_exit():
+    try:
+        if _state["record"] is None:
+            return
+        _start_record(late="exit")
+        _state["record"]["env_at_exit"] = _redact_env(dict(os.environ))
+        _write("exit")
+    except Exception:
+        pass
+
+
+# --- torch.distributed -----------------------------------------------------------------
+
+def _after_torch_distributed(module):
+    if module is None:
+        return
+    wrapped = None
+    original = getattr(module, "init_process_group", None)
+    if callable(original):
+        wrapped = _wrap_init(original)
+        module.init_process_group = wrapped
+    c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    if c10d is not None and wrapped is not None and getattr(c10d, "init_process_group", None) is original:
+        c10d.init_process_group = wrapped
+
+
+def _wrap_init(original):
+    if getattr(original, "_envsnap_probe", False):
+        return original
+    import functools
+
+    @functools.wraps(original)
+    def init_process_group(*args, **kwargs):
+        try:
+            env = dict(os.environ)
+        except Exception:
+            env = None
+        error = None
+        try:
+            return original(*args, **kwargs)
+        except BaseException as exc:
+            error = "%s: %s" % (type(exc).__name__, exc)
+            raise
+        finally:
+            try:
+                _record_init(env, args, kwargs, error)
+            except Exception:
+                pass
+
+    init_process_group._envsnap_probe = True
+    return init_process_group
+
+
+def _record_init(env, args, kwargs, error):
+    record = _state["record"]
+    if record is None:
+        return
+    _start_record(late="init_process_group")
+    dist = sys.modules.get("torch.distributed")
+    init = {"calls": record.get("init", {}).get("calls", 0) + 1}
+    backend = kwargs.get("backend", args[0] if args else None)
+    init["backend"] = None if backend is None else str(backend)
+    if error is not None:
+        init["error"] = error[:500]
+    try:
+        if dist is not None and dist.is_initialized():
+            init["rank"] = dist.get_rank()
+            init["world_size"] = dist.get_world_size()
+            init["backend"] = str(dist.get_backend())
+    except Exception:
+        pass
+    init["nccl_version"] = _nccl_version(init.get("backend"))
+    record["init"] = init
+    if env is not None:
+        record["env_at_init"] = _redact_env(env)
+    _write("init")
+
+
+def _nccl_version(backend):
+    """torch's NCCL version, asked only when NCCL is the backend (then it is loaded anyway)."""
+    if not backend or "nccl" not in backend.lower():
+        return None
+    torch = sys.modules.get("torch")
+    try:
+        version = torch.cuda.nccl.version()
+    except Exception:
+        return None
+    if isinstance(version, tuple):
+        return ".".join(str(v) for v in version)
+    return str(version)
+
+
+# --- the import hook -------------------------------------------------------------------
+
+class _Finder(object):
+    """A meta-path entry that finds nothing itself: it lets the real finder find a watched
+    module and wraps its loader so that a callback runs once the module has executed."""
+
+    def __init__(self):
+        self.watch = {}
+
+    def find_spec(self, fullname, path=None, target=None):
+        callback = self.watch.pop(fullname, None) if self.watch else None
+        if callback is None:
+            if not self.watch:
+                self._retire()
+            return None
+        spec = None
+        try:
+            for finder in list(sys.meta_path):
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        except Exception:
+            spec = None
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            _call(callback, None)  # not found (no sitecustomize): the moment has come anyway
+            return None
+        spec.loader = _AfterLoader(spec.loader, callback)
+        return spec
+
+    def _retire(self):
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+
+
+class _AfterLoader(object):
+    """Delegates everything to the real loader; calls back after exec_module, then steps aside."""
+
+    def __init__(self, real, callback):
+        self._real = real
+        self._callback = callback
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def create_module(self, spec):
+        create = getattr(self._real, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module):
+        try:
+            self._real.exec_module(module)
+        finally:
+            if getattr(module, "__loader__", None) is self:
+                module.__loader__ = self._real
+            spec = getattr(module, "__spec__", None)
+            if spec is not None and spec.loader is self:
+                spec.loader = self._real
+            _call(self._callback, module)
+
+
+def _call(callback, module):
+    try:
+        callback(module)
+    except Exception:
+        pass

@@ -1,0 +1,67 @@
+"""Text rendering of one snapshot for `envsnap show` (pure: returns strings).
+
+Each section's summary lines come from its collector (`summarize(data)` beside the collector);
+the CLI passes them in, so rendering never imports a collector."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Sequence
+
+
+_MARK = {"ok": "ok", "unavailable": "--", "error": "!!", "timeout": "!!"}
+
+
+def render_show(snap: Dict[str, Any], verbose: bool = False,
+                summarize: Callable[[str, Dict[str, Any]], List[str]] = lambda name, data: [],
+                order: Sequence[str] = ()) -> str:
+    lines = []
+    label = snap.get("label") or "(no label)"
+    lines.append(f"snapshot {label}  host {snap.get('host', '?')}  created {snap.get('created', '?')}")
+    lines.append(f"envsnap {snap.get('envsnap_version', '?')}  schema {snap.get('schema_version')}  "
+                 f"redaction {snap.get('redaction', '?')}")
+    if snap.get("provenance"):
+        lines.append(f"provenance: {snap['provenance'].get('note', snap['provenance'])}")
+    lines.append("")
+    raw_sections = snap.get("sections", {})
+    order_of = {name: i for i, name in enumerate(order)}
+    sections = {n: raw_sections[n] for n in sorted(raw_sections, key=lambda n: (order_of.get(n, len(order_of)), n))}
+    width = max([len(n) for n in sections] + [8])
+    problems = []
+    for name, section in sections.items():
+        status = section.get("status", "?")
+        elapsed = section.get("elapsed_s")
+        timing = f"{elapsed:6.2f}s" if isinstance(elapsed, (int, float)) else "       "
+        detail = section.get("reason") or section.get("error") or ""
+        summary = summarize(name, section.get("data") or {}) if status == "ok" or section.get("data") else []
+        head = summary[0] if summary else ""
+        lines.append(f"  {_MARK.get(status, '??')} {name:<{width}} {timing}  {detail or head}")
+        if verbose:
+            for extra in summary[1 if not detail else 0:]:
+                lines.append(f"     {'':<{width}}          {extra}")
+        if status in ("error", "timeout"):
+            problems.append(f"{name}: {detail}")
+    runs = snap.get("runs") or []
+    if runs:
+        good = [r for r in runs if r.get("ok", True)]
+        lines.append("")
+        lines.append(f"runs: {len(runs)} ({len(runs) - len(good)} failed)")
+        names = sorted({m for r in good for m in (r.get("metrics") or {})})
+        for metric in names:
+            values = sorted(r["metrics"][metric] for r in good if metric in (r.get("metrics") or {}))
+            if values:
+                median = values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+                lines.append(f"  {metric:<28} median {median:.4g}  (n={len(values)}, min {values[0]:.4g}, max {values[-1]:.4g})")
+    ok_count = sum(1 for s in sections.values() if s.get("status") == "ok")
+    unavailable_count = sum(1 for s in sections.values() if s.get("status") == "unavailable")
+    lines.append("")
+    lines.append(f"{ok_count}/{len(sections)} sections captured, {unavailable_count} unavailable or not requested (--), "
+                 f"{len(problems)} failed (!!)" + (f": {'; '.join(problems)}" if problems else ""))
+    return "\n".join(lines)
+
+
+def summary_line(snap: Dict[str, Any], path: str) -> str:
+    sections = snap.get("sections", {})
+    counts: Dict[str, int] = {}
+    for section in sections.values():
+        counts[section.get("status", "?")] = counts.get(section.get("status", "?"), 0) + 1
+    parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    return f"wrote {path}: {len(sections)} sections ({parts})"

@@ -1,0 +1,179 @@
+"""Text output of `envsnap diff`, `envsnap rank` and `envsnap bisect` (pure: result dict in, string out).
+
+Written for 2 a.m.: the verdict first, then the numbered likely causes with their one-line
+reason, then a one-line count of differences per category (the full list with -v/--all).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+from envsnap.analysis.views import CATEGORY_ORDER
+from envsnap.redact import redact_text
+
+DEFAULT_TOP = 5
+# How an absent value reads, per category: NCCL logs a variable only when it reads it, so no line is "not logged", never "unset".
+_ABSENT = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged"}
+
+
+def _value(category: str, value: Any) -> str:
+    if value is None:
+        return _ABSENT.get(category, "unset")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _change(item: Dict[str, Any]) -> str:
+    return f"{_value(item['category'], item['good'])} \u2192 {_value(item['category'], item['bad'])}"
+
+
+def _side(meta: Dict[str, Any]) -> str:
+    bits = [meta.get("label") or "(no label)"]
+    if meta.get("host"):
+        bits.append(meta["host"])
+    if meta.get("created"):
+        bits.append(str(meta["created"])[:19].replace("T", " "))
+    return ", ".join(bits)
+
+
+def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAULT_TOP) -> str:
+    lines: List[str] = []
+    verdict = result["verdict"]
+    lines.append(verdict["summary"])
+    lines.append(f"good: {_side(result['good'])}   bad: {_side(result['bad'])}")
+    decomposition = verdict.get("decomposition")
+    if decomposition and decomposition.get("side") not in (None, "unclear"):
+        lines.append(f"EAGLE-3: {decomposition['explanation']}")
+    if result["warnings"]:
+        lines.append("")
+        lines.append("warnings:")
+        lines.extend(f"  ! {w}" for w in result["warnings"])
+    causes = result["causes"][:top] if top else result["causes"]
+    lines.append("")
+    if causes:
+        lines.append("likely causes (most likely first):")
+        width = len(str(len(causes)))
+        for cause in causes:
+            lines.append(f"  {cause['rank']:>{width}}. [{cause['score']:.2f}] {cause['key']}  {_change(cause)}"
+                         f"  ({cause['component']})")
+            lines.append(f"  {'':>{width}}  why: {cause['why']}")
+            if verbose:
+                for line in cause.get("evidence", [])[1:]:
+                    lines.append(f"  {'':>{width}}   - {line}")
+        more = len(result["causes"]) - len(causes)
+        if more > 0:
+            lines.append(f"  … {more} more (--top N, or --format json)")
+    else:
+        lines.append("no relevant differences: the environments match (volatile fields aside)")
+    differences = result["differences"]
+    shown = [d for d in differences if not d.get("volatile")]
+    hidden = [d for d in differences if d.get("volatile")]
+    counts: Dict[str, int] = {}
+    for d in differences:
+        counts[d["category"]] = counts.get(d["category"], 0) + 1
+    order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
+    summary = ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])))
+    lines.append("")
+    lines.append(f"differences: {len(differences)}" + (f" ({summary})" if summary else "")
+                 + (f"; {len(hidden)} volatile included" if hidden else ""))
+    if verbose or hidden:
+        current = None
+        for d in sorted(differences, key=lambda d: (order.get(d["category"], 99), d["key"])):
+            if d["category"] != current:
+                current = d["category"]
+                lines.append(f"  [{current}]")
+            mark = " (volatile)" if d.get("volatile") else ""
+            lines.append(f"    {d['change']:<7} {d['key']}  {_change(d)}{mark}")
+    elif shown:
+        lines.append("  (-v lists them all; --all adds volatile fields)")
+    return "\n".join(lines) + "\n"
+
+
+def render_rank(result: Dict[str, Any], top: int = 0) -> str:
+    lines: List[str] = []
+    name = result["metric"]
+    snaps = result["snapshots"]
+    lines.append(f"association with {name} across {len(snaps)} snapshots "
+                 f"({result['direction']} is better)")
+    for snap in snaps:
+        lines.append(f"  {snap['file']}: median {snap['median']:g} (n={snap['n']})  {snap.get('label') or ''}".rstrip())
+    for warning in result["warnings"]:
+        lines.append(f"  ! {warning}")
+    items = result["associations"][:top] if top else result["associations"]
+    lines.append("")
+    if not items:
+        lines.append("no key varies across these snapshots (volatile fields aside)")
+    for item in items:
+        effect = "n/a" if item["effect_pct"] is None else f"{item['effect_pct']:.0f}%"
+        lines.append(f"  {item['rank']}. [{item['score']:.2f}] {item['key']}  effect {effect}, "
+                     f"p={item['p_value']:.2g} ({item['component']})")
+        lines.append(f"     {item['why']}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- bisect
+
+def _bisect_num(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def _show_value(value: Optional[str]) -> str:
+    if value is None:
+        return "(unset)"
+    text = redact_text(value)
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
+def render_bisect(result: Mapping) -> str:
+    lines = []
+    status = result["status"]
+    head = {"isolated": "ISOLATED", "not_distinguishable": "NOT ISOLATABLE", "no_deltas": "NOTHING TO BISECT",
+            "budget_exhausted": "NOT ISOLATED"}.get(status, status)
+    lines.append(f"envsnap bisect: {head}: {result.get('message', '')}")
+    metric = result.get("metric")
+    if metric:
+        g, b = result["good"], result["bad"]
+        change = result.get("change_pct")
+        lines.append(f"metric {metric} ({result.get('direction')} is better): GOOD median {_bisect_num(g.get('median'))} "
+                     f"(n={g.get('n')}), BAD median {_bisect_num(b.get('median'))} (n={b.get('n')})"
+                     + (f", {change:+.1f}%" if change is not None else ""))
+    runs = result.get("runs", {})
+    lines.append(f"{result.get('configurations_run', 0)} configurations, {runs.get('total', 0)} runs "
+                 f"({runs.get('from_journal', 0)} from the journal, {runs.get('failed', 0)} failed); "
+                 f"{len(result['deltas']['applied'])} deltas searched")
+    if result.get("minimal"):
+        title = "minimal failure-inducing set" + (" (1-minimal)" if result.get("one_minimal") else "")
+        lines.append(f"{title}:")
+        for d in result["minimal"]:
+            lines.append(f"  {d['name']}: GOOD {_show_value(d['good'])} -> BAD {_show_value(d['bad'])}"
+                         f"  [{', '.join(d['sources'])}]")
+            if d.get("note"):
+                lines.append(f"      {d['note']}")
+    na = result["deltas"]["not_applicable"]
+    if na:
+        lines.append(f"not applicable ({len(na)}):")
+        for d in na:
+            lines.append(f"  {d['name']}: {d.get('note', '')}")
+    for skipped in result.get("skipped", []):
+        examples = ", ".join(skipped.get("examples", [])[:3])
+        lines.append(f"not searched: {skipped['count']} {skipped['kind']} differences (e.g. {examples}): "
+                     f"{skipped['note']}")
+    if result.get("configurations"):
+        lines.append("configurations (BAD deltas switched on over GOOD):")
+        lines.append(f"  {'#':>3}  {'outcome':<9} {'pos':>5} {'median':>12} {'n':>3}  deltas")
+        for c in result["configurations"]:
+            if c["label"] == "GOOD":
+                which = "none (GOOD)"
+            elif c["label"] == "BAD":
+                which = f"all {c['size']} (BAD)"
+            else:
+                names = ", ".join(c["bad_deltas"])
+                which = f"{c['size']}: {names}" if len(names) <= 70 else f"{c['size']}: {names[:67]}..."
+            pos = "-" if c["position"] is None else f"{c['position']:.2f}"
+            fails = f" ({c['failed_runs']} failed)" if c["failed_runs"] else ""
+            lines.append(f"  {c['id']:>3}  {c['outcome'] or '-':<9} {pos:>5} {_bisect_num(c['median']):>12} "
+                         f"{c['n']:>3}  {which}{fails}")
+    for note in result.get("notes", []):
+        lines.append(f"note: {note}")
+    lines.append(f"journal: {result['journal']}")
+    return "\n".join(lines)

@@ -1,0 +1,360 @@
+"""`envsnap bisect`: ddmin over real captured environment differences, real benchmark subprocesses."""
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+from helpers.bench import base_env, bench_cmd, capture_pair, run_cli
+
+from envsnap.analysis.bisect import ddmin as ddmin_mod
+from envsnap.analysis.bisect import deltas as deltas_mod
+from envsnap.analysis.bisect import journal as journal_mod
+from envsnap.errors import EnvsnapError
+from envsnap.redact import fingerprint
+
+N = 32
+NAMES = [f"ENVSNAP_T_V{i:02d}" for i in range(N)]
+GOOD_TOKEN, BAD_TOKEN = "hf_GOODgoodGOODgoodGOOD1234", "hf_BADbadBADbadBADbad5678"
+
+
+# --- the algorithm alone ---------------------------------------------------------------------
+
+def counting_oracle(bad_when):
+    seen = {}
+
+    def test(key):
+        if key not in seen:
+            seen[key] = ddmin_mod.BAD if bad_when(set(key)) else ddmin_mod.GOOD
+        return seen[key]
+    return test, seen
+
+
+def test_ddmin_one_cause_among_32_every_position_within_goal():
+    goal = 2 * math.log2(N) + 4
+    worst = 0
+    for cause in NAMES:
+        test, seen = counting_oracle(lambda s, c=cause: c in s)
+        assert ddmin_mod.ddmin(NAMES, test) == [cause]
+        worst = max(worst, len(seen) + 2)  # + the GOOD and BAD baselines
+    assert worst <= goal, worst
+
+
+def test_ddmin_two_interacting_causes_come_out_together():
+    test, seen = counting_oracle(lambda s: {"ENVSNAP_T_V03", "ENVSNAP_T_V29"} <= s)
+    assert ddmin_mod.ddmin(NAMES, test) == ["ENVSNAP_T_V03", "ENVSNAP_T_V29"]
+    assert seen[("ENVSNAP_T_V03",)] == seen[("ENVSNAP_T_V29",)] == ddmin_mod.GOOD  # each alone is not enough
+
+
+def test_ddmin_treats_unresolved_as_not_failing():
+    def test(key):
+        if len(key) == 1:
+            return ddmin_mod.AMBIGUOUS  # each alone: half the slowdown
+        return ddmin_mod.BAD if {"A", "B"} <= set(key) else ddmin_mod.GOOD
+    assert ddmin_mod.ddmin(["A", "B", "C", "D"], test) == ["A", "B"]
+
+
+# --- deltas ----------------------------------------------------------------------------------
+
+def _snap(env, workers=None, probe=None, files=None, dirty=None):
+    sections = {"env": {"status": "ok", "data": {"count": len(env), "vars": env}}}
+    if workers is not None:
+        sections["processes"] = {"status": "ok", "data": {"processes": {
+            key: {"pid": 10, "environ": environ} for key, environ in workers.items()}}}
+    if probe is not None:
+        sections["probe"] = {"status": "ok", "data": {"records": {"rank0": {"env_at_init": probe}}}}
+    if files is not None:
+        sections["files"] = {"status": "ok", "data": {"entries": files}}
+    if dirty is not None:
+        sections["git"] = {"status": "ok", "data": {"repos": {"/src/sglang": {"dirty": dirty}}}}
+    return {"schema_version": 1, "sections": sections, "runs": []}
+
+
+def test_collect_deltas_env_workers_probe_redaction_and_unswitchable_parts():
+    # Shapes as the contract's section layouts (processes.*.environ, probe.records.*.env_at_init).
+    good = _snap({"X": "1", "GONE": "yes", "SAME": "s", "HF_TOKEN": fingerprint(GOOD_TOKEN),
+                  "API_KEY": fingerprint("k-good")},
+                 workers={"scheduler_TP0": {"SAME": "s"}, "scheduler_TP1": {"SAME": "s"}},
+                 probe={"NCCL_ALGO": "Ring"},
+                 files={"/etc/a.conf": {"sha256": "aa", "size": 1}},
+                 dirty={"python/sglang/srt/x.py": {"status": "M", "sha256": "11"}})
+    bad = _snap({"X": "2", "NEW": "on", "SAME": "s", "HF_TOKEN": fingerprint(BAD_TOKEN),
+                 "API_KEY": fingerprint("k-bad")},
+                workers={"scheduler_TP0": {"SAME": "s", "NCCL_PROTO": "LL"},
+                         "scheduler_TP1": {"SAME": "s", "NCCL_PROTO": "LL"}},
+                probe={"NCCL_ALGO": "Tree"},
+                files={"/etc/a.conf": {"sha256": "bb", "size": 1}},
+                dirty={"python/sglang/srt/x.py": {"status": "M", "sha256": "22"}})
+    # This machine still has BAD's API key (its fingerprint matches): that one can be re-applied.
+    found = deltas_mod.collect_deltas(good, bad, environ={"API_KEY": "k-bad"})
+    by_name = {d.name: d for d in found.applicable}
+    assert sorted(by_name) == ["GONE", "NCCL_ALGO", "NCCL_PROTO", "NEW", "X"]
+    assert by_name["X"].change == "changed" and by_name["NEW"].change == "set" and by_name["GONE"].change == "unset"
+    assert by_name["NCCL_PROTO"].sources == ["workers.scheduler_TP0", "workers.scheduler_TP1"]
+    assert by_name["NCCL_PROTO"].good is None and by_name["NCCL_PROTO"].bad == "LL"
+    assert "only in what the workers saw" in by_name["NCCL_PROTO"].note
+    assert by_name["NCCL_ALGO"].sources == ["probe.rank0.env_at_init"]
+    na = {d.name: d for d in found.not_applicable}
+    assert sorted(na) == ["API_KEY", "HF_TOKEN"]  # API_KEY: GOOD's value is unknown here
+    assert "GOOD value is redacted" in na["API_KEY"].note
+    assert "GOOD and BAD value is redacted" in na["HF_TOKEN"].note
+    kinds = {s["kind"]: s for s in found.skipped}
+    assert kinds["files"]["count"] == 1 and "only their hashes" in kinds["files"]["note"]
+    assert kinds["git"]["examples"] == ["/src/sglang/python/sglang/srt/x.py"]
+    # Both machine values known: the redacted delta becomes applicable with the real values.
+    env = {"API_KEY": "k-good"}
+    partial = deltas_mod.collect_deltas(_snap({"API_KEY": fingerprint("k-good")}), _snap({"API_KEY": "plain"}), env)
+    assert [d.good_value for d in partial.applicable] == ["k-good"]
+
+
+def test_config_env_overlays_good_then_switched_bad():
+    deltas = [deltas_mod.Delta("A", "1", "2", good_value="1", bad_value="2"),
+              deltas_mod.Delta("B", None, "x", good_value=None, bad_value="x"),
+              deltas_mod.Delta("C", "c", None, good_value="c", bad_value=None)]
+    base = {"A": "9", "B": "9", "C": "9", "KEEP": "k"}
+    assert deltas_mod.config_env(base, deltas, []) == {"A": "1", "C": "c", "KEEP": "k"}
+    assert deltas_mod.config_env(base, deltas, ["B", "C"]) == {"A": "1", "B": "x", "KEEP": "k"}
+
+
+# --- journal ---------------------------------------------------------------------------------
+
+HEADER = {"version": 1, "deltas_sha256": "d", "command_sha256": "c", "metric": "", "command": ["bench"]}
+
+
+def test_journal_tolerates_truncated_last_line_and_checks_identity(tmp_path):
+    path = tmp_path / "j.jsonl"
+    journal = journal_mod.Journal(str(path), HEADER).open()
+    journal.append_run({"config": [], "ok": True, "metrics": {"tok_s": 1.0}})
+    journal.close()
+    with open(path, "a") as handle:
+        handle.write('{"config": ["A"], "ok": tr')  # killed mid-write
+    reopened = journal_mod.Journal(str(path), HEADER).open()
+    assert len(reopened.runs) == 1 and reopened.dropped_partial
+    reopened.append_run({"config": ["A"], "ok": True, "metrics": {"tok_s": 2.0}})
+    reopened.close()
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["header", "run", "run"]
+    with pytest.raises(EnvsnapError, match="different bisect: the command is not the same"):
+        journal_mod.Journal(str(path), dict(HEADER, command_sha256="other")).open()
+    for text in ("hello\n", '{\n "schema_version": 1\n}', "no newline at all"):  # a mistyped --journal
+        not_journal = tmp_path / "other.json"
+        not_journal.write_text(text)
+        with pytest.raises(EnvsnapError, match="not an envsnap bisect journal"):
+            journal_mod.Journal(str(not_journal), HEADER).open()
+        assert not_journal.read_text() == text  # not a byte changed
+
+
+def test_journal_in_use_is_refused(tmp_path):
+    first = journal_mod.Journal(str(tmp_path / "j.jsonl"), HEADER).open()
+    try:
+        with pytest.raises(EnvsnapError, match="in use"):
+            journal_mod.Journal(str(tmp_path / "j.jsonl"), HEADER).open()
+    finally:
+        first.close()
+
+
+def test_default_journal_next_to_bad(tmp_path):
+    assert journal_mod.default_journal_path(str(tmp_path / "bad.json")) == str(tmp_path / "bad.bisect.jsonl")
+
+
+# --- end to end: real captures, real CLI, real benchmark processes -----------------------------
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """GOOD/BAD from real `envsnap capture` runs: 32 variables g -> b, plus a changed secret."""
+    tmp = tmp_path_factory.mktemp("pair")
+    good = {name: "g" for name in NAMES}
+    bad = {name: "b" for name in NAMES}
+    good["HF_TOKEN"], bad["HF_TOKEN"] = GOOD_TOKEN, BAD_TOKEN
+    return capture_pair(tmp, {}, good, bad)
+
+
+def bisect(pair, tmp_path, *args, bench=(), fmt="json"):
+    good, bad = pair
+    env = base_env(HF_TOKEN=None, **{name: None for name in NAMES})
+    result = run_cli("bisect", good, bad, "--journal", tmp_path / "j.jsonl", "--format", fmt, *args, "--",
+                     *bench_cmd("env", "--counter", tmp_path / "calls", *bench), env=env)
+    parsed = json.loads(result.stdout) if fmt == "json" and result.stdout.strip() else None
+    return result, parsed
+
+
+def calls(tmp_path):
+    return int((tmp_path / "calls").read_text())
+
+
+def test_one_cause_among_32(pair, tmp_path):
+    result, out = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "ENVSNAP_T_V17=b:0.5"])
+    assert result.returncode == 0, result.stderr
+    assert out["status"] == "isolated" and out["one_minimal"] is True
+    assert [d["name"] for d in out["minimal"]] == ["ENVSNAP_T_V17"]
+    assert out["minimal"][0]["good"] == "g" and out["minimal"][0]["bad"] == "b"
+    assert out["configurations_run"] <= 2 * math.log2(N) + 4
+    assert calls(tmp_path) == out["runs"]["total"] == out["configurations_run"]  # no configuration ran twice
+    assert len({tuple(c["bad_deltas"]) for c in out["configurations"]}) == out["configurations_run"]
+    assert out["good"]["median"] == 1000 and out["bad"]["median"] == 500 and out["change_pct"] == -50
+    # the changed secret was captured redacted: listed, not applied, never shown in clear
+    assert [d["name"] for d in out["deltas"]["not_applicable"]] == ["HF_TOKEN"]
+    assert len(out["deltas"]["applied"]) == N
+    assert GOOD_TOKEN not in result.stdout + result.stderr and BAD_TOKEN not in result.stdout + result.stderr
+    assert "ETA" in result.stderr
+
+
+def test_two_interacting_causes_text_output(pair, tmp_path):
+    result, _ = bisect(pair, tmp_path, "--repeat", "1", fmt="text",
+                       bench=["--together", "ENVSNAP_T_V03=b,ENVSNAP_T_V29=b:0.5"])
+    assert result.returncode == 0, result.stderr
+    assert "ISOLATED: ENVSNAP_T_V03, ENVSNAP_T_V29 (2 of 32 deltas) cause the change together" in result.stdout
+    assert "minimal failure-inducing set (1-minimal):" in result.stdout
+    assert "HF_TOKEN" in result.stdout and "cannot be re-applied" in result.stdout
+
+
+def test_no_cause_stops_and_says_so(pair, tmp_path):
+    result, out = bisect(pair, tmp_path, "--repeat", "3", bench=["--jitter", "0.05"])
+    assert result.returncode == 1, result.stderr
+    assert out["status"] == "not_distinguishable" and out["minimal"] == []
+    assert "not distinguishable beyond noise" in out["message"]
+    assert out["configurations_run"] == 2  # GOOD and BAD only: nothing guessed
+
+
+def test_jitter_5_percent_still_isolates(pair, tmp_path):
+    result, out = bisect(pair, tmp_path, "--repeat", "3",
+                         bench=["--slow", "ENVSNAP_T_V11=b:0.7", "--jitter", "0.05"])
+    assert result.returncode == 0, result.stderr
+    assert [d["name"] for d in out["minimal"]] == ["ENVSNAP_T_V11"]
+    assert all(c["n"] >= 3 for c in out["configurations"])
+
+
+def test_benchmark_that_always_fails_is_exit_2(pair, tmp_path):
+    result, _ = bisect(pair, tmp_path, "--repeat", "1", "--metric", "gflops")
+    assert result.returncode == 2
+    assert "every run of the GOOD configuration failed" in result.stderr and "'gflops' not in the output" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_journal_for_another_command_is_refused(pair, tmp_path):
+    first, _ = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "ENVSNAP_T_V01=b:0.5"])
+    assert first.returncode == 0
+    again, _ = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "ENVSNAP_T_V02=b:0.5"])
+    assert again.returncode == 2 and "the command is not the same" in again.stderr
+    same, out = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "ENVSNAP_T_V01=b:0.5"])
+    assert same.returncode == 0 and out["runs"]["new"] == 0  # everything replayed from the journal
+
+
+def test_resume_after_sigkill_repeats_no_journaled_run(pair, tmp_path):
+    good, bad = pair
+    journal = tmp_path / "j.jsonl"
+    argv = [sys.executable, "-m", "envsnap", "bisect", str(good), str(bad), "--repeat", "2", "--journal",
+            str(journal), "--format", "json", "--",
+            *bench_cmd("env", "--slow", "ENVSNAP_T_V20=b:0.5", "--sleep", "0.05", "--counter", tmp_path / "calls")]
+    env = base_env(HF_TOKEN=None, **{name: None for name in NAMES})
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if journal.exists() and journal.read_text().count('"type": "run"') >= 7:
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)  # no chance to clean up: as a crash or a reboot
+    proc.communicate()
+    time.sleep(0.3)  # the benchmark in flight (its own session) finishes or not; either is fine
+    before = [json.loads(line) for line in journal.read_text().splitlines() if line.endswith("}")]
+    journaled = sum(1 for e in before if e.get("type") == "run")
+    assert journaled >= 7
+    calls_before = calls(tmp_path)
+
+    resumed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    out = json.loads(resumed.stdout)
+    assert [d["name"] for d in out["minimal"]] == ["ENVSNAP_T_V20"]
+    assert out["runs"]["from_journal"] == journaled
+    assert f"resuming from {journal}: {journaled} journaled runs" in resumed.stderr
+    # no configuration has more runs than --repeat: nothing journaled was run again
+    runs = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
+    per_config = Counter(tuple(r["config"]) for r in runs)
+    assert set(per_config.values()) == {2}
+    # the benchmark ran only for the runs that were not journaled yet
+    assert calls(tmp_path) - calls_before == out["runs"]["new"] == out["runs"]["total"] - journaled
+
+
+# --- a real benchmark: numpy matmul through OpenBLAS's real environment variables ---------------
+
+INNOCENT = {
+    "TOKENIZERS_PARALLELISM": ("false", "true"), "NCCL_DEBUG": (None, "INFO"), "HF_HOME": ("/data/hf", "/tmp/hf"),
+    "CUDA_VISIBLE_DEVICES": ("0,1,2,3", "0,1,2,3,4,5,6,7"), "SGLANG_ENABLE_SPEC_V2": (None, "1"),
+    "NCCL_PROTO": ("Simple", "LL"), "NCCL_ALGO": (None, "Ring"), "PYTORCH_CUDA_ALLOC_CONF": (None, "expandable_segments:True"),
+    "CUDA_DEVICE_MAX_CONNECTIONS": ("8", "1"), "TORCH_NCCL_AVOID_RECORD_STREAMS": ("1", None),
+    "LANGUAGE": ("en_US", "de_DE"), "TZ": ("UTC", "Europe/Berlin"), "WANDB_MODE": ("offline", None),
+    "SGLANG_LOG_LEVEL": ("info", "debug"), "NVIDIA_TF32_OVERRIDE": (None, "0"), "MALLOC_ARENA_MAX": (None, "2"),
+    "HF_HUB_OFFLINE": ("1", "0"), "PYTHONHASHSEED": ("0", "42"), "NCCL_IB_DISABLE": (None, "1"),
+    "CUDA_MODULE_LOADING": ("LAZY", "EAGER"), "TRITON_CACHE_DIR": ("/a/triton", "/b/triton"),
+    "NCCL_SOCKET_IFNAME": ("eth0", "ens5"),
+}
+
+
+def _real_pair(tmp_path, good_extra, bad_extra, common):
+    good = {k: v[0] for k, v in INNOCENT.items()}
+    bad = {k: v[1] for k, v in INNOCENT.items()}
+    good.update(good_extra)
+    bad.update(bad_extra)
+    return capture_pair(tmp_path, common, good, bad)
+
+
+def _real_bisect(tmp_path, good, bad, bench_args, common):
+    env = base_env(**{k: None for k in INNOCENT}, OPENBLAS_NUM_THREADS=None, OMP_NUM_THREADS=None,
+                   OPENBLAS_CORETYPE=None)
+    env.update(common)  # what both sides share stays set while bisecting
+    result = run_cli("bisect", good, bad, "--repeat", "3", "--format", "json", "--journal", tmp_path / "j.jsonl",
+                     "--", *bench_cmd("matmul", *bench_args), env=env, timeout=600)
+    return result, (json.loads(result.stdout) if result.stdout.strip() else None)
+
+
+@pytest.mark.slow
+def test_real_matmul_openblas_kernel_variable_among_22_innocent(tmp_path):
+    """OPENBLAS_CORETYPE=Prescott makes OpenBLAS (numpy's BLAS here) use its SSE3 kernels instead
+    of the AVX2 ones this CPU supports: real, single-threaded, ~5x less work per second, so it
+    stays measurable on a busy 2-core machine. Threads are pinned to 1 on both sides."""
+    common = {"OPENBLAS_NUM_THREADS": "1"}
+    good, bad = _real_pair(tmp_path, {"OPENBLAS_CORETYPE": None}, {"OPENBLAS_CORETYPE": "Prescott"}, common)
+    result, out = _real_bisect(tmp_path, good, bad, ["--size", "300", "--reps", "5"], common)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert [d["name"] for d in out["minimal"]] == ["OPENBLAS_CORETYPE"]
+    assert len(out["deltas"]["applied"]) == len(INNOCENT) + 1
+    assert out["bad"]["median"] < 0.6 * out["good"]["median"]
+
+
+def _gflops(threads: str) -> float:
+    env = base_env(OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+    out = subprocess.run(bench_cmd("matmul", "--size", "900", "--reps", "3"), env=env, capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout)["gflops"]
+
+
+@pytest.mark.slow
+def test_real_matmul_thread_count_among_22_innocent(tmp_path):
+    """GOOD ran OpenBLAS with 2 threads, BAD with 1: a real thread-count regression on this
+    2-core machine. OMP_NUM_THREADS differs too but is innocent: OpenBLAS reads
+    OPENBLAS_NUM_THREADS first. A second core must be free for 2 threads to be faster, which a
+    shared machine cannot promise: measured first, and skipped (saying so) when it is not."""
+    one = sorted(_gflops("1") for _ in range(3))[1]
+    two = sorted(_gflops("2") for _ in range(3))[1]
+    if two < 1.4 * one:
+        pytest.skip(f"2 OpenBLAS threads are not measurably faster than 1 right now ({two:.1f} vs {one:.1f} "
+                    "GFLOP/s): no free second core")
+    good, bad = _real_pair(tmp_path, {"OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "2"},
+                           {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}, {})
+    result, out = _real_bisect(tmp_path, good, bad, ["--size", "900", "--reps", "3"], {})
+    found = [d["name"] for d in out["minimal"]] if out and out.get("minimal") else None
+    if found != ["OPENBLAS_NUM_THREADS"]:
+        # Another load may have taken the second core mid-bisect (then every configuration looks
+        # like BAD). Only a machine on which 2 threads are still faster can fail this test.
+        one = sorted(_gflops("1") for _ in range(3))[1]
+        two = sorted(_gflops("2") for _ in range(3))[1]
+        if two < 1.4 * one:
+            pytest.skip(f"the second core was taken during the bisect ({two:.1f} vs {one:.1f} GFLOP/s after it)")
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert found == ["OPENBLAS_NUM_THREADS"]

@@ -1,0 +1,129 @@
+"""The field-rule table: size, sources, sanity of every rule, and the fast first-match lookup."""
+from __future__ import annotations
+
+import fnmatch
+import re
+
+import pytest
+from helpers import REPO_ROOT
+
+from envsnap.analysis import knowledge
+from envsnap.model import snapshot, store
+
+COMPONENTS = {knowledge.COMMUNICATION, knowledge.KERNELS, knowledge.GRAPHS, knowledge.DRAFTER, knowledge.MEMORY,
+              knowledge.CPU_HOST, knowledge.NONE}
+SOURCE_HINTS = ("docs.nvidia.com", "pytorch.org", "sglang", "NCCL env page", "CUDA env vars", "cuBLAS", "NVML",
+                "kernel docs", "ld.so", "OpenMP", "Python docs", "PyTorch", "Hugging Face", "MPS", "Triton",
+                "shells", "sched_setaffinity", "OpenBLAS", "NCCL docs", "environ.py", "server_args.py", "nvmlDevice")
+
+
+def test_knowledge_table_has_at_least_60_sound_entries():
+    rules = [r for r in knowledge.KNOWLEDGE_RULES if not r.volatile]
+    assert len(rules) >= 60
+    patterns = [r.pattern for r in knowledge.all_rules()]
+    assert len(patterns) == len(set(patterns)), "a duplicate pattern can never match (first match wins)"
+    for rule in rules:
+        assert 0.0 < rule.weight <= 1.0, rule
+        assert rule.component in COMPONENTS, rule
+        assert rule.why and len(rule.why) < 160, rule
+    for name in ("NCCL_PROTO", "NCCL_ALGO", "NCCL_P2P_LEVEL", "NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE",
+                 "NCCL_MIN_NCHANNELS", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG", "CUDA_LAUNCH_BLOCKING",
+                 "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING",
+                 "PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                 "LD_PRELOAD", "LD_LIBRARY_PATH", "SGLANG_ENABLE_SPEC_V2", "TORCH_NCCL_BLOCKING_WAIT"):
+        rule = knowledge.rule_for(f"workers.env.{name}")
+        assert rule.pattern != "*" and rule.weight >= 0.2 or name.startswith("NCCL_DEBUG"), name
+    for arg in ("speculative_num_steps", "attention_backend", "cuda_graph_max_bs", "disable_cuda_graph",
+                "enable_torch_compile", "disable_custom_all_reduce", "tp_size", "mem_fraction_static"):
+        assert knowledge.rule_for(f"sglang.args.{arg}").pattern == f"sglang.args.{arg}"
+
+
+def test_every_rule_sits_under_a_source_comment():
+    source = (REPO_ROOT / "envsnap" / "analysis" / "knowledge.py").read_text()
+    block = source[source.index("KNOWLEDGE_RULES: List[FieldRule] = ["):]
+    block = block[: block.index("\n]\n")]
+    last_comment = None
+    checked = 0
+    for line in block.splitlines()[1:]:
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            last_comment = stripped
+        elif re.match(r"_(k|env|v)\(", stripped):
+            assert last_comment is not None, f"rule without a source comment above it: {stripped}"
+            checked += 1
+    assert checked >= 60
+    comments = [l.strip() for l in block.splitlines() if l.strip().startswith("#")]
+    sourced = [c for c in comments if any(h in c for h in SOURCE_HINTS)]
+    assert len(sourced) >= 0.8 * len(comments), [c for c in comments if c not in sourced]
+
+
+def _naive_rule(key):
+    for rule in knowledge.all_rules():
+        if fnmatch.fnmatchcase(key, rule.pattern):
+            return rule
+    return None
+
+
+def test_combined_regex_is_first_match_wins():
+    example = store.load(str(REPO_ROOT / "snapshots" / "eagle3-tp8-bad.json"))
+    keys = list(snapshot.flatten(example))[::7]
+    keys += ["env.NCCL_PROTO", "workers.env.NCCL_NVLS_ENABLE", "nccl.env.NCCL_ALGO", "env.vars.OLDPWD", "env._",
+             "integrity.sglang/srt/entrypoints/engine.py", "integrity.sglang/srt/layers/moe/topk.py",
+             "integrity.other/x.py", "packages.torch", "packages.nvidia-nccl-cu12", "gpu.*.power.limit_w",
+             "gpu.0.clocks.max.sm", "nvidia.gpus.3.temperature.gpu_c", "sglang.args.tp_size", "git./r.commit",
+             "files./etc/x", "unknown.key"]
+    for key in keys:
+        naive = _naive_rule(key)
+        got = knowledge.rule_for(key)
+        if naive is None:
+            assert got.pattern == "*", key
+        else:
+            assert got == naive, key
+
+
+@pytest.mark.parametrize("key,volatile", [
+    ("nvidia.gpus.0.temperature.gpu_c", True), ("processes.processes.scheduler_TP0.pid", True),
+    ("env.vars.SGLANG_RUN_ID", True), ("probe.records.x.env_at_init.SGLANG_RUN_ID", True),
+    ("env.vars._", True), ("env.vars.OLDPWD", True), ("host.memory.available_bytes", True),
+    ("env.vars.NCCL_PROTO", False), ("packages.dists.torch.version", False),
+    ("packages.integrity.modified.sglang/srt/layers/moe/topk.py.actual_sha256", False),
+])
+def test_volatility(key, volatile):
+    assert knowledge.is_volatile(key) is volatile
+
+
+def test_domain_constants_are_consistent():
+    for name in knowledge.ENGINE_SET_ENV:
+        assert re.fullmatch(r"[A-Z0-9_]+", name)
+    assert "sglang" in knowledge.HOT_PATH_PACKAGES and "torch" in knowledge.HOT_PATH_PACKAGES
+    # Hot-path edits outrank unrelated package bumps, by prior alone.
+    assert knowledge.rule_for("integrity.sglang/srt/layers/moe/topk.py").weight > \
+        knowledge.rule_for("packages.requests").weight * 5
+
+
+def test_bucketed_lookup_equals_first_match_in_table_order():
+    """rule_for's index (last-part dict, per-first-part alternations) must give exactly the
+    first rule in table order that fnmatch accepts, for keys built from every pattern."""
+    import fnmatch as _fnmatch
+
+    from envsnap.analysis import knowledge
+
+    rules = knowledge.all_rules()
+
+    def naive(key):
+        return next((r for r in rules if _fnmatch.fnmatchcase(key, r.pattern)), None)
+
+    heads = ["env", "workers.scheduler_TP0.env", "nccl.env", "integrity", "gpu.0", "host", "packages",
+             "git./repo", "sglang.args", "files", "startup", "processes.processes.x", "nvidia.gpus.0"]
+    keys = set()
+    for rule in rules:
+        literal = rule.pattern.replace("*", "x").replace("?", "q")
+        keys.add(literal)
+        keys.update(f"{head}.{literal.rsplit('.', 1)[-1]}" for head in heads)
+    mismatches = []
+    for key in sorted(keys):
+        expected = naive(key)
+        got = knowledge.rule_for(key)
+        if (expected is None and got.pattern != "*") or (expected is not None and got != expected):
+            mismatches.append((key, got.pattern, expected and expected.pattern))
+    assert len(keys) > 1000 and mismatches == []

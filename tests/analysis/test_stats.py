@@ -1,0 +1,119 @@
+"""envsnap.stats: medians, the exact rank test, the bootstrap interval, the permutation association."""
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envsnap.analysis import stats
+
+
+def test_median_quantile_spread():
+    assert stats.median([3, 1, 2]) == 2
+    assert stats.median([4, 1, 3, 2]) == 2.5
+    assert stats.quantile([1, 2, 3, 4, 5], 0.25) == 2
+    assert stats.iqr([1, 2, 3, 4, 5]) == 2
+    assert stats.mad([1, 2, 3, 4, 100]) == 1
+    with pytest.raises(ValueError):
+        stats.median([])
+
+
+def test_describe_is_sorted_and_rounded():
+    out = stats.describe([94.123456789, 93.0, 95.5])
+    assert out == {"median": 94.1235, "n": 3, "min": 93.0, "max": 95.5, "spread": 1.25,
+                   "values": [93.0, 94.1235, 95.5]}
+    assert stats.describe([])["n"] == 0
+
+
+def _brute_force_p(a, b):
+    """Two-sided exact p by enumerating every split of the pooled mid-ranks."""
+    pooled = list(a) + list(b)
+    ranks = stats._midranks(pooled)
+    n1 = len(a)
+    expected = n1 * (len(pooled) + 1) / 2
+    observed = abs(sum(ranks[:n1]) - expected)
+    combos = list(itertools.combinations(range(len(pooled)), n1))
+    extreme = sum(1 for c in combos if abs(sum(ranks[i] for i in c) - expected) >= observed - 1e-9)
+    return extreme / len(combos)
+
+
+def test_mann_whitney_exact_known_values():
+    p, method = stats.mann_whitney([1, 2, 3], [4, 5, 6])
+    assert p == pytest.approx(0.1) and "exact" in method  # 2 of C(6,3)=20 splits are this extreme
+    p, _ = stats.mann_whitney([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
+    assert p == pytest.approx(2 / 252)
+    assert stats.mann_whitney([5, 5, 5], [5, 5, 5])[0] == 1.0
+    assert stats.mann_whitney([], [1.0])[0] is None
+    assert stats.min_achievable_p(3, 3) == pytest.approx(0.1)
+    assert stats.min_achievable_p(5, 5) < 0.01
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=6), st.lists(st.integers(0, 6), min_size=1, max_size=6))
+def test_mann_whitney_exact_matches_brute_force_with_ties(a, b):
+    p, _ = stats.mann_whitney(a, b)
+    if len(set(a + b)) == 1:
+        assert p == 1.0
+    else:
+        assert p == pytest.approx(_brute_force_p(a, b))
+
+
+def test_mann_whitney_normal_approximation_for_large_samples():
+    rng = random.Random(1)
+    a = [rng.gauss(100, 5) for _ in range(40)]
+    b = [rng.gauss(80, 5) for _ in range(40)]
+    p, method = stats.mann_whitney(a, b)
+    assert "normal" in method and p < 1e-6
+    same, _ = stats.mann_whitney(a[:20], a[20:])
+    assert same > 0.05
+
+
+def test_bootstrap_is_deterministic_and_order_independent():
+    a = [94.1, 93.0, 95.2, 94.8, 93.9, 94.4]
+    b = [60.2, 59.1, 61.0, 60.5, 58.7, 60.0]
+    ci1 = stats.bootstrap_median_change(a, b)
+    ci2 = stats.bootstrap_median_change(list(reversed(a)), sorted(b))
+    assert ci1 == ci2
+    lo, hi = ci1
+    observed = (stats.median(b) - stats.median(a)) / stats.median(a) * 100
+    assert lo <= observed <= hi < 0
+
+
+def test_compare_significance_and_noise():
+    clear = stats.compare([94.1, 93.0, 95.2, 94.8, 93.9], [60.2, 59.1, 61.0, 60.5, 58.7])
+    assert clear["significant"] and clear["beyond_noise"] and clear["p_value"] < 0.01
+    assert clear["change_pct"] == pytest.approx(-36.0, abs=1.0)
+    noisy = stats.compare([90, 100, 95, 105, 85], [92, 98, 88, 101, 95])
+    assert not noisy["significant"] and not noisy["beyond_noise"]
+    # 2 vs 2 runs can never reach p < 0.05 however far apart: honest "not significant".
+    tiny = stats.compare([94, 95], [60, 61])
+    assert not tiny["significant"] and tiny["p_value"] >= 0.05
+    # Without the bootstrap (secondary metrics) separated ranges beyond the spread count as beyond noise.
+    assert stats.compare([10, 11, 10.5], [20, 21, 20.5], bootstrap=False)["beyond_noise"]
+
+
+def test_permutation_association_exact_and_monte_carlo():
+    eta2, p, method = stats.permutation_association(["a", "a", "a", "b", "b", "b"], [94, 95, 93, 60, 61, 59])
+    assert eta2 > 0.99 and method == "permutation, exact"
+    assert p == pytest.approx(2 / 20)  # the split and its mirror image, of 20 distinct relabelings
+    assert stats.permutation_association(["x"] * 4, [1, 2, 3, 4])[1] == 1.0
+    labels = ["on"] * 5 + ["off"] * 5
+    values = [94, 95, 93, 96, 94, 60, 61, 59, 62, 60]
+    eta2, p, method = stats.permutation_association(labels, values)
+    assert "random" in method and p < 0.02 and eta2 > 0.99
+    # Same answer whatever the input order (pairs are sorted first, the seed is fixed).
+    shuffled = list(zip(labels, values))
+    random.Random(3).shuffle(shuffled)
+    assert stats.permutation_association([s[0] for s in shuffled], [s[1] for s in shuffled]) == (eta2, p, method)
+    unrelated = stats.permutation_association(["a", "b", "a", "b", "a", "b"], [94, 95, 93, 94, 95, 93])
+    assert unrelated[1] > 0.3
+
+
+def test_format_p():
+    assert stats.format_p(0.0004) == "p<0.001"
+    assert stats.format_p(0.008) == "p<0.01"
+    assert stats.format_p(0.034) == "p=0.034"
+    assert stats.format_p(None) == "p n/a"

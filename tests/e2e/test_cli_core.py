@@ -1,0 +1,57 @@
+"""The capture/show CLI as a user meets it: real subprocesses, exit codes, one-line errors."""
+import json
+
+import pytest
+from helpers import run_envsnap
+
+
+def test_capture_writes_valid_snapshot_and_refuses_overwrite(tmp_path):
+    out = tmp_path / "s.json"
+    first = run_envsnap("capture", "-o", out, "--label", "good", "--timeout", "20")
+    assert first.returncode == 0, first.stderr
+    data = json.loads(out.read_text())
+    assert data["schema_version"] == 1 and data["label"] == "good"
+    assert "wrote" in first.stderr
+    before = out.read_text()
+    second = run_envsnap("capture", "-o", out, "--timeout", "20")
+    assert second.returncode == 2
+    assert second.stderr.strip().count("\n") == 0 and "--force" in second.stderr
+    assert out.read_text() == before
+
+
+def test_capture_to_stdout(tmp_path):
+    result = run_envsnap("capture", "-o", "-", "--timeout", "20", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["schema_version"] == 1
+
+
+def test_show_summarises(tmp_path):
+    out = tmp_path / "s.json"
+    assert run_envsnap("capture", "-o", out, "--label", "x", "--timeout", "20").returncode == 0
+    shown = run_envsnap("show", out)
+    assert shown.returncode == 0, shown.stderr
+    assert "snapshot x" in shown.stdout and "sections captured" in shown.stdout
+
+
+@pytest.mark.parametrize("content", [b"", b"{", b"[]", b'{"schema_version": 42}', b"\xff\xfe", b"null"])
+def test_show_bad_files_exit_2_one_line(tmp_path, content):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    result = run_envsnap("show", bad)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith("envsnap: error: ")
+
+
+def test_usage_errors_exit_2_one_line(tmp_path):
+    for args in (["capture"], ["show"], ["nonsense"], ["capture", "-o", tmp_path / "x.json", "--timeout", "abc"]):
+        result = run_envsnap(*args)
+        assert result.returncode == 2, args
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_missing_output_dir_fails_before_capturing(tmp_path):
+    result = run_envsnap("capture", "-o", tmp_path / "no" / "s.json")
+    assert result.returncode == 2 and "does not exist" in result.stderr

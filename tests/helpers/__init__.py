@@ -1,0 +1,31 @@
+"""Test helpers: paths of the repository and its test data, and the envsnap CLI as a subprocess.
+
+Helper modules beside this one build real things (git repos, venvs, process trees, benchmarks);
+fixtures live in tests/conftest.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+TEST_DATA = REPO_ROOT / "tests" / "data"
+
+
+def run_envsnap(*args, env=None, cwd=None, timeout=120, input_text=None):
+    """Run the real CLI in a subprocess: exit codes and stderr are part of what we test."""
+    full_env = dict(os.environ)
+    full_env.pop("ENVSNAP_DEBUG", None)
+    if env:
+        full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "envsnap", *map(str, args)],
+        capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout, input=input_text,
+    )
+
+
+def load_json(path):
+    return json.loads(Path(path).read_text())

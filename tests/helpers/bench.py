@@ -1,0 +1,198 @@
+"""Benchmarks for the runs/bisect tests, runnable as scripts: `python tests/helpers/bench.py MODE ...`.
+
+Modes:
+  env      a deterministic benchmark whose speed is a function of its environment: it
+           prints `{"tok_s": X}` where X = base × the factor of every rule that holds.
+           No sleeping: the number is computed, so a test is exact and fast.
+             --slow NAME=VALUE:FACTOR        factor when os.environ.get(NAME) == VALUE
+                                             (VALUE '<unset>' means NAME is not set)
+             --together A=1,B=2:FACTOR       factor only when every condition holds
+             --jitter F --counter FILE       ±F noise, deterministic per invocation count
+             --calls FILE --watch A,B        append one line per invocation with A,B's values
+             --fail-on-call N                exit 3 on the N-th invocation (needs --counter)
+             --sleep S                       take S seconds (for tests that interrupt a run)
+             --print TEXT                    also print TEXT (e.g. a line for --metric REGEX)
+             --append-log FILE --log-line L  append L to FILE (a server log) during the run
+  matmul   a real numpy matmul: prints `{"gflops": X}` from the best of --reps timings
+           (wall clock) of an --size × --size float64 product. It honours OpenBLAS's real
+           environment variables (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, OPENBLAS_CORETYPE).
+  sglang-serving
+           prints a real-format bench_serving summary (tests/data/runs sample) and appends
+           the matching JSONL line to --output-file, as sglang.bench_serving does: a stand-in
+           for the one thing that cannot run here (an SGLang server on a GPU).
+
+Also helpers for tests: `capture(path, env)` runs the real `envsnap capture` with exactly
+the given environment (so GOOD and BAD differ only where the test says).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPT = str(Path(__file__).resolve())
+RUNS_DATA = HERE.parent / "data" / "runs"
+UNSET = "<unset>"
+
+
+# ---------------------------------------------------------------------------------------
+# helpers for the tests
+# ---------------------------------------------------------------------------------------
+
+def bench_cmd(*args: str) -> list:
+    return [sys.executable, SCRIPT, *map(str, args)]
+
+
+def capture(path, env: dict, timeout: float = 120, extra_args=()) -> None:
+    """Run the real `envsnap capture -o path` with exactly `env` (None values are unset)."""
+    full = {k: v for k, v in env.items() if v is not None}
+    result = subprocess.run(
+        [sys.executable, "-m", "envsnap", "capture", "-o", str(path), "--timeout", "30", *extra_args],
+        env=full, capture_output=True, text=True, timeout=timeout,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"capture failed: {result.stderr}")
+
+
+def base_env(**overrides) -> dict:
+    """os.environ without ENVSNAP_DEBUG, plus overrides (None = unset)."""
+    env = dict(os.environ)
+    env.pop("ENVSNAP_DEBUG", None)
+    for key, value in overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def capture_pair(tmp_path, common: dict, good: dict, bad: dict):
+    """GOOD and BAD snapshots from real captures whose environments differ as given."""
+    good_path, bad_path = tmp_path / "good.json", tmp_path / "bad.json"
+    capture(good_path, base_env(**{**common, **good}))
+    capture(bad_path, base_env(**{**common, **bad}))
+    return good_path, bad_path
+
+
+def run_cli(*args, env=None, cwd=None, timeout=300):
+    full = base_env()
+    if env:
+        full = dict(env)
+    return subprocess.run([sys.executable, "-m", "envsnap", *map(str, args)], capture_output=True, text=True,
+                          env=full, cwd=cwd, timeout=timeout)
+
+
+# ---------------------------------------------------------------------------------------
+# the benchmark modes
+# ---------------------------------------------------------------------------------------
+
+def _holds(cond: str) -> bool:
+    name, _, value = cond.partition("=")
+    if value == UNSET:
+        return name not in os.environ
+    return os.environ.get(name) == value
+
+
+def _count(counter: str) -> int:
+    """Invocation number (1-based), kept in a file so noise and failures are reproducible."""
+    path = Path(counter)
+    n = int(path.read_text() or "0") + 1 if path.exists() else 1
+    path.write_text(str(n))
+    return n
+
+
+def mode_env(args) -> int:
+    n = _count(args.counter) if args.counter else 0
+    if args.calls:
+        watched = [w for w in (args.watch or "").split(",") if w]
+        with open(args.calls, "a") as handle:
+            handle.write(json.dumps({w: os.environ.get(w) for w in watched}, sort_keys=True) + "\n")
+    if args.fail_on_call and n == args.fail_on_call:
+        print("benchmark crashed (planted failure)", file=sys.stderr)
+        return 3
+    value = args.base
+    for rule in args.slow or []:
+        cond, _, factor = rule.rpartition(":")
+        if _holds(cond):
+            value *= float(factor)
+    for rule in args.together or []:
+        conds, _, factor = rule.rpartition(":")
+        if all(_holds(c) for c in conds.split(",")):
+            value *= float(factor)
+    if args.jitter:
+        # A fixed pseudo-random sequence over invocations: x_{n} in [-1, 1).
+        u = ((n * 2654435761) % 2**32) / 2**32 * 2 - 1
+        value *= 1 + args.jitter * u
+    if args.append_log:
+        with open(args.append_log, "a") as handle:
+            for line in args.log_line or []:
+                handle.write(line + "\n")
+    if args.sleep:
+        time.sleep(args.sleep)
+    for text in args.print or []:
+        print(text)
+    print(json.dumps({args.metric: round(value, 6)}))
+    return 0
+
+
+def mode_matmul(args) -> int:
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((args.size, args.size))
+    a @ a  # first call pays for thread start-up and page faults
+    best = float("inf")
+    for _ in range(args.reps):
+        start = time.perf_counter()
+        a @ a
+        best = min(best, time.perf_counter() - start)
+    print(json.dumps({"gflops": round(2 * args.size ** 3 / best / 1e9, 4)}))
+    return 0
+
+
+def mode_sglang_serving(args) -> int:
+    sys.stdout.write((RUNS_DATA / "sglang-0.5.5-bench_serving-eagle3.txt").read_text())
+    line = (RUNS_DATA / "sglang-0.5.5-bench_serving-eagle3.jsonl").read_text().strip().splitlines()[-1]
+    if args.scale != 1.0:
+        obj = json.loads(line)
+        obj["output_throughput"] = obj["output_throughput"] * args.scale
+        line = json.dumps(obj)
+    if args.output_file:
+        with open(args.output_file, "a") as handle:
+            handle.write(line + "\n")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="mode", required=True)
+    env = sub.add_parser("env")
+    env.add_argument("--base", type=float, default=1000.0)
+    env.add_argument("--metric", default="tok_s")
+    env.add_argument("--slow", action="append")
+    env.add_argument("--together", action="append")
+    env.add_argument("--jitter", type=float, default=0.0)
+    env.add_argument("--counter")
+    env.add_argument("--calls")
+    env.add_argument("--watch")
+    env.add_argument("--fail-on-call", type=int, default=0)
+    env.add_argument("--sleep", type=float, default=0.0)
+    env.add_argument("--print", action="append")
+    env.add_argument("--append-log")
+    env.add_argument("--log-line", action="append")
+    mm = sub.add_parser("matmul")
+    mm.add_argument("--size", type=int, default=1000)
+    mm.add_argument("--reps", type=int, default=3)
+    sg = sub.add_parser("sglang-serving")
+    sg.add_argument("--output-file")
+    sg.add_argument("--scale", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    return {"env": mode_env, "matmul": mode_matmul, "sglang-serving": mode_sglang_serving}[args.mode](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""`envsnap run` and `envsnap attach`: real CLI subprocesses running real benchmark scripts."""
+from __future__ import annotations
+
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import TEST_DATA, run_envsnap
+from helpers.bench import base_env, bench_cmd
+
+from envsnap.errors import EnvsnapError
+from envsnap.measure import runs
+from envsnap.model import store
+
+SECRET = "hf_ABCDEFGHIJKLMNOPQRSTUVWX"
+
+
+def load(path):
+    return store.load(str(path))
+
+
+def test_run_records_measured_runs_after_warmups(tmp_path):
+    out, counter = tmp_path / "s.json", tmp_path / "count"
+    result = run_envsnap("run", "-o", out, "--repeat", "3", "--warmup", "1", "--label", "good", "--",
+                         *bench_cmd("env", "--counter", counter, "--print", f"token in output {SECRET}",
+                                    "--slow", f"NEVER_SET={SECRET}:0.5"))
+    assert result.returncode == 0, result.stderr
+    assert counter.read_text() == "4"  # 1 warm-up + 3 measured, and only the 3 are stored
+    snap = load(out)
+    assert snap["label"] == "good" and snap["sections"]["env"]["status"] == "ok"
+    assert len(snap["runs"]) == 3
+    for record in snap["runs"]:
+        assert record["ok"] is True and record["source"] == "run" and record["exit_code"] == 0
+        assert record["metrics"] == {"tok_s": 1000.0}
+        assert record["parsers"] == ["json_line"]
+        assert record["started"].endswith("Z") and record["duration_s"] > 0
+        assert '{"tok_s": 1000.0}' in record["output_tail"]
+    assert snap["run_session"]["warmup"] == 1 and snap["run_session"]["interrupted"] is False
+    text = out.read_text()
+    assert SECRET not in text  # neither in the recorded command nor in the output tail
+    assert "redacted:" in " ".join(snap["runs"][0]["command"])
+    assert f"wrote {out}: 3 runs (3 ok, 0 failed); tok_s median 1000" in result.stderr
+
+
+def test_failed_run_is_recorded_not_counted(tmp_path):
+    out, counter = tmp_path / "s.json", tmp_path / "count"
+    result = run_envsnap("run", "-o", out, "--repeat", "3", "--",
+                         *bench_cmd("env", "--counter", counter, "--fail-on-call", "2"))
+    assert result.returncode == 0, result.stderr
+    recs = load(out)["runs"]
+    assert [r["ok"] for r in recs] == [True, False, True]
+    assert recs[1]["exit_code"] == 3 and recs[1]["metrics"] == {}
+    assert "planted failure" in recs[1]["error"] and "planted failure" in recs[1]["output_tail"]
+    assert "3 runs (2 ok, 1 failed)" in result.stderr
+
+
+def test_no_successful_run_exits_1_but_keeps_the_record(tmp_path):
+    out = tmp_path / "s.json"
+    result = run_envsnap("run", "-o", out, "--repeat", "2", "--", sys.executable, "-c", "print('no metric here')")
+    assert result.returncode == 1
+    recs = load(out)["runs"]
+    assert len(recs) == 2 and not any(r["ok"] for r in recs)
+    assert "no metric found" in recs[0]["error"]
+    assert "no run succeeded" in result.stderr
+
+
+def test_refuses_to_overwrite_before_running_anything(tmp_path):
+    out, counter = tmp_path / "s.json", tmp_path / "count"
+    out.write_text("precious")
+    result = run_envsnap("run", "-o", out, "--", *bench_cmd("env", "--counter", counter))
+    assert result.returncode == 2 and "--force" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not counter.exists() and out.read_text() == "precious"
+    forced = run_envsnap("run", "-o", out, "--force", "--repeat", "1", "--", *bench_cmd("env", "--counter", counter))
+    assert forced.returncode == 0, forced.stderr
+    assert load(out)["runs"][0]["metrics"]["tok_s"] == 1000.0
+
+
+def test_custom_metric_regex_and_direction_override(tmp_path):
+    out = tmp_path / "s.json"
+    result = run_envsnap("run", "-o", out, "--repeat", "1", "--metric", r"verify_ms=verify: ([0-9.]+) ms",
+                         "--direction", "tok_s=lower", "--",
+                         *bench_cmd("env", "--print", "verify: 31.5 ms", "--print", "verify: 29.25 ms"))
+    assert result.returncode == 0, result.stderr
+    snap = load(out)
+    assert snap["runs"][0]["metrics"] == {"tok_s": 1000.0, "verify_ms": 29.25}
+    assert snap["runs"][0]["parsers"] == ["json_line", "regex"]
+    assert snap["metric_directions"] == {"tok_s": "lower"}
+    assert snap["run_session"]["metric_regexes"] == {"verify_ms": r"verify: ([0-9.]+) ms"}
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--metric", "x=[0-9]+"], "(group)"),
+    (["--direction", "tok_s=sideways"], "NAME=higher or NAME=lower"),
+    (["--repeat", "0"], "repeat"),
+])
+def test_bad_options_exit_2_one_line(tmp_path, args, fragment):
+    result = run_envsnap("run", "-o", tmp_path / "s.json", *args, "--", *bench_cmd("env"))
+    assert result.returncode == 2 and fragment in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_decode_log_metrics_come_only_from_what_the_run_appended(tmp_path):
+    out, log = tmp_path / "s.json", tmp_path / "server.log"
+    # An older part of the server log (a previous, faster benchmark) must not count.
+    old = (TEST_DATA / "runs" / "sglang-0.4.6-server-decode.log").read_text()
+    log.write_text(old)
+    new_lines = (TEST_DATA / "runs" / "sglang-0.5.5-server-decode.log").read_text().splitlines()
+    args = []
+    for line in new_lines:
+        args += ["--log-line", line]
+    result = run_envsnap("run", "-o", out, "--repeat", "2", "--log", log, "--",
+                         *bench_cmd("env", "--append-log", log, *args))
+    assert result.returncode == 0, result.stderr
+    for record in load(out)["runs"]:
+        assert record["metrics"]["gen_throughput"] == pytest.approx(60.02)
+        assert record["metrics"]["accept_len"] == pytest.approx(2.1)
+        assert "decode_log" in record["parsers"]
+
+
+def test_bench_serving_output_file_appended_part(tmp_path):
+    out, results = tmp_path / "s.json", tmp_path / "bench.jsonl"
+    # bench_serving appends; an earlier line (another run's) is already there.
+    subprocess.run(bench_cmd("sglang-serving", "--output-file", results, "--scale", "0.5"), check=True,
+                   capture_output=True)
+    result = run_envsnap("run", "-o", out, "--repeat", "1", "--",
+                         *bench_cmd("sglang-serving", "--output-file", results))
+    assert result.returncode == 0, result.stderr
+    record = load(out)["runs"][0]
+    assert record["metrics"]["output_throughput"] == pytest.approx(94.11015)  # the JSONL's full precision
+    assert record["metrics"]["accept_length"] == pytest.approx(3.1904)
+    assert record["parsers"] == ["bench_serving", "bench_serving_jsonl"]
+    assert "running average" in record["note"]
+
+
+def _start_run(tmp_path, out, counter, repeat=5):
+    return subprocess.Popen(
+        [sys.executable, "-m", "envsnap", "run", "-o", str(out), "--repeat", str(repeat), "--",
+         *bench_cmd("env", "--counter", counter, "--sleep", "0.4")],
+        env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _wait_for_count(counter, value, proc, limit=60.0):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if counter.exists() and counter.read_text() == str(value):
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    raise AssertionError("benchmark never reached the expected run")
+
+
+def test_ctrl_c_keeps_completed_runs_marked_interrupted(tmp_path):
+    out, counter = tmp_path / "s.json", tmp_path / "count"
+    proc = _start_run(tmp_path, out, counter)
+    _wait_for_count(counter, 3, proc)  # the third run started: two are complete
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    snap = load(out)
+    assert len(snap["runs"]) == 2 and all(r["ok"] for r in snap["runs"])
+    assert snap["run_session"]["interrupted"] is True and snap["run_session"]["completed"] == 2
+    assert "interrupted" in err
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".envsnap-")]  # no temp file left
+
+
+def test_ctrl_c_before_any_run_completes_writes_nothing(tmp_path):
+    out, counter = tmp_path / "s.json", tmp_path / "count"
+    proc = _start_run(tmp_path, out, counter)
+    _wait_for_count(counter, 1, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert not out.exists() and "nothing written" in err
+
+
+def test_progress_lines_on_a_terminal(tmp_path):
+    out = tmp_path / "s.json"
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "envsnap", "run", "-o", str(out), "--repeat", "2", "--",
+                               *bench_cmd("env")], env=base_env(), stdout=subprocess.PIPE, stderr=slave,
+                              timeout=120)
+        os.close(slave)
+        slave = None
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        if slave is not None:
+            os.close(slave)
+        os.close(master)
+    text = b"".join(chunks).decode()
+    assert proc.returncode == 0
+    assert "envsnap run: run 1/2: tok_s 1000" in text and "envsnap run: run 2/2: tok_s 1000" in text
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    """One real capture, copied by each attach test (a capture takes a while on 2 shared cores)."""
+    path = tmp_path_factory.mktemp("captured") / "snap.json"
+    result = run_envsnap("capture", "-o", path, "--timeout", "20")
+    assert result.returncode == 0, result.stderr
+    return path.read_bytes()
+
+
+def test_attach_adds_a_measurement_atomically(tmp_path, captured):
+    snap_path = tmp_path / "bad.json"
+    snap_path.write_bytes(captured)
+    result = run_envsnap("attach", snap_path, "--metric", "verify_ms=29", "--metric", "accept_length=3.1",
+                         "--note", f"nsys timeline, token {SECRET}", "--direction", "verify_ms=lower")
+    assert result.returncode == 0, result.stderr
+    snap = load(snap_path)
+    record = snap["runs"][-1]
+    assert record["source"] == "attach" and record["ok"] is True
+    assert record["metrics"] == {"accept_length": 3.1, "verify_ms": 29.0}
+    assert record["note"].startswith("nsys timeline") and SECRET not in snap_path.read_text()
+    assert snap["metric_directions"] == {"verify_ms": "lower"}
+    again = run_envsnap("attach", snap_path, "--metric", "verify_ms=28.5")
+    assert again.returncode == 0 and len(load(snap_path)["runs"]) == 2
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--metric", "verify_ms=abc"], "not a number"),
+    (["--metric", "verify_ms=nan"], "finite"),
+    (["--metric", "verify_ms"], "NAME=VALUE"),
+])
+def test_attach_bad_values_leave_the_file_untouched(tmp_path, captured, args, fragment):
+    snap_path = tmp_path / "s.json"
+    snap_path.write_bytes(captured)
+    before = snap_path.read_bytes()
+    result = run_envsnap("attach", snap_path, *args)
+    assert result.returncode == 2 and fragment in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert snap_path.read_bytes() == before
+
+
+def test_attach_to_missing_or_invalid_file(tmp_path):
+    missing = run_envsnap("attach", tmp_path / "nope.json", "--metric", "x=1")
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    result = run_envsnap("attach", broken, "--metric", "x=1")
+    assert result.returncode == 2 and broken.read_text() == "{"
+
+
+# --- library-level pieces ------------------------------------------------------------------
+
+def test_result_files_follow_the_benchmarks_flags(tmp_path):
+    cwd = str(tmp_path)
+    assert runs.result_files(["python", "-m", "sglang.bench_serving", "--output-file", "a.jsonl"], cwd) == \
+        [str(tmp_path / "a.jsonl")]
+    assert runs.result_files(["python", "-m", "sglang.bench_one_batch_server", "--batch-size", "1"], cwd) == \
+        [str(tmp_path / "result.jsonl")]  # its default --result-filename
+    assert runs.result_files(["python", "-m", "sglang.bench_one_batch_server", "--result-filename=/x/r.jsonl"],
+                             cwd) == ["/x/r.jsonl"]
+    assert runs.result_files(["./bench.sh"], cwd) == []
+
+
+def test_append_watch_reads_only_new_bytes_and_survives_rotation(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("old line\n")
+    watch = runs.AppendWatch([str(log), str(tmp_path / "later.log")])
+    with open(log, "a") as handle:
+        handle.write("new line\n")
+    (tmp_path / "later.log").write_text("created during the run\n")
+    assert watch.read() == {str(log): "new line\n", str(tmp_path / "later.log"): "created during the run\n"}
+    rotated = runs.AppendWatch([str(log)])
+    log.write_text("fresh\n")  # rewritten shorter: everything is new
+    assert rotated.read() == {str(log): "fresh\n"}
+
+
+def test_run_timeout_is_a_failed_run(tmp_path):
+    record = runs.run_once(runs.RunOptions(command=bench_cmd("env", "--sleep", "5"), timeout=0.5))
+    assert record["ok"] is False and "timeout" in record["error"] and record["metrics"] == {}
+
+
+def test_required_metric_missing_is_a_failed_run():
+    record = runs.run_once(runs.RunOptions(command=bench_cmd("env"), require_metric="gflops"))
+    assert record["ok"] is False and "'gflops' not in the output (found: tok_s)" in record["error"]
+
+
+def test_main_metric_prefers_named_then_throughput():
+    assert runs.main_metric({"median_itl_ms": 1, "output_throughput": 2, "accept_length": 3}) == "output_throughput"
+    assert runs.main_metric({"zeta": 1, "alpha_ms": 2}, preferred=["zeta"]) == "zeta"
+    assert runs.main_metric({"b": 1, "a": 2}) == "a"
+    assert runs.main_metric({}) is None
+
+
+def test_parse_metric_values_and_directions():
+    assert runs.parse_metric_values(["verify_ms=29", "x = 1e3"]) == {"verify_ms": 29.0, "x": 1000.0}
+    assert runs.parse_direction_specs(["a=HIGHER", "b=lower"]) == {"a": "higher", "b": "lower"}
+    with pytest.raises(EnvsnapError):
+        runs.parse_metric_values(["x=inf"])
