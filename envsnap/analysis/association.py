@@ -48,6 +48,8 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
         if len(set(labels)) < 2:
             continue  # constant everywhere: says nothing
         flats = sorted({f for view in views for f in view.flats.get(key, ())})
+        subject = next((v.subject_of(key) for v in views if v.subject_of(key) is not None), None) \
+            or views_mod.Subject(keys[key], key)
         if knowledge.is_volatile(key) or (flats and all(knowledge.is_volatile(f) for f in flats)):
             continue
         eta2, p, method = stats.permutation_association(labels, medians)
@@ -55,7 +57,7 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
         shown: Dict[str, Any] = {}
         for label, value, m in zip(labels, raw, medians):
             groups.setdefault(label, []).append(m)
-            shown[label] = diff_mod.display(key, value)
+            shown[label] = diff_mod.display(subject, value)
         overall = stats.median(medians)
         group_medians = {label: stats.median(ms) for label, ms in groups.items()}
         spread = max(group_medians.values()) - min(group_medians.values())
@@ -66,7 +68,7 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
         rule = knowledge.rule_for(key)
         items.append({"key": key, "category": keys[key], "component": rule.component,
                       "score": round(eta2, 3), "effect_pct": effect_pct, "p_value": round(p, 4), "method": method,
-                      "values": [diff_mod.display(key, v) for v in raw],
+                      "values": [diff_mod.display(subject, v) for v in raw],
                       "why": f"{name} median by value \u2014 " + "; ".join(parts),
                       "_sort": (-round(eta2, 6), p, -rule.weight, key)})
     items.sort(key=lambda it: it["_sort"])

@@ -54,23 +54,22 @@ class _Ctx:
         self.diffs = [d for d in comp.differences if not d.volatile]
         self.by_var: Dict[str, Dict[str, diff_mod.Difference]] = {}
         for d in self.diffs:
-            found = diff_mod.var_name(d.key)
-            if found:
-                self.by_var.setdefault(found[1], {})[found[0]] = d
+            if d.variable is not None:
+                self.by_var.setdefault(d.variable, {})[d.where] = d
         self.workers_both = bool(comp.good.workers) and bool(comp.bad.workers)
         decomposition = verdict.get("decomposition") or {}
         self.side = decomposition.get("side")
         self.evidence_factor = _evidence_factor(verdict)
         self.car, self.car_note = _custom_allreduce(comp)
-        self.repos = sorted({k[4:] for v in (comp.good, comp.bad) for k in v.presence if k.startswith("git.")},
-                            key=len, reverse=True)
-        self.integrity = {d.key[len("integrity."):]: d for d in self.diffs if d.category == "integrity"}
-        self.dirty = [d for d in self.diffs if d.category == "git" and ".dirty." in d.key]
+        self.integrity = {d.subject.entity: d for d in self.diffs if d.where == "integrity"}
+        self.dirty = [d for d in self.diffs if d.where == "git" and d.subject.aspect == "dirty"]
         self.worker_nccl_vars = sorted(n for n, places in self.by_var.items()
                                        if n.startswith("NCCL_") and "workers" in places)
-        self.nccl_effects = [f"{d.key[5:]} {diff_mod.display(d.key, d.good)} \u2192 {diff_mod.display(d.key, d.bad)}"
-                             for d in self.diffs if d.key in ("nccl.algorithms", "nccl.protocols")
-                             or d.key.startswith(("nccl.transports", "nccl.channel_counts.nvls"))]
+        self.nccl_effects = [f"{d.subject.entity} {diff_mod.display(d.subject, d.good)} \u2192 "
+                             f"{diff_mod.display(d.subject, d.bad)}"
+                             for d in self.diffs if d.where == "nccl" and d.variable is None
+                             and (d.subject.entity in ("algorithms", "protocols")
+                                  or d.subject.entity.startswith(("transports", "channel_counts.nvls")))]
 
 
 def _evidence_factor(verdict: Dict[str, Any]) -> float:
@@ -112,10 +111,10 @@ def _custom_allreduce(comp: diff_mod.Comparison) -> Tuple[Optional[str], str]:
 
 
 def _change_text(d: diff_mod.Difference) -> str:
-    g, b = diff_mod.display(d.key, d.good), diff_mod.display(d.key, d.bad)
+    g, b = diff_mod.display(d.subject, d.good), diff_mod.display(d.subject, d.bad)
     absent = {"integrity": "as installed", "git": "clean", "startup": "absent",
               "nccl": "not logged"}.get(d.category, "unset")  # no log line is no proof of "unset"
-    if ".parent_only." in d.key:
+    if d.where == "parent_only":
         absent = "none"
     return f"good {absent if g is None else g} \u2192 bad {absent if b is None else b}"
 
@@ -127,10 +126,9 @@ def _score(d: diff_mod.Difference, ctx: _Ctx) -> Tuple[float, str, str, List[str
     why = rule.why or f"{d.key} changed"
     evidence: List[str] = [_change_text(d)]
     factor = 1.0
-    var = diff_mod.var_name(d.key)
-    if var:
-        factor, why = _score_var(d, var[0], var[1], why, evidence, ctx)
-        nccl_var = var[1].startswith(("NCCL_", "TORCH_NCCL_"))
+    if d.variable is not None:
+        factor, why = _score_var(d, d.where, d.variable, why, evidence, ctx)
+        nccl_var = d.variable.startswith(("NCCL_", "TORCH_NCCL_"))
         if nccl_var and ctx.car == "on":
             factor *= 0.6
             why += "; but custom all-reduce is on, so NCCL tuning matters less"
@@ -140,8 +138,8 @@ def _score(d: diff_mod.Difference, ctx: _Ctx) -> Tuple[float, str, str, List[str
             evidence.append(ctx.car_note)
     elif d.category == "integrity":
         prior, component, why, factor = _score_integrity(d, rule, prior, component, why, evidence, ctx)
-    elif d.category == "packages" and d.key.startswith("packages."):
-        name = d.key[len("packages."):]
+    elif d.where == "packages":
+        name = d.subject.entity
         if rule.pattern == "packages.*" and name in knowledge.HOT_PATH_PACKAGES:
             prior, component, why = 0.5, KERNELS, f"{name} runs on the decode hot path"
         gv = (d.good or {}).get("version") if isinstance(d.good, dict) else None
@@ -157,9 +155,9 @@ def _score(d: diff_mod.Difference, ctx: _Ctx) -> Tuple[float, str, str, List[str
         # What NCCL logged it did (algorithms, protocols, channels) follows from the settings it read.
         factor *= 0.5
         why += f" \u2014 an effect of the workers' {', '.join(ctx.worker_nccl_vars)} change, as NCCL logged it"
-    elif d.category == "gpu" and ".*." in d.key:
+    elif d.where == "gpu" and d.subject.entity == "*":
         evidence.append("the same change on every GPU")
-    elif d.key.endswith(".status"):
+    elif d.where == "section":
         why = "a section was captured on one side only: what it holds cannot be compared"
     side_factor = SIDE_WEIGHTS.get(ctx.side or "", {}).get(component, 1.0)
     if ctx.side in SIDE_WEIGHTS and component != NONE:
@@ -179,7 +177,7 @@ def _score_var(d: diff_mod.Difference, where: str, name: str, why: str, evidence
         source = {"probe": "seen by the in-process probe", "proc": "from /proc/PID/environ"}.get(
             ctx.comp.bad.worker_env_source or ctx.comp.good.worker_env_source, "")
         why += f" \u2014 changed in the TP workers' own environment{f' ({source})' if source else ''}"
-        if ".disagree." in d.key:
+        if d.subject.aspect == "disagree":
             why += "; the workers disagree with each other"
         if "nccl" in places:
             factor *= 1.3
@@ -282,7 +280,7 @@ def _score_server_parent_only(d: diff_mod.Difference, name: str, evidence: List[
 
 def _score_integrity(d: diff_mod.Difference, rule: knowledge.FieldRule, prior: float, component: str, why: str,
                      evidence: List[str], ctx: _Ctx) -> Tuple[float, str, str, float]:
-    rel = d.key[len("integrity."):]
+    rel = d.subject.entity
     value = d.bad if isinstance(d.bad, dict) else (d.good if isinstance(d.good, dict) else {})
     dist = str(value.get("dist") or "")
     factor = 1.0
@@ -306,7 +304,7 @@ def _score_integrity(d: diff_mod.Difference, rule: knowledge.FieldRule, prior: f
                             "sets these for the workers (sglang 0.5.5 entrypoints/engine.py:676): the likely "
                             "mechanism")
     for dirty in ctx.dirty:
-        if dirty.key.endswith("/" + rel) or dirty.key.endswith("." + rel):
+        if dirty.subject.item == rel or dirty.subject.item.endswith("/" + rel):
             evidence.append(f"the same file is modified in a checkout ({dirty.key}): who edited it")
             break
     return prior, component, why, factor
@@ -335,10 +333,8 @@ def _score_startup(d: diff_mod.Difference, prior: float, why: str, evidence: Lis
 
 
 def _score_git(d: diff_mod.Difference, why: str, evidence: List[str], ctx: _Ctx) -> Tuple[float, str]:
-    repo = next((r for r in ctx.repos if d.key.startswith(f"git.{r}.") or d.key == f"git.{r}"), None)
+    repo = d.subject.entity
     factor = 1.0
-    if repo is None:
-        return factor, why
     roles: Set[str] = set()
     for view in (ctx.comp.good, ctx.comp.bad):
         roles.update(str(r) for r in view.values["git"].get(f"git.{repo}.roles") or [])
@@ -353,8 +349,8 @@ def _score_git(d: diff_mod.Difference, why: str, evidence: List[str], ctx: _Ctx)
     elif roles:
         factor *= 0.8
         evidence.append(f"this checkout is not what runs (roles: {', '.join(sorted(roles))})")
-    if ".dirty." in d.key:
-        rel = d.key.split(".dirty.", 1)[1]
+    if d.subject.aspect == "dirty":
+        rel = d.subject.item
         for irel in ctx.integrity:
             if rel.endswith(irel):
                 evidence.append(f"the installed copy is edited too (integrity.{irel})")
@@ -373,6 +369,6 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Dict[str, Any]) -> List[Dict
     for index, (raw, d, component, why, evidence) in enumerate(scored, 1):
         causes.append({"rank": index, "key": d.key, "category": d.category, "component": component,
                        "score": round(1.0 - math.exp(-SCORE_SCALE * raw), 3),
-                       "good": diff_mod.display(d.key, d.good), "bad": diff_mod.display(d.key, d.bad),
-                       "why": why, "evidence": evidence})
+                       "good": diff_mod.display(d.subject, d.good), "bad": diff_mod.display(d.subject, d.bad),
+                       "why": why, "evidence": evidence, **d.subject.to_json()})
     return causes

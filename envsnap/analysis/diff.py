@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from deepdiff import DeepDiff
 
+from envsnap import format as fmt
 from envsnap.analysis import knowledge
 from envsnap.analysis.views import (
     _MISSING,
     CATEGORY_ORDER,
-    PROCESS_FIELDS,
+    Subject,
     View,
     _leaves,
     build_view,
@@ -41,18 +41,29 @@ if "threshold_to_diff_deeper" in inspect.signature(DeepDiff.__init__).parameters
 
 @dataclass
 class Difference:
-    key: str
+    key: str  # the readable key ("workers.env.NCCL_PROTO"): a name for people, never parsed
     category: str
     change: str  # changed | added | removed
     good: Any  # raw view value (None when absent)
     bad: Any
     volatile: bool
     flat_keys: List[str]
+    subject: Subject  # what the key is about, as fields
+
+    @property
+    def variable(self) -> Optional[str]:
+        return self.subject.variable
+
+    @property
+    def where(self) -> str:
+        return self.subject.where
 
     def to_json(self) -> Dict[str, Any]:
-        return {"key": self.key, "category": self.category, "change": self.change,
-                "good": display(self.key, self.good), "bad": display(self.key, self.bad),
-                "volatile": self.volatile, "flat_keys": self.flat_keys}
+        out = {"key": self.key, "category": self.category, "change": self.change,
+               "good": display(self.subject, self.good), "bad": display(self.subject, self.bad),
+               "volatile": self.volatile, "flat_keys": self.flat_keys}
+        out.update(self.subject.to_json())
+        return out
 
 
 @dataclass
@@ -128,7 +139,8 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
         if not volatile:
             leaf_flats = [f for f, v in zip(leaf_flats, volatile_flags) if not v] or leaf_flats
         change = "changed" if in_a and in_b else ("added" if in_b else "removed")
-        out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats))
+        subject = va.subject_of(key) or vb.subject_of(key) or Subject(category, key)
+        out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats, subject))
     return out
 
 
@@ -142,7 +154,7 @@ def _section_differences(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Diff
             continue
         category = knowledge.SECTION_CATEGORIES.get(name, (name, knowledge.NONE))[0]
         out.append(Difference(f"{name}.status", category, "changed", _status_text(sa), _status_text(sb),
-                              False, [f"{name}.status"]))
+                              False, [f"{name}.status"], Subject("section", name, "status")))
     return out
 
 
@@ -154,38 +166,34 @@ def _status_text(section: Dict[str, Any]) -> Optional[str]:
     return f"{status}: {detail}" if detail and status != "ok" else status
 
 
-_INSTANCE_RES = {
-    "gpu": re.compile(r"^gpu\.(\d+)\.(.+)$"),
-    "workers": re.compile(r"^workers\.([^.]+)\.(" + "|".join(PROCESS_FIELDS + ("init",)) + r")$"),
-}
-
-
 def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Difference]:
     """The same change on several GPUs/workers is one difference ('gpu.*.power.limit_w')."""
-    groups: Dict[Tuple[str, str, str, str, str, bool], List[Tuple[str, Difference]]] = {}
+    groups: Dict[Tuple[str, str, str, str, str, bool], List[Difference]] = {}
     rest: List[Difference] = []
     for d in diffs:
-        regex = _INSTANCE_RES.get(d.category)
-        match = regex.match(d.key) if regex else None
-        if match is None or match.group(1) in ("env", "disagree", "parent_only", "topology"):
+        subject = d.subject
+        per_instance = ((subject.where == "gpu" and subject.entity.isdigit()) or subject.where == "process") \
+            and bool(subject.aspect)
+        if not per_instance:
             rest.append(d)
             continue
-        sig = (d.category, match.group(2), d.change, _canon(d.good), _canon(d.bad), d.volatile)
-        groups.setdefault(sig, []).append((match.group(1), d))
-    for (category, sub, _c, _g, _b, _v), members in groups.items():
+        sig = (subject.where, subject.aspect, d.change, _canon(d.good), _canon(d.bad), d.volatile)
+        groups.setdefault(sig, []).append(d)
+    for (where, aspect, _c, _g, _b, _v), members in groups.items():
         if len(members) == 1:
-            rest.append(members[0][1])
+            rest.append(members[0])
             continue
-        instances = sorted((m[0] for m in members), key=lambda s: (len(s), s))
-        if category == "gpu":
-            everyone = {k.split(".")[1] for k in (va.presence | vb.presence) if k.startswith("gpu.")}
+        instances = sorted((m.subject.entity for m in members), key=lambda s: (len(s), s))
+        if where == "gpu":
+            everyone = {v.subject_of(k).entity for v in (va, vb) for k in v.presence
+                        if k.startswith("gpu.") and v.subject_of(k) is not None}
         else:
             everyone = set(va.workers) | set(vb.workers)
         label = "*" if set(instances) >= everyone else ",".join(instances)
-        first = members[0][1]
-        flats = sorted({f for _, d in members for f in d.flat_keys})
-        rest.append(Difference(f"{category}.{label}.{sub}", category, first.change, first.good, first.bad,
-                               first.volatile, flats))
+        first = members[0]
+        flats = sorted({f for d in members for f in d.flat_keys})
+        rest.append(Difference(f"{first.category}.{label}.{aspect}", first.category, first.change, first.good,
+                               first.bad, first.volatile, flats, replace(first.subject, entity=label)))
     return rest
 
 
@@ -245,80 +253,58 @@ def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View) -> 
 
 # ---------------------------------------------------------------- display
 
-def display(key: str, value: Any) -> Any:
+def display(subject: Subject, value: Any) -> Any:
     """A short, readable form of a view value for output (scalars stay scalars)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
         if all(isinstance(v, (str, int, float, bool)) or v is None for v in value):
-            return _clip(" ".join(str(v) for v in value))
-        return _clip(json.dumps(value, sort_keys=True, default=str))
+            return fmt.clip(" ".join(str(v) for v in value))
+        return fmt.clip(json.dumps(value, sort_keys=True, default=str))
     if not isinstance(value, dict):
-        return _clip(str(value))
-    if key.startswith("integrity."):
+        return fmt.clip(str(value))
+    where, aspect = subject.where, subject.aspect
+    if where == "integrity":
         state = value.get("state", "modified")
         if state == "modified":
             sha = value.get("actual_sha256") or ""
             size = value.get("actual_size")
             return f"modified (sha256 {sha[:12]}{f', {size} bytes' if size is not None else ''})"
         return state
-    if key.startswith("packages."):
+    if where == "packages":
         text = str(value.get("version"))
         origin = value.get("origin") or {}
         kind = origin.get("kind") if isinstance(origin, dict) else None
         if kind and kind != "index":
-            where = origin.get("url") or ""
+            url = origin.get("url") or ""
             commit = origin.get("commit")
-            text += f" ({kind}{' ' + where if where else ''}{' @' + str(commit)[:10] if commit else ''})"
+            text += f" ({kind}{' ' + url if url else ''}{' @' + str(commit)[:10] if commit else ''})"
         return text
-    if key.startswith("startup."):
+    if where == "startup":
         text = f"{value.get('kind', 'hook')} sha256 {str(value.get('sha256') or '')[:12]}"
         if value.get("env_mentions"):
             text += "; mentions " + ", ".join(map(str, value["env_mentions"]))
         return text
-    if ".parent_only." in key:
+    if where == "parent_only":
         seen = value.get("workers")
         if value.get("in") == "server":
             return f"server parent {value.get('parent')}, TP workers {'unset' if seen is None else seen}"
         return f"shell {value.get('parent')}, workers {'unset' if seen is None else seen}"
-    if ".disagree." in key:
-        by_value: Dict[str, List[str]] = {}
-        for inst, v in sorted(value.items()):
-            by_value.setdefault("unset" if v is None else str(v), []).append(inst)
-        return _clip("mixed: " + "; ".join(f"{v} on {_span(insts)}" for v, insts in sorted(by_value.items())))
-    if key.startswith("git.") and key.endswith(".stash"):
+    if aspect == "disagree":
+        return fmt.instances(value)
+    if where == "git" and aspect == "stash":
         if not value:
             return "empty"
         first = value.get("stash@{0}") or value[sorted(value)[0]]
         message = first.get("message") if isinstance(first, dict) else first
-        return _clip(f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}: {message}")
-    if ".dirty." in key or ".untracked." in key:
-        status = value.get("status", "??" if ".untracked." in key else "M")
+        return fmt.clip(f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}: {message}")
+    if where == "git" and aspect in ("dirty", "untracked"):
+        status = value.get("status", "??" if aspect == "untracked" else "M")
         return f"{status} sha256 {str(value.get('sha256') or '')[:12]}"
-    if key.startswith("git."):
+    if where == "git":
         return f"{value.get('branch')}@{str(value.get('head') or '')[:10]}"
-    if key.startswith("files."):
+    if where == "files":
         if "error" in value:
             return f"error: {value['error']}"
         return f"sha256 {str(value.get('sha256') or '')[:12]} ({value.get('size')} bytes)"
-    return _clip(json.dumps(value, sort_keys=True, default=str))
-
-
-def _span(items: List[str]) -> str:
-    return ", ".join(items) if len(items) <= 3 else f"{items[0]} … {items[-1]} ({len(items)})"
-
-
-def _clip(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def var_name(key: str) -> Optional[Tuple[str, str]]:
-    """(where, NAME) for an environment-variable key: where is env|workers|parent_only|nccl."""
-    if key.startswith("env."):
-        return "env", key[4:]
-    for prefix, where in (("workers.env.", "workers"), ("workers.disagree.", "workers"),
-                          ("workers.parent_only.", "parent_only"), ("nccl.env.", "nccl"),
-                          ("nccl.disagree.env.", "nccl")):
-        if key.startswith(prefix):
-            return where, key[len(prefix):]
-    return None
+    return fmt.clip(json.dumps(value, sort_keys=True, default=str))

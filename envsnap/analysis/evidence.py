@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple
 
-from envsnap.analysis.diff import _span
+from envsnap import format as fmt
 from envsnap.analysis.views import View
 
 
 def _ranks_text(ranks: List[str]) -> str:
     ranks = sorted(ranks, key=lambda r: (len(r), r))
-    return f"rank{'s' if len(ranks) > 1 else ''} {_span(ranks)}"
+    return f"rank{'s' if len(ranks) > 1 else ''} {fmt.span(ranks)}"
 
 
 def worker_sightings(view: View, name: str, side: str) -> str:
@@ -23,7 +23,7 @@ def worker_sightings(view: View, name: str, side: str) -> str:
         groups.setdefault(("" if value is None else f"={value}", source), []).append(worker)
     if not groups:
         return f"{side}: no TP worker's environment was captured (--probe-dir, or --pid with SPT_NOENV=1)"
-    parts = [f"{_span(workers)} {'saw ' + name + shown if shown else 'never saw it'} ({source})"
+    parts = [f"{fmt.span(workers)} {'saw ' + name + shown if shown else 'never saw it'} ({source})"
              for (shown, source), workers in sorted(groups.items(), key=lambda kv: (kv[0][0] != "", kv[0]))]
     return f"{side}: TP workers: " + "; ".join(parts)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.model.snapshot import section_data
@@ -33,6 +33,37 @@ PROCESS_FIELDS = ("title", "cmdline", "exe", "cwd", "role", "cpu_affinity", "nic
 _MISSING = object()
 
 
+@dataclass(frozen=True)
+class Subject:
+    """What a view key is about, as fields (no caller takes a key string apart).
+
+    where: env | workers | parent_only | nccl (an environment variable, by whose environment it is)
+           or process | integrity | packages | torch | startup | git | files | gpu | host | python |
+           sglang | section (everything else: the kind of thing the key names)
+    entity: the thing itself: variable name, installed file, distribution, hook path, repository,
+            GPU index ("*" / "0,1" for several), process key, field path, section name
+    aspect: which part of the entity differs ("disagree" for workers that disagree; git: dirty,
+            untracked, submodules, stash, commit, branch...; gpu/process/nccl: the field path)
+    item: the file inside a repository (git dirty/untracked/submodules), else ""
+    variable: the environment variable's name when the key is one, else None
+    node: the node of a multi-node snapshot the key belongs to, else None
+    """
+    where: str
+    entity: str
+    aspect: str = ""
+    item: str = ""
+    variable: Optional[str] = None
+    node: Optional[str] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"where": self.where, "entity": self.entity, "aspect": self.aspect, "item": self.item,
+                "variable": self.variable, "node": self.node}
+
+
+def env_subject(where: str, name: str, aspect: str = "") -> Subject:
+    return Subject(where, name, aspect=aspect, variable=name)
+
+
 @dataclass
 class View:
     """One snapshot, as readable keys per category."""
@@ -50,11 +81,13 @@ class View:
     worker_views: Dict[str, Tuple[Dict[str, Any], str]] = field(default_factory=dict)
     parent_only_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     nccl_rank_env: Optional[Dict[str, Dict[str, Any]]] = None  # None: no NCCL log on both sides
+    subjects: Dict[str, Subject] = field(default_factory=dict)
 
-    def put(self, category: str, key: str, value: Any, flats: Sequence[str], aggregate: bool = False,
-            presence: bool = False) -> None:
+    def put(self, category: str, key: str, value: Any, flats: Sequence[str], subject: Subject,
+            aggregate: bool = False, presence: bool = False) -> None:
         self.values[category][key] = value
         self.flats[key] = tuple(flats)
+        self.subjects[key] = subject
         if aggregate:
             self.aggregate.add(key)
         if presence:
@@ -68,6 +101,12 @@ class View:
         if key.startswith("integrity.") and key in self.values["integrity"]:
             return (f"packages.integrity.modified.{key[len('integrity.'):]}",)
         return ()
+
+    def subject_of(self, key: str) -> Optional[Subject]:
+        found = self.subjects.get(key)
+        if found is None and key.startswith("integrity.") and key in self.values["integrity"]:
+            return Subject("integrity", key[len("integrity."):])  # the bulk entries put() skipped
+        return found
 
     def get(self, key: str, default: Any = None) -> Any:
         for values in self.values.values():
@@ -134,7 +173,7 @@ def build_view(snap: Dict[str, Any], usable: Set[str]) -> View:
         _git_view(view, data["git"])
     if "files" in data:
         for path, info in sorted((data["files"].get("entries") or {}).items()):
-            view.put("files", f"files.{path}", _norm(info), (f"files.entries.{path}",))
+            view.put("files", f"files.{path}", _norm(info), (f"files.entries.{path}",), Subject("files", path))
     if "nvidia" in data:
         _gpu_view(view, data["nvidia"])
     if "host" in data:
@@ -152,22 +191,22 @@ def _leaf_view(view: "View", category: str, section: str, data: Dict[str, Any]) 
     for path, value in _leaves(data):
         if path:
             key = f"{section}.{'.'.join(path)}"
-            view.put(category, key, value, (key,))
+            view.put(category, key, value, (key,), Subject(section, ".".join(path)))
 
 
 def _env_view(view: View, env: Dict[str, Any]) -> None:
     variables = env.get("vars") or {}
     view.parent_env = dict(variables)
     for name, value in variables.items():
-        view.put("env", f"env.{name}", value, (f"env.vars.{name}",))
+        view.put("env", f"env.{name}", value, (f"env.vars.{name}",), env_subject("env", name))
 
 
 def _python_view(view: View, py: Dict[str, Any]) -> None:
     for name in ("version", "implementation", "executable", "prefix", "base_prefix", "in_venv", "sys_path"):
         if name in py:
-            view.put("python", f"python.{name}", _norm(py[name], name), (f"python.{name}",))
+            view.put("python", f"python.{name}", _norm(py[name], name), (f"python.{name}",), Subject("python", name))
     for path, hook in (py.get("startup_hooks") or {}).items():
-        view.put("startup", f"startup.{path}", _norm(hook), (f"python.startup_hooks.{path}",))
+        view.put("startup", f"startup.{path}", _norm(hook), (f"python.startup_hooks.{path}",), Subject("startup", path))
 
 
 _INTEGRITY_STATES = (("modified", "modified"), ("missing", "missing"), ("rewritten_scripts", "rewritten"))
@@ -178,7 +217,7 @@ def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
         if not isinstance(dist, dict):
             continue
         value = {k: _norm(dist[k], k) for k in ("version", "origin", "location") if k in dist}
-        view.put("packages", f"packages.{name}", value, (f"packages.dists.{name}",))
+        view.put("packages", f"packages.{name}", value, (f"packages.dists.{name}",), Subject("packages", name))
     integrity = pkgs.get("integrity") or {}
     values = view.values["integrity"]
     for section, state in _INTEGRITY_STATES:
@@ -192,7 +231,8 @@ def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
         for rel, info in entries.items():
             value = dict(info) if isinstance(info, dict) else {"info": info}
             value["state"] = state
-            view.put("integrity", f"integrity.{rel}", value, (f"packages.integrity.{section}.{rel}",))
+            view.put("integrity", f"integrity.{rel}", value, (f"packages.integrity.{section}.{rel}",),
+                     Subject("integrity", rel))
 
 
 def _git_view(view: View, git: Dict[str, Any]) -> None:
@@ -201,45 +241,51 @@ def _git_view(view: View, git: Dict[str, Any]) -> None:
             continue
         base = f"git.repos.{repo}"
         view.put("git", f"git.{repo}", {"branch": info.get("branch"), "head": info.get("head")},
-                 (base,), presence=True)
+                 (base,), Subject("git", repo), presence=True)
         for name, label in (("head", "commit"), ("branch", "branch"), ("detached", "detached"),
                             ("upstream", "upstream"), ("ahead", "ahead"), ("behind", "behind"), ("roles", "roles")):
             if name in info:
-                view.put("git", f"git.{repo}.{label}", _norm(info[name], name), (f"{base}.{name}",))
+                view.put("git", f"git.{repo}.{label}", _norm(info[name], name), (f"{base}.{name}",),
+                         Subject("git", repo, label))
         for kind in ("dirty", "untracked", "submodules"):
             for rel, entry in (info.get(kind) or {}).items():
-                view.put("git", f"git.{repo}.{kind}.{rel}", _norm(entry), (f"{base}.{kind}.{rel}",))
+                view.put("git", f"git.{repo}.{kind}.{rel}", _norm(entry), (f"{base}.{kind}.{rel}",),
+                         Subject("git", repo, kind, item=rel))
         if "stash" in info:
-            view.put("git", f"git.{repo}.stash", _norm(info.get("stash") or {}), (f"{base}.stash",))
+            view.put("git", f"git.{repo}.stash", _norm(info.get("stash") or {}), (f"{base}.stash",),
+                     Subject("git", repo, "stash"))
 
 
 def _gpu_view(view: View, nv: Dict[str, Any]) -> None:
     for name in ("driver_version", "nvml_version", "cuda_driver_version", "count"):
         if name in nv:
-            view.put("gpu", f"gpu.{name}", nv[name], (f"nvidia.{name}",))
+            view.put("gpu", f"gpu.{name}", nv[name], (f"nvidia.{name}",), Subject("gpu", "driver", name))
     for index, gpu in (nv.get("gpus") or {}).items():
         if not isinstance(gpu, dict):
             continue
-        view.put("gpu", f"gpu.{index}", gpu.get("name"), (f"nvidia.gpus.{index}",), presence=True)
+        view.put("gpu", f"gpu.{index}", gpu.get("name"), (f"nvidia.gpus.{index}",), Subject("gpu", str(index)),
+                 presence=True)
         for path, value in _leaves(gpu):
             if path:
                 key = ".".join(path)
-                view.put("gpu", f"gpu.{index}.{key}", value, (f"nvidia.gpus.{index}.{key}",))
+                view.put("gpu", f"gpu.{index}.{key}", value, (f"nvidia.gpus.{index}.{key}",),
+                         Subject("gpu", str(index), key))
     for path, value in _leaves(nv.get("topology") or {}):
         if path:
             key = ".".join(path)
-            view.put("gpu", f"gpu.topology.{key}", value, (f"nvidia.topology.{key}",))
+            view.put("gpu", f"gpu.topology.{key}", value, (f"nvidia.topology.{key}",), Subject("gpu", "topology", key))
 
 
 def _sglang_view(view: View, sg: Dict[str, Any]) -> None:
     if sg.get("version") is not None:
-        view.put("sglang", "sglang.version", sg["version"], ("sglang.version",))
+        view.put("sglang", "sglang.version", sg["version"], ("sglang.version",), Subject("sglang", "version"))
     for name, value in (sg.get("server_args") or {}).items():
-        view.put("sglang", f"sglang.args.{name}", _norm(value, name), (f"sglang.server_args.{name}",))
+        view.put("sglang", f"sglang.args.{name}", _norm(value, name), (f"sglang.server_args.{name}",),
+                 Subject("sglang", name, "args"))
 
 
 def _agree(view: View, category: str, prefix: str, disagree: str, per_instance: Dict[str, Dict[str, Any]],
-           flat_of: Dict[str, str]) -> None:
+           flat_of: Dict[str, str], subject: Callable[[str, bool], Subject]) -> None:
     """Aggregate one dict per instance (worker/rank): '<prefix>.X' when all agree, else
     '<disagree>.X' holding every instance's value (absent = None)."""
     names: Set[str] = set()
@@ -251,9 +297,9 @@ def _agree(view: View, category: str, prefix: str, disagree: str, per_instance: 
         flats = [f"{flat_of[inst]}.{name}" for inst in instances if name in per_instance[inst]]
         first = values[instances[0]]
         if all(v == first for v in values.values()):
-            view.put(category, f"{prefix}.{name}", first, flats, aggregate=True)
+            view.put(category, f"{prefix}.{name}", first, flats, subject(name, False), aggregate=True)
         else:
-            view.put(category, f"{disagree}.{name}", values, flats, aggregate=True)
+            view.put(category, f"{disagree}.{name}", values, flats, subject(name, True), aggregate=True)
 
 
 def _role_kind(proc: Dict[str, Any]) -> str:
@@ -299,19 +345,22 @@ def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Option
     view.worker_env_source = "probe" if sources == {"probe"} else ("proc" if sources == {"proc"} else
                                                                     ("mixed" if sources else ""))
     if envs:
-        _agree(view, "workers", "workers.env", "workers.disagree", envs, flat_of)
+        _agree(view, "workers", "workers.env", "workers.disagree", envs, flat_of,
+               lambda name, split: env_subject("workers", name, "disagree" if split else ""))
         _server_parent_only(view, procs, records, workers, envs, flat_of)
         _parent_only(view, envs, flat_of)
     for key in sorted(set(procs) | set(records)):
         proc, rec = procs.get(key) or {}, records.get(key) or {}
         summary = proc.get("title") or rec.get("title") or key
-        view.put("workers", f"workers.{key}", summary, (f"processes.processes.{key}",), presence=True)
+        view.put("workers", f"workers.{key}", summary, (f"processes.processes.{key}",), Subject("process", key),
+                 presence=True)
         for name in PROCESS_FIELDS:
             if name in proc:
                 view.put("workers", f"workers.{key}.{name}", _norm(proc[name], name),
-                         (f"processes.processes.{key}.{name}",))
+                         (f"processes.processes.{key}.{name}",), Subject("process", key, name))
         if isinstance(rec.get("init"), dict):
-            view.put("workers", f"workers.{key}.init", _norm(rec["init"]), (f"probe.records.{key}.init",))
+            view.put("workers", f"workers.{key}.init", _norm(rec["init"]), (f"probe.records.{key}.init",),
+                     Subject("process", key, "init"))
 
 
 def _relevant_var(name: str) -> bool:
@@ -434,7 +483,8 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
         flats = [f"{prefix}.{name}" for _, _, env, prefix in late + early if env.get(name, _MISSING) == value]
         flats += [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
         view.put("workers", f"workers.parent_only.{name}",
-                 {"parent": value, "workers": workers_value, "in": "server"}, flats, aggregate=True)
+                 {"parent": value, "workers": workers_value, "in": "server"}, flats,
+                 env_subject("parent_only", name, "server"), aggregate=True)
         view.parent_only_info[name] = {"process": spawner, "late": is_late, "has": has, "lacks": lacks}
 
 
@@ -454,23 +504,31 @@ def _parent_only(view: View, envs: Dict[str, Dict[str, Any]], flat_of: Dict[str,
         workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
         flats = [f"env.vars.{name}"] + [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
         view.put("workers", f"workers.parent_only.{name}", {"parent": value, "workers": workers_value},
-                 flats, aggregate=True)
+                 flats, env_subject("parent_only", name, "shell"), aggregate=True)
 
 
 def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:
     if nccl.get("version") is not None:
-        view.put("nccl", "nccl.version", nccl["version"], ("nccl.version",))
+        view.put("nccl", "nccl.version", nccl["version"], ("nccl.version",), Subject("nccl", "version"))
     ranks = {str(r): info for r, info in (nccl.get("ranks") or {}).items() if isinstance(info, dict)}
     view.nccl_rank_env = {r: (info.get("env") if isinstance(info.get("env"), dict) else {})
                           for r, info in ranks.items()}
     if not ranks:
         return
-    view.put("nccl", "nccl.ranks", sorted(ranks, key=lambda r: (len(r), r)), ("nccl.ranks",))
+    view.put("nccl", "nccl.ranks", sorted(ranks, key=lambda r: (len(r), r)), ("nccl.ranks",), Subject("nccl", "ranks"))
     skip = {"pid", "host"} | ({"version"} if nccl.get("version") is not None else set())
     per_rank = {r: {".".join(p): v for p, v in _leaves({k: v for k, v in info.items() if k not in skip}) if p}
                 for r, info in ranks.items()}
     flat_of = {r: f"nccl.ranks.{r}" for r in ranks}
-    _agree(view, "nccl", "nccl", "nccl.disagree", per_rank, flat_of)
+    _agree(view, "nccl", "nccl", "nccl.disagree", per_rank, flat_of, _nccl_subject)
+
+
+def _nccl_subject(path: str, split: bool) -> Subject:
+    """NCCL's logged facts per rank: "env.NAME" is a variable NCCL read, the rest what it did."""
+    aspect = "disagree" if split else ""
+    if path.startswith("env."):
+        return env_subject("nccl", path[len("env."):], aspect)
+    return Subject("nccl", path, aspect)
 
 
 def iter_keys(view: View) -> Iterable[Tuple[str, str]]:

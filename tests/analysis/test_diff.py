@@ -48,7 +48,7 @@ def test_workers_aggregate_disagree_and_parent_only():
     assert all(f.startswith("probe.records.scheduler_TP") for f in keys["workers.env.NCCL_NVLS_ENABLE"].flat_keys)
     disagree = keys["workers.disagree.OMP_NUM_THREADS"]
     assert disagree.change == "added" and disagree.bad["scheduler_TP3"] == "1" and disagree.bad["scheduler_TP0"] is None
-    assert "1 on scheduler_TP3" in diff.display(disagree.key, disagree.bad)
+    assert "1 on scheduler_TP3" in diff.display(disagree.subject, disagree.bad)
     parent_only = keys["workers.parent_only.NCCL_NVLS_ENABLE"]
     assert parent_only.change == "added" and parent_only.bad == {"parent": "1", "workers": "0"}
     assert "env.NCCL_NVLS_ENABLE" not in keys  # the shell did not change
@@ -116,16 +116,23 @@ def test_packages_integrity_startup_git_files_sglang_nccl():
                                                     "1": {"env": {"NCCL_PROTO": "LL"}, "pid": 4}}})
     keys = _keys(diff.compare(good, bad))
     assert keys["packages.torch"].flat_keys == ["packages.dists.torch.version"]
-    assert diff.display("packages.torch", keys["packages.torch"].bad) == "2.9.0"
+    assert diff.display(keys["packages.torch"].subject, keys["packages.torch"].bad) == "2.9.0"
     assert keys["integrity.sglang/srt/layers/moe/topk.py"].change == "added"
-    assert diff.display("integrity.x", keys["integrity.sglang/srt/layers/moe/topk.py"].bad).startswith("modified (sha256 bbbb")
+    assert diff.display(keys["integrity.sglang/srt/layers/moe/topk.py"].subject, keys["integrity.sglang/srt/layers/moe/topk.py"].bad).startswith("modified (sha256 bbbb")
     assert keys["startup./site/sitecustomize.py"].change == "added"
     assert keys["git./src/sglang.dirty.a.py"].change == "added"
-    assert diff.display("git./src/sglang.stash", keys["git./src/sglang.stash"].bad) == "1 entry: On main: wip"
+    assert diff.display(keys["git./src/sglang.stash"].subject, keys["git./src/sglang.stash"].bad) == "1 entry: On main: wip"
     assert keys["files./etc/a.yaml"].change == "changed"
     assert keys["sglang.args.tp_size"].good == 8
     assert "sglang.args.cuda_graph_bs" not in keys  # the same set, listed in another order
     assert keys["nccl.disagree.env.NCCL_PROTO"].bad == {"0": "Simple", "1": "LL"}
+    # What each difference is about travels as fields: nobody takes the key string apart.
+    nccl = keys["nccl.disagree.env.NCCL_PROTO"].to_json()
+    assert (nccl["where"], nccl["variable"], nccl["aspect"]) == ("nccl", "NCCL_PROTO", "disagree")
+    dirty = keys["git./src/sglang.dirty.a.py"].to_json()
+    assert (dirty["where"], dirty["entity"], dirty["aspect"], dirty["item"]) == ("git", "/src/sglang", "dirty", "a.py")
+    assert keys["integrity.sglang/srt/layers/moe/topk.py"].subject.entity == "sglang/srt/layers/moe/topk.py"
+    assert keys["packages.torch"].subject.entity == "torch" and keys["packages.torch"].variable is None
     assert "packages.requests" not in keys
 
 
@@ -177,11 +184,12 @@ def test_cli_json_shape_top_all_and_html(tmp_path):
     top = json.loads(run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "--top", "3").stdout)
     assert [c["rank"] for c in top["causes"]] == [1, 2, 3]
     cause = top["causes"][0]
-    assert set(cause) == {"rank", "key", "category", "component", "score", "good", "bad", "why", "evidence"}
+    subject_fields = {"where", "entity", "aspect", "item", "variable", "node"}
+    assert set(cause) == {"rank", "key", "category", "component", "score", "good", "bad", "why", "evidence"} | subject_fields
     assert 0 <= cause["score"] <= 1 and "\n" not in cause["why"]
     assert set(top["verdict"]) >= {"metric", "direction", "good", "bad", "change_pct", "significant", "p_value",
                                    "method", "summary", "metrics", "decomposition"}
-    assert set(top["differences"][0]) == {"key", "category", "change", "good", "bad", "volatile", "flat_keys"}
+    assert set(top["differences"][0]) == {"key", "category", "change", "good", "bad", "volatile", "flat_keys"} | subject_fields
     assert not any(d["volatile"] for d in top["differences"])
     everything = json.loads(run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "--all").stdout)
     assert any(d["volatile"] for d in everything["differences"])

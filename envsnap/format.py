@@ -1,0 +1,117 @@
+"""The one formatter: numbers, percentages, units and snapshot values as people read them.
+
+Analysis uses it for the few strings its JSON result carries (the verdict's summary line, each
+difference's good/bad display value); render/ uses it for everything on screen. Text, JSON and
+HTML therefore show the same number the same way. Stdlib only, no envsnap imports: every layer
+may use it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+ARROW = "\u2192"
+MINUS = "\u2212"
+ELLIPSIS = "\u2026"
+
+
+def num(value: Any) -> str:
+    """A measured value: three significant digits, thousands whole ("94.2", "0.00812", "1520")."""
+    if value is None:
+        return "?"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if not math.isfinite(value):
+        return str(value)
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
+    return f"{value:.3g}"
+
+
+def pct(change: Optional[float]) -> str:
+    """A relative change with its sign: "−36%", "+0.4%"; "n/a" when there is none."""
+    if change is None or isinstance(change, bool) or not isinstance(change, (int, float)) or not math.isfinite(change):
+        return "n/a"
+    sign = MINUS if change < 0 else "+"
+    magnitude = abs(change)
+    return f"{sign}{magnitude:.1f}%" if magnitude < 1 else f"{sign}{magnitude:.0f}%"
+
+
+def unit(name: str) -> str:
+    """The unit a metric's name implies (" tok/s", " ms", " s", "/s"), or ""."""
+    lowered = name.lower()
+    if "throughput" in lowered or lowered.endswith(("tok_s", "tokens_per_s")):
+        return " tok/s"
+    if lowered.endswith(("per_s", "per_sec", "_per_second")):
+        return "/s"
+    if lowered.endswith("_ms") or lowered in ("itl", "tpot", "ttft"):
+        return " ms"
+    if lowered.endswith(("_s", "_sec", "_seconds")):
+        return " s"
+    return ""
+
+
+def clip(text: str, limit: int = 160) -> str:
+    """TEXT cut to LIMIT characters, the cut marked with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
+
+
+def cut(text: str, limit: int) -> str:
+    """TEXT cut to LIMIT characters, saying how much was cut (for tables with room to say so)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}{ELLIPSIS} (+{len(text) - limit} chars)"
+
+
+def span(items: Sequence[str]) -> str:
+    """A list of instances, shortened when long: "0, 1, 2" / "0 … 7 (8)"."""
+    items = list(items)
+    return ", ".join(items) if len(items) <= 3 else f"{items[0]} {ELLIPSIS} {items[-1]} ({len(items)})"
+
+
+def value(raw: Any, limit: int = 300) -> str:
+    """Any JSON value as one line of text ("—" for none), cut at LIMIT characters."""
+    if raw is None:
+        text = "\u2014"
+    elif isinstance(raw, bool):
+        text = "true" if raw else "false"
+    elif isinstance(raw, str):
+        text = raw
+    elif isinstance(raw, (int, float)):
+        text = repr(raw)
+    else:
+        try:
+            text = json.dumps(raw, sort_keys=True, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            text = repr(raw)
+    return cut(text, limit)
+
+
+def short_hash(raw: Any) -> str:
+    """A hex digest shortened to 12 characters; anything else as a short value."""
+    if isinstance(raw, str) and re.fullmatch(r"[0-9a-fA-F]{16,}", raw):
+        return raw[:12]
+    return value(raw, 40)
+
+
+def size(nbytes: float) -> str:
+    """A byte count people can read: "1.5 GiB"."""
+    for name, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.1f} {name}"
+    return f"{nbytes} B"
+
+
+def natural_key(text: str) -> Tuple[Any, ...]:
+    """Sort key that orders "gpu10" after "gpu9"."""
+    return tuple(int(part) if part.isdecimal() else part for part in re.split(r"(\d+)", str(text)))
+
+
+def instances(values: Dict[str, Any]) -> str:
+    """{instance: value} of workers or ranks that disagree: "mixed: 0 on 1, 2; 1 on 0"."""
+    by_value: Dict[str, List[str]] = {}
+    for inst, v in sorted(values.items()):
+        by_value.setdefault("unset" if v is None else str(v), []).append(inst)
+    return clip("mixed: " + "; ".join(f"{v} on {span(insts)}" for v, insts in sorted(by_value.items())))
