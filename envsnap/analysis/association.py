@@ -9,7 +9,8 @@ from envsnap.analysis import diff as diff_mod
 from envsnap.analysis import knowledge, stats
 from envsnap.analysis import views as views_mod
 from envsnap.analysis.result import SCHEMA_VERSION
-from envsnap.analysis.verdict import choose_metric, fmt_num, run_values, unit
+from envsnap import format as fmt
+from envsnap.analysis.verdict import choose_metric, run_values
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics
 
@@ -63,7 +64,7 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
         spread = max(group_medians.values()) - min(group_medians.values())
         effect_pct = round(spread / abs(overall) * 100.0, 2) if overall else None
         ordered = sorted(group_medians.items(), key=lambda kv: (-kv[1], kv[0]))
-        parts = [f"{'unset' if shown[l] is None else shown[l]}: {fmt_num(m)}{unit(name)} (n={len(groups[l])})"
+        parts = [f"{'unset' if shown[l] is None else shown[l]}: {fmt.num(m)}{fmt.unit(name)} (n={len(groups[l])})"
                  for l, m in ordered[:4]]
         rule = knowledge.rule_for(key)
         items.append({"key": key, "category": keys[key], "component": rule.component,

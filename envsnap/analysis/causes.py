@@ -32,7 +32,7 @@ from envsnap.analysis.knowledge import (
     MEMORY,
     NONE,
 )
-from envsnap.analysis.verdict import _worse
+from envsnap.analysis.verdict import worse
 from envsnap.model.names import canonical_name
 
 SCORE_SCALE = 2.3
@@ -77,7 +77,7 @@ def _evidence_factor(verdict: Dict[str, Any]) -> float:
     if not verdict.get("metric"):
         return 0.8
     entry = {"change_pct": verdict.get("change_pct"), "direction": verdict.get("direction")}
-    if not _worse(entry):
+    if not worse(entry):
         return 0.6
     if verdict.get("significant"):
         return 1.0

@@ -11,7 +11,13 @@ _LOWER_SUFFIXES = ("_ms", "_s", "_sec", "_seconds", "_us", "latency", "itl", "tp
 
 # EAGLE-3 throughput ~ accepted tokens per cycle / cycle time: the names that play each role.
 ACCEPT_LENGTH_NAMES = ("accept_length", "acc_length", "accept_len", "avg_spec_accept_length", "spec_accept_length")
-CYCLE_TIME_NAMES = ("cycle_ms", "verify_ms", "cycle_time_ms", "median_itl_ms", "itl_ms", "median_tpot_ms", "tpot_ms")
+# A cycle (verify step) time as measured: a profiler's, `envsnap attach`'s, or the decode log's (parsers.py).
+CYCLE_TIME_NAMES = ("verify_ms", "cycle_ms", "cycle_time_ms", "decode_cycle_ms")
+# Latencies per generated token (bench_serving's ITL and TPOT): a cycle is one of these x accept length.
+# Means first: a mean per-token latency is total time / tokens = cycle / accept length exactly, while a
+# median is not when cycles accept varying numbers of tokens (chunks of 1 and 2 tokens: 6, 3, 3 ms).
+PER_TOKEN_LATENCY_NAMES = ("mean_itl_ms", "mean_tpot_ms", "itl_ms", "tpot_ms", "itl", "tpot", "median_itl_ms",
+                           "median_tpot_ms")
 THROUGHPUT_NAMES = ("output_throughput", "tok_s", "tokens_per_s", "gen_throughput", "throughput", "decode_throughput")
 
 
@@ -28,12 +34,14 @@ def direction(name: str, overrides: Optional[Dict[str, str]] = None) -> str:
 
 
 def role(name: str) -> Optional[str]:
-    """'accept_length', 'cycle_time' or 'throughput' for the EAGLE-3 decomposition, else None."""
+    """'accept_length', 'cycle_time', 'per_token_latency' or 'throughput' for the EAGLE-3 decomposition."""
     lowered = name.lower()
     if lowered in ACCEPT_LENGTH_NAMES:
         return "accept_length"
     if lowered in CYCLE_TIME_NAMES:
         return "cycle_time"
+    if lowered in PER_TOKEN_LATENCY_NAMES:
+        return "per_token_latency"
     if lowered in THROUGHPUT_NAMES:
         return "throughput"
     return None

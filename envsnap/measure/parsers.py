@@ -276,6 +276,7 @@ def parse_decode_log(text: str) -> Tuple[Metrics, List[str]]:
     """
     throughputs: List[float] = []
     accept: List[float] = []
+    cycles: List[float] = []
     lines = 0
     for match in _DECODE_LINE.finditer(text):
         rest = match.group("rest")
@@ -289,11 +290,18 @@ def parse_decode_log(text: str) -> Tuple[Metrics, List[str]]:
         a = _ACCEPT_LEN.search(rest)
         if a:
             accept.append(float(a.group("v")))
+        if t and a and running and float(t.group("v")) > 0:
+            # gen throughput is the whole batch's tokens per second and accept len the tokens each
+            # request gains per verify cycle (sglang 0.5.23 srt/managers/scheduler_components/
+            # metrics_reporter.py), so one cycle takes #running-req x accept len / throughput.
+            cycles.append(1000.0 * float(running.group("v")) * float(a.group("v")) / float(t.group("v")))
     metrics: Metrics = {}
     if throughputs:
         metrics["gen_throughput"] = float(statistics.median(throughputs))
     if accept:
         metrics["accept_len"] = float(statistics.median(accept))
+    if cycles:
+        metrics["decode_cycle_ms"] = float(statistics.median(cycles))
     notes = [f"decode log: median over {lines} 'Decode batch' lines"] if metrics else []
     return metrics, notes
 

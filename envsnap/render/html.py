@@ -204,28 +204,23 @@ def _stats(raw: Any) -> Dict[str, Any]:
     }
 
 
-def _outcome(direction: str, change: Any, significant: Any) -> str:
-    """'worse', 'better', 'noise' or 'unknown' — drives the one colour of the verdict."""
-    if not isinstance(change, (int, float)) or isinstance(change, bool) or not math.isfinite(change):
-        return "unknown"
-    if not significant:
-        return "noise"
-    if change == 0:
-        return "noise"
-    worse = change < 0 if direction != "lower" else change > 0
-    return "worse" if worse else "better"
+# Outcomes (analysis/verdict.py) as the words and colour classes of the page.
+_OUTCOME_WORDS = {"worse": "worse", "better": "better", "possibly_worse": "possibly worse",
+                  "possibly_better": "possibly better", "no_change": "no change", "changed": "changed",
+                  "unknown": "no comparable measurements"}
 
 
-def _metric_view(name: str, raw: Dict[str, Any], direction: Optional[str] = None) -> Dict[str, Any]:
-    direction = raw.get("direction") or direction or metrics_mod.direction(name)
-    change = raw.get("change_pct")
-    significant = raw.get("significant")
+def _metric_view(name: str, raw: Dict[str, Any]) -> Dict[str, Any]:
     p_value = raw.get("p_value")
+    outcome = raw.get("outcome") if raw.get("outcome") in _OUTCOME_WORDS else "unknown"
     return {
-        "name": name, "direction": direction, "good": _stats(raw.get("good")), "bad": _stats(raw.get("bad")),
-        "change": fmt_pct(change), "significant": bool(significant),
+        "name": name, "direction": raw.get("direction") or "", "good": _stats(raw.get("good")),
+        "bad": _stats(raw.get("bad")), "change": fmt_pct(raw.get("change_pct")),
+        "beyond_noise": bool(raw.get("beyond_noise")), "significant": bool(raw.get("significant")),
+        "noise": "beyond noise" if raw.get("beyond_noise") else "within noise",
         "p_value": "—" if not isinstance(p_value, (int, float)) or isinstance(p_value, bool) else f"{p_value:.3g}",
-        "method": raw.get("method") or "", "outcome": _outcome(direction, change, significant),
+        "method": raw.get("method") or "", "outcome": outcome, "word": _OUTCOME_WORDS[outcome],
+        "css": outcome.replace("_", "-"),
     }
 
 
@@ -238,7 +233,8 @@ def _decomposition_part(raw: Any) -> Optional[Dict[str, Any]]:
         return fmt_num(value.get("median")) if isinstance(value, dict) else fmt_num(value)
 
     return {"metric": raw.get("metric") or "", "good": median_of(raw.get("good")), "bad": median_of(raw.get("bad")),
-            "change": fmt_pct(raw.get("change_pct")), "holds": bool(raw.get("holds"))}
+            "change": fmt_pct(raw.get("change_pct")), "holds": bool(raw.get("holds")),
+            "formula": raw.get("formula") or ""}
 
 
 def _verdict_view(result: Dict[str, Any]) -> Dict[str, Any]:
@@ -259,7 +255,9 @@ def _verdict_view(result: Dict[str, Any]) -> Dict[str, Any]:
             "explanation": raw_dec.get("explanation") or "",
         }
     return {"metric": main, "others": others, "decomposition": decomposition,
-            "summary": verdict.get("summary") or "", "outcome": main["outcome"] if main else "unknown"}
+            "summary": verdict.get("summary") or "", "headline": verdict.get("headline") or "",
+            "noise": verdict.get("noise") or "", "too_few_runs": verdict.get("too_few_runs") or "",
+            "outcome": main["css"] if main else "unknown"}
 
 
 # ---------------------------------------------------------------- 2. causes

@@ -247,90 +247,17 @@ def eagle3_pair(hostile: Optional[str] = None) -> Tuple[Dict[str, Any], Dict[str
 
 def contract_result(good: Dict[str, Any], bad: Dict[str, Any], hostile: Optional[str] = None,
                     illustrative: bool = False) -> Dict[str, Any]:
-    """The diff/rank result for eagle3_pair(), shaped exactly as the contract's result."""
+    """The real analysis of a pair (what `envsnap diff --format json` prints), as the report gets it.
+
+    `hostile` also lands in the bad file's name; `illustrative` marks both snapshots' provenance."""
+    from envsnap.analysis import result as result_mod
+
     h = hostile or ""
-
-    def stats(values):
-        ordered = sorted(values)
-        n = len(ordered)
-        median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-        return {"median": median, "n": n, "min": ordered[0], "max": ordered[-1],
-                "spread": round(ordered[3 * n // 4] - ordered[n // 4], 4), "values": list(values)}
-
-    def series(snap, name):
-        return [r["metrics"][name] for r in snap["runs"] if r.get("ok") and name in r["metrics"]]
-
-    metrics = {}
-    for name, direction in (("output_throughput", "higher"), ("accept_length", "higher"), ("median_itl_ms", "lower")):
-        g, b = stats(series(good, name)), stats(series(bad, name))
-        change = (b["median"] - g["median"]) / g["median"] * 100
-        metrics[name] = {"direction": direction, "good": g, "bad": b, "change_pct": round(change, 2),
-                         "significant": name != "accept_length", "p_value": 0.0079 if name != "accept_length" else 0.69,
-                         "method": "Mann-Whitney U (exact), n=5 vs 5"}
-    main = metrics["output_throughput"]
-    provenance = {"kind": "illustrative", "note": "hand-built example, not measured on hardware " + h} if illustrative else None
-    result = {
-        "schema_version": 1,
-        "good": {"label": good["label"], "host": good["host"], "created": good["created"], "file": "eagle3-tp8-good.json",
-                 "provenance": provenance},
-        "bad": {"label": bad["label"], "host": bad["host"], "created": bad["created"], "file": "eagle3-tp8-bad.json" + h,
-                "provenance": provenance},
-        "verdict": dict(main, metric="output_throughput", metrics=metrics,
-                        summary="output_throughput fell 21.8% (1,521 → 1,191 tok/s), beyond run-to-run noise",
-                        decomposition={
-                            "accept_length": {"metric": "accept_length", "good": 3.41, "bad": 3.40,
-                                              "change_pct": -0.29, "holds": True},
-                            "cycle_time": {"metric": "median_itl_ms", "good": 9.11, "bad": 11.60,
-                                           "change_pct": 27.3, "holds": False},
-                            "side": "verify",
-                            "explanation": "accept length holds while each cycle got 27% slower: the verify step "
-                                           "(communication, kernels, graphs) changed, not the drafter"}),
-        "causes": [
-            {"rank": 1, "key": "workers.env.NCCL_PROTO", "category": "workers", "component": "communication",
-             "score": 0.91, "good": None, "bad": "LL",
-             "why": "NCCL protocol: LL trades bandwidth for latency; forcing it slows large all-reduces in TP8 verify",
-             "evidence": ["set in 8/8 schedulers at NCCL init (probe), absent from /proc environ: changed in-process",
-                          "startup hook /opt/venv/lib/python3.11/site-packages/sitecustomize.py mentions NCCL_PROTO",
-                          "cycle time +27% with accept length unchanged points at the verify step" + h]},
-            {"rank": 2, "key": "integrity.sglang/srt/layers/moe/topk.py" + h, "category": "integrity",
-             "component": "attention/kernels", "score": 0.64, "good": "d" * 64, "bad": "e" * 64,
-             "why": "an installed SGLang file differs from its RECORD hash: edited in place", "evidence": []},
-            {"rank": 3, "key": "gpu.5.clocks.max.sm", "category": "gpu", "component": "attention/kernels",
-             "score": 0.41, "good": 1980, "bad": 1755, "why": "a lower max SM clock on one TP rank slows every collective",
-             "evidence": ["clock_event_reasons on GPU 5: HwSlowdown"]},
-            {"rank": 4, "key": "host.cpu.governor", "category": "host", "component": "cpu/host", "score": 0.22,
-             "good": "performance", "bad": "powersave", "why": "CPU frequency scaling slows the scheduler loop",
-             "evidence": []},
-        ],
-        "differences": [
-            {"key": "workers.env.NCCL_PROTO", "category": "workers", "change": "added", "good": None, "bad": "LL",
-             "volatile": False, "flat_keys": ["probe.records.scheduler_TP0.env_at_init.NCCL_PROTO"]},
-            {"key": "workers.env.NCCL_ALGO", "category": "workers", "change": "added", "good": None, "bad": "Ring",
-             "volatile": False, "flat_keys": ["probe.records.scheduler_TP0.env_at_init.NCCL_ALGO"]},
-            {"key": "integrity.sglang/srt/layers/moe/topk.py" + h, "category": "integrity", "change": "added",
-             "good": None, "bad": "e" * 64, "volatile": False, "flat_keys": []},
-            {"key": "git./srv/sglang.branch", "category": "git", "change": "changed", "good": "main",
-             "bad": "oea-patch" + h, "volatile": False, "flat_keys": ["git.repos./srv/sglang.branch"]},
-            {"key": "host.cpu.governor", "category": "host", "change": "changed", "good": "performance",
-             "bad": "powersave", "volatile": False, "flat_keys": ["host.cpu.governor"]},
-            {"key": "gpu.5.clocks.max.sm", "category": "gpu", "change": "changed", "good": 1980, "bad": 1755,
-             "volatile": False, "flat_keys": ["nvidia.gpus.5.clocks.max.sm"]},
-            {"key": "created", "category": "volatile", "change": "changed", "good": good["created"],
-             "bad": bad["created"], "volatile": True, "flat_keys": []},
-        ],
-        "warnings": ["1 failed run on the bad side was not counted"],
-    }
-    if h:
-        result["differences"].append({"key": "env.HOSTILE_VALUE", "category": "env", "change": "added", "good": None,
-                                      "bad": h, "volatile": False, "flat_keys": ["env.vars.HOSTILE_VALUE"]})
-        result["differences"].append({"key": "packages.evil" + h, "category": "packages", "change": "added",
-                                      "good": None, "bad": {"version": "6.6.6", "url": h}, "volatile": False,
-                                      "flat_keys": []})
-        result["warnings"].append("hostile warning " + h)
     if illustrative:
+        provenance = {"kind": "illustrative", "note": "hand-built example, not measured on hardware " + h}
         for snap in (good, bad):
             snap["provenance"] = provenance
-    return result
+    return result_mod.analyze(good, bad, good_file="eagle3-tp8-good.json", bad_file="eagle3-tp8-bad.json" + h)
 
 
 def write_pair(directory: Path, good: Dict[str, Any], bad: Dict[str, Any]) -> Tuple[Path, Path]:

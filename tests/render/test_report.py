@@ -72,7 +72,7 @@ def test_sections_in_reading_order(normal):
     positions = [html.index(f'id="{section}"') for section in SECTION_IDS]
     assert positions == sorted(positions)
     verdict = html[positions[0]:positions[1]]
-    assert "worse, beyond noise" in verdict
+    assert "regression, beyond noise" in verdict
     assert "−21.7%" in verdict and "1,521" in verdict and "1,191" in verdict
     assert "p = 0.0079" in verdict
     # EAGLE-3 decomposition: accept length holds, cycle time moved, the verify side

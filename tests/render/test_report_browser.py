@@ -102,7 +102,7 @@ def test_report_renders_cleanly(browser, tmp_path):
         verdict = page.evaluate(VISIBLE_JS % "#verdict .headline")
         assert verdict["visible"] and verdict["height"] > 0
         assert verdict["top"] < 900, "the verdict must be on the first screen"
-        assert "output_throughput" in verdict["text"] and "worse, beyond noise" in verdict["text"]
+        assert "output_throughput" in verdict["text"] and "regression, beyond noise" in verdict["text"]
         cause = page.evaluate(VISIBLE_JS % "#causes li.cause[data-rank='1'] code.key")
         assert cause["visible"] and cause["text"] == result["causes"][0]["key"]
         assert cause["text"].startswith("workers.env.NCCL_")
