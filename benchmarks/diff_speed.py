@@ -139,7 +139,7 @@ def main() -> int:
         result = result_mod.analyze(g, b)
         times.append(time.perf_counter() - start)
     median = statistics.median(times)
-    print(f"pair: 600 packages, 20000 integrity entries, 8 workers x 300 vars, 8 GPUs, 1000 files, 10 runs/side")
+    print("pair: 600 packages, 20000 integrity entries, 8 workers x 300 vars, 8 GPUs, 1000 files, 10 runs/side")
     print(f"analysis (diff + ranking), median of {args.runs}: {median * 1000:.0f} ms "
           f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}); target <= {TARGET_S * 1000:.0f} ms")
     print(f"  {len(result['differences'])} differences, {len(result['causes'])} causes, "

@@ -15,7 +15,7 @@ best of --repeat runs (the first, cold call is shown too):
   load        store.load of both files (JSON parse + full shape validation)
   diff+rank   result_mod.analyze(good, bad): differences, verdict with bootstrap, ranked causes
   text        text_mod.render_diff of the result
-  report      html_mod.render_report: the self-contained HTML page, and its size
+  report      html_mod.render_report of the analysis with its tables: the self-contained HTML page, and its size
   cli diff    `envsnap diff GOOD BAD --format json` end to end, as a user runs it
   cli report  `envsnap report GOOD BAD -o r.html` end to end
 Targets: diff+rank <= 0.3 s; report render < 1 s and < 5 MB; memory bounded.
@@ -144,7 +144,7 @@ good = bad = result = None
 if step != "load":
     good, bad = store.load(good_path), store.load(bad_path)
 if step in ("text", "report"):
-    result = result_mod.analyze(good, bad)
+    result = result_mod.analyze(good, bad, tables=step == "report")
 first = None
 for _ in range(repeat):
     t0 = time.perf_counter()
@@ -157,7 +157,7 @@ for _ in range(repeat):
         text_mod.render_diff(result)
     elif step == "report":
         from envsnap.render import html as html_mod
-        html = html_mod.render_report(result, good, bad)
+        html = html_mod.render_report(result)
         extra = {"bytes": len(html.encode("utf-8"))}
     took = time.perf_counter() - t0
     first = took if first is None else first

@@ -18,7 +18,7 @@ ELLIPSIS = "\u2026"
 
 
 def num(value: Any) -> str:
-    """A measured value: three significant digits, thousands whole ("94.2", "0.00812", "1520")."""
+    """A measured value: three significant digits, thousands whole ("94.2", "0.00812", "1,520")."""
     if value is None:
         return "?"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -26,7 +26,7 @@ def num(value: Any) -> str:
     if not math.isfinite(value):
         return str(value)
     if abs(value) >= 1000:
-        return f"{value:.0f}"
+        return f"{value:,.0f}"
     return f"{value:.3g}"
 
 

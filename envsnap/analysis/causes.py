@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap.analysis import diff as diff_mod
 from envsnap.analysis import evidence as evidence_mod
-from envsnap.analysis import knowledge, views
+from envsnap.analysis import knowledge
 from envsnap.analysis.knowledge import (
     COMMUNICATION,
     CPU_HOST,
@@ -320,7 +320,7 @@ def _score_startup(d: diff_mod.Difference, prior: float, why: str, evidence: Lis
             touches = touches or bool(value.get("touches_env"))
     factor = 1.0
     changed = sorted(mentions & set(ctx.by_var))
-    relevant = sorted(m for m in mentions if views._relevant_var(m))
+    relevant = sorted(m for m in mentions if knowledge.is_performance_variable(m))
     if changed:
         factor *= 1.6
         evidence.append(f"mentions {', '.join(changed)}, which differ(s) between good and bad")

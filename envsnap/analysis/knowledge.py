@@ -523,3 +523,11 @@ def rule_for(key: str) -> FieldRule:
 
 def is_volatile(key: str) -> bool:
     return rule_for(key).volatile
+
+
+def is_performance_variable(name: str) -> bool:
+    """Can this environment variable change speed, by the table? (A rule with a component, or a prior
+    of at least 0.3, and not volatile.) The one test behind the workers matrix, parent-only checks
+    and the report's "performance variables" rows."""
+    rule = rule_for(f"env.{name}")
+    return not rule.volatile and (rule.component != NONE or rule.weight >= 0.3)

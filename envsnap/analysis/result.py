@@ -2,10 +2,11 @@
 (the shape `envsnap diff --format json` prints and every renderer formats)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, Optional
 
 from envsnap.analysis import diff as diff_mod
 from envsnap.analysis.causes import rank_causes
+from envsnap.analysis.tables import build_tables
 from envsnap.analysis.verdict import build_verdict
 
 SCHEMA_VERSION = 1
@@ -20,8 +21,12 @@ def _meta(snap: Dict[str, Any], path: Optional[str]) -> Dict[str, Any]:
 
 def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = None, include_volatile: bool = False,
             good_file: Optional[str] = None, bad_file: Optional[str] = None,
-            top: Optional[int] = None) -> Dict[str, Any]:
-    """The diff/rank result (the shape `envsnap diff --format json` prints)."""
+            top: Optional[int] = None, tables: bool = False) -> Dict[str, Any]:
+    """The diff/rank result (the shape `envsnap diff --format json` prints).
+
+    `tables` adds the side-by-side tables the report shows (analysis/tables): JSON and HTML output
+    carry them, the text output does not need them.
+    """
     verdict, run_warnings = build_verdict(good, bad, metric)
     comp = diff_mod.compare(good, bad)
     causes = rank_causes(comp, verdict)
@@ -33,28 +38,9 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
         prov = snap.get("provenance")
         if isinstance(prov, dict) and prov.get("kind") == "illustrative":
             warnings.append(f"{side} is illustrative: {prov.get('note', 'not a measurement')}")
-    return {"schema_version": SCHEMA_VERSION, "good": _meta(good, good_file), "bad": _meta(bad, bad_file),
-            "verdict": verdict, "causes": causes, "differences": differences,
-            "warnings": _dedupe(warnings)}
-
-
-def build_result(good: Dict[str, Any], bad: Dict[str, Any], *, good_file: Optional[str] = None,
-                 bad_file: Optional[str] = None, metric: Optional[str] = None, include_volatile: bool = False,
-                 top: Optional[int] = None) -> Dict[str, Any]:
-    """Keyword-only alias of analyze() (the name envsnap.report calls)."""
-    return analyze(good, bad, metric=metric, include_volatile=include_volatile, good_file=good_file,
-                   bad_file=bad_file, top=top)
-
-
-def _dedupe(items: List[str]) -> List[str]:
-    seen: Set[str] = set()
-    out = []
-    for item in items:
-        if item not in seen:
-            seen.add(item)
-            out.append(item)
-    return out
-
-
-def count_hidden(result: Dict[str, Any]) -> int:
-    return sum(1 for d in result["differences"] if d.get("volatile"))
+    result = {"schema_version": SCHEMA_VERSION, "good": _meta(good, good_file), "bad": _meta(bad, bad_file),
+              "verdict": verdict, "causes": causes, "differences": differences,
+              "warnings": list(dict.fromkeys(warnings))}
+    if tables:
+        result["tables"] = build_tables(good, bad)
+    return result

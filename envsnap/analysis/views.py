@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 from envsnap.analysis import knowledge
 from envsnap.model.snapshot import section_data
+from envsnap.model.workers import SOURCE_LABELS, role_kind, role_kinds, seen_processes, tp_workers
 
 # Display/sort order of categories: what acts on the measured processes first.
 CATEGORY_ORDER = ("workers", "env", "nccl", "integrity", "startup", "packages", "python", "git", "sglang",
@@ -302,45 +303,24 @@ def _agree(view: View, category: str, prefix: str, disagree: str, per_instance: 
             view.put(category, f"{disagree}.{name}", values, flats, subject(name, True), aggregate=True)
 
 
-def _role_kind(proc: Dict[str, Any]) -> str:
-    role = proc.get("role")
-    return role.get("kind", "other") if isinstance(role, dict) else "other"
-
-
 def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optional[Dict[str, Any]]) -> None:
     procs = {k: v for k, v in ((processes or {}).get("processes") or {}).items() if isinstance(v, dict)}
     records = {k: v for k, v in ((probe or {}).get("records") or {}).items() if isinstance(v, dict)}
     if not procs and not records:
         return
-    # TP workers are the schedulers (they run NCCL); without roles, every non-front-end process.
-    kinds = {k: _role_kind(r) for k, r in records.items()}
-    kinds.update({k: _role_kind(p) for k, p in procs.items()})
-    workers = sorted(k for k, kind in kinds.items() if kind == "scheduler")
-    if not workers:
-        workers = sorted(k for k, kind in kinds.items()
-                         if kind not in ("main", "tokenizer", "detokenizer", "dp_controller"))
-        if not workers:
-            workers = sorted(kinds)
+    seen = seen_processes(processes or {}, probe or {})
+    workers = tp_workers(seen, role_kinds(processes or {}, probe or {}))
     envs: Dict[str, Dict[str, Any]] = {}
     flat_of: Dict[str, str] = {}
     sources: Set[str] = set()
     for key in workers:
-        rec, proc = records.get(key) or {}, procs.get(key) or {}
-        # The probe saw os.environ inside the worker (at NCCL init when it got there): the
-        # truth. /proc/PID/environ is only the environment as it was at exec.
-        for field_name in ("env_at_init", "env_at_start"):
-            if isinstance(rec.get(field_name), dict):
-                envs[key], flat_of[key] = rec[field_name], f"probe.records.{key}.{field_name}"
-                view.worker_views[key] = (rec[field_name], SOURCE_LABELS[field_name])
-                sources.add("probe")
-                break
-        else:
-            if proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict):
-                envs[key], flat_of[key] = proc["environ"], f"processes.processes.{key}.environ"
-                view.worker_views[key] = (proc["environ"], SOURCE_LABELS["environ"])
-                sources.add("proc")
-            else:
-                view.unreadable_workers.append(key)
+        process = seen[key]
+        if process.env is None:
+            view.unreadable_workers.append(key)
+            continue
+        envs[key], flat_of[key] = process.env, process.flat
+        view.worker_views[key] = (process.env, process.source_label)
+        sources.add("proc" if process.source == "environ" else "probe")
     view.workers = sorted(envs)
     view.worker_env_source = "probe" if sources == {"probe"} else ("proc" if sources == {"proc"} else
                                                                     ("mixed" if sources else ""))
@@ -363,16 +343,6 @@ def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Option
                      Subject("process", key, "init"))
 
 
-def _relevant_var(name: str) -> bool:
-    rule = knowledge.rule_for(f"env.{name}")
-    return not rule.volatile and (rule.component != knowledge.NONE or rule.weight >= 0.3)
-
-
-# Where a process's environment was seen (evidence lines name them).
-SOURCE_LABELS = {"env_at_init": "probe at init_process_group", "env_at_start": "probe at start",
-                 "env_at_exit": "probe at exit", "environ": "/proc, as at exec"}
-
-
 def _display_names(procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str, Any]]) -> Dict[Tuple[str, str], str]:
     """A name per (source, key) for evidence lines. The process walk and the probe key processes on their
     own ("python-0" in one may be "sglang-main" in the other: the probe keys by the title a process had
@@ -381,7 +351,7 @@ def _display_names(procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str
     for source, entries in (("proc", procs), ("probe", records)):
         for key, entry in entries.items():
             pid = entry.get("pid")
-            by_pid.setdefault(pid if isinstance(pid, int) else None, []).append((source, key, _role_kind(entry)))
+            by_pid.setdefault(pid if isinstance(pid, int) else None, []).append((source, key, role_kind(entry)))
     names: Dict[Tuple[str, str], str] = {}
     for pid, found in by_pid.items():
         if pid is None or len(found) == 1:
@@ -433,7 +403,7 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
                           f"probe.records.{pmain}.env_at_start"))
         for key in sorted(records):
             child = records[key]
-            if (child.get("parent_key") == pmain and key not in worker_set and _role_kind(child) != "scheduler"
+            if (child.get("parent_key") == pmain and key not in worker_set and role_kind(child) != "scheduler"
                     and isinstance(child.get("env_at_start"), dict)):
                 late.append((names.get(("probe", key), key), SOURCE_LABELS["env_at_start"], child["env_at_start"],
                              f"probe.records.{key}.env_at_start"))
@@ -448,7 +418,7 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
             if key == qmain:
                 early.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
                               f"processes.processes.{key}.environ"))
-            elif proc.get("parent_key") == qmain and key not in worker_set and _role_kind(proc) != "scheduler":
+            elif proc.get("parent_key") == qmain and key not in worker_set and role_kind(proc) != "scheduler":
                 late.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
                              f"processes.processes.{key}.environ"))
     if spawner is None:
@@ -458,7 +428,7 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
         found: Dict[str, Any] = {}
         for _, _, env, _ in sources:
             for name, value in env.items():
-                if name not in found and _relevant_var(name):
+                if name not in found and knowledge.is_performance_variable(name):
                     found[name] = value
         return found
 
@@ -492,7 +462,7 @@ def _parent_only(view: View, envs: Dict[str, Dict[str, Any]], flat_of: Dict[str,
     """Performance-relevant variables set in the capturing shell that no worker sees with that value
     (unless the server's own parent already accounts for them: the stronger evidence)."""
     for name, value in view.parent_env.items():
-        if not _relevant_var(name):
+        if not knowledge.is_performance_variable(name):
             continue
         if name in view.parent_only_info:
             view.parent_only_info[name]["shell"] = value

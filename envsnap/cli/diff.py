@@ -37,7 +37,7 @@ def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: 
     good = store.load(good_file)
     bad = store.load(bad_file)
     result = result_mod.analyze(good, bad, metric=metric, include_volatile=show_all, good_file=good_file,
-                          bad_file=bad_file, top=top if fmt != "text" else None)
+                          bad_file=bad_file, top=top if fmt != "text" else None, tables=fmt != "text")
     if fmt == "json":
         import json
 
@@ -47,7 +47,7 @@ def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: 
             from envsnap.render.html import render_report
         except ImportError as exc:
             raise EnvsnapError(f"html output needs envsnap.report, which is not available ({exc})") from None
-        text = render_report(result, good, bad)
+        text = render_report(result)
     else:
         from envsnap.render.text import DEFAULT_TOP, render_diff
 

@@ -19,13 +19,14 @@ def report(good_file: str, bad_file: str, output: str, force: bool, metric) -> N
     and all differences, in one file that needs no network and no JavaScript to read.
     """
     from envsnap.model import store
-    from envsnap.render.html import compute_result, render_report
+    from envsnap.analysis import result as result_mod
+    from envsnap.render.html import render_report
 
     store.check_writable(output, force)  # before the work: a refused overwrite costs nothing
     good = store.load(good_file)
     bad = store.load(bad_file)
-    result = compute_result(good, bad, good_file=good_file, bad_file=bad_file, metric=metric)
-    html = render_report(result, good, bad)
+    result = result_mod.analyze(good, bad, metric=metric, good_file=good_file, bad_file=bad_file, tables=True)
+    html = render_report(result)
     store.atomic_write_text(output, html, force=force)
     if output != "-":
         summary = (result.get("verdict") or {}).get("summary") or "no metric to compare"

@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import math
 import os
 import re
 import statistics
 from collections import Counter
 from functools import lru_cache
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from envsnap import __version__
-from envsnap.analysis import knowledge
+from envsnap import format as fmt
+from envsnap.analysis.views import CATEGORY_ORDER
 from envsnap.errors import EnvsnapError
-from envsnap.measure import metrics as metrics_mod
 
 ROWS_SHOWN = 40          # rows of a long table shown before "N more"
 ROWS_MORE = 400          # further rows inside the closed "N more" <details>; beyond: counted only
@@ -35,71 +34,20 @@ MAX_CHARTS = 24
 CELL_CHARS = 24          # a workers-matrix cell; the full value is in the cell's tooltip
 VALUE_CHARS = 300        # a value in a table
 TOOLTIP_CHARS = 600
-PERF_ENV_PREFIXES = ("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "SGLANG_", "NVSHMEM_", "CUBLAS", "CUDNN_")
-PERF_ENV_NAMES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "PYTHONPATH")
-
-ABSENT = None  # marker: the value does not exist on that side
 
 
-# ---------------------------------------------------------------- formatting helpers
 
-def fmt_num(value: Any) -> str:
-    """A metric value for people: 1,520 / 152.3 / 3.41 / 0.8123."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "—" if value is None else str(value)
-    if not math.isfinite(value):
-        return str(value)
-    magnitude = abs(value)
-    if magnitude >= 1000:
-        return f"{value:,.0f}"
-    if magnitude >= 100:
-        return f"{value:.1f}"
-    if float(value).is_integer():
-        return str(int(value))
-    if magnitude >= 1:
-        return f"{value:.2f}"
-    return f"{value:.4g}"
+# ---------------------------------------------------------------- formatting (envsnap/format.py)
 
-
-def fmt_pct(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return "—"
-    sign = "+" if value > 0 else ("−" if value < 0 else "±")
-    return f"{sign}{abs(value):.1f}%"
+fmt_num = fmt.num
+fmt_pct = fmt.pct
+short_hash = fmt.short_hash
+_natural_key = fmt.natural_key
+_cut = fmt.cut
 
 
 def fmt_value(value: Any, limit: int = VALUE_CHARS) -> str:
-    """Any JSON value as one line of text, cut at `limit` characters (the cut is said)."""
-    if value is None:
-        text = "—"
-    elif isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, str):
-        text = value
-    elif isinstance(value, (int, float)):
-        text = repr(value)
-    else:
-        try:
-            text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
-            text = repr(value)
-    return _cut(text, limit)
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… (+{len(text) - limit} chars)"
-
-
-def short_hash(value: Any) -> str:
-    if isinstance(value, str) and re.fullmatch(r"[0-9a-fA-F]{16,}", value):
-        return value[:12]
-    return fmt_value(value, 40)
-
-
-def _natural_key(text: str) -> Tuple:
-    return tuple(int(part) if part.isdecimal() else part for part in re.split(r"(\d+)", str(text)))
+    return fmt.value(value, limit)
 
 
 def _dict(value: Any) -> Dict[str, Any]:
@@ -110,86 +58,19 @@ def _list(value: Any) -> List[Any]:
     return value if isinstance(value, list) else []
 
 
-def _sections(snap: Dict[str, Any]) -> Dict[str, Any]:
-    """The snapshot's sections; for a merged multi-node snapshot (empty top level), its first node's."""
-    sections = _dict(snap.get("sections"))
-    node = _first_node(snap)
-    if not sections and node:
-        return _dict(_dict(_dict(snap.get("nodes")).get(node)).get("sections"))
-    return sections
-
-
-def _first_node(snap: Dict[str, Any]) -> Optional[str]:
-    nodes = _dict(snap.get("nodes"))
-    return sorted(nodes)[0] if nodes else None
-
-
-def _data(sections: Dict[str, Any], name: str) -> Dict[str, Any]:
-    return _dict(_dict(sections.get(name)).get("data"))
-
-
-def _capped(rows: List[Any], fmt: Optional[Callable[[Any], Dict[str, Any]]] = None) -> Dict[str, Any]:
+def _capped(rows: List[Any], row_format: Optional[Callable[[Any], Dict[str, Any]]] = None) -> Dict[str, Any]:
     """Split a long list for display: shown, more (closed details), hidden count.
 
-    `fmt` turns a raw item into a display row; it runs only on the rows that are displayed, so a
-    20,000-entry table costs what its 440 displayed rows cost.
+    `row_format` turns a raw item into a display row; it runs only on the rows that are displayed,
+    so a 20,000-entry table costs what its 440 displayed rows cost.
     """
-    fmt = fmt or (lambda row: row)
+    shape = row_format or (lambda row: row)
     return {
-        "shown": [fmt(r) for r in rows[:ROWS_SHOWN]],
-        "more": [fmt(r) for r in rows[ROWS_SHOWN:ROWS_SHOWN + ROWS_MORE]],
+        "shown": [shape(r) for r in rows[:ROWS_SHOWN]],
+        "more": [shape(r) for r in rows[ROWS_SHOWN:ROWS_SHOWN + ROWS_MORE]],
         "hidden": max(0, len(rows) - ROWS_SHOWN - ROWS_MORE),
         "total": len(rows),
     }
-
-
-def _flat(obj: Any, prefix: str = "") -> Dict[str, Any]:
-    """Flatten nested dicts to dotted keys; lists of scalars stay one value (shown joined)."""
-    out: Dict[str, Any] = {}
-    if isinstance(obj, dict):
-        if not obj and prefix:
-            out[prefix] = {}
-        for key in sorted(obj, key=lambda k: _natural_key(str(k))):
-            out.update(_flat(obj[key], f"{prefix}.{key}" if prefix else str(key)))
-    elif isinstance(obj, list) and any(isinstance(item, (dict, list)) for item in obj):
-        for index, item in enumerate(obj):
-            out.update(_flat(item, f"{prefix}.{index}"))
-    else:
-        out[prefix] = obj
-    return out
-
-
-def _bytes_text(value: float) -> str:
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(value) >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value} B"
-
-
-def _side_text(value: Any, key: str = "") -> str:
-    if key.endswith("_bytes") and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"{_bytes_text(value)} ({value})"
-    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
-        return ", ".join(fmt_value(v, 80) for v in value) if value else "(none)"
-    return fmt_value(value)
-
-
-def _compare_rows(good: Dict[str, Any], bad: Dict[str, Any], pinned: Sequence[str] = (),
-                  skip: Callable[[str], bool] = lambda key: False) -> Dict[str, Any]:
-    """Rows {label, good, bad, differs} for two flat dicts: differing and pinned rows first."""
-    keys = sorted(set(good) | set(bad), key=_natural_key)
-    rows_main, rows_same = [], []
-    for key in keys:
-        if skip(key):
-            continue
-        g, b = good.get(key, ABSENT), bad.get(key, ABSENT)
-        row = {"label": key, "good": _side_text(g, key), "bad": _side_text(b, key), "differs": g != b,
-               "good_absent": key not in good, "bad_absent": key not in bad}
-        if row["differs"] or any(key == p or key.startswith(p + ".") for p in pinned):
-            rows_main.append(row)
-        else:
-            rows_same.append(row)
-    return {"main": rows_main, "same": rows_same, "differs": sum(1 for r in rows_main if r["differs"])}
 
 
 # ---------------------------------------------------------------- 1. verdict
@@ -302,21 +183,6 @@ def _step_decimals(step: float) -> int:
     return max(0, -exponent + (0 if mantissa in (1, 2, 5, 10) else 1))
 
 
-def _run_values(snap: Dict[str, Any]) -> Tuple[Dict[str, List[Tuple[int, float]]], int]:
-    values: Dict[str, List[Tuple[int, float]]] = {}
-    failed = 0
-    for index, run in enumerate(_list(snap.get("runs"))):
-        if not isinstance(run, dict):
-            continue
-        if run.get("ok") is False:
-            failed += 1
-            continue  # a failed run is never a measurement
-        for name, value in _dict(run.get("metrics")).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                values.setdefault(str(name), []).append((index + 1, float(value)))
-    return values, failed
-
-
 def _chart(name: str, good: List[Tuple[int, float]], bad: List[Tuple[int, float]], direction: str) -> Dict[str, Any]:
     width, left, right, row_h, top = 1080, 56, 24, 44, 8
     everything = [v for _, v in good + bad]
@@ -353,9 +219,11 @@ def _chart(name: str, good: List[Tuple[int, float]], bad: List[Tuple[int, float]
             "right_x": width - right, "axis_y": axis_y, "ticks": ticks, "rows": rows}
 
 
-def _charts_view(result: Dict[str, Any], good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
-    good_values, good_failed = _run_values(good)
-    bad_values, bad_failed = _run_values(bad)
+def _charts_view(result: Dict[str, Any]) -> Dict[str, Any]:
+    runs = _dict(_dict(result.get("tables")).get("runs"))
+    good, bad = _dict(runs.get("good")), _dict(runs.get("bad"))
+    good_values = {str(k): [(int(i), float(v)) for i, v in _list(p)] for k, p in _dict(good.get("metrics")).items()}
+    bad_values = {str(k): [(int(i), float(v)) for i, v in _list(p)] for k, p in _dict(bad.get("metrics")).items()}
     verdict = _dict(result.get("verdict"))
     main = verdict.get("metric")
     decomposition = _dict(verdict.get("decomposition"))
@@ -363,434 +231,278 @@ def _charts_view(result: Dict[str, Any], good: Dict[str, Any], bad: Dict[str, An
     names = sorted(set(good_values) | set(bad_values),
                    key=lambda n: (n not in first, first.index(n) if n in first else 0, _natural_key(n)))
     directions = {n: _dict(_dict(verdict.get("metrics")).get(n)).get("direction") for n in names}
-    charts = [_chart(n, good_values.get(n, []), bad_values.get(n, []),
-                     directions.get(n) or (verdict.get("direction") if n == main else None) or metrics_mod.direction(n))
+    charts = [_chart(n, good_values.get(n, []), bad_values.get(n, []), directions.get(n) or "")
               for n in names[:MAX_CHARTS]]
     # The verdict's metric and the EAGLE-3 ones are shown; the other metrics wait in a closed <details>.
     lead = sum(1 for c in charts if c["name"] in first) or min(1, len(charts))
     return {"charts": charts[:lead], "more_charts": charts[lead:], "omitted": names[MAX_CHARTS:],
-            "good_failed": good_failed, "bad_failed": bad_failed,
-            "good_runs": len(_list(good.get("runs"))), "bad_runs": len(_list(bad.get("runs")))}
+            "good_failed": good.get("failed", 0), "bad_failed": bad.get("failed", 0),
+            "good_runs": good.get("total", 0), "bad_runs": bad.get("total", 0)}
 
 
 # ---------------------------------------------------------------- 4. workers matrix
 
-_KIND_ORDER = {"main": 0, "dp_controller": 1, "tokenizer": 2, "detokenizer": 3, "scheduler": 4, "rank": 5, "other": 6}
+def _shown(set_: Any, value: Any, limit: int = 120) -> str:
+    return fmt_value(value, limit) if set_ else "unset"
 
 
-def _env_sources(snap: Dict[str, Any]) -> List[Tuple[str, Dict[str, Any]]]:
-    """(prefix, sections) pairs: each node of a merged multi-node snapshot, else the snapshot itself."""
-    nodes = _dict(snap.get("nodes"))
-    if nodes:
-        return [(f"{host}/", _dict(_dict(node).get("sections"))) for host, node in sorted(nodes.items())]
-    return [("", _sections(snap))]
+def _cell_view(cell: Dict[str, Any], has_parent_column: bool) -> Dict[str, str]:
+    """A matrix cell's text, classes and tooltip, from the analysis' flags."""
+    if not cell.get("readable"):
+        return {"cls": "unreadable", "text": "?", "tip": f"environment {cell.get('status', 'unreadable')}"}
+    classes, notes = [], []
+    vs_parent = cell.get("vs_parent")
+    if isinstance(vs_parent, dict):
+        classes.append("vs-parent")
+        notes.append(f"parent: {_shown(vs_parent.get('set'), vs_parent.get('value'))}")
+    if cell.get("vs_peers"):
+        classes.append("vs-peers")
+        notes.append("peers disagree")
+    in_process = cell.get("in_process")
+    if isinstance(in_process, dict):
+        classes.append("in-process")
+        notes.append(f"at exec: {_shown(in_process.get('set'), in_process.get('value'))}; changed inside the process")
+    full = _shown(cell.get("set"), cell.get("value"), TOOLTIP_CHARS)
+    if not cell.get("set"):
+        text, classes = "unset", classes + ["unset"]
+    elif has_parent_column and cell.get("has_parent") and not classes:
+        text = "="  # same as the parent: the parent column of this row holds the value
+        classes.append("same")
+    else:
+        text = _cut(str(cell.get("value")), CELL_CHARS)
+    # A tooltip only where it adds something (a cut value, a note): it is most of the size.
+    tip = "; ".join([full] + notes) if notes or (text != full and text != "=") else ""
+    return {"cls": " ".join(classes), "text": text, "tip": tip}
 
 
-def _worker_columns(snap: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
-    columns: Dict[str, Dict[str, Any]] = {}
-    for prefix, sections in _env_sources(snap):
-        processes = _dict(_data(sections, "processes").get("processes"))
-        records = _dict(_data(sections, "probe").get("records"))
-        for key, proc in processes.items():
-            proc = _dict(proc)
-            role = _dict(proc.get("role"))
-            status = proc.get("environ_status") or ("ok" if isinstance(proc.get("environ"), dict) else "unreadable")
-            environ = proc.get("environ") if status == "ok" and isinstance(proc.get("environ"), dict) else None
-            column = {
-                "key": prefix + str(key), "local": str(key), "title": fmt_value(proc.get("title") or "", 200),
-                "kind": role.get("kind") or "other", "order": (role.get("dp", 0), role.get("tp", 0), role.get("pp", 0)),
-                "parent": prefix + str(proc["parent_key"]) if proc.get("parent_key") else None,
-                "status": status, "note": fmt_value(proc.get("environ_note") or "", 200),
-                "env": environ, "exec_env": None, "source": "/proc environ (at exec)" if environ is not None else "",
-            }
-            record = _dict(records.get(key))
-            probe_env = record.get("env_at_init") if isinstance(record.get("env_at_init"), dict) else record.get("env_at_start")
-            if isinstance(probe_env, dict):
-                # The probe sees os.environ inside the worker: the truth NCCL reads. /proc environ is
-                # kept to show what was changed in-process (sitecustomize, engine code).
-                column["exec_env"] = environ
-                column["env"] = probe_env
-                column["status"] = "ok"
-                column["source"] = "probe at init" if isinstance(record.get("env_at_init"), dict) else "probe at start"
-            columns[column["key"]] = column
-        for key, record in records.items():
-            if key in processes:
-                continue
-            record = _dict(record)
-            env = record.get("env_at_init") if isinstance(record.get("env_at_init"), dict) else record.get("env_at_start")
-            rank = _dict(record.get("init")).get("rank")
-            columns[prefix + str(key)] = {
-                "key": prefix + str(key), "local": str(key), "title": fmt_value(record.get("title") or "", 200),
-                "kind": "rank",
-                "order": (0, rank if isinstance(rank, int) else 0, 0), "parent": None,
-                "status": "ok" if isinstance(env, dict) else "unreadable", "note": "",
-                "env": env if isinstance(env, dict) else None, "exec_env": None,
-                "source": "probe at init" if isinstance(record.get("env_at_init"), dict) else "probe at start",
-            }
-    # Node by node; in a node: main process, tokenizer, detokenizer, then schedulers by DP/TP rank.
-    ordered = sorted(columns.values(), key=lambda c: (c["key"][:len(c["key"]) - len(c["local"])],
-                                                      _KIND_ORDER.get(c["kind"], 6), c["order"], _natural_key(c["key"])))
-    return {c["key"]: c for c in ordered}
-
-
-def _is_perf_var(name: str) -> bool:
-    return name.startswith(PERF_ENV_PREFIXES) or name in PERF_ENV_NAMES
-
-
-def _peer_group(column: Dict[str, Any]) -> Tuple[str, str]:
-    return column["kind"], column["parent"] or ""
-
-
-def _side_matrix(columns: Dict[str, Dict[str, Any]], names: List[str]) -> Dict[str, Dict[str, Any]]:
-    """For each variable, each column's cell: value, class, note."""
-    readable = {k: c for k, c in columns.items() if c["env"] is not None}
-    # Peers: processes of the same kind under the same parent (the TP schedulers of one server).
-    groups: Dict[Tuple[str, str], List[str]] = {}
-    for key, column in readable.items():
-        groups.setdefault(_peer_group(column), []).append(key)
-    out: Dict[str, Dict[str, Any]] = {}
-    for name in names:
-        cells = {}
-        majority: Dict[Tuple[str, str], Tuple[Counter, int]] = {}
-        for group, keys in groups.items():
-            if len(keys) >= 2:
-                counts = Counter(readable[k]["env"].get(name) for k in keys)
-                majority[group] = (counts, max(counts.values()))
-        for key, column in columns.items():
-            if column["env"] is None:
-                cells[key] = {"cls": "unreadable", "text": "?", "tip": f"environment {column['status']}"}
-                continue
-            value = column["env"].get(name)
-            classes, notes = [], []
-            parent = readable.get(column["parent"] or "")
-            if parent is not None and parent["env"].get(name) != value:
-                classes.append("vs-parent")
-                notes.append(f"parent {column['parent']}: {fmt_value(parent['env'].get(name), 120) if name in parent['env'] else 'unset'}")
-            if _peer_group(column) in majority:
-                counts, top = majority[_peer_group(column)]
-                tied = sum(1 for c in counts.values() if c == top) > 1
-                if counts[value] < top or tied:
-                    classes.append("vs-peers")
-                    notes.append(f"peers ({column['kind']}) disagree")
-            exec_env = column["exec_env"]
-            if exec_env is not None and exec_env.get(name) != value:
-                classes.append("in-process")
-                notes.append(f"at exec: {fmt_value(exec_env.get(name), 120) if name in exec_env else 'unset'}; changed inside the process")
-            full = fmt_value(value, TOOLTIP_CHARS) if name in column["env"] else "unset"
-            if name not in column["env"]:
-                text, classes = "unset", classes + ["unset"]
-            elif parent is not None and not classes:
-                text = "="  # same as the parent: the parent column of this row holds the value
-                classes.append("same")
-            else:
-                text = _cut(str(value), CELL_CHARS)
-            # A tooltip only where it adds something (a cut value, a note): it is most of the size.
-            tip = "; ".join([full] + notes) if notes or (text != full and text != "=") else ""
-            cells[key] = {"cls": " ".join(classes), "text": text, "tip": tip}
-        out[name] = cells
-    return out
-
-
-def _workers_view(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
-    sides = {"good": _worker_columns(good), "bad": _worker_columns(bad)}
-    names = set()
-    for columns in sides.values():
-        for column in columns.values():
-            names.update(str(n) for n in (column["env"] or {}))
-            names.update(str(n) for n in (column["exec_env"] or {}))
-    names_sorted = sorted(names)
-    matrices = {side: _side_matrix(columns, names_sorted) for side, columns in sides.items()}
-    rows = []
-    for name in names_sorted:
-        inside = any(cell["cls"] and cell["cls"] != "same" and cell["cls"] != "unreadable"
-                     for side in matrices.values() for cell in side[name].values())
-        across = False
-        for key, column in sides["bad"].items():
-            other = sides["good"].get(key)
-            if other and column["env"] is not None and other["env"] is not None \
-                    and column["env"].get(name) != other["env"].get(name):
-                across = True
-                break
-        rows.append({"name": name, "differs": inside or across, "across": across,
-                     "perf": _is_perf_var(name), "quiet": not (inside or across or _is_perf_var(name))})
+def _workers_view(result: Dict[str, Any]) -> Dict[str, Any]:
+    table = _dict(_dict(result.get("tables")).get("workers"))
+    rows = [r for r in _list(table.get("rows")) if isinstance(r, dict)]
     views = []
-    for side, columns in sides.items():
+    for side in ("good", "bad"):
+        columns = [c for c in _list(_dict(table.get("columns")).get(side)) if isinstance(c, dict)]
+        cells = _dict(_dict(table.get("cells")).get(side))
         views.append({
             "side": side,
-            "columns": [{"key": c["key"], "key_parts": re.findall(r"[^_\-/]+[_\-/]?|[_\-/]", c["key"]), "title": c["title"], "kind": c["kind"], "status": c["status"],
-                         "note": c["note"], "source": c["source"], "parent": c["parent"] or "",
-                         "readable": c["env"] is not None} for c in columns.values()],
-            "cells": matrices[side],
+            "columns": [{"key": fmt_value(c.get("key"), 200),
+                         "key_parts": re.findall(r"[^_\-/]+[_\-/]?|[_\-/]", str(c.get("key"))),
+                         "title": fmt_value(c.get("title") or "", 200), "kind": c.get("kind"),
+                         "status": c.get("status"), "note": fmt_value(c.get("note") or "", 200),
+                         "source": c.get("source") or "", "parent": c.get("parent") or "",
+                         "readable": bool(c.get("readable"))} for c in columns],
+            "cells": {r["name"]: {str(c.get("key")): _cell_view(_dict(_dict(cells.get(r["name"])).get(str(c.get("key")))),
+                                                                 True)
+                                  for c in columns} for r in rows},
         })
-    return {"sides": views, "rows": rows, "has_any": any(sides.values()),
-            "shown": sum(1 for r in rows if not r["quiet"]), "total": len(rows),
-            "differing": sum(1 for r in rows if r["differs"])}
+    same = [str(n) for n in _list(table.get("same_everywhere"))]
+    return {"sides": views, "rows": rows, "same_everywhere": same,
+            "has_any": any(v["columns"] for v in views), "shown": len(rows), "total": len(rows) + len(same),
+            "differing": table.get("differing", 0)}
 
 
 # ---------------------------------------------------------------- 5. code state
 
-def _integrity_view(good_pkgs: Dict[str, Any], bad_pkgs: Dict[str, Any]) -> Dict[str, Any]:
-    g_int, b_int = _dict(good_pkgs.get("integrity")), _dict(bad_pkgs.get("integrity"))
-    g_mod, b_mod = _dict(g_int.get("modified")), _dict(b_int.get("modified"))
-    g_miss, b_miss = _dict(g_int.get("missing")), _dict(b_int.get("missing"))
-
-    def state(path: str, modified: Dict[str, Any], missing: Dict[str, Any]) -> Tuple[str, str]:
-        if path in modified:
-            return "modified", short_hash(_dict(modified[path]).get("actual_sha256"))
-        if path in missing:
-            return "missing", "missing"
-        return "ok", "matches RECORD"
-
-    def row(path: str) -> Dict[str, Any]:
-        entry = _dict(b_mod.get(path) or g_mod.get(path) or b_miss.get(path) or g_miss.get(path))
-        g_state, g_text = state(path, g_mod, g_miss)
-        b_state, b_text = state(path, b_mod, b_miss)
-        recorded = _dict(b_mod.get(path)).get("recorded_sha256") or _dict(g_mod.get(path)).get("recorded_sha256")
-        return {"path": fmt_value(path, 200), "dist": fmt_value(entry.get("dist") or "", 60),
-                "recorded": short_hash(recorded) if recorded else "—", "good": g_text, "bad": b_text,
-                "good_state": g_state, "bad_state": b_state,
-                "differs": (g_state, g_text) != (b_state, b_text)}
-
-    def differs(path: str) -> bool:
-        return g_mod.get(path) != b_mod.get(path) or (path in g_miss) != (path in b_miss)
-
-    paths = sorted(set(g_mod) | set(b_mod) | set(g_miss) | set(b_miss), key=lambda p: (not differs(p), str(p)))
-    summary = {side: {"mode": fmt_value(d.get("mode") or "—"), "checked": fmt_value(d.get("checked_files")),
-                      "modified": len(_dict(d.get("modified"))), "missing": len(_dict(d.get("missing"))),
-                      "rewritten": len(_dict(d.get("rewritten_scripts"))), "errors": len(_dict(d.get("errors")))}
-               for side, d in (("good", g_int), ("bad", b_int))}
-    return {"rows": _capped(paths, row), "summary": summary, "present": bool(g_int or b_int)}
+def _state_text(state: Any) -> str:
+    state = _dict(state)
+    name = state.get("state") or "—"
+    if name == "modified":
+        return short_hash(state.get("sha256"))
+    if name in ("as recorded", "clean", "missing", "not captured"):
+        return "matches RECORD" if name == "as recorded" else name
+    return f"{name} {short_hash(state.get('sha256'))}".strip() if state.get("sha256") else str(name)
 
 
-def _packages_view(good_pkgs: Dict[str, Any], bad_pkgs: Dict[str, Any]) -> Dict[str, Any]:
-    g, b = _dict(good_pkgs.get("dists")), _dict(bad_pkgs.get("dists"))
-
-    def describe(dist: Any) -> str:
-        dist = _dict(dist)
-        origin = _dict(dist.get("origin"))
-        text = fmt_value(dist.get("version"), 60)
-        kind = origin.get("kind")
-        if kind and kind != "index":
-            text += f" ({kind}" + (f" {short_hash(origin.get('commit'))}" if origin.get("commit") else "") + ")"
-        return text
-
-    rows = []
-    for name in sorted(set(g) | set(b), key=_natural_key):
-        g_text = describe(g[name]) if name in g else "—"
-        b_text = describe(b[name]) if name in b else "—"
-        if name not in g or name not in b or g_text != b_text or _dict(g[name]).get("origin") != _dict(b[name]).get("origin"):
-            rows.append({"name": fmt_value(name, 120), "good": g_text, "bad": b_text,
-                         "good_absent": name not in g, "bad_absent": name not in b})
-    return {"rows": _capped(rows), "good_count": len(g), "bad_count": len(b)}
+def _capped_rows(table: Dict[str, Any], row: Callable[[Dict[str, Any]], Dict[str, Any]]) -> Dict[str, Any]:
+    """The analysis' capped table as the template's shown / more / hidden split."""
+    rows = [r for r in _list(table.get("rows")) if isinstance(r, dict)]
+    capped = _capped(rows, row)
+    capped["hidden"] += int(table.get("same_not_listed") or 0)
+    capped["total"] = int(table.get("total") or len(rows))
+    return capped
 
 
-def _hooks_view(good_py: Dict[str, Any], bad_py: Dict[str, Any]) -> List[Dict[str, Any]]:
-    g, b = _dict(good_py.get("startup_hooks")), _dict(bad_py.get("startup_hooks"))
+def _integrity_view(table: Dict[str, Any]) -> Dict[str, Any]:
+    def row(raw: Dict[str, Any]) -> Dict[str, Any]:
+        g, b = _dict(raw.get("good")), _dict(raw.get("bad"))
+        return {"path": fmt_value(raw.get("path"), 200), "dist": fmt_value(raw.get("dist") or "", 60),
+                "recorded": short_hash(raw.get("recorded_sha256")) if raw.get("recorded_sha256") else "—",
+                "good": _state_text(g), "bad": _state_text(b),
+                "good_state": "ok" if g.get("state") == "as recorded" else g.get("state"),
+                "bad_state": "ok" if b.get("state") == "as recorded" else b.get("state"),
+                "differs": bool(raw.get("differs"))}
 
-    def describe(hook: Any) -> Dict[str, str]:
-        hook = _dict(hook)
+    summary = {side: {k: fmt_value(v) if k in ("mode", "checked") else v
+                      for k, v in _dict(_dict(table.get("summary")).get(side)).items()} for side in ("good", "bad")}
+    return {"rows": _capped_rows(table, row), "summary": summary, "present": bool(table.get("present"))}
+
+
+def _package_text(facts: Any) -> str:
+    facts = _dict(facts)
+    text = fmt_value(facts.get("version"), 60)
+    if facts.get("origin") and facts.get("origin") != "index":
+        text += f" ({facts['origin']}" + (f" {short_hash(facts.get('commit'))}" if facts.get("commit") else "") + ")"
+    return text
+
+
+def _packages_view(table: Dict[str, Any]) -> Dict[str, Any]:
+    rows = [{"name": fmt_value(r.get("name"), 120), "good": _package_text(r.get("good")) if r.get("good") else "—",
+             "bad": _package_text(r.get("bad")) if r.get("bad") else "—", "good_absent": r.get("good") is None,
+             "bad_absent": r.get("bad") is None} for r in _list(table.get("rows")) if isinstance(r, dict)]
+    return {"rows": _capped(rows), "good_count": table.get("good_count", 0), "bad_count": table.get("bad_count", 0)}
+
+
+def _hooks_view(rows: List[Any]) -> List[Dict[str, Any]]:
+    def describe(hook: Any) -> Optional[Dict[str, str]]:
+        if not isinstance(hook, dict):
+            return None
         mentions = ", ".join(str(m) for m in _list(hook.get("env_mentions"))[:20])
         return {"sha": short_hash(hook.get("sha256")), "size": fmt_value(hook.get("size")),
                 "env": ("sets environment" + (f": {mentions}" if mentions else "")) if hook.get("touches_env") else "",
                 "imports": fmt_value("; ".join(str(i) for i in _list(hook.get("import_lines"))[:5]), 200)}
 
-    rows = []
-    for path in sorted(set(g) | set(b)):
-        hook = _dict(b.get(path) or g.get(path))
-        rows.append({"path": fmt_value(path, 200), "kind": fmt_value(hook.get("kind") or "", 30),
-                     "good": describe(g[path]) if path in g else None, "bad": describe(b[path]) if path in b else None,
-                     "differs": g.get(path) != b.get(path)})
-    rows.sort(key=lambda r: (not r["differs"], r["path"]))
-    return rows
+    return [{"path": fmt_value(r.get("path"), 200), "kind": fmt_value(r.get("kind") or "", 30),
+             "good": describe(r.get("good")), "bad": describe(r.get("bad")), "differs": bool(r.get("differs"))}
+            for r in rows if isinstance(r, dict)]
 
 
-def _git_view(good_git: Dict[str, Any], bad_git: Dict[str, Any]) -> List[Dict[str, Any]]:
-    g, b = _dict(good_git.get("repos")), _dict(bad_git.get("repos"))
-
-    def facts(repo: Any) -> Dict[str, Any]:
-        repo = _dict(repo)
-        branch = repo.get("branch") or ("(detached)" if repo.get("detached") else "—")
-        tracking = ""
-        if repo.get("upstream"):
-            tracking = f"{repo.get('upstream')} ahead {repo.get('ahead', 0)} behind {repo.get('behind', 0)}"
-        stash = _dict(repo.get("stash"))
-        return {
-            "Roles": ", ".join(str(r) for r in _list(repo.get("roles"))) or "—",
-            "Branch": fmt_value(branch, 200), "Commit": short_hash(repo.get("head")) if repo.get("head") else "—",
-            "Upstream": fmt_value(tracking, 200) if tracking else "—",
-            "Dirty files": str(len(_dict(repo.get("dirty")))), "Untracked": str(len(_dict(repo.get("untracked")))),
-            "Stash": "; ".join(f"{k} {fmt_value(_dict(v).get('message'), 120)}" for k, v in sorted(stash.items())) or "—",
-            "Errors": "; ".join(f"{k}: {fmt_value(v, 120)}" for k, v in sorted(_dict(repo.get("errors")).items())) or "—",
-        }
-
-    repos = []
-    for path in sorted(set(g) | set(b)):
-        gf = facts(g[path]) if path in g else None
-        bf = facts(b[path]) if path in b else None
-        rows = []
-        for label in ("Roles", "Branch", "Commit", "Upstream", "Dirty files", "Untracked", "Stash", "Errors"):
-            gv = gf[label] if gf else "—"
-            bv = bf[label] if bf else "—"
-            if label == "Errors" and gv == bv == "—":
-                continue
-            rows.append({"label": label, "good": gv, "bad": bv, "differs": gv != bv})
-        g_dirty, b_dirty = _dict(_dict(g.get(path)).get("dirty")), _dict(_dict(b.get(path)).get("dirty"))
-        g_untr, b_untr = _dict(_dict(g.get(path)).get("untracked")), _dict(_dict(b.get(path)).get("untracked"))
-        files = []
-        for name in sorted(set(g_dirty) | set(b_dirty) | set(g_untr) | set(b_untr)):
-            def state(dirty: Dict[str, Any], untracked: Dict[str, Any]) -> str:
-                if name in dirty:
-                    entry = _dict(dirty[name])
-                    return f"{entry.get('status', 'M')} {short_hash(entry.get('sha256'))}".strip()
-                if name in untracked:
-                    return f"?? {short_hash(_dict(untracked[name]).get('sha256'))}".strip()
-                return "clean"
-            gs, bs = state(g_dirty, g_untr), state(b_dirty, b_untr)
-            files.append({"path": fmt_value(name, 200), "good": gs, "bad": bs, "differs": gs != bs})
-        files.sort(key=lambda r: (not r["differs"], r["path"]))
-        repos.append({"path": fmt_value(path, 200), "rows": rows, "files": _capped(files),
-                      "good_absent": gf is None, "bad_absent": bf is None,
-                      "differs": any(r["differs"] for r in rows) or any(f["differs"] for f in files)})
-    return repos
+_GIT_LABELS = {"roles": "Roles", "branch": "Branch", "head": "Commit", "upstream": "Upstream",
+               "dirty_files": "Dirty files", "untracked_files": "Untracked", "stash": "Stash", "errors": "Errors"}
 
 
-def _files_view(good_files: Dict[str, Any], bad_files: Dict[str, Any]) -> Dict[str, Any]:
-    g, b = _dict(good_files.get("entries")), _dict(bad_files.get("entries"))
+def _git_fact_text(name: str, value: Any, captured: bool) -> str:
+    if not captured:
+        return "not captured"
+    if name == "roles":
+        return ", ".join(str(r) for r in _list(value)) or "—"
+    if name == "branch":
+        return fmt_value(value, 200) if value else "(detached)"
+    if name == "head":
+        return short_hash(value) if value else "—"
+    if name == "upstream":
+        up = _dict(value)
+        return fmt_value(f"{up.get('name')} ahead {up.get('ahead', 0)} behind {up.get('behind', 0)}", 200) if up else "—"
+    if name == "stash":
+        return "; ".join(f"{_dict(e).get('name')} {fmt_value(_dict(e).get('message'), 120)}" for e in _list(value)) or "—"
+    if name == "errors":
+        return "; ".join(f"{k}: {fmt_value(v, 120)}" for k, v in sorted(_dict(value).items())) or "—"
+    return str(value)
 
+
+def _git_view(repos: List[Any]) -> List[Dict[str, Any]]:
+    out = []
+    for repo in (r for r in repos if isinstance(r, dict)):
+        good_captured, bad_captured = bool(repo.get("good_captured")), bool(repo.get("bad_captured"))
+        rows = [{"label": _GIT_LABELS.get(str(f.get("fact")), str(f.get("fact"))),
+                 "good": _git_fact_text(str(f.get("fact")), f.get("good"), good_captured),
+                 "bad": _git_fact_text(str(f.get("fact")), f.get("bad"), bad_captured), "differs": bool(f.get("differs"))}
+                for f in _list(repo.get("facts")) if isinstance(f, dict)]
+
+        def file_row(raw: Dict[str, Any]) -> Dict[str, Any]:
+            return {"path": fmt_value(raw.get("path"), 200), "good": _state_text(raw.get("good")),
+                    "bad": _state_text(raw.get("bad")), "differs": bool(raw.get("differs"))}
+
+        out.append({"path": fmt_value(repo.get("path"), 200), "rows": rows,
+                    "files": _capped_rows(_dict(repo.get("files")), file_row),
+                    "good_absent": not good_captured, "bad_absent": not bad_captured, "differs": bool(repo.get("differs"))})
+    return out
+
+
+def _files_view(table: Dict[str, Any]) -> Dict[str, Any]:
     def describe(entry: Any) -> str:
-        entry = _dict(entry)
+        if not isinstance(entry, dict):
+            return "—"
         if entry.get("error"):
             return "error: " + fmt_value(entry.get("error"), 120)
         return f"{short_hash(entry.get('sha256'))} ({fmt_value(entry.get('size'))} B)"
 
-    def row(path: str) -> Dict[str, Any]:
-        gv = describe(g[path]) if path in g else "—"
-        bv = describe(b[path]) if path in b else "—"
-        return {"path": fmt_value(path, 200), "good": gv, "bad": bv, "differs": gv != bv}
+    def row(raw: Dict[str, Any]) -> Dict[str, Any]:
+        return {"path": fmt_value(raw.get("path"), 200), "good": describe(raw.get("good")),
+                "bad": describe(raw.get("bad")), "differs": bool(raw.get("differs"))}
 
-    differing = {p for p in set(g) | set(b) if g.get(p, ABSENT) != b.get(p, ABSENT)}
-    paths = sorted(set(g) | set(b), key=lambda p: (p not in differing, str(p)))
-    return {"rows": _capped(paths, row), "differing": len(differing)}
+    return {"rows": _capped_rows(table, row), "differing": table.get("differing", 0)}
 
 
-def _code_view(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
-    gs, bs = _sections(good), _sections(bad)
+def _code_view(result: Dict[str, Any]) -> Dict[str, Any]:
+    code = _dict(_dict(result.get("tables")).get("code"))
     return {
-        "integrity": _integrity_view(_data(gs, "packages"), _data(bs, "packages")),
-        "packages": _packages_view(_data(gs, "packages"), _data(bs, "packages")),
-        "hooks": _hooks_view(_data(gs, "python"), _data(bs, "python")),
-        "git": _git_view(_data(gs, "git"), _data(bs, "git")),
-        "files": _files_view(_data(gs, "files"), _data(bs, "files")),
+        "integrity": _integrity_view(_dict(code.get("integrity"))),
+        "packages": _packages_view(_dict(code.get("packages"))),
+        "hooks": _hooks_view(_list(code.get("hooks"))),
+        "git": _git_view(_list(code.get("git"))),
+        "files": _files_view(_dict(code.get("files"))),
     }
 
 
 # ---------------------------------------------------------------- 6. GPU and host
 
-_GPU_PINNED = ("name", "clocks.max", "clocks.application", "clock_event_reasons", "power.limit_w", "pcie",
-               "nvlink", "persistence_mode", "ecc.current", "mig_mode")
-# Volatile GPU fields worth seeing anyway (throttling, link training at the moment of capture); they
-# are shown as "at capture" and never highlighted as differences. Other volatile fields are left out.
-_GPU_AT_CAPTURE = ("clock_event_reasons", "clocks.current", "performance_state", "pcie.current_gen")
+def _side_text(value: Any, key: str = "") -> str:
+    if key.endswith("_bytes") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{fmt.size(value)} ({value})"
+    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+        return ", ".join(fmt_value(v, 80) for v in value) if value else "(none)"
+    return fmt_value(value)
 
 
-def _gpu_volatile(attr: str) -> bool:
-    return knowledge.is_volatile(f"nvidia.gpus.0.{attr}")
+def _cmp_rows(rows: List[Any]) -> Dict[str, Any]:
+    """Compare rows of the analysis as the template's main (differing or pinned) and same lists."""
+    main, same = [], []
+    for raw in (r for r in rows if isinstance(r, dict)):
+        label = str(raw.get("label"))
+        row = {"label": label, "good": _side_text(raw.get("good"), label) if raw.get("good_set") else "—",
+               "bad": _side_text(raw.get("bad"), label) if raw.get("bad_set") else "—",
+               "differs": bool(raw.get("differs")), "good_absent": not raw.get("good_set"),
+               "bad_absent": not raw.get("bad_set")}
+        (main if raw.get("differs") or raw.get("pinned") else same).append(row)
+    return {"main": main, "same": same, "differs": sum(1 for r in main if r["differs"])}
 
 
-def _gpu_flat(gpu: Any) -> Dict[str, Any]:
-    gpu = _dict(gpu)
-    flat = {}
-    for key, value in _flat({k: v for k, v in gpu.items() if k != "nvlink"}).items():
-        if not _gpu_volatile(key) or key.startswith(_GPU_AT_CAPTURE):
-            flat[key] = value
-    nvlink = gpu.get("nvlink")
-    if isinstance(nvlink, dict):
-        states = Counter(str(_dict(link).get("state", link)) for link in nvlink.values())
-        flat["nvlink"] = ", ".join(f"{count}× {state}" for state, count in sorted(states.items())) or "no links"
-    elif nvlink is not None:
-        flat["nvlink"] = nvlink
-    return flat
+def _status_text(status: Any) -> str:
+    status = _dict(status)
+    reason = status.get("reason")
+    return f"{status.get('status')}: {fmt_value(reason, 160)}" if reason else str(status.get("status") or "?")
 
 
-def _topology_view(good_nv: Dict[str, Any], bad_nv: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    g = _dict(_dict(good_nv.get("topology")).get("matrix"))
-    b = _dict(_dict(bad_nv.get("topology")).get("matrix"))
-    if not g and not b:
-        return None
-    names = sorted(set(g) | set(b) | {c for row in list(g.values()) + list(b.values()) for c in _dict(row)},
-                   key=_natural_key)
-    sides = []
-    for side, mine, other in (("good", g, b), ("bad", b, g)):
-        rows = []
-        for row in names:
-            cells = []
-            for col in names:
-                value = _dict(mine.get(row)).get(col)
-                other_value = _dict(other.get(row)).get(col)
-                cells.append({"text": "X" if row == col and value is None else fmt_value(value, 12) if value is not None else "",
-                              "differs": value != other_value})
-            rows.append({"name": row, "cells": cells})
-        sides.append({"side": side, "rows": rows, "present": bool(mine)})
-    differing = sum(1 for r in sides[0]["rows"] for c in r["cells"] if c["differs"])
-    return {"names": names, "sides": sides, "differing": differing}
-
-
-def _gpu_host_view(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
-    gs, bs = _sections(good), _sections(bad)
-    g_nv, b_nv = _data(gs, "nvidia"), _data(bs, "nvidia")
-    overview_keys = ("driver_version", "cuda_driver_version", "nvml_version", "count", "source")
-    overview = _compare_rows({k: g_nv.get(k) for k in overview_keys if k in g_nv},
-                             {k: b_nv.get(k) for k in overview_keys if k in b_nv}, pinned=overview_keys)
-    g_gpus, b_gpus = _dict(g_nv.get("gpus")), _dict(b_nv.get("gpus"))
-    indices = sorted(set(g_gpus) | set(b_gpus), key=_natural_key)
-    flats = {i: (_gpu_flat(g_gpus[i]) if i in g_gpus else None, _gpu_flat(b_gpus[i]) if i in b_gpus else None)
-             for i in indices}
-    attrs = sorted({k for pair in flats.values() for side in pair if side for k in side}, key=_natural_key)
-
-    def pinned(attr: str) -> bool:
-        return any(attr == p or attr.startswith(p + ".") for p in _GPU_PINNED)
-
-    gpu_rows, gpu_same = [], []
-    for attr in attrs:
-        cells, differs, volatile = [], False, _gpu_volatile(attr)
-        for index in indices:
-            g_flat, b_flat = flats[index]
-            gv = g_flat.get(attr, ABSENT) if g_flat is not None else ABSENT
-            bv = b_flat.get(attr, ABSENT) if b_flat is not None else ABSENT
-            if gv == bv:
-                cells.append({"same": True, "text": _side_text(gv, attr) if gv is not None else "—"})
-            else:
-                differs = True
-                cells.append({"same": False, "good": _side_text(gv, attr) if gv is not None else "—",
-                              "bad": _side_text(bv, attr) if bv is not None else "—"})
-        row = {"label": attr, "cells": cells, "differs": differs and not volatile, "volatile": volatile}
-        (gpu_rows if differs or pinned(attr) else gpu_same).append(row)
-    gpu_rows.sort(key=lambda r: (r["volatile"], not r["differs"], _natural_key(r["label"])))
-    g_host, b_host = _flat(_data(gs, "host")), _flat(_data(bs, "host"))
-    host = _compare_rows(g_host, b_host,
-                         pinned=("kernel", "os", "cpu.model", "cpu.governor", "cpu.boost", "cpu.logical", "numa_nodes",
-                                 "memory.total_bytes", "thp"),
-                         skip=lambda key: knowledge.is_volatile(f"host.{key}"))
-    return {"overview": overview, "gpu_indices": indices, "gpu_rows": gpu_rows, "gpu_same": gpu_same,
-            "topology": _topology_view(g_nv, b_nv), "host": host,
-            "nvidia_status": (_section_status(good, "nvidia"), _section_status(bad, "nvidia")),
-            "host_status": (_section_status(good, "host"), _section_status(bad, "host"))}
-
-
-def _section_status(snap: Dict[str, Any], name: str) -> str:
-    section = _dict(_sections(snap).get(name))
-    if not section:
-        return "not captured"
-    status = section.get("status") or "?"
-    reason = section.get("reason") or section.get("error")
-    return f"{status}: {fmt_value(reason, 160)}" if reason else str(status)
+def _gpu_host_view(result: Dict[str, Any]) -> Dict[str, Any]:
+    hw = _dict(_dict(result.get("tables")).get("hardware"))
+    gpus = _dict(hw.get("gpus"))
+    rows, same = [], []
+    for raw in (r for r in _list(gpus.get("rows")) if isinstance(r, dict)):
+        attr = str(raw.get("attribute"))
+        cells = []
+        for cell in (c for c in _list(raw.get("cells")) if isinstance(c, dict)):
+            g = _side_text(cell.get("good"), attr) if cell.get("good_set") else "—"
+            b = _side_text(cell.get("bad"), attr) if cell.get("bad_set") else "—"
+            cells.append({"same": True, "text": g} if cell.get("same") else {"same": False, "good": g, "bad": b})
+        row = {"label": attr, "cells": cells, "differs": bool(raw.get("differs")), "volatile": bool(raw.get("at_capture"))}
+        (rows if raw.get("changed") or raw.get("pinned") else same).append(row)
+    topology = None
+    topo = hw.get("topology")
+    if isinstance(topo, dict):
+        names = [str(n) for n in _list(topo.get("names"))]
+        differs = _list(topo.get("differs"))
+        sides = []
+        for side in ("good", "bad"):
+            matrix = _list(topo.get(side))
+            side_rows = []
+            for i, name in enumerate(names):
+                values = _list(matrix[i]) if i < len(matrix) else []
+                cells = []
+                for j, col in enumerate(names):
+                    value = values[j] if j < len(values) else None
+                    text = "X" if name == col and value is None else (fmt_value(value, 12) if value is not None else "")
+                    cells.append({"text": text, "differs": bool(_list(differs[i])[j]) if i < len(differs) else False})
+                side_rows.append({"name": name, "cells": cells})
+            sides.append({"side": side, "rows": side_rows, "present": bool(topo.get(f"{side}_present"))})
+        topology = {"names": names, "sides": sides, "differing": topo.get("differing", 0)}
+    status = _dict(hw.get("status"))
+    return {"overview": _cmp_rows(_list(hw.get("overview"))),
+            "gpu_indices": [str(i) for i in _list(gpus.get("indices"))], "gpu_rows": rows, "gpu_same": same,
+            "topology": topology, "host": _cmp_rows(_list(hw.get("host"))),
+            "nvidia_status": tuple(_status_text(_dict(status.get("nvidia")).get(s)) for s in ("good", "bad")),
+            "host_status": tuple(_status_text(_dict(status.get("host")).get(s)) for s in ("good", "bad"))}
 
 
 # ---------------------------------------------------------------- 7. differences, provenance
-
-_CATEGORY_ORDER = ("workers", "env", "nccl", "startup", "integrity", "packages", "git", "files", "sglang",
-                   "gpu", "host", "torch")
-
 
 def _differences_view(result: Dict[str, Any]) -> Dict[str, Any]:
     groups: Dict[str, List[Dict[str, Any]]] = {}
@@ -807,8 +519,8 @@ def _differences_view(result: Dict[str, Any]) -> Dict[str, Any]:
         return {"key": fmt_value(raw.get("key"), 240), "change": _change(raw),
                 "good": fmt_value(raw.get("good")), "bad": fmt_value(raw.get("bad")),
                 "good_absent": raw.get("good") is None, "bad_absent": raw.get("bad") is None}
-    order = sorted(groups, key=lambda c: (c not in _CATEGORY_ORDER,
-                                          _CATEGORY_ORDER.index(c) if c in _CATEGORY_ORDER else 0, c))
+    order = sorted(groups, key=lambda c: (c not in CATEGORY_ORDER,
+                                          CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 0, c))
     categories = []
     for name in order:
         rows = groups[name]
@@ -822,47 +534,45 @@ def _change(raw: Dict[str, Any]) -> str:
     return fmt_value(raw.get("change") or "changed", 10)
 
 
-def _provenance_view(result: Dict[str, Any], good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+_PROVENANCE_LABELS = {"envsnap_version": "envsnap", "schema_version": "Schema", "redaction": "Redaction",
+                      "provenance_kind": "Provenance"}
+
+
+def _provenance_view(result: Dict[str, Any]) -> Dict[str, Any]:
+    tables = _dict(result.get("tables"))
+    prov = _dict(tables.get("provenance"))
+    differing = {_PROVENANCE_LABELS.get(str(k), str(k)) for k in _list(prov.get("differs"))}
     sides = {}
-    banners = []
-    for side, snap in (("good", good), ("bad", bad)):
-        meta = _dict(result.get(side))
-        prov = _dict(snap.get("provenance")) or _dict(meta.get("provenance"))
-        runs = _list(snap.get("runs"))
-        failed = sum(1 for r in runs if isinstance(r, dict) and r.get("ok") is False)
-        extra = {k: v for k, v in prov.items() if k not in ("kind", "note")}
+    banners: List[Dict[str, str]] = []
+    for side in ("good", "bad"):
+        meta, facts = _dict(result.get(side)), _dict(prov.get(side))
+        nodes = [str(n) for n in _list(facts.get("nodes"))]
         sides[side] = {
-            "Label": fmt_value(meta.get("label") or snap.get("label") or "(no label)", 200),
-            "Host": fmt_value(meta.get("host") or snap.get("host") or "—", 200),
-            "Captured": fmt_value(meta.get("created") or snap.get("created") or "—", 60),
+            "Label": fmt_value(meta.get("label") or "(no label)", 200),
+            "Host": fmt_value(meta.get("host") or "—", 200),
+            "Captured": fmt_value(meta.get("created") or "—", 60),
             "File": fmt_value(meta.get("file") or "—", 300),
-            "envsnap": fmt_value(snap.get("envsnap_version") or "—", 40),
-            "Schema": fmt_value(snap.get("schema_version"), 10),
-            "Redaction": fmt_value(snap.get("redaction") or "—", 10),
-            "Runs": f"{len(runs)} ({failed} failed)",
-            "Nodes": (f"{len(_dict(snap.get('nodes')))}: {fmt_value(', '.join(sorted(_dict(snap.get('nodes')))), 300)}"
-                      f" (code, GPU and host sections show {fmt_value(_first_node(snap), 100)}; workers show all)")
-            if snap.get("nodes") else "single node",
-            "Provenance": fmt_value(prov.get("kind") or "—", 40),
-            "Provenance note": fmt_value(prov.get("note") or "—", 600),
-            "Provenance detail": fmt_value(extra, 600) if extra else "—",
+            "envsnap": fmt_value(facts.get("envsnap_version") or "—", 40),
+            "Schema": fmt_value(facts.get("schema_version"), 10),
+            "Redaction": fmt_value(facts.get("redaction") or "—", 10),
+            "Runs": f"{facts.get('runs', 0)} ({facts.get('failed_runs', 0)} failed)",
+            "Nodes": f"{len(nodes)}: {fmt_value(', '.join(nodes), 300)}" if nodes else "single node",
+            "Provenance": fmt_value(facts.get("provenance_kind") or "—", 40),
+            "Provenance note": fmt_value(facts.get("provenance_note") or "—", 600),
+            "Provenance detail": fmt_value(facts.get("provenance_detail"), 600) if facts.get("provenance_detail") else "—",
         }
-        if prov.get("kind") == "illustrative":
-            note = fmt_value(prov.get("note") or "", 600)
+        if facts.get("provenance_kind") == "illustrative":
+            note = fmt_value(facts.get("provenance_note") or "", 600)
             if banners and banners[-1]["note"] == note:
                 banners[-1]["side"] = "both"
             else:
                 banners.append({"side": side, "note": note})
-    labels = list(sides["good"])
     # Labels, hosts, times and files always differ: only a difference in how the data was made is marked.
-    meaningful = ("envsnap", "Schema", "Redaction", "Provenance")
-    rows = [{"label": label, "good": sides["good"][label], "bad": sides["bad"][label],
-             "differs": label in meaningful and sides["good"][label] != sides["bad"][label]} for label in labels]
-    names = sorted(set(_sections(good)) | set(_sections(bad)))
-    statuses = [{"label": name, "good": _section_status(good, name), "bad": _section_status(bad, name)}
-                for name in names]
-    for row in statuses:
-        row["differs"] = row["good"] != row["bad"]
+    rows = [{"label": label, "good": sides["good"][label], "bad": sides["bad"][label], "differs": label in differing}
+            for label in sides["good"]]
+    statuses = [{"label": fmt_value(r.get("section"), 60), "good": _status_text(r.get("good")),
+                 "bad": _status_text(r.get("bad")), "differs": bool(r.get("differs"))}
+                for r in _list(tables.get("sections")) if isinstance(r, dict)]
     return {"rows": rows, "sections": statuses, "banners": banners,
             # the header and <title> get a short form; the provenance table has the label in full
             "good_label": _cut(sides["good"]["Label"], 80), "bad_label": _cut(sides["bad"]["Label"], 80),
@@ -897,28 +607,28 @@ def _asset(name: str) -> str:
         return handle.read()
 
 
-def build_view(result: Dict[str, Any], good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
-    """Everything the template shows, as display-ready plain data."""
-    if not isinstance(result, dict) or not isinstance(good, dict) or not isinstance(bad, dict):
-        raise EnvsnapError("report: the result and both snapshots must be JSON objects")
+def build_view(result: Dict[str, Any]) -> Dict[str, Any]:
+    """Everything the template shows, as display-ready plain data, from the analysis result alone."""
+    if not isinstance(result, dict) or not isinstance(result.get("tables"), dict):
+        raise EnvsnapError("report: needs the analysis result with its tables (analyze(..., tables=True))")
     return {
-        "provenance": _provenance_view(result, good, bad),
+        "provenance": _provenance_view(result),
         "verdict": _verdict_view(result),
         "warnings": [fmt_value(w, 500) for w in _list(result.get("warnings"))[:50]],
         "causes": _causes_view(result),
-        "runs": _charts_view(result, good, bad),
-        "workers": _workers_view(good, bad),
-        "code": _code_view(good, bad),
-        "gpu_host": _gpu_host_view(good, bad),
+        "runs": _charts_view(result),
+        "workers": _workers_view(result),
+        "code": _code_view(result),
+        "gpu_host": _gpu_host_view(result),
         "differences": _differences_view(result),
         "envsnap_version": __version__,
         "caps": {"shown": ROWS_SHOWN, "more": ROWS_MORE},
     }
 
 
-def render_report(result: Dict[str, Any], good: Dict[str, Any], bad: Dict[str, Any]) -> str:
+def render_report(result: Dict[str, Any]) -> str:
     """The report as one self-contained HTML document (str)."""
-    view = build_view(result, good, bad)
+    view = build_view(result)
     script = _asset("report.js")
     if "</script" in script.lower():  # would end the inline script early
         raise RuntimeError("report.js must not contain '</script'")
@@ -927,14 +637,3 @@ def render_report(result: Dict[str, Any], good: Dict[str, Any], bad: Dict[str, A
     script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     template = _environment().get_template("report.html.j2")
     return template.render(view=view, css=_asset("report.css"), script=script, script_hash=script_hash)
-
-
-
-def compute_result(good: Dict[str, Any], bad: Dict[str, Any], *, good_file: Optional[str] = None,
-                   bad_file: Optional[str] = None, metric: Optional[str] = None) -> Dict[str, Any]:
-    """The diff/rank result (contract shape) of two loaded snapshots, from the diff/rank library."""
-    try:
-        from envsnap.analysis import result as result_mod
-    except ImportError:
-        raise EnvsnapError("this envsnap has no diff/rank library (envsnap.rank)") from None
-    return result_mod.analyze(good, bad, metric=metric, good_file=good_file, bad_file=bad_file)

@@ -171,7 +171,7 @@ def test_cli_output_file_is_atomic_and_not_overwritten(tmp_path):
     first = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "-o", out)
     assert first.returncode == 1 and first.stdout == ""
     result = json.loads(out.read_text())
-    assert set(result) == {"schema_version", "good", "bad", "verdict", "causes", "differences", "warnings"}
+    assert set(result) == {"schema_version", "good", "bad", "verdict", "causes", "differences", "warnings", "tables"}
     out.write_text("precious")
     refused = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "-o", out)
     assert refused.returncode == 2 and "--force" in refused.stderr and out.read_text() == "precious"

@@ -97,8 +97,8 @@ def test_report_render_within_target(big_pair):
     from envsnap.render import html as html_mod
 
     g, b = store.load(str(good)), store.load(str(bad))
-    result = result_mod.analyze(g, b)
-    seconds, html = best_of(3, lambda: html_mod.render_report(result, g, b))
+    result = result_mod.analyze(g, b, tables=True)
+    seconds, html = best_of(3, lambda: html_mod.render_report(result))
     size = len(html.encode("utf-8"))
     print(f"\nreport render: {seconds:.3f}s, {size / 2**20:.2f} MiB")
     assert seconds < 10 * scale.TARGETS["report_render_s"]  # pathological-slowdown guard; figure: benchmarks/scale.py

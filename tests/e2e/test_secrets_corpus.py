@@ -245,7 +245,7 @@ def test_run_records_progress_and_bisect_journal_hold_no_secret(tmp_path):
     values = [s.value for s in SELF_IDENTIFYING if "\n" not in s.value]
     bench = [sys.executable, "-c", _BENCH, *values, *secret_argv()]
     out = tmp_path / "run.json"
-    ran = run_cli("run", "-o", out, "--repeat", "2", "--metric", f"custom=tok_s.: ([0-9.]+)", "--", *bench,
+    ran = run_cli("run", "-o", out, "--repeat", "2", "--metric", "custom=tok_s.: ([0-9.]+)", "--", *bench,
                   env=secret_env(neutral=False))
     assert ran.returncode == 0, ran.stderr
     _check_clean("run stderr", ran.stderr + ran.stdout)

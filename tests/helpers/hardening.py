@@ -541,13 +541,14 @@ class Consumers:
 
         def diff_both() -> None:
             for good, bad in ((partner, snap), (snap, partner)):
-                result = result_mod.analyze(good, bad, include_volatile=self.calls % 2 == 0, good_file="g", bad_file="b")
+                result = result_mod.analyze(good, bad, include_volatile=self.calls % 2 == 0, good_file="g", bad_file="b",
+                                            tables=True)
                 json.dumps(result, sort_keys=True, allow_nan=False)
                 text_mod.render_diff(result, verbose=True)
                 if self.html_every and self.calls % self.html_every == 0:
                     from envsnap.render import html
 
-                    html.render_report(result, good, bad)
+                    html.render_report(result)
 
         def associate() -> None:
             text_mod.render_rank(association.associate([snap, partner, partner], ["a", "b", "c"]))

@@ -1,7 +1,8 @@
 """The HTML report without a browser: structure, escaping, self-containment, caps, size and speed.
 
-Inputs follow the team contract (see helpers.browser.eagle3_pair / contract_result). What a real
-browser makes of the page is in test_report_browser.py.
+Inputs: hand-built snapshot pairs (helpers.browser.eagle3_pair) and their real analysis with its
+tables (contract_result = analyze(..., tables=True)): the report only formats that result. What a
+real browser makes of the page is in test_report_browser.py.
 """
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def _parse(html):
 def normal():
     good, bad = eagle3_pair()
     result = contract_result(good, bad)
-    return result, good, bad, render_report(result, good, bad)
+    return result, good, bad, render_report(result)
 
 
 def test_sections_in_reading_order(normal):
@@ -73,8 +74,8 @@ def test_sections_in_reading_order(normal):
     assert positions == sorted(positions)
     verdict = html[positions[0]:positions[1]]
     assert "regression, beyond noise" in verdict
-    assert "−21.7%" in verdict and "1,521" in verdict and "1,191" in verdict
-    assert "p = 0.0079" in verdict
+    assert "−22%" in verdict and "1,521" in verdict and "1,191" in verdict
+    assert "p = 0.00794" in verdict
     # EAGLE-3 decomposition: accept length holds, cycle time moved, the verify side
     assert "holds" in verdict and "changed" in verdict and "verify" in verdict
     causes = html[positions[1]:positions[2]]
@@ -95,7 +96,7 @@ def test_runs_chart_has_every_run_and_medians(normal):
 
 def test_workers_matrix_marks_disagreements():
     good, bad = eagle3_pair()
-    view = build_view(contract_result(good, bad), good, bad)["workers"]
+    view = build_view(contract_result(good, bad))["workers"]
     sides = {s["side"]: s for s in view["sides"]}
     bad_cells = sides["bad"]["cells"]
     # TP3 alone has NCCL_MIN_NCHANNELS: disagrees with its peers and its parent
@@ -112,9 +113,9 @@ def test_workers_matrix_marks_disagreements():
     # same value as the parent: a ditto mark, the value in the tooltip
     assert sides["good"]["cells"]["NCCL_DEBUG"]["scheduler_TP0"] == {"cls": "same", "text": "=", "tip": ""}
     rows = {r["name"]: r for r in view["rows"]}
-    assert rows["NCCL_PROTO"]["across"] and not rows["NCCL_PROTO"]["quiet"]
-    assert rows["NCCL_DEBUG"]["perf"] and not rows["NCCL_DEBUG"]["quiet"]  # perf-relevant, shown although equal
-    assert rows["HOME"]["quiet"]  # equal everywhere and not perf-relevant: behind the "show all" toggle
+    assert rows["NCCL_PROTO"]["across"] and rows["NCCL_PROTO"]["differs"]
+    assert rows["NCCL_DEBUG"]["perf"] and not rows["NCCL_DEBUG"]["differs"]  # perf-relevant, shown although equal
+    assert "HOME" not in rows and "HOME" in view["same_everywhere"]  # equal everywhere, not perf-relevant: named only
     columns = [c["key"] for c in sides["good"]["columns"]]
     assert columns[:3] == ["sglang-main", "tokenizer_worker_0", "detokenizer"]
     assert columns[3:] == [f"scheduler_TP{i}" for i in range(8)]
@@ -122,7 +123,7 @@ def test_workers_matrix_marks_disagreements():
 
 def test_gpu_host_and_code_state(normal):
     result, good, bad, html = normal
-    view = build_view(result, good, bad)
+    view = build_view(result)
     gpu_rows = {r["label"]: r for r in view["gpu_host"]["gpu_rows"]}
     assert gpu_rows["clocks.max.sm"]["differs"]
     assert gpu_rows["clocks.max.sm"]["cells"][5] == {"same": False, "good": "1980", "bad": "1755"}
@@ -153,12 +154,12 @@ def test_gpu_host_and_code_state(normal):
 def test_illustrative_provenance_is_prominent():
     good, bad = eagle3_pair()
     result = contract_result(good, bad, illustrative=True)
-    html = render_report(result, good, bad)
+    html = render_report(result)
     banner = html.index('class="banner illustrative"')
     assert banner < html.index('id="verdict"')
     assert "neither snapshot is a measurement" in html[banner:banner + 400]
     assert "hand-built example, not measured on hardware" in html[banner:banner + 600]
-    plain = render_report(contract_result(*eagle3_pair()), *eagle3_pair())
+    plain = render_report(contract_result(*eagle3_pair()))
     assert 'class="banner illustrative"' not in plain
 
 
@@ -166,7 +167,7 @@ def test_illustrative_provenance_is_prominent():
 def test_hostile_values_are_text(hostile):
     good, bad = eagle3_pair(hostile)
     result = contract_result(good, bad, hostile)
-    html = render_report(result, good, bad)
+    html = render_report(result)
     parsed = _parse(html)
     allowed = {"html", "head", "meta", "title", "style", "body", "header", "div", "h1", "h2", "h3", "span", "b",
                "strong", "nav", "a", "main", "section", "p", "code", "details", "summary", "table", "thead", "tbody",
@@ -207,7 +208,7 @@ def test_self_contained_and_csp(normal):
 def test_render_is_deterministic_whatever_the_key_order():
     good, bad = eagle3_pair()
     result = contract_result(good, bad)
-    first = render_report(result, good, bad)
+    first = render_report(result)
 
     def shuffled(obj):
         if isinstance(obj, dict):
@@ -216,19 +217,19 @@ def test_render_is_deterministic_whatever_the_key_order():
             return [shuffled(v) for v in obj]
         return obj
 
-    assert render_report(result, shuffled(good), shuffled(bad)) == first
-    assert render_report(copy.deepcopy(result), good, bad) == first
+    assert render_report(contract_result(shuffled(good), shuffled(bad))) == first
+    assert render_report(copy.deepcopy(result)) == first
 
 
 def test_sparse_inputs_render():
     empty = {"schema_version": 1, "label": "a", "host": "h", "created": "2026-01-01T00:00:00Z", "sections": {}, "runs": []}
-    html = render_report({}, empty, dict(empty, label="b"))
+    html = render_report(contract_result(empty, dict(empty, label="b")))
     assert "No benchmark metric to compare" in html
     assert "Neither snapshot holds worker processes" in html
     assert "No candidate causes" in html
     # sections that failed are named with their reason
     broken = dict(empty, sections={"nvidia": {"status": "unavailable", "reason": "no NVML (libnvidia-ml.so.1 not found)"}})
-    html = render_report({"verdict": {"metric": None}}, empty, broken)
+    html = render_report(contract_result(empty, broken))
     assert "unavailable: no NVML (libnvidia-ml.so.1 not found)" in html
 
 
@@ -238,7 +239,7 @@ def test_long_tables_are_capped():
     count = html_mod.ROWS_SHOWN + html_mod.ROWS_MORE + 123
     result["differences"] = [{"key": f"files./etc/f{i:05d}", "category": "files", "change": "changed", "good": "a",
                               "bad": "b", "volatile": False, "flat_keys": []} for i in range(count)]
-    html = render_report(result, good, bad)
+    html = render_report(result)
     assert f"{html_mod.ROWS_MORE} more rows</summary>" in html
     assert "123 more rows not shown" in html
     assert "files./etc/f00000" in html and f"files./etc/f{count - 124:05d}" in html
@@ -254,7 +255,7 @@ def test_two_large_snapshots_small_and_fast():
     timings = []
     for _ in range(3):
         start = time.perf_counter()
-        html = render_report(result, good, bad)
+        html = render_report(result)
         timings.append(time.perf_counter() - start)
     size = len(html.encode("utf-8"))
     print(f"\nlarge report: {size / 1e6:.2f} MB, render best {min(timings):.3f}s of {[round(t, 3) for t in timings]}")
@@ -293,8 +294,8 @@ def test_report_cli_end_to_end(tmp_path):
     assert proc.stderr.startswith("wrote ") and proc.stderr.count("\n") == 1
     html = out.read_text(encoding="utf-8")
     # the verdict and the ranking are the diff/rank library's, rendered as render_report renders them
-    result = result_mod.analyze(good, bad, good_file=str(good_file), bad_file=str(bad_file))
-    assert html == render_report(result, good, bad)
+    result = result_mod.analyze(good, bad, good_file=str(good_file), bad_file=str(bad_file), tables=True)
+    assert html == render_report(result)
     assert result["causes"][0]["key"] in html and str(escape(result["verdict"]["summary"])) in html
     assert 'code class="metric">output_throughput<' in html
     # `envsnap diff --format html` is the same page
@@ -318,11 +319,11 @@ def test_multi_node_snapshot():
     merged = {k: v for k, v in bad.items() if k != "sections"}
     merged["sections"] = {}
     merged["nodes"] = {"node-b2": {"sections": copy.deepcopy(good["sections"])}, "node-b1": {"sections": bad["sections"]}}
-    view = build_view(contract_result(good, bad), good, merged)
+    view = build_view(contract_result(good, merged))
     columns = [c["key"] for c in view["workers"]["sides"][1]["columns"]]
     assert len(columns) == 22 and columns[0] == "node-b1/sglang-main" and columns[11] == "node-b2/sglang-main"
     nodes = {r["label"]: r for r in view["provenance"]["rows"]}["Nodes"]
     assert nodes["bad"].startswith("2: node-b1, node-b2") and nodes["good"] == "single node"
     # GPU and host facts come from the first node instead of vanishing
     assert {r["label"]: r for r in view["gpu_host"]["host"]["main"]}["cpu.governor"]["bad"] == "powersave"
-    assert "node-b2/scheduler_TP7" in render_report(contract_result(good, bad), good, merged)
+    assert "node-b2/scheduler_TP7" in render_report(contract_result(good, merged))

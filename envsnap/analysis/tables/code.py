@@ -1,0 +1,146 @@
+"""Code state side by side: installed files edited since pip installed them, packages, start-up
+hooks, git checkouts and watched files."""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from envsnap.analysis.tables.common import as_dict, as_list, capped, data, natural_key, sections
+
+
+def _integrity(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+    g_int, b_int = as_dict(good.get("integrity")), as_dict(bad.get("integrity"))
+    g_mod, b_mod = as_dict(g_int.get("modified")), as_dict(b_int.get("modified"))
+    g_miss, b_miss = as_dict(g_int.get("missing")), as_dict(b_int.get("missing"))
+
+    def state(path: str, modified: Dict[str, Any], missing: Dict[str, Any]) -> Dict[str, Any]:
+        if path in modified:
+            return {"state": "modified", "sha256": as_dict(modified[path]).get("actual_sha256"),
+                    "size": as_dict(modified[path]).get("actual_size")}
+        if path in missing:
+            return {"state": "missing"}
+        return {"state": "as recorded"}
+
+    rows = []
+    for path in sorted(set(g_mod) | set(b_mod) | set(g_miss) | set(b_miss), key=str):
+        entry = as_dict(b_mod.get(path) or g_mod.get(path) or b_miss.get(path) or g_miss.get(path))
+        recorded = as_dict(b_mod.get(path)).get("recorded_sha256") or as_dict(g_mod.get(path)).get("recorded_sha256")
+        g_state, b_state = state(path, g_mod, g_miss), state(path, b_mod, b_miss)
+        rows.append({"path": path, "dist": entry.get("dist"), "recorded_sha256": recorded,
+                     "good": g_state, "bad": b_state, "differs": g_state != b_state})
+    summary = {side: {"mode": d.get("mode"), "checked": d.get("checked_files"),
+                      "modified": len(as_dict(d.get("modified"))), "missing": len(as_dict(d.get("missing"))),
+                      "rewritten": len(as_dict(d.get("rewritten_scripts"))), "errors": len(as_dict(d.get("errors")))}
+               for side, d in (("good", g_int), ("bad", b_int))}
+    return dict(capped(rows), summary=summary, present=bool(g_int or b_int))
+
+
+def _packages(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+    g, b = as_dict(good.get("dists")), as_dict(bad.get("dists"))
+
+    def facts(dist: Any) -> Dict[str, Any]:
+        dist = as_dict(dist)
+        origin = as_dict(dist.get("origin"))
+        return {"version": dist.get("version"), "origin": origin.get("kind"), "commit": origin.get("commit")}
+
+    rows = []
+    for name in sorted(set(g) | set(b), key=natural_key):
+        gf = facts(g[name]) if name in g else None
+        bf = facts(b[name]) if name in b else None
+        if gf != bf or as_dict(as_dict(g.get(name)).get("origin")) != as_dict(as_dict(b.get(name)).get("origin")):
+            rows.append({"name": name, "good": gf, "bad": bf, "differs": True})
+    return {"rows": rows, "good_count": len(g), "bad_count": len(b)}
+
+
+def _hooks(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Dict[str, Any]]:
+    g, b = as_dict(good.get("startup_hooks")), as_dict(bad.get("startup_hooks"))
+
+    def facts(hook: Any) -> Dict[str, Any]:
+        hook = as_dict(hook)
+        return {"sha256": hook.get("sha256"), "size": hook.get("size"), "touches_env": bool(hook.get("touches_env")),
+                "env_mentions": [str(m) for m in as_list(hook.get("env_mentions"))],
+                "import_lines": [str(i) for i in as_list(hook.get("import_lines"))]}
+
+    rows = []
+    for path in sorted(set(g) | set(b)):
+        hook = as_dict(b.get(path) or g.get(path))
+        rows.append({"path": path, "kind": hook.get("kind"), "good": facts(g[path]) if path in g else None,
+                     "bad": facts(b[path]) if path in b else None, "differs": g.get(path) != b.get(path)})
+    rows.sort(key=lambda r: (not r["differs"], r["path"]))
+    return rows
+
+
+GIT_FACTS = ("roles", "branch", "head", "upstream", "dirty_files", "untracked_files", "stash", "errors")
+
+
+def _git_facts(repo: Dict[str, Any]) -> Dict[str, Any]:
+    return {
+        "roles": [str(r) for r in as_list(repo.get("roles"))],
+        "branch": repo.get("branch"), "detached": bool(repo.get("detached")), "head": repo.get("head"),
+        "upstream": ({"name": repo.get("upstream"), "ahead": repo.get("ahead", 0), "behind": repo.get("behind", 0)}
+                     if repo.get("upstream") else None),
+        "dirty_files": len(as_dict(repo.get("dirty"))), "untracked_files": len(as_dict(repo.get("untracked"))),
+        "stash": [{"name": k, "message": as_dict(v).get("message")} for k, v in sorted(as_dict(repo.get("stash")).items())],
+        "errors": {str(k): v for k, v in sorted(as_dict(repo.get("errors")).items())},
+    }
+
+
+def _file_state(name: str, repo: Dict[str, Any]) -> Dict[str, Any]:
+    dirty, untracked = as_dict(repo.get("dirty")), as_dict(repo.get("untracked"))
+    if name in dirty:
+        entry = as_dict(dirty[name])
+        return {"state": str(entry.get("status") or "M"), "sha256": entry.get("sha256")}
+    if name in untracked:
+        return {"state": "??", "sha256": as_dict(untracked[name]).get("sha256")}
+    return {"state": "clean"}
+
+
+def _git(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Dict[str, Any]]:
+    g, b = as_dict(good.get("repos")), as_dict(bad.get("repos"))
+    repos = []
+    for path in sorted(set(g) | set(b)):
+        g_repo, b_repo = as_dict(g.get(path)), as_dict(b.get(path))
+        gf = _git_facts(g_repo) if path in g else None
+        bf = _git_facts(b_repo) if path in b else None
+        facts = [{"fact": name, "good": gf[name] if gf else None, "bad": bf[name] if bf else None,
+                  "differs": (gf or {}).get(name) != (bf or {}).get(name)}
+                 for name in GIT_FACTS if not (name == "errors" and not (gf or {}).get(name) and not (bf or {}).get(name))]
+        # A file of a checkout captured on one side only is "not captured" on the other, never "clean".
+        names = set()
+        for repo in (g_repo, b_repo):
+            names.update(as_dict(repo.get("dirty")), as_dict(repo.get("untracked")))
+        files = []
+        for name in sorted(names):
+            gs = _file_state(name, g_repo) if path in g else {"state": "not captured"}
+            bs = _file_state(name, b_repo) if path in b else {"state": "not captured"}
+            files.append({"path": name, "good": gs, "bad": bs, "differs": gs != bs})
+        files.sort(key=lambda r: (not r["differs"], r["path"]))
+        repos.append({"path": path, "facts": facts, "files": capped(files), "good_captured": gf is not None,
+                      "bad_captured": bf is not None,
+                      "differs": any(f["differs"] for f in facts) or any(f["differs"] for f in files)})
+    return repos
+
+
+def _files(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+    g, b = as_dict(good.get("entries")), as_dict(bad.get("entries"))
+
+    def facts(entry: Any) -> Dict[str, Any]:
+        entry = as_dict(entry)
+        if entry.get("error"):
+            return {"error": entry.get("error")}
+        return {"sha256": entry.get("sha256"), "size": entry.get("size")}
+
+    rows = [{"path": p, "good": facts(g[p]) if p in g else None, "bad": facts(b[p]) if p in b else None,
+             "differs": g.get(p) != b.get(p)} for p in sorted(set(g) | set(b), key=str)]
+    rows.sort(key=lambda r: (not r["differs"], str(r["path"])))
+    return capped(rows)
+
+
+def code_tables(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+    gs, bs = sections(good), sections(bad)
+    return {
+        "integrity": _integrity(data(gs, "packages"), data(bs, "packages")),
+        "packages": _packages(data(gs, "packages"), data(bs, "packages")),
+        "hooks": _hooks(data(gs, "python"), data(bs, "python")),
+        "git": _git(data(gs, "git"), data(bs, "git")),
+        "files": _files(data(gs, "files"), data(bs, "files")),
+    }

@@ -1,0 +1,84 @@
+"""What the table builders share: safe access to snapshot data, sides, and row capping."""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+# Rows that are the same on both sides, listed before the rest are only counted.
+SAME_ROWS = 440
+
+
+def as_dict(value: Any) -> Dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> List[Any]:
+    return value if isinstance(value, list) else []
+
+
+def natural_key(text: Any) -> Tuple[Any, ...]:
+    return tuple(int(part) if part.isdecimal() else part for part in re.split(r"(\d+)", str(text)))
+
+
+def first_node(snap: Dict[str, Any]) -> Optional[str]:
+    nodes = as_dict(snap.get("nodes"))
+    return sorted(nodes)[0] if nodes else None
+
+
+def sections(snap: Dict[str, Any]) -> Dict[str, Any]:
+    """The snapshot's sections; for a merged multi-node snapshot (empty top level), its first node's."""
+    found = as_dict(snap.get("sections"))
+    node = first_node(snap)
+    if not found and node:
+        return as_dict(as_dict(as_dict(snap.get("nodes")).get(node)).get("sections"))
+    return found
+
+
+def data(sections_: Dict[str, Any], name: str) -> Dict[str, Any]:
+    return as_dict(as_dict(sections_.get(name)).get("data"))
+
+
+def section_status(snap: Dict[str, Any], name: str) -> Dict[str, Any]:
+    """{"status": ok|unavailable|error|timeout|not captured, "reason": ...} of one section."""
+    section = as_dict(sections(snap).get(name))
+    if not section:
+        return {"status": "not captured", "reason": None}
+    return {"status": str(section.get("status") or "?"), "reason": section.get("reason") or section.get("error")}
+
+
+def capped(rows: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """Every differing row; same-on-both-sides rows up to SAME_ROWS, the rest counted."""
+    differing = [r for r in rows if r.get("differs")]
+    same = [r for r in rows if not r.get("differs")]
+    return {"rows": differing + same[:SAME_ROWS], "total": len(rows), "differing": len(differing),
+            "same_not_listed": max(0, len(same) - SAME_ROWS)}
+
+
+def flat(obj: Any, prefix: str = "") -> Dict[str, Any]:
+    """Nested dicts as dotted keys; lists of scalars stay one value."""
+    out: Dict[str, Any] = {}
+    if isinstance(obj, dict):
+        if not obj and prefix:
+            out[prefix] = {}
+        for key in sorted(obj, key=lambda k: natural_key(str(k))):
+            out.update(flat(obj[key], f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(obj, list) and any(isinstance(item, (dict, list)) for item in obj):
+        for index, item in enumerate(obj):
+            out.update(flat(item, f"{prefix}.{index}"))
+    else:
+        out[prefix] = obj
+    return out
+
+
+def compare_rows(good: Dict[str, Any], bad: Dict[str, Any], pinned: Sequence[str] = (),
+                 skip: Any = None) -> List[Dict[str, Any]]:
+    """{label, good, bad, good_set, bad_set, differs, pinned} for two flat dicts, in natural order."""
+    rows = []
+    for key in sorted(set(good) | set(bad), key=natural_key):
+        if skip is not None and skip(key):
+            continue
+        g, b = good.get(key), bad.get(key)
+        rows.append({"label": key, "good": g, "bad": b, "good_set": key in good, "bad_set": key in bad,
+                     "differs": (key in good, g) != (key in bad, b),
+                     "pinned": any(key == p or key.startswith(p + ".") for p in pinned)})
+    return rows

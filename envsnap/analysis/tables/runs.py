@@ -1,0 +1,60 @@
+"""Runs (every measurement of both sides, for the charts), section statuses and provenance."""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List
+
+from envsnap.analysis.tables.common import as_dict, as_list, natural_key, section_status, sections
+
+
+def _series(snap: Dict[str, Any]) -> Dict[str, Any]:
+    values: Dict[str, List[List[float]]] = {}
+    failed = 0
+    runs = as_list(snap.get("runs"))
+    for index, run in enumerate(runs):
+        if not isinstance(run, dict):
+            continue
+        if run.get("ok") is False:
+            failed += 1
+            continue  # a failed run is never a measurement
+        for name, value in as_dict(run.get("metrics")).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                values.setdefault(str(name), []).append([index + 1, float(value)])
+    return {"metrics": values, "failed": failed, "total": len(runs)}
+
+
+def runs_table(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+    """Each side's runs as (run number, value) per metric, and its failed-run count."""
+    return {"good": _series(good), "bad": _series(bad)}
+
+
+def section_table(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Every section's status on both sides (a section on one side only is 'not captured' on the other)."""
+    names = sorted(set(sections(good)) | set(sections(bad)), key=natural_key)
+    rows = []
+    for name in names:
+        g, b = section_status(good, name), section_status(bad, name)
+        rows.append({"section": name, "good": g, "bad": b, "differs": g != b})
+    return rows
+
+
+# How the two files were made: a difference here changes how far they can be compared.
+MEANINGFUL_PROVENANCE = ("envsnap_version", "schema_version", "redaction", "provenance_kind")
+
+
+def provenance_table(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+    """Per side: envsnap version, schema, redaction, runs, nodes and provenance; which of them differ."""
+    sides = {}
+    for side, snap in (("good", good), ("bad", bad)):
+        prov = as_dict(snap.get("provenance"))
+        runs = as_list(snap.get("runs"))
+        nodes = sorted(as_dict(snap.get("nodes")))
+        sides[side] = {
+            "envsnap_version": snap.get("envsnap_version"), "schema_version": snap.get("schema_version"),
+            "redaction": snap.get("redaction"), "runs": len(runs),
+            "failed_runs": sum(1 for r in runs if isinstance(r, dict) and r.get("ok") is False),
+            "nodes": nodes, "provenance_kind": prov.get("kind"), "provenance_note": prov.get("note"),
+            "provenance_detail": {k: v for k, v in prov.items() if k not in ("kind", "note")},
+        }
+    differs = [name for name in MEANINGFUL_PROVENANCE if sides["good"][name] != sides["bad"][name]]
+    return {"good": sides["good"], "bad": sides["bad"], "differs": differs}

@@ -1,0 +1,109 @@
+"""The workers matrix: every environment variable x every process, on both sides.
+
+Columns are the processes of each side (model/workers.py decides which environment each ran with
+and orders them); a merged multi-node snapshot gets one group of columns per node ("host/key").
+A cell is flagged where the process differs from its parent (`vs_parent`), where it disagrees with
+its peers (same kind under the same parent: the TP schedulers of one server, `vs_peers`), and
+where the value was changed inside the process after exec (probe vs /proc, `in_process`). A row
+differs when any cell is flagged or the same process has another value on the other side.
+Rows that differ nowhere and name no performance variable are listed by name only.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Dict, List, Optional, Tuple
+
+from envsnap.analysis import knowledge
+from envsnap.analysis.tables.common import as_dict, data, sections
+from envsnap.model.workers import SeenProcess, seen_processes
+
+_UNSET = object()
+
+
+def _columns(snap: Dict[str, Any]) -> Dict[str, Tuple[SeenProcess, Optional[str]]]:
+    """(process, parent column) per column key; nodes of a merged snapshot prefixed "host/"."""
+    nodes = as_dict(snap.get("nodes"))
+    sources = ([(f"{host}/", as_dict(as_dict(node).get("sections"))) for host, node in sorted(nodes.items())]
+               if nodes else [("", sections(snap))])
+    out: Dict[str, Tuple[SeenProcess, Optional[str]]] = {}
+    for prefix, node_sections in sources:
+        for key, process in seen_processes(data(node_sections, "processes"), data(node_sections, "probe")).items():
+            out[prefix + key] = (process, prefix + process.parent if process.parent else None)
+    return out
+
+
+def _peer_group(process: SeenProcess, parent: Optional[str]) -> Tuple[str, str]:
+    return process.kind, parent or ""
+
+
+def _cells(columns: Dict[str, Tuple[SeenProcess, Optional[str]]], name: str) -> Dict[str, Dict[str, Any]]:
+    readable = {k: p for k, (p, _) in columns.items() if p.env is not None}
+    groups: Dict[Tuple[str, str], List[str]] = {}
+    for key, (process, parent) in columns.items():
+        if process.env is not None:
+            groups.setdefault(_peer_group(process, parent), []).append(key)
+    majority: Dict[Tuple[str, str], Tuple[Counter, int]] = {}
+    for group, keys in groups.items():
+        if len(keys) >= 2:
+            counts = Counter(readable[k].env.get(name, _UNSET) for k in keys)  # type: ignore[union-attr]
+            majority[group] = (counts, max(counts.values()))
+    cells: Dict[str, Dict[str, Any]] = {}
+    for key, (process, parent_key) in columns.items():
+        if process.env is None:
+            cells[key] = {"readable": False, "status": process.status}
+            continue
+        value = process.env.get(name, _UNSET)
+        cell: Dict[str, Any] = {"readable": True, "set": value is not _UNSET,
+                                "value": None if value is _UNSET else value}
+        parent = readable.get(parent_key or "")
+        if parent is not None:
+            parent_value = parent.env.get(name, _UNSET)  # type: ignore[union-attr]
+            cell["has_parent"] = True
+            if parent_value != value:
+                cell["vs_parent"] = {"set": parent_value is not _UNSET,
+                                     "value": None if parent_value is _UNSET else parent_value}
+        group = _peer_group(process, parent_key)
+        if group in majority:
+            counts, top = majority[group]
+            tied = sum(1 for c in counts.values() if c == top) > 1
+            if counts[value] < top or tied:
+                cell["vs_peers"] = True
+        if process.exec_env is not None and process.exec_env.get(name, _UNSET) != value:
+            at_exec = process.exec_env.get(name, _UNSET)
+            cell["in_process"] = {"set": at_exec is not _UNSET, "value": None if at_exec is _UNSET else at_exec}
+        cells[key] = cell
+    return cells
+
+
+def _flagged(cell: Dict[str, Any]) -> bool:
+    return cell.get("readable", False) and (not cell.get("set") or any(
+        flag in cell for flag in ("vs_parent", "vs_peers", "in_process")))
+
+
+def workers_table(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+    sides = {"good": _columns(good), "bad": _columns(bad)}
+    names = sorted({str(n) for columns in sides.values() for process, _ in columns.values()
+                    for env in (process.env, process.exec_env) if env for n in env})
+    rows, quiet = [], []
+    cells_by_side: Dict[str, Dict[str, Dict[str, Any]]] = {"good": {}, "bad": {}}
+    for name in names:
+        per_side = {side: _cells(columns, name) for side, columns in sides.items()}
+        inside = any(_flagged(cell) for cells in per_side.values() for cell in cells.values())
+        across = any(
+            key in per_side["good"] and cell.get("readable") and per_side["good"][key].get("readable")
+            and (cell.get("set"), cell.get("value")) != (per_side["good"][key].get("set"), per_side["good"][key].get("value"))
+            for key, cell in per_side["bad"].items())
+        perf = knowledge.is_performance_variable(name)
+        if not (inside or across or perf):
+            quiet.append(name)
+            continue
+        rows.append({"name": name, "differs": inside or across, "across": across, "perf": perf})
+        for side in sides:
+            cells_by_side[side][name] = per_side[side]
+    columns_out = {
+        side: [{"key": key, "title": process.title, "kind": process.kind, "status": process.status,
+                "note": process.note, "source": process.source_label, "parent": parent,
+                "readable": process.env is not None} for key, (process, parent) in columns.items()]
+        for side, columns in sides.items()}
+    return {"columns": columns_out, "cells": cells_by_side, "rows": rows, "same_everywhere": quiet,
+            "differing": sum(1 for r in rows if r["differs"])}
