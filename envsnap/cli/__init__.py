@@ -1,7 +1,9 @@
 """The `envsnap` command: a thin click layer over the library.
 
 One module per command, named after it (probe holds the probe group); this module only
-assembles them and maps errors to exit codes:
+assembles them and turns outcomes into exit codes, in one place: a command returns its status
+(diff: 0 same / 1 differs; run: 1 when no run succeeded; bisect: 0 isolated / 1 not; probe status:
+1 when not installed), and errors map to codes here:
   EnvsnapError / bad usage -> one line on stderr, exit 2
   Ctrl-C -> exit 130
   anything unexpected -> one line naming the bug, exit 3 (ENVSNAP_DEBUG=1 shows the traceback)

@@ -29,8 +29,7 @@ import click
               help="Seconds one run may take before it is killed and counted as failed.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.pass_context
-def bisect(ctx, good, bad, repeat, metric, direction, journal, max_runs, margin, run_timeout, fmt, command) -> None:
+def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_timeout, fmt, command) -> int:
     """Find which environment differences between GOOD and BAD cause the slowdown.
 
     \b
@@ -79,4 +78,4 @@ def bisect(ctx, good, bad, repeat, metric, direction, journal, max_runs, margin,
     else:
         click.echo(render_bisect(result))
     sys.stdout.flush()
-    ctx.exit(result["exit_code"])
+    return int(result["exit_code"])

@@ -1,7 +1,6 @@
 """`envsnap probe install|uninstall|status`: the in-process probe (a .pth start-up hook)."""
 from __future__ import annotations
 
-import sys
 
 import click
 
@@ -67,7 +66,7 @@ def probe_uninstall_cmd(site, python) -> None:
 @probe.command("status")
 @_site_options
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-def probe_status_cmd(site, python, as_json) -> None:
+def probe_status_cmd(site, python, as_json) -> int:
     """Say whether the hook is installed and current. Exit 0 when it is, 1 when not."""
     from envsnap.probe import install as install_mod
 
@@ -90,4 +89,4 @@ def probe_status_cmd(site, python, as_json) -> None:
             click.echo(f"  ENVSNAP_PROBE_DIR={result['probe_dir']} here: Python processes started from this shell write records")
         else:
             click.echo("  ENVSNAP_PROBE_DIR is not set here: the hook is off in this shell")
-    sys.exit(0 if result["installed"] and result["current"] else 1)
+    return 0 if result["installed"] and result["current"] else 1

@@ -23,7 +23,7 @@ from envsnap.cli.options import capture_options
               help="Seconds one run may take; a run still going then is killed and recorded as failed.")
 @capture_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeout, command, capture_ctx) -> None:
+def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeout, command, capture_ctx) -> int:
     """Capture a snapshot, then run the benchmark COMMAND and record its metrics in it.
 
     \b
@@ -80,4 +80,5 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     if not any(r.get("ok") for r in session.records):
         first = session.records[0].get("error", "failed") if session.records else "no runs"
         click.echo(f"envsnap run: no run succeeded (first error: {first})", err=True)
-        sys.exit(1)
+        return 1
+    return 0
