@@ -1,0 +1,97 @@
+"""The layers the tree shows are the layers the imports obey (ARCHITECTURE.md).
+
+Every `import` and `from ... import` in envsnap/ (at any depth: lazy imports inside functions
+count) is read with ast, and the arrows between layers are checked:
+  * analysis/ never imports render/ or cli/;
+  * model/ imports nothing above it (only model/, redact, errors, format, subproc);
+  * render/ never imports a collector (capture/), the probe runtime or measure/;
+  * probe/runtime.py is stdlib only (it runs inside other people's processes), and redact.py too
+    (the probe copies it);
+  * only cli/ imports click.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+from typing import Dict, Set
+
+from helpers import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "envsnap"
+CROSS_CUTTING = {"envsnap.redact", "envsnap.errors", "envsnap.format", "envsnap.subproc", "envsnap"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path) for path in PACKAGE.rglob("*.py")}
+
+
+def _imports(path: Path) -> Set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: Set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            # `from envsnap.capture import collectors` imports the submodule too
+            found.update(f"{node.module}.{alias.name}" for alias in node.names
+                         if f"{node.module}.{alias.name}" in MODULES)
+    return found
+
+
+def _graph() -> Dict[str, Set[str]]:
+    return {_module_name(path): _imports(path) for path in PACKAGE.rglob("*.py")}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _envsnap_targets(imports: Set[str]) -> Set[str]:
+    return {name for name in imports if name == "envsnap" or name.startswith("envsnap.")}
+
+
+def test_the_graph_is_read():
+    graph = _graph()
+    assert "envsnap.analysis.result" in graph and "envsnap.render.html" in graph and "envsnap.cli" in graph
+    assert "envsnap.analysis.tables" in graph["envsnap.analysis.result"] or any(
+        t.startswith("envsnap.analysis.tables") for t in graph["envsnap.analysis.result"])
+
+
+def test_analysis_never_imports_render_or_cli():
+    bad = {(m, t) for m, imports in _graph().items() if _layer(m) == "analysis"
+           for t in _envsnap_targets(imports) if _layer(t) in ("render", "cli")}
+    assert bad == set()
+
+
+def test_model_imports_nothing_above_it():
+    bad = {(m, t) for m, imports in _graph().items() if _layer(m) == "model"
+           for t in _envsnap_targets(imports) if _layer(t) != "model" and t not in CROSS_CUTTING}
+    assert bad == set()
+
+
+def test_render_imports_no_collector_probe_or_measurement():
+    bad = {(m, t) for m, imports in _graph().items() if _layer(m) == "render"
+           for t in _envsnap_targets(imports) if _layer(t) in ("capture", "probe", "measure", "cli")}
+    assert bad == set()
+
+
+def test_probe_runtime_and_redact_are_stdlib_only():
+    stdlib = set(sys.stdlib_module_names)
+    for module in ("envsnap.probe.runtime", "envsnap.redact"):
+        path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        outside = {name for name in _imports(path) if name.split(".")[0] not in stdlib}
+        # The probe imports envsnap.redact only when it runs from the package itself; its copy loads
+        # the stdlib-only copy of redact.py that `envsnap probe install` writes beside it.
+        assert outside <= {"envsnap", "envsnap.redact"}, (module, outside)
+
+
+def test_only_the_cli_imports_click():
+    users = {m for m, imports in _graph().items() if any(name.split(".")[0] == "click" for name in imports)}
+    assert users and all(_layer(m) == "cli" for m in users), users
