@@ -70,7 +70,7 @@ SECTION_SHAPES: Dict[str, Any] = {
                               "dirty": ("map", {"status": "str", "sha256": "str"}), "untracked": ("map", "dict"),
                               "stash": ("map", {"sha": "str", "message": "str"}), "submodules": ("map", "dict"),
                               "errors": "dict"}),
-            "errors": "dict"},
+            "errors": "dict", "python": "str"},
     "files": {"entries": ("map", {"size": "num", "sha256": "str", "error": "str"}), "roots": ("list", "str"),
               "errors": "dict"},
     "nvidia": {"driver_version": "str", "nvml_version": "str", "cuda_driver_version": "str", "count": "num",
