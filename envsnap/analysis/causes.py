@@ -112,12 +112,7 @@ def _custom_allreduce(comp: diff_mod.Comparison) -> Tuple[Optional[str], str]:
 
 
 def _change_text(d: diff_mod.Difference) -> str:
-    g, b = diff_mod.display(d.key, d.good), diff_mod.display(d.key, d.bad)
-    absent = {"integrity": "as installed", "git": "clean", "startup": "absent",
-              "nccl": "not logged"}.get(d.category, "unset")  # no log line is no proof of "unset"
-    if ".parent_only." in d.key:
-        absent = "none"
-    return f"good {absent if g is None else g} \u2192 bad {absent if b is None else b}"
+    return f"good {d.side_text('good')} \u2192 bad {d.side_text('bad')}"
 
 
 def _score(d: diff_mod.Difference, ctx: _Ctx) -> Tuple[float, str, str, List[str]]:
@@ -374,5 +369,5 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Dict[str, Any]) -> List[Dict
         causes.append({"rank": index, "key": d.key, "category": d.category, "component": component,
                        "score": round(1.0 - math.exp(-SCORE_SCALE * raw), 3),
                        "good": diff_mod.display(d.key, d.good), "bad": diff_mod.display(d.key, d.bad),
-                       "why": why, "evidence": evidence})
+                       "change": d.change, "absent": d.absent, "why": why, "evidence": evidence})
     return causes

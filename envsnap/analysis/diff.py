@@ -39,6 +39,25 @@ if "threshold_to_diff_deeper" in inspect.signature(DeepDiff.__init__).parameters
     _DEEPDIFF_KW["threshold_to_diff_deeper"] = 0
 
 
+# How a value missing on one side reads, per category. NCCL logs a variable only when it reads
+# it, so no line is "not logged", never "unset"; a file absent from a checkout's dirty list is clean.
+ABSENT_WORDS = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged"}
+# A whole entity (a repository, a process, a GPU, a section) that one snapshot does not hold was not
+# captured there: that says nothing about its state, so it is never "clean" or "unset".
+NOT_CAPTURED = "not captured"
+
+
+def absent_wording(category: str, key: str, entity: bool = False) -> str:
+    """The words for the side of a difference where `key` is missing."""
+    if entity:
+        return NOT_CAPTURED
+    if ".parent_only." in key:
+        return "none"
+    if ".changed_in_process." in key:
+        return "not changed in-process"
+    return ABSENT_WORDS.get(category, "unset")
+
+
 @dataclass
 class Difference:
     key: str
@@ -48,11 +67,26 @@ class Difference:
     bad: Any
     volatile: bool
     flat_keys: List[str]
+    absent: str = "unset"  # how the missing side reads (absent_wording)
 
     def to_json(self) -> Dict[str, Any]:
         return {"key": self.key, "category": self.category, "change": self.change,
                 "good": display(self.key, self.good), "bad": display(self.key, self.bad),
-                "volatile": self.volatile, "flat_keys": self.flat_keys}
+                "absent": self.absent, "volatile": self.volatile, "flat_keys": self.flat_keys}
+
+    def side_text(self, side: str) -> str:
+        """One side's value as text: the absent wording where the key is missing, "none" for a null value."""
+        return value_text(self.change, side, display(self.key, getattr(self, side)), self.absent)
+
+
+def value_text(change: str, side: str, shown: Any, absent: str) -> str:
+    """A displayed value of one side of a difference as text (shared by every renderer of a result)."""
+    if shown is None:
+        missing = change == ("added" if side == "good" else "removed")
+        return absent if missing else "none"
+    if isinstance(shown, bool):
+        return "true" if shown else "false"
+    return str(shown)
 
 
 @dataclass
@@ -128,7 +162,8 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
         if not volatile:
             leaf_flats = [f for f, v in zip(leaf_flats, volatile_flags) if not v] or leaf_flats
         change = "changed" if in_a and in_b else ("added" if in_b else "removed")
-        out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats))
+        out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats,
+                              absent_wording(category, key, key in presence)))
     return out
 
 
@@ -141,8 +176,9 @@ def _section_differences(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Diff
         if (st_a == "ok") == (st_b == "ok"):
             continue
         category = knowledge.SECTION_CATEGORIES.get(name, (name, knowledge.NONE))[0]
-        out.append(Difference(f"{name}.status", category, "changed", _status_text(sa), _status_text(sb),
-                              False, [f"{name}.status"]))
+        change = "changed" if st_a is not None and st_b is not None else ("added" if st_a is None else "removed")
+        out.append(Difference(f"{name}.status", category, change, _status_text(sa), _status_text(sb),
+                              False, [f"{name}.status"], NOT_CAPTURED))
     return out
 
 
@@ -185,7 +221,7 @@ def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Differ
         first = members[0][1]
         flats = sorted({f for _, d in members for f in d.flat_keys})
         rest.append(Difference(f"{category}.{label}.{sub}", category, first.change, first.good, first.bad,
-                               first.volatile, flats))
+                               first.volatile, flats, first.absent))
     return rest
 
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from envsnap import __version__
 from envsnap.analysis import knowledge
+from envsnap.analysis.diff import NOT_CAPTURED, value_text
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics as metrics_mod
 
@@ -277,7 +278,7 @@ def _causes_view(result: Dict[str, Any]) -> Dict[str, Any]:
             "category": fmt_value(raw.get("category"), 40), "component": fmt_value(raw.get("component"), 40),
             "score": f"{score:.2f}", "score_pct": int(round(score * 100)),
             "good": fmt_value(raw.get("good")), "bad": fmt_value(raw.get("bad")),
-            "good_absent": raw.get("good") is None, "bad_absent": raw.get("bad") is None,
+            "good_absent": _missing_words(raw, "good"), "bad_absent": _missing_words(raw, "bad"),
             "why": fmt_value(raw.get("why"), 500) if raw.get("why") else "",
             "evidence": [fmt_value(e, 500) for e in _list(raw.get("evidence"))[:20]],
         })
@@ -647,7 +648,9 @@ def _git_view(good_git: Dict[str, Any], bad_git: Dict[str, Any]) -> List[Dict[st
                 if name in untracked:
                     return f"?? {short_hash(_dict(untracked[name]).get('sha256'))}".strip()
                 return "clean"
-            gs, bs = state(g_dirty, g_untr), state(b_dirty, b_untr)
+            # A repository one side never captured says nothing about its files there.
+            gs = state(g_dirty, g_untr) if gf is not None else NOT_CAPTURED
+            bs = state(b_dirty, b_untr) if bf is not None else NOT_CAPTURED
             files.append({"path": fmt_value(name, 200), "good": gs, "bad": bs, "differs": gs != bs})
         files.sort(key=lambda r: (not r["differs"], r["path"]))
         repos.append({"path": fmt_value(path, 200), "rows": rows, "files": _capped(files),
@@ -808,7 +811,7 @@ def _differences_view(result: Dict[str, Any]) -> Dict[str, Any]:
     def row(raw: Dict[str, Any]) -> Dict[str, Any]:
         return {"key": fmt_value(raw.get("key"), 240), "change": _change(raw),
                 "good": fmt_value(raw.get("good")), "bad": fmt_value(raw.get("bad")),
-                "good_absent": raw.get("good") is None, "bad_absent": raw.get("bad") is None}
+                "good_absent": _missing_words(raw, "good"), "bad_absent": _missing_words(raw, "bad")}
     order = sorted(groups, key=lambda c: (c not in _CATEGORY_ORDER,
                                           _CATEGORY_ORDER.index(c) if c in _CATEGORY_ORDER else 0, c))
     categories = []
@@ -818,6 +821,13 @@ def _differences_view(result: Dict[str, Any]) -> Dict[str, Any]:
         categories.append({"name": fmt_value(name, 60), "rows": _capped(rows, row), "counts": sorted(counts.items())})
     total = sum(len(r) for r in groups.values())
     return {"categories": categories, "volatile": _capped(volatile, row), "total": total, "open": total <= 60}
+
+
+def _missing_words(raw: Dict[str, Any], side: str) -> Any:
+    """False when the side has a value, else the analysis's words for it ("not captured", "clean", ...)."""
+    if raw.get(side) is not None:
+        return False
+    return value_text(str(raw.get("change") or "changed"), side, None, fmt_value(raw.get("absent") or "absent", 40))
 
 
 def _change(raw: Dict[str, Any]) -> str:

@@ -7,24 +7,17 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
+from envsnap.analysis.diff import value_text
 from envsnap.analysis.views import CATEGORY_ORDER
 from envsnap.redact import redact_text
 
 DEFAULT_TOP = 5
-# How an absent value reads, per category: NCCL logs a variable only when it reads it, so no line is "not logged", never "unset".
-_ABSENT = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged"}
-
-
-def _value(category: str, value: Any) -> str:
-    if value is None:
-        return _ABSENT.get(category, "unset")
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _change(item: Dict[str, Any]) -> str:
-    return f"{_value(item['category'], item['good'])} \u2192 {_value(item['category'], item['bad'])}"
+    """'good → bad' in the words the analysis chose for a missing side ("not captured", "clean", "unset"...)."""
+    change, absent = item.get("change", "changed"), item.get("absent", "absent")
+    return f"{value_text(change, 'good', item['good'], absent)} \u2192 {value_text(change, 'bad', item['bad'], absent)}"
 
 
 def _side(meta: Dict[str, Any]) -> str:

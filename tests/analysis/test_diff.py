@@ -177,11 +177,12 @@ def test_cli_json_shape_top_all_and_html(tmp_path):
     top = json.loads(run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "--top", "3").stdout)
     assert [c["rank"] for c in top["causes"]] == [1, 2, 3]
     cause = top["causes"][0]
-    assert set(cause) == {"rank", "key", "category", "component", "score", "good", "bad", "why", "evidence"}
+    assert set(cause) == {"rank", "key", "category", "component", "score", "good", "bad", "change", "absent", "why",
+                          "evidence"}
     assert 0 <= cause["score"] <= 1 and "\n" not in cause["why"]
     assert set(top["verdict"]) >= {"metric", "direction", "good", "bad", "change_pct", "significant", "p_value",
                                    "method", "summary", "metrics", "decomposition"}
-    assert set(top["differences"][0]) == {"key", "category", "change", "good", "bad", "volatile", "flat_keys"}
+    assert set(top["differences"][0]) == {"key", "category", "change", "good", "bad", "absent", "volatile", "flat_keys"}
     assert not any(d["volatile"] for d in top["differences"])
     everything = json.loads(run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "--all").stdout)
     assert any(d["volatile"] for d in everything["differences"])
