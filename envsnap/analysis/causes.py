@@ -298,8 +298,8 @@ def _score_integrity(d: diff_mod.Difference, rule: knowledge.FieldRule, prior: f
         if names:
             factor *= 1.3
             evidence.append(f"the workers' {', '.join(names)} changed, and engine.py's _set_envs_and_config "
-                            "sets these for the workers (sglang 0.5.5 entrypoints/engine.py:676): the likely "
-                            "mechanism")
+                            "sets these for the workers (sglang 0.5.5 srt/entrypoints/engine.py:676, 0.5.23 "
+                            "srt/entrypoints/engine.py:1878): the likely mechanism")
     for dirty in ctx.dirty:
         if dirty.key.endswith("/" + rel) or dirty.key.endswith("." + rel):
             evidence.append(f"the same file is modified in a checkout ({dirty.key}): who edited it")
