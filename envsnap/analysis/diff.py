@@ -123,6 +123,9 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
     changed = [k for k, v in a.items() if get_b(k, _MISSING) != v]
     changed.extend(b.keys() - a.keys())
     presence = va.presence | vb.presence
+    # A presence key on both sides whose value moved (a repository's head, a process's title) is the same
+    # entity: its own keys (commit, dirty files, fields) say what changed, and must not be hidden by it.
+    changed = [k for k in changed if not (k in presence and k in a and k in b)]
     gone = sorted(k for k in changed if k in presence)  # whole entities added/removed
     if gone:
         prefixes = tuple(k + "." for k in gone)

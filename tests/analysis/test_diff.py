@@ -229,3 +229,20 @@ def test_unchanged_real_capture_pair_exits_0(tmp_path):
     with_all = json.loads(run_envsnap("diff", a, b, "--all", "--format", "json").stdout)["differences"]
     assert len(with_all) >= len(relevant)
     assert all(d["volatile"] for d in with_all if d["key"] not in {r["key"] for r in relevant})
+
+
+def test_a_moved_head_does_not_hide_the_checkouts_other_changes(tmp_path, git_repo):
+    """A new commit changes the repository's presence value (branch@head): that must not swallow the
+    dirty file and the stash that changed with it (real captures of a real repository)."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    assert run_envsnap("capture", "-o", good, "--timeout", "60", cwd=git_repo).returncode == 0
+    (git_repo / "b.py").write_text("y = 1\n")
+    git_repo.git("add", "b.py")
+    git_repo.git("commit", "-q", "-m", "second")
+    (git_repo / "a.py").write_text("x = 2  # dirty\n")
+    assert run_envsnap("capture", "-o", bad, "--timeout", "60", cwd=git_repo).returncode == 0
+    result = json.loads(run_envsnap("diff", good, bad, "--format", "json").stdout)
+    top = str(git_repo.resolve())
+    keys = {d["key"]: d for d in result["differences"] if d["key"].startswith(f"git.{top}")}
+    assert set(keys) == {f"git.{top}.commit", f"git.{top}.dirty.a.py"}, sorted(keys)
+    assert keys[f"git.{top}.dirty.a.py"]["change"] == "added" and keys[f"git.{top}.dirty.a.py"]["absent"] == "clean"
