@@ -188,6 +188,8 @@ def _score_var(d: diff_mod.Difference, where: str, name: str, why: str, evidence
             evidence.append("NCCL's log shows the effect: " + "; ".join(ctx.nccl_effects))
         if "env" in places:
             evidence.append(f"also changed in the capturing shell ({_change_text(places['env'])})")
+        if "in_process" in places:
+            evidence.append(f"set in-process, after start-up ({places['in_process'].key})")
         if "parent_only" in places:
             if _server_parent_only(places["parent_only"]):
                 evidence.append("the server's parent process had it, the workers never saw it "
@@ -207,6 +209,8 @@ def _score_var(d: diff_mod.Difference, where: str, name: str, why: str, evidence
             else:
                 factor *= 0.2
                 why = f"{name} changed only in the capturing shell: the running workers did not see it"
+    elif where == "in_process":
+        factor, why = _score_in_process(d, name, why, evidence, places)
     elif where == "parent_only" and _server_parent_only(d):
         factor, why = _score_server_parent_only(d, name, evidence, ctx)
     elif where == "parent_only":
@@ -223,6 +227,27 @@ def _score_var(d: diff_mod.Difference, where: str, name: str, why: str, evidence
         else:
             factor *= 1.1
             why += " \u2014 as NCCL itself read it at communicator init"
+    return factor, why
+
+
+def _score_in_process(d: diff_mod.Difference, name: str, why: str, evidence: List[str],
+                      places: Dict[str, diff_mod.Difference]) -> Tuple[float, str]:
+    """A variable a process set in its own os.environ after start-up (seen by the probe: start vs init/exit).
+
+    Where the same change already shows as the workers' own environment or as the server parent's
+    late setting, this key names the mechanism (who set it, in-process) and ranks below that key.
+    """
+    process = d.key[len("workers."):].split(".changed_in_process.", 1)[0]
+    who = "every probed process" if process == "*" else process
+    why += f" \u2014 set in-process by {who} after start-up (os.environ): /proc/PID/environ never shows it"
+    evidence.append("the probe saw it change between the process's start and its later records "
+                    "(init_process_group / exit)")
+    factor = 1.0
+    for other, label in (("workers", "the workers' own environment"), ("parent_only", "the server's parent")):
+        if other in places:
+            factor *= 0.4
+            why += f"; the same change shows in {label} ({places[other].key}), which ranks it"
+            break
     return factor, why
 
 

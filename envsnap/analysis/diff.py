@@ -195,7 +195,8 @@ def _status_text(section: Dict[str, Any]) -> Optional[str]:
 
 _INSTANCE_RES = {
     "gpu": re.compile(r"^gpu\.(\d+)\.(.+)$"),
-    "workers": re.compile(r"^workers\.([^.]+)\.(" + "|".join(PROCESS_FIELDS + ("init",)) + r")$"),
+    "workers": re.compile(r"^workers\.([^.]+)\.(" + "|".join(PROCESS_FIELDS + ("init",))
+                          + r"|changed_in_process\.[^.]+)$"),
 }
 
 
@@ -320,6 +321,10 @@ def display(key: str, value: Any) -> Any:
         if value.get("in") == "server":
             return f"server parent {value.get('parent')}, TP workers {'unset' if seen is None else seen}"
         return f"shell {value.get('parent')}, workers {'unset' if seen is None else seen}"
+    if ".changed_in_process." in key:
+        after = ", then ".join("unset" if v is None else str(v) for v in value.get("after") or []) or "?"
+        start = value.get("start")
+        return _clip(f"{after} in-process (was {'unset' if start is None else start} at start)")
     if ".disagree." in key:
         by_value: Dict[str, List[str]] = {}
         for inst, v in sorted(value.items()):
@@ -352,9 +357,11 @@ def _clip(text: str, limit: int = 160) -> str:
 
 
 def var_name(key: str) -> Optional[Tuple[str, str]]:
-    """(where, NAME) for an environment-variable key: where is env|workers|parent_only|nccl."""
+    """(where, NAME) for an environment-variable key: where is env|workers|parent_only|nccl|in_process."""
     if key.startswith("env."):
         return "env", key[4:]
+    if key.startswith("workers.") and ".changed_in_process." in key:
+        return "in_process", key.split(".changed_in_process.", 1)[1]
     for prefix, where in (("workers.env.", "workers"), ("workers.disagree.", "workers"),
                           ("workers.parent_only.", "parent_only"), ("nccl.env.", "nccl"),
                           ("nccl.disagree.env.", "nccl")):
