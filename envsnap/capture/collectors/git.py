@@ -406,7 +406,10 @@ def _printable(name: str) -> str:
 def summarize(data: Dict[str, Any]) -> List[str]:
     repos = data.get("repos", {})
     parts = [f"{os.path.basename(path.rstrip('/')) or path} {_short(repo)}" for path, repo in repos.items()]
-    lines = [f"{len(repos)} repo{'s' if len(repos) != 1 else ''}: " + ", ".join(parts)]
+    # No repository: the section's reason says so; the lines say what was looked at.
+    lines = [f"{len(repos)} repo{'s' if len(repos) != 1 else ''}: " + ", ".join(parts)] if repos else []
+    if data.get("python"):
+        lines.append(f"editable installs followed: those of {data['python']}")
     for path, repo in repos.items():
         lines.append(f"{path} [{', '.join(repo.get('roles', []))}] {_short(repo)}")
         for rel, entry in sorted(repo.get("dirty", {}).items()):
