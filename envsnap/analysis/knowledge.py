@@ -470,19 +470,19 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     # --- SGLang server args (line numbers: sglang 0.5.5 sglang/srt/server_args.py, ServerArgs dataclass lines
     # 240-500; sglang 0.5.23 keeps the same names in sglang/srt/arg_groups/fields/{exec_,parallel,spec,schedule,
     # model}.py and splits cuda_graph_max_bs / cuda_graph_bs into *_decode and *_prefill) ---
-    # server_args.py:478 disable_custom_all_reduce: decode all-reduces then go through NCCL.
+    # sglang 0.5.5 server_args.py:478 disable_custom_all_reduce: decode all-reduces then go through NCCL.
     _k("sglang.args.disable_custom_all_reduce", "sglang", COMMUNICATION, 0.85, "custom all-reduce on/off: small decode all-reduces switch between SGLang's kernel and NCCL"),
     _k("sglang.args.tp_size", "sglang", COMMUNICATION, 0.9, "a different tensor-parallel size"),
     _k("sglang.args.dp_size", "sglang", COMMUNICATION, 0.7, "a different data-parallel size"),
     _k("sglang.args.ep_size", "sglang", COMMUNICATION, 0.6, "a different expert-parallel size"),
     _k("sglang.args.enable_dp_attention", "sglang", COMMUNICATION, 0.7, "DP attention changes the attention/communication layout"),
-    # server_args.py:472-480 enable_nccl_nvls / enable_symm_mem / enable_mscclpp: alternative all-reduce paths.
+    # sglang 0.5.5 server_args.py:472-480 enable_nccl_nvls / enable_symm_mem / enable_mscclpp: alternative all-reduce paths.
     _k("sglang.args.enable_nccl_nvls", "sglang", COMMUNICATION, 0.6, "NCCL NVLS all-reduce on/off"),
     _k("sglang.args.enable_symm_mem", "sglang", COMMUNICATION, 0.55, "symmetric-memory all-reduce on/off"),
     _k("sglang.args.enable_mscclpp", "sglang", COMMUNICATION, 0.55, "MSCCL++ all-reduce on/off"),
     _k("sglang.args.enable_torch_symm_mem", "sglang", COMMUNICATION, 0.5, "torch symmetric-memory all-reduce on/off"),
     _k("sglang.args.enable_flashinfer_allreduce_fusion", "sglang", COMMUNICATION, 0.6, "FlashInfer all-reduce fusion on/off"),
-    # server_args.py:371-382 speculative_*: the EAGLE-3 drafter's shape.
+    # sglang 0.5.5 server_args.py:371-382 speculative_*: the EAGLE-3 drafter's shape.
     _k("sglang.args.speculative_algorithm", "sglang", DRAFTER, 0.9, "a different speculative algorithm"),
     _k("sglang.args.speculative_draft_model_path", "sglang", DRAFTER, 0.85, "a different draft model"),
     _k("sglang.args.speculative_draft_model_revision", "sglang", DRAFTER, 0.7, "a different draft model revision"),
@@ -491,13 +491,13 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _k("sglang.args.speculative_num_draft_tokens", "sglang", DRAFTER, 0.8, "tokens verified per cycle changed"),
     _k("sglang.args.speculative_accept_threshold*", "sglang", DRAFTER, 0.6, "acceptance threshold changed"),
     _k("sglang.args.speculative_*", "sglang", DRAFTER, 0.5, "a speculative-decoding setting changed"),
-    # server_args.py:361-364: kernel backends.
+    # sglang 0.5.5 server_args.py:361-364: kernel backends.
     _k("sglang.args.attention_backend", "sglang", KERNELS, 0.75, "a different attention backend"),
     _k("sglang.args.decode_attention_backend", "sglang", KERNELS, 0.75, "a different decode attention backend"),
     _k("sglang.args.prefill_attention_backend", "sglang", KERNELS, 0.4, "a different prefill attention backend"),
     _k("sglang.args.sampling_backend", "sglang", KERNELS, 0.35, "a different sampling backend"),
     _k("sglang.args.moe_runner_backend", "sglang", KERNELS, 0.6, "a different MoE kernel backend"),
-    # server_args.py:466-468, 488: CUDA graphs and torch.compile.
+    # sglang 0.5.5 server_args.py:466-468, 488: CUDA graphs and torch.compile.
     _k("sglang.args.disable_cuda_graph", "sglang", GRAPHS, 0.9, "CUDA graphs on/off (launch overhead of every decode step)"),
     _k("sglang.args.cuda_graph_max_bs_prefill", "sglang", GRAPHS, 0.4, "largest prefill batch captured in CUDA graphs changed"),
     _k("sglang.args.cuda_graph_max_bs*", "sglang", GRAPHS, 0.7, "largest batch captured in CUDA graphs changed"),
@@ -509,7 +509,7 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _k("sglang.args.enable_piecewise_cuda_graph", "sglang", GRAPHS, 0.5, "piecewise CUDA graphs on/off"),
     _k("sglang.args.disable_overlap_schedule", "sglang", CPU_HOST, 0.6, "CPU/GPU overlap scheduling on/off"),
     _k("sglang.args.num_continuous_decode_steps", "sglang", CPU_HOST, 0.4, "decode steps per scheduling round changed"),
-    # server_args.py:247-263: precision and memory.
+    # sglang 0.5.5 server_args.py:247-263: precision and memory.
     _k("sglang.args.model_path", "sglang", KERNELS, 0.9, "a different model"),
     _k("sglang.args.dtype", "sglang", KERNELS, 0.7, "a different compute dtype"),
     _k("sglang.args.quantization", "sglang", KERNELS, 0.75, "a different quantization"),

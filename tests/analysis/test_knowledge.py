@@ -136,3 +136,38 @@ def test_bucketed_lookup_equals_first_match_in_table_order():
         if (expected is None and got.pattern != "*") or (expected is not None and got != expected):
             mismatches.append((key, got.pattern, expected and expected.pattern))
     assert len(keys) > 1000 and mismatches == []
+
+
+def _comment_blocks():
+    source = (REPO_ROOT / "envsnap" / "analysis" / "knowledge.py").read_text()
+    blocks, current = [], []
+    for line in source.splitlines():
+        if line.strip().startswith("#"):
+            current.append(line.strip())
+        elif current:
+            blocks.append(" ".join(current))
+            current = []
+    return blocks
+
+
+def test_every_line_number_citation_names_the_version_it_was_read_from():
+    """Line numbers move between releases (engine.py's _set_envs_and_config: 676 in sglang 0.5.5, 1878 in
+    0.5.23): a comment that cites `file.py:<line>` names the version of the package it was read from."""
+    cited = [b for b in _comment_blocks() if re.search(r"\.py:\d+", b)]
+    assert cited
+    unversioned = [b for b in cited if not re.search(r"\b(sglang|torch) \d+\.\d+(\.\d+)?\b|\b0\.5\.\d+\b", b)]
+    assert unversioned == [], unversioned
+
+
+@pytest.mark.parametrize("name, weighted", [
+    # sglang 0.5.23 sets or reads these (sources beside each rule in knowledge.py).
+    ("NVSHMEM_IB_ENABLE_IBGDA", True), ("NVSHMEM_DISABLE_LOCAL_ONLY_PROXY", True), ("EP_REUSE_NCCL_COMM", True),
+    ("MC_FORCE_TCP", True), ("DG_JIT_USE_NVRTC", True), ("FLASHINFER_CUDA_ARCH_LIST", True),
+    ("CUTE_DSL_ARCH", True), ("NCCL_GRAPH_MIXING_SUPPORT", True),
+    # ... and these only log, cache or check: no effect on speed.
+    ("CUTE_DSL_LOG_LEVEL", False), ("FLASHINFER_DISABLE_VERSION_CHECK", False), ("DG_JIT_CACHE_DIR", False),
+])
+def test_sglang_0523_variables_have_their_own_rules(name, weighted):
+    rule = knowledge.rule_for(f"workers.env.{name}")
+    assert rule.pattern != "*" and not rule.pattern.startswith("*.SGLANG"), rule
+    assert (rule.weight >= 0.25 and rule.component != knowledge.NONE) if weighted else rule.weight <= 0.1, rule
