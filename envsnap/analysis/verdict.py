@@ -123,7 +123,7 @@ def decompose(entries: Dict[str, Dict[str, Any]], main: Optional[str]) -> Tuple[
     main_worse = False
     if main and main in entries and entries[main]["change_pct"] is not None:
         change = entries[main]["change_pct"]
-        main_worse = change < 0 if entries[main]["direction"] == metrics.HIGHER else change > 0
+        main_worse = metrics.is_worse(entries[main]["direction"], change)
     bits = []
     if a is not None:
         verb = "holds" if acc_holds else ("falls" if acc_falls else "rises")
@@ -178,7 +178,7 @@ def build_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[st
     for snap in (good, bad):
         stored = snap.get("metric_directions")
         if isinstance(stored, dict):
-            overrides.update({str(k): v for k, v in stored.items() if v in (metrics.HIGHER, metrics.LOWER)})
+            overrides.update({str(k): v for k, v in stored.items() if v in metrics.DIRECTIONS})
     # The bootstrap interval (the costly part) for the metrics the verdict line is made of.
     key_metrics = {main, _first_with_role(common, "accept_length", metrics.ACCEPT_LENGTH_NAMES),
                    _first_with_role(common, "cycle_time", metrics.CYCLE_TIME_NAMES)}
@@ -213,18 +213,18 @@ def _public(entry: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _worse(entry: Dict[str, Any]) -> bool:
-    change = entry.get("change_pct")
-    if change is None:
-        return False
-    return change < 0 if entry.get("direction") == metrics.HIGHER else change > 0
+    return metrics.is_worse(str(entry.get("direction")), entry.get("change_pct"))
 
 
 def _summary(name: str, e: Dict[str, Any], short: str) -> str:
     worse = _worse(e)
+    # A metric with no better direction (concurrency, counts) changes; it neither regresses nor improves.
+    moved = ("CHANGE", "POSSIBLE CHANGE") if e["direction"] == metrics.NONE else (
+        ("REGRESSION", "POSSIBLE REGRESSION") if worse else ("IMPROVEMENT", "POSSIBLE IMPROVEMENT"))
     if e["significant"]:
-        kind = "REGRESSION" if worse else "IMPROVEMENT"
+        kind = moved[0]
     elif e["_beyond_noise"]:
-        kind = "POSSIBLE REGRESSION" if worse else "POSSIBLE IMPROVEMENT"
+        kind = moved[1]
     else:
         kind = "NO SIGNIFICANT CHANGE"
     g, b = e["good"], e["bad"]

@@ -213,8 +213,9 @@ def _outcome(direction: str, change: Any, significant: Any) -> str:
         return "noise"
     if change == 0:
         return "noise"
-    worse = change < 0 if direction != "lower" else change > 0
-    return "worse" if worse else "better"
+    if direction == metrics_mod.NONE:
+        return "changed"  # no better direction: neither worse nor better
+    return "worse" if metrics_mod.is_worse(direction, change) else "better"
 
 
 def _metric_view(name: str, raw: Dict[str, Any], direction: Optional[str] = None) -> Dict[str, Any]:
@@ -223,7 +224,8 @@ def _metric_view(name: str, raw: Dict[str, Any], direction: Optional[str] = None
     significant = raw.get("significant")
     p_value = raw.get("p_value")
     return {
-        "name": name, "direction": direction, "good": _stats(raw.get("good")), "bad": _stats(raw.get("bad")),
+        "name": name, "direction": direction, "direction_text": metrics_mod.direction_text(direction),
+        "good": _stats(raw.get("good")), "bad": _stats(raw.get("bad")),
         "change": fmt_pct(change), "significant": bool(significant),
         "p_value": "—" if not isinstance(p_value, (int, float)) or isinstance(p_value, bool) else f"{p_value:.3g}",
         "method": raw.get("method") or "", "outcome": _outcome(direction, change, significant),
@@ -352,7 +354,7 @@ def _chart(name: str, good: List[Tuple[int, float]], bad: List[Tuple[int, float]
         value = lo_tick + i * step
         ticks.append({"x": x(value), "label": f"{value:,.{decimals}f}"})
     axis_y = top + 2 * row_h
-    return {"name": name, "direction": direction, "width": width, "height": axis_y + 34, "left": left,
+    return {"name": name, "direction": direction, "direction_text": metrics_mod.direction_text(direction), "width": width, "height": axis_y + 34, "left": left,
             "right_x": width - right, "axis_y": axis_y, "ticks": ticks, "rows": rows}
 
 

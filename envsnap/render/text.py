@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from envsnap.analysis.diff import value_text
 from envsnap.analysis.views import CATEGORY_ORDER
+from envsnap.measure.metrics import direction_text
 from envsnap.redact import redact_text
 
 DEFAULT_TOP = 5
@@ -87,7 +88,7 @@ def render_rank(result: Dict[str, Any], top: int = 0) -> str:
     name = result["metric"]
     snaps = result["snapshots"]
     lines.append(f"association with {name} across {len(snaps)} snapshots "
-                 f"({result['direction']} is better)")
+                 f"({direction_text(result['direction'])})")
     for snap in snaps:
         lines.append(f"  {snap['file']}: median {snap['median']:g} (n={snap['n']})  {snap.get('label') or ''}".rstrip())
     for warning in result["warnings"]:
@@ -127,7 +128,7 @@ def render_bisect(result: Mapping) -> str:
     if metric:
         g, b = result["good"], result["bad"]
         change = result.get("change_pct")
-        lines.append(f"metric {metric} ({result.get('direction')} is better): GOOD median {_bisect_num(g.get('median'))} "
+        lines.append(f"metric {metric} ({direction_text(str(result.get('direction')))}): GOOD median {_bisect_num(g.get('median'))} "
                      f"(n={g.get('n')}), BAD median {_bisect_num(b.get('median'))} (n={b.get('n')})"
                      + (f", {change:+.1f}%" if change is not None else ""))
     runs = result.get("runs", {})
