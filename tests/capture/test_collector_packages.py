@@ -116,7 +116,7 @@ def test_show_verbose_prints_what_the_snapshot_holds(built_venv):
     assert not [line for line in lines if line.endswith(":") or " 0 repos" in line or line.startswith("0 repos")], \
         shown.stdout
     # A reason shown as the head is not repeated as the first detail line.
-    assert not any(a == b for a, b in zip(lines, lines[1:])), shown.stdout
+    assert not any(a == b for a, b in zip(lines, lines[1:])), shown.stdout  # noqa: RUF007 (Python 3.9)
     assert sum(line.endswith("torch is not installed") for line in lines) <= 1, shown.stdout
 
 
