@@ -115,3 +115,8 @@ def instances(values: Dict[str, Any]) -> str:
     for inst, v in sorted(values.items()):
         by_value.setdefault("unset" if v is None else str(v), []).append(inst)
     return clip("mixed: " + "; ".join(f"{v} on {span(insts)}" for v, insts in sorted(by_value.items())))
+
+
+def direction(name: str) -> str:
+    """'higher is better', 'lower is better' or 'no better direction' (one wording for every output)."""
+    return "no better direction" if name == "none" else f"{name} is better"

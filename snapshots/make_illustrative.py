@@ -483,6 +483,10 @@ def _bench_text(tok_s: float, accept: float, ttft: float, rng: random.Random) ->
     text += f"{'P95 ITL (ms):':<40} {itl * 1.07:<10.2f}\n{'P99 ITL (ms):':<40} {itl * 1.15:<10.2f}\n"
     text += f"{'Max ITL (ms):':<40} {itl * 1.7:<10.2f}\n" + "=" * 50 + "\n"
     metrics = {"completed": float(PROMPTS), "duration": round(duration, 2),
+               # token counts are kept too (no better direction: they describe the workload)
+               "total_input_tokens": float(PROMPTS * IN_TOKENS), "total_input_text_tokens": float(PROMPTS * IN_TOKENS),
+               "total_input_vision_tokens": 0.0, "total_output_tokens": float(PROMPTS * OUT_TOKENS),
+               "total_output_tokens_retokenized": float(PROMPTS * OUT_TOKENS - 2),
                "request_throughput": round(PROMPTS / duration, 2),
                "input_throughput": round(PROMPTS * IN_TOKENS / duration, 2), "output_throughput": round(out_tp, 2),
                "total_throughput": round(PROMPTS * (IN_TOKENS + OUT_TOKENS) / duration, 2), "concurrency": 1.0,

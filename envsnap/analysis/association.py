@@ -34,7 +34,7 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
     for s in snaps:
         stored = s.get("metric_directions")
         if isinstance(stored, dict):
-            overrides.update({str(k): v for k, v in stored.items() if v in (metrics.HIGHER, metrics.LOWER)})
+            overrides.update({str(k): v for k, v in stored.items() if v in metrics.DIRECTIONS})
     medians = [stats.median(v[name]) for v in values]
     usable = views_mod.usable_sections(list(snaps))
     views = [views_mod.build_view(s, usable) for s in snaps]

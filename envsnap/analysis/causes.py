@@ -111,12 +111,7 @@ def _custom_allreduce(comp: diff_mod.Comparison) -> Tuple[Optional[str], str]:
 
 
 def _change_text(d: diff_mod.Difference) -> str:
-    g, b = diff_mod.display(d.subject, d.good), diff_mod.display(d.subject, d.bad)
-    absent = {"integrity": "as installed", "git": "clean", "startup": "absent",
-              "nccl": "not logged"}.get(d.category, "unset")  # no log line is no proof of "unset"
-    if d.where == "parent_only":
-        absent = "none"
-    return f"good {absent if g is None else g} \u2192 bad {absent if b is None else b}"
+    return f"good {d.side_text('good')} \u2192 bad {d.side_text('bad')}"
 
 
 def _score(d: diff_mod.Difference, ctx: _Ctx) -> Tuple[float, str, str, List[str]]:
@@ -191,6 +186,8 @@ def _score_var(d: diff_mod.Difference, where: str, name: str, why: str, evidence
             evidence.append("NCCL's log shows the effect: " + "; ".join(ctx.nccl_effects))
         if "env" in places:
             evidence.append(f"also changed in the capturing shell ({_change_text(places['env'])})")
+        if "in_process" in places:
+            evidence.append(f"set in-process, after start-up ({places['in_process'].key})")
         if "parent_only" in places:
             if _server_parent_only(places["parent_only"]):
                 evidence.append("the server's parent process had it, the workers never saw it "
@@ -210,6 +207,8 @@ def _score_var(d: diff_mod.Difference, where: str, name: str, why: str, evidence
             else:
                 factor *= 0.2
                 why = f"{name} changed only in the capturing shell: the running workers did not see it"
+    elif where == "in_process":
+        factor, why = _score_in_process(d, name, why, evidence, places)
     elif where == "parent_only" and _server_parent_only(d):
         factor, why = _score_server_parent_only(d, name, evidence, ctx)
     elif where == "parent_only":
@@ -226,6 +225,27 @@ def _score_var(d: diff_mod.Difference, where: str, name: str, why: str, evidence
         else:
             factor *= 1.1
             why += " \u2014 as NCCL itself read it at communicator init"
+    return factor, why
+
+
+def _score_in_process(d: diff_mod.Difference, name: str, why: str, evidence: List[str],
+                      places: Dict[str, diff_mod.Difference]) -> Tuple[float, str]:
+    """A variable a process set in its own os.environ after start-up (seen by the probe: start vs init/exit).
+
+    Where the same change already shows as the workers' own environment or as the server parent's
+    late setting, this key names the mechanism (who set it, in-process) and ranks below that key.
+    """
+    process = d.key[len("workers."):].split(".changed_in_process.", 1)[0]
+    who = "every probed process" if process == "*" else process
+    why += f" \u2014 set in-process by {who} after start-up (os.environ): /proc/PID/environ never shows it"
+    evidence.append("the probe saw it change between the process's start and its later records "
+                    "(init_process_group / exit)")
+    factor = 1.0
+    for other, label in (("workers", "the workers' own environment"), ("parent_only", "the server's parent")):
+        if other in places:
+            factor *= 0.4
+            why += f"; the same change shows in {label} ({places[other].key}), which ranks it"
+            break
     return factor, why
 
 
@@ -301,8 +321,8 @@ def _score_integrity(d: diff_mod.Difference, rule: knowledge.FieldRule, prior: f
         if names:
             factor *= 1.3
             evidence.append(f"the workers' {', '.join(names)} changed, and engine.py's _set_envs_and_config "
-                            "sets these for the workers (sglang 0.5.5 entrypoints/engine.py:676): the likely "
-                            "mechanism")
+                            "sets these for the workers (sglang 0.5.5 srt/entrypoints/engine.py:676, 0.5.23 "
+                            "srt/entrypoints/engine.py:1878): the likely mechanism")
     for dirty in ctx.dirty:
         if dirty.subject.item == rel or dirty.subject.item.endswith("/" + rel):
             evidence.append(f"the same file is modified in a checkout ({dirty.key}): who edited it")
@@ -370,5 +390,6 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Dict[str, Any]) -> List[Dict
         causes.append({"rank": index, "key": d.key, "category": d.category, "component": component,
                        "score": round(1.0 - math.exp(-SCORE_SCALE * raw), 3),
                        "good": diff_mod.display(d.subject, d.good), "bad": diff_mod.display(d.subject, d.bad),
-                       "why": why, "evidence": evidence, **d.subject.to_json()})
+                       "change": d.change, "absent": d.absent, "why": why, "evidence": evidence,
+                       **d.subject.to_json()})
     return causes

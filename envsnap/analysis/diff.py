@@ -39,6 +39,25 @@ if "threshold_to_diff_deeper" in inspect.signature(DeepDiff.__init__).parameters
     _DEEPDIFF_KW["threshold_to_diff_deeper"] = 0
 
 
+# How a value missing on one side reads, per category. NCCL logs a variable only when it reads
+# it, so no line is "not logged", never "unset"; a file absent from a checkout's dirty list is clean.
+ABSENT_WORDS = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged"}
+# A whole entity (a repository, a process, a GPU, a section) that one snapshot does not hold was not
+# captured there: that says nothing about its state, so it is never "clean" or "unset".
+NOT_CAPTURED = "not captured"
+
+
+def absent_wording(subject: Subject, entity: bool = False) -> str:
+    """The words for the side of a difference where its key is missing."""
+    if entity:
+        return NOT_CAPTURED
+    if subject.where == "parent_only":
+        return "none"
+    if subject.where == "in_process":
+        return "not changed in-process"
+    return ABSENT_WORDS.get(subject.where, "unset")
+
+
 @dataclass
 class Difference:
     key: str  # the readable key ("workers.env.NCCL_PROTO"): a name for people, never parsed
@@ -49,6 +68,7 @@ class Difference:
     volatile: bool
     flat_keys: List[str]
     subject: Subject  # what the key is about, as fields
+    absent: str = "unset"  # how the missing side reads (absent_wording)
 
     @property
     def variable(self) -> Optional[str]:
@@ -61,9 +81,23 @@ class Difference:
     def to_json(self) -> Dict[str, Any]:
         out = {"key": self.key, "category": self.category, "change": self.change,
                "good": display(self.subject, self.good), "bad": display(self.subject, self.bad),
-               "volatile": self.volatile, "flat_keys": self.flat_keys}
+               "absent": self.absent, "volatile": self.volatile, "flat_keys": self.flat_keys}
         out.update(self.subject.to_json())
         return out
+
+    def side_text(self, side: str) -> str:
+        """One side's value as text: the absent wording where the key is missing, "none" for a null value."""
+        return value_text(self.change, side, display(self.subject, getattr(self, side)), self.absent)
+
+
+def value_text(change: str, side: str, shown: Any, absent: str) -> str:
+    """A displayed value of one side of a difference as text (shared by every renderer of a result)."""
+    if shown is None:
+        missing = change == ("added" if side == "good" else "removed")
+        return absent if missing else "none"
+    if isinstance(shown, bool):
+        return "true" if shown else "false"
+    return str(shown)
 
 
 @dataclass
@@ -100,6 +134,9 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
     changed = [k for k, v in a.items() if get_b(k, _MISSING) != v]
     changed.extend(b.keys() - a.keys())
     presence = va.presence | vb.presence
+    # A presence key on both sides whose value moved (a repository's head, a process's title) is the same
+    # entity: its own keys (commit, dirty files, fields) say what changed, and must not be hidden by it.
+    changed = [k for k in changed if not (k in presence and k in a and k in b)]
     gone = sorted(k for k in changed if k in presence)  # whole entities added/removed
     if gone:
         prefixes = tuple(k + "." for k in gone)
@@ -140,7 +177,8 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
             leaf_flats = [f for f, v in zip(leaf_flats, volatile_flags) if not v] or leaf_flats
         change = "changed" if in_a and in_b else ("added" if in_b else "removed")
         subject = va.subject_of(key) or vb.subject_of(key) or Subject(category, key)
-        out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats, subject))
+        out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats, subject,
+                              absent_wording(subject, key in presence)))
     return out
 
 
@@ -153,8 +191,9 @@ def _section_differences(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Diff
         if (st_a == "ok") == (st_b == "ok"):
             continue
         category = knowledge.SECTION_CATEGORIES.get(name, (name, knowledge.NONE))[0]
-        out.append(Difference(f"{name}.status", category, "changed", _status_text(sa), _status_text(sb),
-                              False, [f"{name}.status"], Subject("section", name, "status")))
+        change = "changed" if st_a is not None and st_b is not None else ("added" if st_a is None else "removed")
+        out.append(Difference(f"{name}.status", category, change, _status_text(sa), _status_text(sb),
+                              False, [f"{name}.status"], Subject("section", name, "status"), NOT_CAPTURED))
     return out
 
 
@@ -193,7 +232,7 @@ def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Differ
         first = members[0]
         flats = sorted({f for d in members for f in d.flat_keys})
         rest.append(Difference(f"{first.category}.{label}.{aspect}", first.category, first.change, first.good,
-                               first.bad, first.volatile, flats, replace(first.subject, entity=label)))
+                               first.bad, first.volatile, flats, replace(first.subject, entity=label), first.absent))
     return rest
 
 
@@ -290,6 +329,10 @@ def display(subject: Subject, value: Any) -> Any:
         if value.get("in") == "server":
             return f"server parent {value.get('parent')}, TP workers {'unset' if seen is None else seen}"
         return f"shell {value.get('parent')}, workers {'unset' if seen is None else seen}"
+    if where == "in_process":
+        after = ", then ".join("unset" if v is None else str(v) for v in value.get("after") or []) or "?"
+        start = value.get("start")
+        return fmt.clip(f"{after} in-process (was {'unset' if start is None else start} at start)")
     if aspect == "disagree":
         return fmt.instances(value)
     if where == "git" and aspect == "stash":

@@ -51,6 +51,16 @@ VOLATILE_RULES: List[FieldRule] = [
     _v("host.memory.used*", "memory in use"),
     _v("host.memory.buffers*", "memory in use"),
     _v("host.memory.cached*", "memory in use"),
+    # MemTotal is not a constant on VMs: a virtio-balloon without VIRTIO_BALLOON_F_DEFLATE_ON_OOM takes the
+    # pages it inflates out of MemTotal (Linux drivers/virtio/virtio_balloon.c, adjust_managed_page_count), and
+    # virtio-mem plugs and unplugs memory blocks while the guest runs (Linux Documentation/admin-guide/mm/
+    # memory-hotplug.rst): two captures moments apart differ. `host.memory.hotplug` says which is present.
+    _v("host.memory.total_bytes", "MemTotal moves with memory ballooning/hotplug on VMs (see host.memory.hotplug)"),
+    _v("host.numa.nodes.*.memory_total_bytes", "a NUMA node's MemTotal moves with memory ballooning/hotplug on VMs"),
+    # Linux Documentation/admin-guide/mm/hugetlbpage.rst: HugePages_Total counts surplus pages too (allocated
+    # on demand up to nr_overcommit_hugepages and freed again); the configured pool is
+    # host.memory.hugepages_configured (/proc/sys/vm/nr_hugepages).
+    _v("host.memory.hugepages_total", "HugePages_Total includes surplus pages allocated and freed on demand"),
     _v("host.cpu.freq_current*", "current CPU clock"),
     _v("host.cpu.current_mhz*", "current CPU clock"),
     _v("host.cgroup.path", "the cgroup path names the container instance (a new id per container start)"),
@@ -113,10 +123,15 @@ def _env(name: str, component: str, weight: float, why: str) -> FieldRule:
     return FieldRule(f"*.{name}", category="env", component=component, weight=weight, why=why)
 
 
-# Names SGLang's launcher sets for its workers in _set_envs_and_config
-# (sglang 0.5.5, sglang/srt/entrypoints/engine.py:676-690): an edit there changes the workers' env.
-ENGINE_SET_ENV = ("NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE", "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING",
-                  "TRTLLM_ENABLE_PDL", "TF_CPP_MIN_LOG_LEVEL")
+# Names SGLang's launcher sets for its workers in _set_envs_and_config: an edit there changes the workers'
+# env. sglang 0.5.5 sglang/srt/entrypoints/engine.py:676-702 sets TF_CPP_MIN_LOG_LEVEL, NCCL_CUMEM_ENABLE,
+# NCCL_NVLS_ENABLE, CUDA_DEVICE_MAX_CONNECTIONS, CUDA_MODULE_LOADING, TRTLLM_ENABLE_PDL, CUTE_DSL_LOG_*;
+# sglang 0.5.23 sglang/srt/entrypoints/engine.py:1878-1933 sets NCCL_CUMEM_ENABLE, NCCL_MNNVL_ENABLE (multi-node
+# NVLink fabrics), NCCL_NVLS_ENABLE, NCCL_GRAPH_MIXING_SUPPORT (DCP), CUDA_DEVICE_MAX_CONNECTIONS,
+# TRTLLM_ENABLE_PDL and CUTE_DSL_LOG_* (no longer CUDA_MODULE_LOADING or TF_CPP_MIN_LOG_LEVEL).
+ENGINE_SET_ENV = ("NCCL_CUMEM_ENABLE", "NCCL_MNNVL_ENABLE", "NCCL_NVLS_ENABLE", "NCCL_GRAPH_MIXING_SUPPORT",
+                  "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING", "TRTLLM_ENABLE_PDL", "TF_CPP_MIN_LOG_LEVEL",
+                  "CUTE_DSL_LOG_LEVEL", "CUTE_DSL_LOG_TO_CONSOLE")
 
 # Distributions whose code runs on the decode hot path (edits and upgrades there matter most).
 HOT_PATH_PACKAGES = ("sglang", "sgl-kernel", "sglang-kernel", "flashinfer-python", "flashinfer", "flashinfer-cubin",
@@ -126,19 +141,45 @@ HOT_PATH_PACKAGES = ("sglang", "sgl-kernel", "sglang-kernel", "flashinfer-python
                      "nvidia-nvshmem-cu12", "deep-gemm", "deep-ep", "mscclpp", "numpy")
 
 KNOWLEDGE_RULES: List[FieldRule] = [
-    # --- Environment variables that change on every capture (volatile, not configuration) ---
-    # sglang 0.5.5 sglang/srt/entrypoints/engine.py:705 sets SGLANG_RUN_ID from time.time() at every launch.
+    # --- Environment variables that change on every capture or launch (volatile, never causes) ---
+    # envsnap's own settings steer envsnap, not the server: ENVSNAP_PROBE_DIR is a fresh directory per launch
+    # (README, "The investigation in five commands"), ENVSNAP_PYTHON/ENVSNAP_DEBUG only choose what envsnap does.
+    _v("*.ENVSNAP_*", "envsnap's own setting (the probe directory is a fresh one per launch): not the server's"),
+    # sglang 0.5.5 srt/entrypoints/engine.py:705 and 0.5.23 srt/entrypoints/engine.py:1936 (_set_envs_and_config)
+    # set SGLANG_RUN_ID from time.time() and a random number at every launch.
     _v("*.SGLANG_RUN_ID", "a per-launch id with a timestamp"),
-    # POSIX shells / OpenSSH: session bookkeeping, different in every login (sh(1), ssh(1) ENVIRONMENT).
+    # sglang 0.5.23 srt/entrypoints/engine.py:1940-1942 (0.5.5 engine.py:709-711): with --enable-metrics,
+    # set_prometheus_multiproc_dir (0.5.23 srt/utils/common.py:2825-2839, 0.5.5 srt/utils/common.py:1434)
+    # sets PROMETHEUS_MULTIPROC_DIR to a fresh tempfile.TemporaryDirectory() per launch.
+    _v("*.PROMETHEUS_MULTIPROC_DIR", "a fresh temporary directory per launch (SGLang --enable-metrics)"),
+    # torchrun (torch 2.13 torch/distributed/run.py `run`: --standalone takes rdzv_id=uuid4() and a free port
+    # from localhost:0; elastic/agent/server/local_elastic_agent.py passes them as TORCHELASTIC_RUN_ID and
+    # MASTER_PORT; elastic/multiprocessing/api.py puts TORCHELASTIC_ERROR_FILE in a tempfile.mkdtemp directory).
+    _v("*.TORCHELASTIC_RUN_ID", "torchrun's rendezvous id: a fresh uuid per --standalone launch"),
+    _v("*.TORCHELASTIC_ERROR_FILE", "torchrun's per-launch error file in a fresh temporary directory"),
+    _v("*.MASTER_PORT", "the rendezvous port (a free port per torchrun --standalone launch): which port, not speed"),
+    # bash(1) "Shell Variables" / "Special Parameters": session bookkeeping that depends on how and from where
+    # a process was started, never configuration of the server. The process's real working directory is
+    # recorded per process (workers.*.cwd); PWD/OLDPWD are the shell's copy.
+    _v("*._", "the shell's last command or argument (bash special parameter _)"),
+    _v("*.SHLVL", "how many shells deep the process was started"),
     _v("*.OLDPWD", "the shell's previous directory"),
-    _v("env.vars._", "the shell's last command"),
-    _v("env._", "the shell's last command"),
+    _v("*.PWD", "the shell's idea of the directory (the process's cwd is compared as workers.*.cwd)"),
+    _v("*.COLUMNS", "the terminal's width (bash checkwinsize)"),
+    _v("*.LINES", "the terminal's height (bash checkwinsize)"),
+    # POSIX shells / OpenSSH / terminal multiplexers / systemd: different in every login, session or unit run
+    # (ssh(1) ENVIRONMENT, tmux(1) "ENVIRONMENT" TMUX=socket,pid,session, screen(1) STY, systemd.exec(5)
+    # "Environment Variables in Spawned Processes": INVOCATION_ID, JOURNAL_STREAM).
     _v("*.SSH_CONNECTION", "client address and port of this login"),
     _v("*.SSH_CLIENT", "client address and port of this login"),
     _v("*.SSH_TTY", "terminal of this login"),
     _v("*.SSH_AUTH_SOCK", "agent socket of this login"),
     _v("*.XDG_SESSION_ID", "login session number"),
     _v("*.TMUX_PANE", "tmux pane of this shell"),
+    _v("*.TMUX", "tmux server socket, pid and session of this shell"),
+    _v("*.STY", "screen session of this shell"),
+    _v("*.INVOCATION_ID", "systemd's id of this unit run"),
+    _v("*.JOURNAL_STREAM", "systemd's journal stream of this unit run"),
     _v("*.WINDOWID", "terminal window id"),
     _v("*.PYTEST_CURRENT_TEST", "set by pytest while a test runs"),
 
@@ -183,6 +224,12 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _env("NCCL_NET_GDR_LEVEL", COMMUNICATION, 0.4, "NCCL_NET_GDR_LEVEL changes GPUDirect RDMA use (multi-node)"),
     _env("NCCL_SOCKET_IFNAME", COMMUNICATION, 0.3, "NCCL_SOCKET_IFNAME selects the network interface (bootstrap, multi-node)"),
     _env("NCCL_COLLNET_ENABLE", COMMUNICATION, 0.4, "NCCL_COLLNET_ENABLE turns in-network reduction on (multi-node)"),
+    # NCCL env page "NCCL_MNNVL_ENABLE": multi-node NVLink (GB200/GB300 fabrics); sglang 0.5.23
+    # srt/entrypoints/engine.py:1883-1885 defaults it to 1 for multi-node MNNVL deployments.
+    _env("NCCL_MNNVL_ENABLE", COMMUNICATION, 0.6, "NCCL_MNNVL_ENABLE turns NCCL's multi-node NVLink transport on or off"),
+    # NCCL env page "NCCL_GRAPH_MIXING_SUPPORT": graph/non-graph launch mixing; sglang 0.5.23
+    # srt/entrypoints/engine.py:1916-1920 sets it to 0 for DCP ("can help improve performance for symmetric kernels").
+    _env("NCCL_GRAPH_MIXING_SUPPORT", COMMUNICATION, 0.4, "NCCL_GRAPH_MIXING_SUPPORT changes how NCCL orders work captured in CUDA graphs (0 helps symmetric kernels)"),
     # NCCL env page "NCCL_DEBUG": INFO costs only at init; TRACE logs every call.
     _env("NCCL_DEBUG", COMMUNICATION, 0.2, "NCCL_DEBUG=TRACE logs every collective (INFO only costs at init)"),
     _env("NCCL_DEBUG_SUBSYS", NONE, 0.05, "which NCCL subsystems log (no effect on speed)"),
@@ -232,20 +279,68 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     # Triton (triton-lang.org, knobs): cache/autotune settings change the kernels used.
     _env("TRITON_*", KERNELS, 0.25, "a Triton setting (kernel compilation/autotuning)"),
 
-    # --- SGLang environment (sglang 0.5.5, sglang/srt/environ.py) ---
-    # environ.py:258 SGLANG_ENABLE_SPEC_V2: the overlapped speculative scheduler for EAGLE.
+    # --- SGLang environment (sglang/srt/environ.py; line numbers per version) ---
+    # 0.5.5 environ.py:258 SGLANG_ENABLE_SPEC_V2: the overlapped speculative scheduler for EAGLE (0.5.23's
+    # environ.py no longer reads it).
     _env("SGLANG_ENABLE_SPEC_V2", DRAFTER, 0.75, "SGLANG_ENABLE_SPEC_V2 switches EAGLE-3 to the overlapped spec-v2 scheduler"),
-    # environ.py:210 SGLANG_ENABLE_TORCH_COMPILE.
+    # 0.5.5 environ.py:210, 0.5.23 environ.py:1327 SGLANG_ENABLE_TORCH_COMPILE.
     _env("SGLANG_ENABLE_TORCH_COMPILE", GRAPHS, 0.5, "SGLANG_ENABLE_TORCH_COMPILE changes which code paths are compiled"),
-    # environ.py:223 SGLANG_ENABLE_JIT_DEEPGEMM: DeepGEMM kernels for FP8 GEMMs.
+    # 0.5.5 environ.py:223, 0.5.23 environ.py:1348 SGLANG_ENABLE_JIT_DEEPGEMM: DeepGEMM kernels for FP8 GEMMs.
     _env("SGLANG_ENABLE_JIT_DEEPGEMM", KERNELS, 0.55, "SGLANG_ENABLE_JIT_DEEPGEMM switches FP8 GEMMs to DeepGEMM"),
-    # environ.py:251 deterministic inference: batch-invariant kernels, slower.
+    # 0.5.5 environ.py:251, 0.5.23 environ.py:1522 deterministic inference: batch-invariant kernels, slower.
     _env("SGLANG_ENABLE_DETERMINISTIC_INFERENCE", KERNELS, 0.6, "deterministic inference uses slower batch-invariant kernels"),
-    # environ.py:302-314: SGL_* is renamed to SGLANG_* at import; any SGLang knob.
+    # 0.5.5 environ.py:302-314, 0.5.23 environ.py:2298-2306: SGL_* is renamed to SGLANG_* at import; any SGLang knob.
     _env("SGLANG_*", NONE, 0.3, "an SGLang setting read by the server"),
     _env("SGL_*", NONE, 0.3, "an SGLang setting (SGL_ is renamed to SGLANG_ at import)"),
-    # FlashInfer reads TRTLLM_ENABLE_PDL (programmatic dependent launch), set by sglang engine.py:692.
+    # FlashInfer reads TRTLLM_ENABLE_PDL (programmatic dependent launch); sglang's _set_envs_and_config sets it
+    # (0.5.5 srt/entrypoints/engine.py:692-694, 0.5.23 srt/entrypoints/engine.py:1923-1925).
     _env("TRTLLM_ENABLE_PDL", KERNELS, 0.4, "TRTLLM_ENABLE_PDL toggles programmatic dependent launch in FlashInfer kernels"),
+
+    # --- Variables sglang 0.5.23 sets or reads (paths inside the 0.5.23 wheel) ---
+    # NVSHMEM carries DeepEP's expert-parallel all-to-all (NVSHMEM docs, "Environment variables"):
+    # sglang 0.5.23 srt/arg_groups/moe_hook.py:353-355 sets NVSHMEM_REMOTE_TRANSPORT=none, NVSHMEM_IB_ENABLE_IBGDA=0 and
+    # NVSHMEM_DISABLE_LOCAL_ONLY_PROXY=1 for FlashInfer MegaMoE on one node; srt/layers/moe/token_dispatcher/
+    # deepep.py:80-89 raises NVSHMEM_QP_DEPTH to fit the dispatch tokens per rank.
+    _env("NVSHMEM_IB_ENABLE_IBGDA", COMMUNICATION, 0.55, "NVSHMEM_IB_ENABLE_IBGDA switches NVSHMEM to GPU-initiated RDMA (expert-parallel all-to-all across nodes)"),
+    _env("NVSHMEM_REMOTE_TRANSPORT", COMMUNICATION, 0.5, "NVSHMEM_REMOTE_TRANSPORT picks (or disables) NVSHMEM's transport between nodes"),
+    _env("NVSHMEM_QP_DEPTH", COMMUNICATION, 0.35, "NVSHMEM_QP_DEPTH sizes NVSHMEM's RDMA queues (DeepEP dispatch)"),
+    _env("NVSHMEM_*", COMMUNICATION, 0.4, "an NVSHMEM setting: DeepEP's expert-parallel all-to-all runs over NVSHMEM"),
+    # sglang 0.5.23 srt/layers/moe/token_dispatcher/deepep_v2.py:190-191: DeepEP V2's ElasticBuffer reuses the process
+    # group's NCCL communicator or makes its own (SGLang defaults it to 0: reuse needs a device-bound group).
+    _env("EP_REUSE_NCCL_COMM", COMMUNICATION, 0.3, "EP_REUSE_NCCL_COMM decides whether DeepEP's buffer shares the process group's NCCL communicator"),
+    # sglang 0.5.23 srt/arg_groups/pd_disaggregation_hook.py:27-31 (--disaggregation-transfer-backend mooncake_tcp) and
+    # srt/distributed/device_communicators/mooncake_transfer_engine.py:131-135: Mooncake installs its TCP
+    # transport instead of RDMA, so the KV cache moves from prefill to decode servers over TCP.
+    _env("MC_FORCE_TCP", COMMUNICATION, 0.6, "MC_FORCE_TCP=1 moves the prefill-to-decode KV transfer (Mooncake) from RDMA to TCP"),
+    # sglang 0.5.23 srt/layers/deep_gemm_wrapper/compile_utils.py:49-56 sets DeepGEMM's JIT: DG_JIT_USE_NVRTC from
+    # SGLANG_DG_USE_NVRTC ("NVRTC may have performance loss with some cases"), DG_JIT_CACHE_DIR (where the
+    # compiled kernels are kept: a cold cache costs start-up time, not decode speed).
+    _env("DG_JIT_USE_NVRTC", KERNELS, 0.45, "DG_JIT_USE_NVRTC compiles DeepGEMM's FP8 kernels with NVRTC instead of NVCC (slower in some cases)"),
+    _env("DG_JIT_CACHE_DIR", NONE, 0.1, "where DeepGEMM keeps its compiled kernels (a cold cache costs start-up time)"),
+    _env("DG_JIT_*", KERNELS, 0.3, "a DeepGEMM JIT setting (FP8 GEMM kernels compiled at run time)"),
+    # sglang 0.5.23 FlashInfer: srt/utils/common.py:1229-1235 set_cuda_arch sets FLASHINFER_CUDA_ARCH_LIST (the architectures
+    # its JIT compiles for); srt/environ.py:1261-1262 FLASHINFER_NVFP4_4OVER6*, and srt/layers/moe/moe_runner/
+    # flashinfer_cutlass.py:286 FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH, choose FP4 quantization kernels;
+    # srt/layers/attention/linear/kernels/gdn_flashinfer.py:134 sets FLASHINFER_DISABLE_VERSION_CHECK (a check
+    # only); srt/environ.py:2320 third_party_cache_defaults sets FLASHINFER_WORKSPACE_BASE (its cache location).
+    _env("FLASHINFER_CUDA_ARCH_LIST", KERNELS, 0.35, "FLASHINFER_CUDA_ARCH_LIST changes the architectures FlashInfer's kernels are compiled for"),
+    _env("FLASHINFER_NVFP4_4OVER6", KERNELS, 0.3, "FLASHINFER_NVFP4_4OVER6 changes FlashInfer's NVFP4 quantization scheme"),
+    _env("FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH", KERNELS, 0.4, "FLASHINFER_DISABLE_FP4_QUANT_FAST_MATH turns off fast-math FP4 quantization (and the fused MoE finalize path)"),
+    _env("FLASHINFER_DISABLE_VERSION_CHECK", NONE, 0.05, "skips FlashInfer's version check (no effect on speed)"),
+    _env("FLASHINFER_WORKSPACE_BASE", NONE, 0.1, "where FlashInfer keeps its JIT cache (a cold cache costs start-up time)"),
+    _env("FLASHINFER_*", KERNELS, 0.3, "a FlashInfer setting (attention, sampling, MoE kernels)"),
+    # CuTe DSL (flash-attention CuTe kernels), sglang 0.5.23: kernels/jit/cute_aot_cache.py:93-95 CUTE_DSL_ARCH picks the target
+    # architecture; kernels/ops/attention/flash_attn/cute/interface.py:21 and cute_dsl_ptxas.py:17 CUTE_DSL_PTXAS_PATH
+    # swaps the ptxas that compiles them; cute_dsl_ptxas.py:18-152 CUTE_DSL_KEEP_PTX/KEEP_CUBIN/DUMP_DIR/PTXAS_VERBOSE
+    # keep debug output; srt/entrypoints/engine.py:1927-1933 sets CUTE_DSL_LOG_LEVEL/LOG_TO_CONSOLE (logging).
+    _env("CUTE_DSL_ARCH", KERNELS, 0.45, "CUTE_DSL_ARCH sets the GPU architecture CuTe DSL kernels are built for"),
+    _env("CUTE_DSL_PTXAS_PATH", KERNELS, 0.35, "CUTE_DSL_PTXAS_PATH swaps the ptxas that compiles the CuTe flash-attention kernels"),
+    _env("CUTE_DSL_LOG_LEVEL", NONE, 0.05, "CuTe DSL logging (no effect on speed)"),
+    _env("CUTE_DSL_LOG_TO_CONSOLE", NONE, 0.05, "CuTe DSL logging (no effect on speed)"),
+    _env("CUTE_DSL_KEEP_PTX", NONE, 0.05, "keeps CuTe DSL's PTX for debugging"),
+    _env("CUTE_DSL_KEEP_CUBIN", NONE, 0.05, "keeps CuTe DSL's cubins for debugging"),
+    _env("CUTE_DSL_DUMP_DIR", NONE, 0.05, "where CuTe DSL dumps debug files"),
+    _env("CUTE_DSL_*", KERNELS, 0.25, "a CuTe DSL setting (kernel compilation)"),
 
     # --- CPU threads and the dynamic linker ---
     # OpenMP spec "OMP_NUM_THREADS"; oneMKL "MKL_NUM_THREADS"; OpenBLAS README "OPENBLAS_NUM_THREADS".
@@ -273,7 +368,7 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _env("TOKENIZERS_PARALLELISM", CPU_HOST, 0.15, "TOKENIZERS_PARALLELISM toggles tokenizer threads"),
 
     # --- Edited installed files (pip RECORD hashes): the code that actually ran ---
-    # sglang 0.5.5 tree: sglang/srt/layers/attention/ (flashinfer_mla_backend.py...) are the attention kernels' drivers.
+    # sglang 0.5.5 and 0.5.23 trees: sglang/srt/layers/attention/ (flashinfer_mla_backend.py...) are the attention kernels' drivers.
     _k("integrity.sglang/srt/layers/attention/*", "integrity", KERNELS, 0.8, "edited attention backend: runs in every verify and draft forward"),
     # sglang/srt/speculative/ (eagle_worker.py, spec_utils.py): the EAGLE drafter and tree verification.
     _k("integrity.sglang/srt/speculative/*", "integrity", DRAFTER, 0.8, "edited speculative-decoding code (EAGLE drafter, tree building)"),
@@ -285,7 +380,8 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _k("integrity.sglang/srt/layers/moe/*", "integrity", KERNELS, 0.75, "edited MoE routing/kernels"),
     _k("integrity.sglang/srt/layers/*", "integrity", KERNELS, 0.7, "edited model layer code"),
     _k("integrity.sglang/srt/models/*", "integrity", KERNELS, 0.7, "edited model definition"),
-    # sglang 0.5.5 entrypoints/engine.py:676 _set_envs_and_config sets the workers' NCCL/CUDA env.
+    # _set_envs_and_config sets the workers' NCCL/CUDA env (sglang 0.5.5 srt/entrypoints/engine.py:676,
+    # 0.5.23 srt/entrypoints/engine.py:1878; ENGINE_SET_ENV above lists what each version sets).
     _k("integrity.sglang/srt/entrypoints/engine.py", "integrity", COMMUNICATION, 0.7,
        "edited engine.py: its _set_envs_and_config sets NCCL_NVLS_ENABLE/NCCL_CUMEM_ENABLE/CUDA_DEVICE_MAX_CONNECTIONS for the workers"),
     # sglang/srt/managers/scheduler.py: the scheduler loop (CPU overhead per decode step).
@@ -366,22 +462,27 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _k("host.ulimits.memlock*", "host", COMMUNICATION, 0.3, "memlock limit changed (pinned/registered memory)"),
     _k("host.kernel*", "host", CPU_HOST, 0.25, "the Linux kernel changed"),
     _k("host.container*", "host", CPU_HOST, 0.25, "container setup changed"),
-    _k("host.memory.total*", "host", MEMORY, 0.15, "host memory size changed"),
+    # Linux Documentation/admin-guide/mm/hugetlbpage.rst: the persistent huge page pool (nr_hugepages) and
+    # how far it may grow on demand (nr_overcommit_hugepages): configuration, unlike HugePages_Total/Free.
+    _k("host.memory.hugepages_configured", "host", MEMORY, 0.2, "the configured huge page pool changed"),
+    _k("host.memory.hugepages_overcommit", "host", MEMORY, 0.1, "the huge page overcommit limit changed"),
 
-    # --- SGLang server args (sglang 0.5.5, sglang/srt/server_args.py, ServerArgs dataclass lines 240-500) ---
-    # server_args.py:478 disable_custom_all_reduce: decode all-reduces then go through NCCL.
+    # --- SGLang server args (line numbers: sglang 0.5.5 sglang/srt/server_args.py, ServerArgs dataclass lines
+    # 240-500; sglang 0.5.23 keeps the same names in sglang/srt/arg_groups/fields/{exec_,parallel,spec,schedule,
+    # model}.py and splits cuda_graph_max_bs / cuda_graph_bs into *_decode and *_prefill) ---
+    # sglang 0.5.5 server_args.py:478 disable_custom_all_reduce: decode all-reduces then go through NCCL.
     _k("sglang.args.disable_custom_all_reduce", "sglang", COMMUNICATION, 0.85, "custom all-reduce on/off: small decode all-reduces switch between SGLang's kernel and NCCL"),
     _k("sglang.args.tp_size", "sglang", COMMUNICATION, 0.9, "a different tensor-parallel size"),
     _k("sglang.args.dp_size", "sglang", COMMUNICATION, 0.7, "a different data-parallel size"),
     _k("sglang.args.ep_size", "sglang", COMMUNICATION, 0.6, "a different expert-parallel size"),
     _k("sglang.args.enable_dp_attention", "sglang", COMMUNICATION, 0.7, "DP attention changes the attention/communication layout"),
-    # server_args.py:472-480 enable_nccl_nvls / enable_symm_mem / enable_mscclpp: alternative all-reduce paths.
+    # sglang 0.5.5 server_args.py:472-480 enable_nccl_nvls / enable_symm_mem / enable_mscclpp: alternative all-reduce paths.
     _k("sglang.args.enable_nccl_nvls", "sglang", COMMUNICATION, 0.6, "NCCL NVLS all-reduce on/off"),
     _k("sglang.args.enable_symm_mem", "sglang", COMMUNICATION, 0.55, "symmetric-memory all-reduce on/off"),
     _k("sglang.args.enable_mscclpp", "sglang", COMMUNICATION, 0.55, "MSCCL++ all-reduce on/off"),
     _k("sglang.args.enable_torch_symm_mem", "sglang", COMMUNICATION, 0.5, "torch symmetric-memory all-reduce on/off"),
     _k("sglang.args.enable_flashinfer_allreduce_fusion", "sglang", COMMUNICATION, 0.6, "FlashInfer all-reduce fusion on/off"),
-    # server_args.py:371-382 speculative_*: the EAGLE-3 drafter's shape.
+    # sglang 0.5.5 server_args.py:371-382 speculative_*: the EAGLE-3 drafter's shape.
     _k("sglang.args.speculative_algorithm", "sglang", DRAFTER, 0.9, "a different speculative algorithm"),
     _k("sglang.args.speculative_draft_model_path", "sglang", DRAFTER, 0.85, "a different draft model"),
     _k("sglang.args.speculative_draft_model_revision", "sglang", DRAFTER, 0.7, "a different draft model revision"),
@@ -390,23 +491,25 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _k("sglang.args.speculative_num_draft_tokens", "sglang", DRAFTER, 0.8, "tokens verified per cycle changed"),
     _k("sglang.args.speculative_accept_threshold*", "sglang", DRAFTER, 0.6, "acceptance threshold changed"),
     _k("sglang.args.speculative_*", "sglang", DRAFTER, 0.5, "a speculative-decoding setting changed"),
-    # server_args.py:361-364: kernel backends.
+    # sglang 0.5.5 server_args.py:361-364: kernel backends.
     _k("sglang.args.attention_backend", "sglang", KERNELS, 0.75, "a different attention backend"),
     _k("sglang.args.decode_attention_backend", "sglang", KERNELS, 0.75, "a different decode attention backend"),
     _k("sglang.args.prefill_attention_backend", "sglang", KERNELS, 0.4, "a different prefill attention backend"),
     _k("sglang.args.sampling_backend", "sglang", KERNELS, 0.35, "a different sampling backend"),
     _k("sglang.args.moe_runner_backend", "sglang", KERNELS, 0.6, "a different MoE kernel backend"),
-    # server_args.py:466-468, 488: CUDA graphs and torch.compile.
+    # sglang 0.5.5 server_args.py:466-468, 488: CUDA graphs and torch.compile.
     _k("sglang.args.disable_cuda_graph", "sglang", GRAPHS, 0.9, "CUDA graphs on/off (launch overhead of every decode step)"),
-    _k("sglang.args.cuda_graph_max_bs", "sglang", GRAPHS, 0.7, "largest batch captured in CUDA graphs changed"),
-    _k("sglang.args.cuda_graph_bs", "sglang", GRAPHS, 0.6, "captured CUDA-graph batch sizes changed"),
+    _k("sglang.args.cuda_graph_max_bs_prefill", "sglang", GRAPHS, 0.4, "largest prefill batch captured in CUDA graphs changed"),
+    _k("sglang.args.cuda_graph_max_bs*", "sglang", GRAPHS, 0.7, "largest batch captured in CUDA graphs changed"),
+    _k("sglang.args.cuda_graph_bs_prefill", "sglang", GRAPHS, 0.35, "captured prefill CUDA-graph batch sizes changed"),
+    _k("sglang.args.cuda_graph_bs*", "sglang", GRAPHS, 0.6, "captured CUDA-graph batch sizes changed"),
     _k("sglang.args.disable_cuda_graph_padding", "sglang", GRAPHS, 0.5, "CUDA-graph padding changed"),
     _k("sglang.args.enable_torch_compile", "sglang", GRAPHS, 0.6, "torch.compile on/off"),
     _k("sglang.args.torch_compile_max_bs", "sglang", GRAPHS, 0.4, "torch.compile batch limit changed"),
     _k("sglang.args.enable_piecewise_cuda_graph", "sglang", GRAPHS, 0.5, "piecewise CUDA graphs on/off"),
     _k("sglang.args.disable_overlap_schedule", "sglang", CPU_HOST, 0.6, "CPU/GPU overlap scheduling on/off"),
     _k("sglang.args.num_continuous_decode_steps", "sglang", CPU_HOST, 0.4, "decode steps per scheduling round changed"),
-    # server_args.py:247-263: precision and memory.
+    # sglang 0.5.5 server_args.py:247-263: precision and memory.
     _k("sglang.args.model_path", "sglang", KERNELS, 0.9, "a different model"),
     _k("sglang.args.dtype", "sglang", KERNELS, 0.7, "a different compute dtype"),
     _k("sglang.args.quantization", "sglang", KERNELS, 0.75, "a different quantization"),

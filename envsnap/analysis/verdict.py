@@ -7,7 +7,8 @@ the verdict line is made of) a bootstrap interval of the median change (stats.py
   worse / better                    p < 0.05 and the change is beyond noise
   possibly_worse / possibly_better  beyond noise, but the test cannot confirm it (too few runs, or p >= 0.05)
   no_change                         within noise
-  changed                           beyond noise, for a metric with no better direction (concurrency)
+  changed / possibly_changed        the same, for a metric with no better direction (concurrency, counts):
+                                    a change is a change, never a regression or an improvement
   unknown                           no change to speak of (a side without runs)
 
 The main metric is --metric, else the throughput metric, else the first common one. Text, JSON and
@@ -26,7 +27,8 @@ from envsnap.measure import metrics
 # The verdict line's first words, per outcome of the main metric.
 HEADLINES = {
     "worse": "REGRESSION", "better": "IMPROVEMENT", "possibly_worse": "POSSIBLE REGRESSION",
-    "possibly_better": "POSSIBLE IMPROVEMENT", "no_change": "NO SIGNIFICANT CHANGE", "changed": "CHANGED",
+    "possibly_better": "POSSIBLE IMPROVEMENT", "no_change": "NO SIGNIFICANT CHANGE", "changed": "CHANGE",
+    "possibly_changed": "POSSIBLE CHANGE",
     "unknown": "NO VERDICT",
 }
 
@@ -79,11 +81,11 @@ def outcome(direction: str, change: Optional[float], beyond_noise: bool, signifi
     if not beyond_noise or change == 0:
         return "no_change"
     if direction not in (metrics.HIGHER, metrics.LOWER):
-        return "changed"
-    worse = change < 0 if direction == metrics.HIGHER else change > 0
+        return "changed" if significant else "possibly_changed"
+    bad_way = metrics.is_worse(direction, change)
     if significant:
-        return "worse" if worse else "better"
-    return "possibly_worse" if worse else "possibly_better"
+        return "worse" if bad_way else "better"
+    return "possibly_worse" if bad_way else "possibly_better"
 
 
 def metric_entry(name: str, good: List[float], bad: List[float], overrides: Optional[Dict[str, str]] = None,
@@ -130,12 +132,12 @@ def _no_verdict(summary: str, entries: Dict[str, Dict[str, Any]]) -> Dict[str, A
 
 
 def _directions(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, str]:
-    """`envsnap run/attach --direction NAME=higher|lower` overrides stored in the snapshots."""
+    """`envsnap run/attach --direction NAME=higher|lower|none` overrides stored in the snapshots."""
     overrides: Dict[str, str] = {}
     for snap in (good, bad):
         stored = snap.get("metric_directions")
         if isinstance(stored, dict):
-            overrides.update({str(k): v for k, v in stored.items() if v in (metrics.HIGHER, metrics.LOWER)})
+            overrides.update({str(k): v for k, v in stored.items() if v in metrics.DIRECTIONS})
     return overrides
 
 
@@ -189,7 +191,4 @@ def build_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[st
 
 def worse(entry: Dict[str, Any]) -> bool:
     """Did this metric (or the verdict) move the bad way, whatever the test says?"""
-    change = entry.get("change_pct")
-    if change is None or entry.get("direction") not in (metrics.HIGHER, metrics.LOWER):
-        return False
-    return change < 0 if entry.get("direction") == metrics.HIGHER else change > 0
+    return metrics.is_worse(str(entry.get("direction")), entry.get("change_pct"))

@@ -341,6 +341,39 @@ def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Option
         if isinstance(rec.get("init"), dict):
             view.put("workers", f"workers.{key}.init", _norm(rec["init"]), (f"probe.records.{key}.init",),
                      Subject("process", key, "init"))
+        for name, (value, flats) in in_process_changes(key, rec).items():
+            view.put("workers", f"workers.{key}.changed_in_process.{name}", value, flats,
+                     Subject("in_process", key, f"changed_in_process.{name}", variable=name), aggregate=True)
+
+
+def in_process_changes(key: str, record: Dict[str, Any]) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
+    """{NAME: (value, flat keys)} for each variable a probed process changed in its own os.environ after
+    start-up (by init_process_group and by exit), whatever its title or role: /proc/PID/environ never
+    shows these, and a process that never reaches init_process_group shows them only here.
+
+    The value is {"start": value at start, "after": [each later value that differs from it, in stage
+    order, None = removed]}: the same change reads the same whether or not the process lived to exit.
+    """
+    start = record.get("env_at_start")
+    if not isinstance(start, dict):
+        return {}
+    stages = [(stage, record.get(f"env_at_{stage}")) for stage in ("init", "exit")]
+    stages = [(stage, env) for stage, env in stages if isinstance(env, dict)]
+    names: Set[str] = set()
+    for _, env in stages:
+        names.update(n for n in set(env) | set(start) if env.get(n) != start.get(n))
+    out: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
+    for name in sorted(names):
+        after: List[Any] = []
+        flats = [f"probe.records.{key}.env_at_start.{name}"] if name in start else []
+        for stage, env in stages:
+            value = env.get(name)
+            if value != start.get(name) and value not in after:
+                after.append(value)
+            if name in env:
+                flats.append(f"probe.records.{key}.env_at_{stage}.{name}")
+        out[name] = ({"start": start.get(name), "after": after}, flats)
+    return out
 
 
 def _display_names(procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str, Any]]) -> Dict[Tuple[str, str], str]:

@@ -11,7 +11,7 @@ import click
 @click.option("--metric", "metric_values", multiple=True, required=True, metavar="NAME=VALUE",
               help="A measured value, e.g. verify_ms=29 (repeatable).")
 @click.option("--note", help="Where the measurement comes from (kept with it).")
-@click.option("--direction", "direction_specs", multiple=True, metavar="NAME=higher|lower",
+@click.option("--direction", "direction_specs", multiple=True, metavar="NAME=higher|lower|none",
               help="Which way is better for a metric, when its name does not say (repeatable).")
 def attach(snapshot_file, metric_values, note, direction_specs) -> None:
     """Add a measurement made elsewhere (a profiler, a dashboard) to snapshot FILE.

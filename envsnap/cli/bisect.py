@@ -15,7 +15,7 @@ import click
 @click.option("--metric", metavar="NAME[=REGEX]",
               help="Metric to compare (default: the first run's throughput-like metric); NAME=REGEX also "
                    "defines it from the output, like `envsnap run --metric`.")
-@click.option("--direction", type=click.Choice(["higher", "lower"]),
+@click.option("--direction", type=click.Choice(["higher", "lower", "none"]),
               help="Which way is better for the metric (only for the wording; the search needs no direction).")
 @click.option("--journal", type=click.Path(dir_okay=False),
               help="JSONL journal of every run [default: BAD's name with .bisect.jsonl, next to BAD]. "

@@ -17,7 +17,7 @@ from envsnap.cli.options import capture_options
               help="Runs before the measured ones, not recorded.")
 @click.option("--metric", "metric_specs", multiple=True, metavar="NAME=REGEX",
               help="Extra metric: the first group of the regex's last match in the output (repeatable).")
-@click.option("--direction", "direction_specs", multiple=True, metavar="NAME=higher|lower",
+@click.option("--direction", "direction_specs", multiple=True, metavar="NAME=higher|lower|none",
               help="Which way is better for a metric, when its name does not say (repeatable).")
 @click.option("--run-timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1, 7 * 86400),
               help="Seconds one run may take; a run still going then is killed and recorded as failed.")

@@ -5,6 +5,15 @@ from typing import Dict, Optional
 
 HIGHER = "higher"
 LOWER = "lower"
+NONE = "none"  # neither way is better: a change is a change, never an improvement or a regression
+DIRECTIONS = (HIGHER, LOWER, NONE)
+
+# Measurements with no better direction: how many requests ran at once (bench_serving's `concurrency`,
+# total latency / duration, and `max_concurrent_requests`, sglang 0.5.23 sglang/benchmark/serving.py
+# `benchmark()` result dict) depends on the request pattern as much as on speed, and token/request counts
+# describe the workload (`completed`, `total_input_tokens`, `total_output_tokens`, cached tokens).
+_NO_DIRECTION = {"concurrency", "max_concurrent_requests", "completed", "num_early_stopped", "batch_size",
+                 "input_len", "output_len"}
 
 # Suffixes/names that mean "lower is better" (times and latencies).
 _LOWER_SUFFIXES = ("_ms", "_s", "_sec", "_seconds", "_us", "latency", "itl", "tpot", "ttft", "_time", "duration")
@@ -22,10 +31,12 @@ THROUGHPUT_NAMES = ("output_throughput", "tok_s", "tokens_per_s", "gen_throughpu
 
 
 def direction(name: str, overrides: Optional[Dict[str, str]] = None) -> str:
-    """'higher' or 'lower' is better for this metric; explicit overrides win."""
+    """'higher' or 'lower' is better for this metric, or 'none' (neither); explicit overrides win."""
     if overrides and name in overrides:
         return overrides[name]
     lowered = name.lower()
+    if lowered in _NO_DIRECTION or (lowered.endswith("_tokens") and ("total_" in lowered or "cached" in lowered)):
+        return NONE
     if lowered in ACCEPT_LENGTH_NAMES or "throughput" in lowered or lowered.endswith(("tok_s", "per_s", "_per_sec")):
         return HIGHER
     if lowered.endswith(_LOWER_SUFFIXES) or lowered in ("itl", "tpot", "ttft", "latency"):
@@ -45,3 +56,10 @@ def role(name: str) -> Optional[str]:
     if lowered in THROUGHPUT_NAMES:
         return "throughput"
     return None
+
+
+def is_worse(direction: str, change_pct: Optional[float]) -> bool:
+    """Does a change of change_pct percent make this metric worse? Never for a metric without a direction."""
+    if change_pct is None or direction == NONE:
+        return False
+    return change_pct < 0 if direction == HIGHER else change_pct > 0

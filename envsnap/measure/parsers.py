@@ -4,9 +4,13 @@ Built in, no options needed; each recognises one real output format, read from S
 own source (the wheel paths are `sglang/...`, the repository paths `python/sglang/...`):
 
   bench_serving          the summary table `python -m sglang.bench_serving` prints
-                         (sglang 0.4.6 and 0.5.5 sglang/bench_serving.py, `benchmark()`: the
-                         "{:<40} {:<10.2f}" lines under " Serving Benchmark Result ").
-  bench_serving_jsonl    the line it appends to `--output-file` (same function, the `result` dict).
+                         (sglang 0.4.6 and 0.5.5 sglang/bench_serving.py, 0.5.23
+                         sglang/benchmark/serving.py, `benchmark()`: the "{:<40} {:<10.2f}" lines
+                         under " Serving Benchmark Result "), each number under the name the
+                         JSONL line gives it ("Peak output token throughput" is max_output_tokens_per_s).
+  bench_serving_jsonl    the line it appends to `--output-file`, or without it to
+                         `<backend>_<MMDD>_....jsonl` in its working directory (same function, the
+                         `result` dict; runs.result_files finds that file).
   bench_one_batch_server the lines `python -m sglang.bench_one_batch_server` prints per case
                          (0.4.6 / 0.5.5 sglang/bench_one_batch_server.py `run_one_case`;
                          0.5.23 sglang/benchmark/one_batch_server.py).
@@ -96,12 +100,18 @@ _SERVING_LABELS = {
     "Total token throughput (tok/s)": "total_throughput",
     "Concurrency": "concurrency",
     "Accept length": "accept_length",
+    # sglang 0.5.23 sglang/benchmark/serving.py prints these two as "Peak ..."; its result dict (the JSONL)
+    # names them max_output_tokens_per_s and max_concurrent_requests: one metric, one name.
+    "Peak output token throughput (tok/s)": "max_output_tokens_per_s",
+    "Peak concurrent requests": "max_concurrent_requests",
+    # --cache-report (0.5.23): the JSONL's cache_report dict names it cache_hit_rate_pct.
+    "Cache hit rate": "cache_hit_rate_pct",
 }
 # Labels that echo the benchmark's arguments, not results.
 _SERVING_ARGUMENT_LABELS = {"Backend", "Traffic request rate", "Max request concurrency"}
-# Token counts are facts about the dataset, the same on every run: not measurements.
-_COUNT_KEYS = {"total_input_tokens", "total_input_text_tokens", "total_input_vision_tokens",
-               "total_output_tokens", "total_output_tokens_retokenized", "num_early_stopped"}
+# Printed in percent, stored in the JSONL as a fraction (sglang 0.5.23 sglang/benchmark/goodput.py
+# print_goodput: `slo_attainment * 100`): stored as the fraction, under the JSONL's name.
+_PERCENT_OF_FRACTION = " SLO attainment (%)"
 _SUMMARY_LINE = re.compile(r"^(?P<label>[A-Za-z][^:\n]*?):\s+(?P<value>\S+)\s*$")
 
 
@@ -123,6 +133,8 @@ def parse_bench_serving(text: str) -> Tuple[Metrics, List[str]]:
         stripped = line.strip()
         if stripped.startswith("=" * 10):  # the closing rule of the table
             break
+        if line[:1].isspace():
+            continue  # "  Device:" / "  Host:" breakdowns of the cache report, once as counts, once as %
         match = _SUMMARY_LINE.match(stripped)
         if not match:
             continue  # section rules like "-----Time to First Token-----"
@@ -130,9 +142,12 @@ def parse_bench_serving(text: str) -> Tuple[Metrics, List[str]]:
         if label in _SERVING_ARGUMENT_LABELS:
             continue
         value = _number(match.group("value"))
-        key = _SERVING_LABELS.get(label) or _slug(label)
-        if value is None or key in _COUNT_KEYS:
+        if value is None:
             continue
+        if (" " + label).endswith(_PERCENT_OF_FRACTION):
+            key, value = _slug(label[: -len(" (%)")]), value / 100.0
+        else:
+            key = _SERVING_LABELS.get(label) or _slug(label)
         metrics[key] = value
     notes = []
     if blocks > 1 and metrics:
@@ -147,9 +162,10 @@ def parse_bench_serving(text: str) -> Tuple[Metrics, List[str]]:
 # bench_serving `result` keys that echo arguments rather than measure anything.
 _SERVING_JSONL_ARGUMENTS = {"request_rate", "max_concurrency", "sharegpt_output_len", "random_input_len",
                             "random_output_len", "random_range_ratio"}
-# bench_one_batch_server keys that describe the case rather than measure it.
+# bench_one_batch_server keys that describe the case rather than measure it (its token counts are
+# kept: metrics.direction gives counts no better direction).
 _ONE_BATCH_CASE_KEYS = ("batch_size", "input_len", "output_len")
-_ONE_BATCH_NOT_METRICS = set(_ONE_BATCH_CASE_KEYS) | {"total_output_tokens", "num_early_stopped", "steady_state_window_s"}
+_ONE_BATCH_NOT_METRICS = set(_ONE_BATCH_CASE_KEYS) | {"steady_state_window_s"}
 
 
 def _json_objects(text: str) -> List[dict]:
@@ -183,8 +199,19 @@ def parse_bench_serving_jsonl(text: str) -> Tuple[Metrics, List[str]]:
     metrics = {}
     for key, value in last.items():
         number = _finite(value)
-        if number is not None and key not in _SERVING_JSONL_ARGUMENTS and key not in _COUNT_KEYS:
+        if number is not None and key not in _SERVING_JSONL_ARGUMENTS:
             metrics[key] = number
+    # Nested results (sglang 0.5.23 sglang/benchmark/serving.py): --cache-report's numbers, and the goodput
+    # attainment per SLO metric, under the names the printed table gives them.
+    for key, value in (last.get("cache_report") or {}).items() if isinstance(last.get("cache_report"), dict) else ():
+        number = _finite(value)
+        if number is not None:
+            metrics[str(key)] = number
+    by_metric = last.get("slo_attainment_by_metric")
+    for name, value in (by_metric.items() if isinstance(by_metric, dict) else ()):
+        number = _finite(value)
+        if number is not None:
+            metrics[f"{_slug(str(name))}_slo_attainment"] = number
     notes = [f"bench_serving wrote {len(results)} results; metrics are from the last"] if len(results) > 1 else []
     return metrics, notes
 

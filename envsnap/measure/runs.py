@@ -12,6 +12,7 @@ Warm-up runs are executed but not recorded.
 """
 from __future__ import annotations
 
+import glob
 import math
 import os
 from dataclasses import dataclass, field
@@ -36,13 +37,13 @@ DEFAULT_RUN_TIMEOUT = 3600.0
 # ---------------------------------------------------------------------------------------
 
 def parse_direction_specs(specs: Sequence[str]) -> Dict[str, str]:
-    """`NAME=higher|lower` strings -> {name: direction}."""
+    """`NAME=higher|lower|none` strings -> {name: direction}."""
     out: Dict[str, str] = {}
     for spec in specs:
         name, sep, value = spec.partition("=")
         value = value.strip().lower()
-        if not sep or value not in (metrics_mod.HIGHER, metrics_mod.LOWER):
-            raise EnvsnapError(f"--direction {spec!r}: expected NAME=higher or NAME=lower")
+        if not sep or value not in metrics_mod.DIRECTIONS:
+            raise EnvsnapError(f"--direction {spec!r}: expected NAME=higher, NAME=lower or NAME=none")
         out[check_metric_name(name.strip(), f"--direction {spec!r}")] = value
     return out
 
@@ -80,11 +81,17 @@ def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
     return value
 
 
-def result_files(argv: Sequence[str], cwd: str) -> List[str]:
-    """Result files the SGLang benchmark in argv appends a JSONL line to.
+def _is_bench_serving(argv: Sequence[str]) -> bool:
+    """`python -m sglang.bench_serving` / `sglang.benchmark.serving` (0.5.23), or either as a script."""
+    return any(a in ("sglang.bench_serving", "sglang.benchmark.serving")
+               or a.replace(os.sep, "/").endswith(("sglang/bench_serving.py", "sglang/benchmark/serving.py"))
+               for a in argv[:6])
 
-    bench_serving appends to `--output-file` (its default name has today's date in it, so
-    only an explicit one is followed); bench_one_batch_server appends to
+
+def result_files(argv: Sequence[str], cwd: str) -> List[str]:
+    """Result files the SGLang benchmark in argv appends a JSONL line to (see result_patterns too).
+
+    bench_serving appends to `--output-file`; bench_one_batch_server appends to
     `--result-filename`, default `result.jsonl` in its working directory
     (sglang 0.5.5 sglang/bench_one_batch_server.py BenchArgs.result_filename).
     """
@@ -101,12 +108,32 @@ def result_files(argv: Sequence[str], cwd: str) -> List[str]:
     return sorted({os.path.join(cwd, p) for p in paths})
 
 
-class AppendWatch:
-    """Remembers where files end now, and later reads only what was appended since."""
+def result_patterns(argv: Sequence[str], cwd: str) -> List[str]:
+    """Glob patterns of result files whose exact name is only known once the benchmark writes them.
 
-    def __init__(self, paths: Iterable[str]):
+    Without --output-file, bench_serving appends its result line to
+    `{backend}_{MMDD}_{num_prompts}_...jsonl` in its working directory, the date taken when it
+    finishes (sglang 0.5.5 sglang/bench_serving.py:2119-2147, 0.5.23 sglang/benchmark/serving.py:1927-1961;
+    --backend defaults to "sglang"): e.g. `sglang_1201_64_sharegpt.jsonl`.
+    """
+    argv = [str(a) for a in argv]
+    if not _is_bench_serving(argv) or _flag_value(argv, "--output-file"):
+        return []
+    backend = _flag_value(argv, "--backend") or "sglang"
+    return [os.path.join(glob.escape(cwd), glob.escape(backend) + "_[0-9][0-9][0-9][0-9]_*.jsonl")]
+
+
+class AppendWatch:
+    """Remembers where files end now, and later reads only what was appended since.
+
+    `patterns` (globs) stand for files whose names are known only once written: those matching
+    now are watched from their current end, those that appear later are read whole.
+    """
+
+    def __init__(self, paths: Iterable[str], patterns: Iterable[str] = ()):
+        self.patterns = list(patterns)
         self.offsets: Dict[str, int] = {}
-        for path in paths:
+        for path in list(paths) + [p for pattern in self.patterns for p in glob.glob(pattern)]:
             try:
                 self.offsets[path] = os.stat(path).st_size
             except OSError:
@@ -114,7 +141,10 @@ class AppendWatch:
 
     def read(self) -> Dict[str, str]:
         out: Dict[str, str] = {}
-        for path, offset in self.offsets.items():
+        for pattern in self.patterns:
+            for path in glob.glob(pattern):
+                self.offsets.setdefault(path, 0)  # appeared during the run
+        for path, offset in sorted(self.offsets.items(), key=lambda item: _mtime(item[0])):
             try:
                 size = os.stat(path).st_size
                 if size < offset:
@@ -127,6 +157,13 @@ class AppendWatch:
                 continue
             out[path] = data.decode("utf-8", "replace")
         return out
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
 
 
 # ---------------------------------------------------------------------------------------
@@ -156,7 +193,7 @@ def run_once(opts: RunOptions) -> Dict:
     """Run the command once; return its run record (never raises, except KeyboardInterrupt)."""
     cwd = opts.cwd or os.getcwd()
     logs = AppendWatch([os.path.abspath(p) for p in opts.logs])
-    files = AppendWatch(result_files(opts.command, cwd))
+    files = AppendWatch(result_files(opts.command, cwd), result_patterns(opts.command, cwd))
     started = utc_now()
     result = run_command(opts.command, timeout=opts.timeout, cwd=cwd, env=opts.env)
     output = result.stdout + ("\n" if result.stdout and result.stderr else "") + result.stderr

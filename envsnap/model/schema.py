@@ -44,9 +44,11 @@ _PROCESS = {
     "status": "str", "environ_status": "str", "environ_note": "str", "environ": _ENV,
     "divergence": {"added": _ENV, "removed": ("list", "str"), "changed": ("map", {"parent": "str", "child": "str"})},
 }
+_ENV_CHANGE = {"added": _ENV, "removed": ("list", "str"), "changed": ("map", {"before": "str", "after": "str"})}
 _PROBE_RECORD = {
     "pid": "num", "ppid": "num", "argv": ("list", "str"), "title": "str", "env_at_start": _ENV,
     "env_at_init": _ENV, "env_at_exit": _ENV, "init": "dict", "host": "str",
+    "changed_before_init": _ENV_CHANGE, "changed_before_exit": _ENV_CHANGE,
 }
 SECTION_SHAPES: Dict[str, Any] = {
     "env": {"count": "num", "vars": _ENV},
@@ -70,7 +72,7 @@ SECTION_SHAPES: Dict[str, Any] = {
                               "dirty": ("map", {"status": "str", "sha256": "str"}), "untracked": ("map", "dict"),
                               "stash": ("map", {"sha": "str", "message": "str"}), "submodules": ("map", "dict"),
                               "errors": "dict"}),
-            "errors": "dict"},
+            "errors": "dict", "python": "str"},
     "files": {"entries": ("map", {"size": "num", "sha256": "str", "error": "str"}), "roots": ("list", "str"),
               "errors": "dict"},
     "nvidia": {"driver_version": "str", "nvml_version": "str", "cuda_driver_version": "str", "count": "num",

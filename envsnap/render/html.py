@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from envsnap import __version__
 from envsnap import format as fmt
+from envsnap.analysis.diff import value_text
 from envsnap.analysis.views import CATEGORY_ORDER
 from envsnap.errors import EnvsnapError
 
@@ -95,7 +96,8 @@ def _metric_view(name: str, raw: Dict[str, Any]) -> Dict[str, Any]:
     p_value = raw.get("p_value")
     outcome = raw.get("outcome") if raw.get("outcome") in _OUTCOME_WORDS else "unknown"
     return {
-        "name": name, "direction": raw.get("direction") or "", "good": _stats(raw.get("good")),
+        "name": name, "direction": raw.get("direction") or "",
+        "direction_text": fmt.direction(str(raw.get("direction") or "")), "good": _stats(raw.get("good")),
         "bad": _stats(raw.get("bad")), "change": fmt_pct(raw.get("change_pct")),
         "beyond_noise": bool(raw.get("beyond_noise")), "significant": bool(raw.get("significant")),
         "noise": "beyond noise" if raw.get("beyond_noise") else "within noise",
@@ -156,7 +158,7 @@ def _causes_view(result: Dict[str, Any]) -> Dict[str, Any]:
             "category": fmt_value(raw.get("category"), 40), "component": fmt_value(raw.get("component"), 40),
             "score": f"{score:.2f}", "score_pct": int(round(score * 100)),
             "good": fmt_value(raw.get("good")), "bad": fmt_value(raw.get("bad")),
-            "good_absent": raw.get("good") is None, "bad_absent": raw.get("bad") is None,
+            "good_absent": _missing_words(raw, "good"), "bad_absent": _missing_words(raw, "bad"),
             "why": fmt_value(raw.get("why"), 500) if raw.get("why") else "",
             "evidence": [fmt_value(e, 500) for e in _list(raw.get("evidence"))[:20]],
         })
@@ -215,7 +217,7 @@ def _chart(name: str, good: List[Tuple[int, float]], bad: List[Tuple[int, float]
         value = lo_tick + i * step
         ticks.append({"x": x(value), "label": f"{value:,.{decimals}f}"})
     axis_y = top + 2 * row_h
-    return {"name": name, "direction": direction, "width": width, "height": axis_y + 34, "left": left,
+    return {"name": name, "direction": direction, "direction_text": fmt.direction(direction), "width": width, "height": axis_y + 34, "left": left,
             "right_x": width - right, "axis_y": axis_y, "ticks": ticks, "rows": rows}
 
 
@@ -518,7 +520,7 @@ def _differences_view(result: Dict[str, Any]) -> Dict[str, Any]:
     def row(raw: Dict[str, Any]) -> Dict[str, Any]:
         return {"key": fmt_value(raw.get("key"), 240), "change": _change(raw),
                 "good": fmt_value(raw.get("good")), "bad": fmt_value(raw.get("bad")),
-                "good_absent": raw.get("good") is None, "bad_absent": raw.get("bad") is None}
+                "good_absent": _missing_words(raw, "good"), "bad_absent": _missing_words(raw, "bad")}
     order = sorted(groups, key=lambda c: (c not in CATEGORY_ORDER,
                                           CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 0, c))
     categories = []
@@ -528,6 +530,13 @@ def _differences_view(result: Dict[str, Any]) -> Dict[str, Any]:
         categories.append({"name": fmt_value(name, 60), "rows": _capped(rows, row), "counts": sorted(counts.items())})
     total = sum(len(r) for r in groups.values())
     return {"categories": categories, "volatile": _capped(volatile, row), "total": total, "open": total <= 60}
+
+
+def _missing_words(raw: Dict[str, Any], side: str) -> Any:
+    """False when the side has a value, else the analysis's words for it ("not captured", "clean", ...)."""
+    if raw.get(side) is not None:
+        return False
+    return value_text(str(raw.get("change") or "changed"), side, None, fmt_value(raw.get("absent") or "absent", 40))
 
 
 def _change(raw: Dict[str, Any]) -> str:

@@ -35,7 +35,9 @@ def render_show(snap: Dict[str, Any], verbose: bool = False,
         head = summary[0] if summary else ""
         lines.append(f"  {_MARK.get(status, '??')} {name:<{width}} {timing}  {detail or head}")
         if verbose:
-            for extra in summary[1 if not detail else 0:]:
+            # The head line is shown above unless the reason took its place (and then only if it says more).
+            skip = 1 if not detail or summary[:1] == [detail] else 0
+            for extra in summary[skip:]:
                 lines.append(f"     {'':<{width}}          {extra}")
         if status in ("error", "timeout"):
             problems.append(f"{name}: {detail}")

@@ -7,24 +7,18 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
+from envsnap.analysis.diff import value_text
+from envsnap import format as fmt
 from envsnap.analysis.views import CATEGORY_ORDER
 from envsnap.redact import redact_text
 
 DEFAULT_TOP = 5
-# How an absent value reads, per category: NCCL logs a variable only when it reads it, so no line is "not logged", never "unset".
-_ABSENT = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged"}
-
-
-def _value(category: str, value: Any) -> str:
-    if value is None:
-        return _ABSENT.get(category, "unset")
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _change(item: Dict[str, Any]) -> str:
-    return f"{_value(item['category'], item['good'])} \u2192 {_value(item['category'], item['bad'])}"
+    """'good → bad' in the words the analysis chose for a missing side ("not captured", "clean", "unset"...)."""
+    change, absent = item.get("change", "changed"), item.get("absent", "absent")
+    return f"{value_text(change, 'good', item['good'], absent)} \u2192 {value_text(change, 'bad', item['bad'], absent)}"
 
 
 def _side(meta: Dict[str, Any]) -> str:
@@ -94,7 +88,7 @@ def render_rank(result: Dict[str, Any], top: int = 0) -> str:
     name = result["metric"]
     snaps = result["snapshots"]
     lines.append(f"association with {name} across {len(snaps)} snapshots "
-                 f"({result['direction']} is better)")
+                 f"({fmt.direction(result['direction'])})")
     for snap in snaps:
         lines.append(f"  {snap['file']}: median {snap['median']:g} (n={snap['n']})  {snap.get('label') or ''}".rstrip())
     for warning in result["warnings"]:
@@ -134,7 +128,7 @@ def render_bisect(result: Mapping) -> str:
     if metric:
         g, b = result["good"], result["bad"]
         change = result.get("change_pct")
-        lines.append(f"metric {metric} ({result.get('direction')} is better): GOOD median {_bisect_num(g.get('median'))} "
+        lines.append(f"metric {metric} ({fmt.direction(str(result.get('direction')))}): GOOD median {_bisect_num(g.get('median'))} "
                      f"(n={g.get('n')}), BAD median {_bisect_num(b.get('median'))} (n={b.get('n')})"
                      + (f", {change:+.1f}%" if change is not None else ""))
     runs = result.get("runs", {})

@@ -19,7 +19,7 @@ from envsnap.errors import EnvsnapError
 from envsnap.redact import fingerprint
 
 N = 32
-NAMES = [f"ENVSNAP_T_V{i:02d}" for i in range(N)]
+NAMES = [f"PLANTED_T_V{i:02d}" for i in range(N)]
 GOOD_TOKEN, BAD_TOKEN = "hf_GOODgoodGOODgoodGOOD1234", "hf_BADbadBADbadBADbad5678"
 
 
@@ -46,9 +46,9 @@ def test_ddmin_one_cause_among_32_every_position_within_goal():
 
 
 def test_ddmin_two_interacting_causes_come_out_together():
-    test, seen = counting_oracle(lambda s: {"ENVSNAP_T_V03", "ENVSNAP_T_V29"} <= s)
-    assert ddmin_mod.ddmin(NAMES, test) == ["ENVSNAP_T_V03", "ENVSNAP_T_V29"]
-    assert seen[("ENVSNAP_T_V03",)] == seen[("ENVSNAP_T_V29",)] == ddmin_mod.GOOD  # each alone is not enough
+    test, seen = counting_oracle(lambda s: {"PLANTED_T_V03", "PLANTED_T_V29"} <= s)
+    assert ddmin_mod.ddmin(NAMES, test) == ["PLANTED_T_V03", "PLANTED_T_V29"]
+    assert seen[("PLANTED_T_V03",)] == seen[("PLANTED_T_V29",)] == ddmin_mod.GOOD  # each alone is not enough
 
 
 def test_ddmin_treats_unresolved_as_not_failing():
@@ -188,10 +188,10 @@ def calls(tmp_path):
 
 
 def test_one_cause_among_32(pair, tmp_path):
-    result, out = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "ENVSNAP_T_V17=b:0.5"])
+    result, out = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "PLANTED_T_V17=b:0.5"])
     assert result.returncode == 0, result.stderr
     assert out["status"] == "isolated" and out["one_minimal"] is True
-    assert [d["name"] for d in out["minimal"]] == ["ENVSNAP_T_V17"]
+    assert [d["name"] for d in out["minimal"]] == ["PLANTED_T_V17"]
     assert out["minimal"][0]["good"] == "g" and out["minimal"][0]["bad"] == "b"
     assert out["configurations_run"] <= 2 * math.log2(N) + 4
     assert calls(tmp_path) == out["runs"]["total"] == out["configurations_run"]  # no configuration ran twice
@@ -206,9 +206,9 @@ def test_one_cause_among_32(pair, tmp_path):
 
 def test_two_interacting_causes_text_output(pair, tmp_path):
     result, _ = bisect(pair, tmp_path, "--repeat", "1", fmt="text",
-                       bench=["--together", "ENVSNAP_T_V03=b,ENVSNAP_T_V29=b:0.5"])
+                       bench=["--together", "PLANTED_T_V03=b,PLANTED_T_V29=b:0.5"])
     assert result.returncode == 0, result.stderr
-    assert "ISOLATED: ENVSNAP_T_V03, ENVSNAP_T_V29 (2 of 32 deltas) cause the change together" in result.stdout
+    assert "ISOLATED: PLANTED_T_V03, PLANTED_T_V29 (2 of 32 deltas) cause the change together" in result.stdout
     assert "minimal failure-inducing set (1-minimal):" in result.stdout
     assert "HF_TOKEN" in result.stdout and "cannot be re-applied" in result.stdout
 
@@ -223,9 +223,9 @@ def test_no_cause_stops_and_says_so(pair, tmp_path):
 
 def test_jitter_5_percent_still_isolates(pair, tmp_path):
     result, out = bisect(pair, tmp_path, "--repeat", "3",
-                         bench=["--slow", "ENVSNAP_T_V11=b:0.7", "--jitter", "0.05"])
+                         bench=["--slow", "PLANTED_T_V11=b:0.7", "--jitter", "0.05"])
     assert result.returncode == 0, result.stderr
-    assert [d["name"] for d in out["minimal"]] == ["ENVSNAP_T_V11"]
+    assert [d["name"] for d in out["minimal"]] == ["PLANTED_T_V11"]
     assert all(c["n"] >= 3 for c in out["configurations"])
 
 
@@ -237,11 +237,11 @@ def test_benchmark_that_always_fails_is_exit_2(pair, tmp_path):
 
 
 def test_journal_for_another_command_is_refused(pair, tmp_path):
-    first, _ = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "ENVSNAP_T_V01=b:0.5"])
+    first, _ = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "PLANTED_T_V01=b:0.5"])
     assert first.returncode == 0
-    again, _ = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "ENVSNAP_T_V02=b:0.5"])
+    again, _ = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "PLANTED_T_V02=b:0.5"])
     assert again.returncode == 2 and "the command is not the same" in again.stderr
-    same, out = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "ENVSNAP_T_V01=b:0.5"])
+    same, out = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "PLANTED_T_V01=b:0.5"])
     assert same.returncode == 0 and out["runs"]["new"] == 0  # everything replayed from the journal
 
 
@@ -250,7 +250,7 @@ def test_resume_after_sigkill_repeats_no_journaled_run(pair, tmp_path):
     journal = tmp_path / "j.jsonl"
     argv = [sys.executable, "-m", "envsnap", "bisect", str(good), str(bad), "--repeat", "2", "--journal",
             str(journal), "--format", "json", "--",
-            *bench_cmd("env", "--slow", "ENVSNAP_T_V20=b:0.5", "--sleep", "0.05", "--counter", tmp_path / "calls")]
+            *bench_cmd("env", "--slow", "PLANTED_T_V20=b:0.5", "--sleep", "0.05", "--counter", tmp_path / "calls")]
     env = base_env(HF_TOKEN=None, **{name: None for name in NAMES})
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
@@ -270,7 +270,7 @@ def test_resume_after_sigkill_repeats_no_journaled_run(pair, tmp_path):
     resumed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     out = json.loads(resumed.stdout)
-    assert [d["name"] for d in out["minimal"]] == ["ENVSNAP_T_V20"]
+    assert [d["name"] for d in out["minimal"]] == ["PLANTED_T_V20"]
     assert out["runs"]["from_journal"] == journaled
     assert f"resuming from {journal}: {journaled} journaled runs" in resumed.stderr
     # no configuration has more runs than --repeat: nothing journaled was run again

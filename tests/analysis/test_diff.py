@@ -185,11 +185,13 @@ def test_cli_json_shape_top_all_and_html(tmp_path):
     assert [c["rank"] for c in top["causes"]] == [1, 2, 3]
     cause = top["causes"][0]
     subject_fields = {"where", "entity", "aspect", "item", "variable", "node"}
-    assert set(cause) == {"rank", "key", "category", "component", "score", "good", "bad", "why", "evidence"} | subject_fields
+    assert set(cause) == {"rank", "key", "category", "component", "score", "good", "bad", "change", "absent", "why",
+                          "evidence"} | subject_fields
     assert 0 <= cause["score"] <= 1 and "\n" not in cause["why"]
     assert set(top["verdict"]) >= {"metric", "direction", "good", "bad", "change_pct", "significant", "p_value",
                                    "method", "summary", "metrics", "decomposition"}
-    assert set(top["differences"][0]) == {"key", "category", "change", "good", "bad", "volatile", "flat_keys"} | subject_fields
+    assert set(top["differences"][0]) == {"key", "category", "change", "good", "bad", "absent", "volatile",
+                                          "flat_keys"} | subject_fields
     assert not any(d["volatile"] for d in top["differences"])
     everything = json.loads(run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "--all").stdout)
     assert any(d["volatile"] for d in everything["differences"])
@@ -236,3 +238,20 @@ def test_unchanged_real_capture_pair_exits_0(tmp_path):
     with_all = json.loads(run_envsnap("diff", a, b, "--all", "--format", "json").stdout)["differences"]
     assert len(with_all) >= len(relevant)
     assert all(d["volatile"] for d in with_all if d["key"] not in {r["key"] for r in relevant})
+
+
+def test_a_moved_head_does_not_hide_the_checkouts_other_changes(tmp_path, git_repo):
+    """A new commit changes the repository's presence value (branch@head): that must not swallow the
+    dirty file and the stash that changed with it (real captures of a real repository)."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    assert run_envsnap("capture", "-o", good, "--timeout", "60", cwd=git_repo).returncode == 0
+    (git_repo / "b.py").write_text("y = 1\n")
+    git_repo.git("add", "b.py")
+    git_repo.git("commit", "-q", "-m", "second")
+    (git_repo / "a.py").write_text("x = 2  # dirty\n")
+    assert run_envsnap("capture", "-o", bad, "--timeout", "60", cwd=git_repo).returncode == 0
+    result = json.loads(run_envsnap("diff", good, bad, "--format", "json").stdout)
+    top = str(git_repo.resolve())
+    keys = {d["key"]: d for d in result["differences"] if d["key"].startswith(f"git.{top}")}
+    assert set(keys) == {f"git.{top}.commit", f"git.{top}.dirty.a.py"}, sorted(keys)
+    assert keys[f"git.{top}.dirty.a.py"]["change"] == "added" and keys[f"git.{top}.dirty.a.py"]["absent"] == "clean"

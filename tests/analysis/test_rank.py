@@ -171,6 +171,30 @@ def test_metric_choice_and_failed_runs():
     assert bare["causes"][0]["key"] == "env.A"
 
 
+def test_a_metric_without_direction_changes_but_never_regresses_or_improves(tmp_path):
+    """bench_serving's `concurrency` (and counts) have no better direction: real `envsnap attach` measurements,
+    `diff --metric concurrency` in text, JSON and HTML."""
+    files = {}
+    for label, values in (("good", [1.0, 1.01, 0.99, 1.0]), ("bad", [3.9, 4.0, 4.1, 4.0])):
+        files[label] = tmp_path / f"{label}.json"
+        assert run_envsnap("capture", "-o", files[label], "--label", label, "--timeout", "60").returncode == 0
+        for value in values:
+            attached = run_envsnap("attach", files[label], "--metric", f"concurrency={value}")
+            assert attached.returncode == 0, attached.stderr
+    as_json = json.loads(run_envsnap("diff", files["good"], files["bad"], "--metric", "concurrency",
+                                     "--format", "json").stdout)
+    verdict = as_json["verdict"]
+    assert verdict["direction"] == "none" and verdict["significant"]
+    assert verdict["summary"].startswith("CHANGE concurrency 1 \u2192 4 (+300%"), verdict["summary"]
+    text = run_envsnap("diff", files["good"], files["bad"], "--metric", "concurrency").stdout
+    assert text.startswith("CHANGE concurrency") and "REGRESSION" not in text and "IMPROVEMENT" not in text
+    report = tmp_path / "r.html"
+    assert run_envsnap("report", files["good"], files["bad"], "--metric", "concurrency", "-o", report).returncode in (0, 1)
+    page = report.read_text()
+    assert "change, beyond noise" in page and "no better direction" in page and "none is better" not in page
+    assert "worse, beyond noise" not in page and "better, beyond noise" not in page
+
+
 def test_direction_overrides_from_snapshot():
     g = snap(env={}, runs=runs({"score": [10, 11, 10.5, 10.2]}))
     b = snap(env={}, runs=runs({"score": [20, 21, 20.5, 20.2]}))

@@ -26,7 +26,7 @@ def _collect(cwd, repos=(), timeout=30.0):
 def no_editables(monkeypatch):
     """Leave out editable installs of the test environment itself (envsnap is installed -e from a
     git checkout here), so a test sees only the repositories it builds."""
-    monkeypatch.setattr(git_collector, "editable_source_dirs", lambda: {})
+    monkeypatch.setattr(git_collector, "editable_source_dirs", lambda path=None: {})
 
 
 def test_rich_repo_everything_recorded_and_nothing_written(tmp_path, no_editables):

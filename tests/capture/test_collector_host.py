@@ -21,8 +21,15 @@ def _collect(timeout=10.0):
     return host.collect(ctx)
 
 
+def _mem_total() -> int:
+    return int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1)) * 1024
+
+
 def test_values_match_proc_sys_and_os():
+    # MemTotal moves on VMs with a memory balloon or virtio-mem: read it around the collection.
+    mem_before = _mem_total()
     result = _collect()
+    mem_after = _mem_total()
     assert result["status"] == "ok"
     data = result["data"]
     json.dumps(data, allow_nan=False)
@@ -37,8 +44,10 @@ def test_values_match_proc_sys_and_os():
     assert cpu["isa"]["avx2"] == (" avx2" in cpuinfo) if platform.machine() == "x86_64" else True
     assert data["container"]["hypervisor_flag"] == bool(re.search(r"^flags\s*:.*\bhypervisor\b", cpuinfo, re.M))
 
-    meminfo = Path("/proc/meminfo").read_text()
-    assert data["memory"]["total_bytes"] == int(re.search(r"MemTotal:\s+(\d+)", meminfo).group(1)) * 1024
+    assert min(mem_before, mem_after) <= data["memory"]["total_bytes"] <= max(mem_before, mem_after)
+    assert data["memory"]["hugepages_configured"] == int(Path("/proc/sys/vm/nr_hugepages").read_text())
+    bound = {d for d in ("virtio_balloon", "virtio_mem") if list(Path(f"/sys/bus/virtio/drivers/{d}").glob("virtio*"))}
+    assert set(data["memory"]["hotplug"]) == bound
     assert data["kernel"]["release"] == platform.release()
     assert data["kernel"]["cmdline"] == Path("/proc/cmdline").read_text().strip()
     if Path("/etc/os-release").exists():
@@ -70,10 +79,12 @@ def test_two_captures_differ_only_in_volatile_fields():
     second = snapshot.flatten({"sections": {"host": _collect()}})
     changed = {k for k in set(first) | set(second) if first.get(k) != second.get(k)}
     assert all(is_volatile(k) for k in changed), sorted(k for k in changed if not is_volatile(k))
-    for key in ("host.memory.available_bytes", "host.boot_time", "host.load_avg.0", "host.cgroup.path"):
+    for key in ("host.memory.available_bytes", "host.boot_time", "host.load_avg.0", "host.cgroup.path",
+                "host.memory.total_bytes", "host.numa.nodes.0.memory_total_bytes", "host.memory.hugepages_total"):
         if key in first:
             assert is_volatile(key), key
     assert not is_volatile("host.cpu.governor") and not is_volatile("host.ulimits.memlock.soft")
+    assert not is_volatile("host.memory.hugepages_configured") and not is_volatile("host.memory.hotplug")
 
 
 def test_cpufreq_governor_and_boost_from_a_sysfs_tree(tmp_path, monkeypatch):

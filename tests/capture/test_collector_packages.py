@@ -88,11 +88,36 @@ def test_origins_from_direct_url(built_venv):
 def test_summary_first_line_and_show(built_venv, tmp_path):
     lines = packages.summarize(_pkgs(built_venv))
     assert lines[0] == "2 distributions, 1 modified file (tinypkg: 1), 1 missing"
-    assert any("modified tinypkg/core.py (tinypkg)" == line for line in lines)
+    assert any(line.startswith("modified tinypkg/core.py (tinypkg): ") for line in lines)
     snap_file = built_venv.root.parent / "snap.json"
     shown = run_envsnap("show", "-v", snap_file)
     assert shown.returncode == 0, shown.stderr
     assert "2 distributions, 1 modified file (tinypkg: 1)" in shown.stdout
+
+
+@pytest.mark.slow  # the session venv costs ~3 s, once
+def test_show_verbose_prints_what_the_snapshot_holds(built_venv):
+    """`show -v` of a real capture of the tampered venv: the edited file with RECORD's and the disk's hash
+    and size, the values the sitecustomize/.pth set (not only their names), and no empty "0 repos:" line."""
+    shown = run_envsnap("show", "-v", built_venv.root.parent / "snap.json")
+    assert shown.returncode == 0, shown.stderr
+    lines = [line.strip() for line in shown.stdout.splitlines()]
+    _, recorded_hash, recorded_size = recorded_row(built_venv, "tinypkg-1.0.dist-info", "tinypkg/core.py")
+    core = built_venv.site / "tinypkg" / "core.py"
+    assert (f"modified tinypkg/core.py (tinypkg): RECORD sha256 {urlsafe_hex(recorded_hash)[:12]}, {recorded_size} B; "
+            f"on disk {sha256_hex(core)[:12]}, {core.stat().st_size} B") in lines, shown.stdout
+    assert "set during startup: NCCL_PROTO: unset \u2192 LL" in lines, shown.stdout
+    assert "set during startup: CUDA_DEVICE_MAX_CONNECTIONS: unset \u2192 1" in lines, shown.stdout
+    hook = built_venv.site / "sitecustomize.py"
+    assert any(line.startswith(f"sitecustomize: {hook} (loaded) sha256 {sha256_hex(hook)[:12]}, "
+                               f"{hook.stat().st_size} B") for line in lines), shown.stdout
+    assert any(line.startswith("rewritten shebang ../../../bin/tiny-script (tinypkg): ") and
+               line.endswith("restoring pip's #!python line reproduces RECORD") for line in lines), shown.stdout
+    assert not [line for line in lines if line.endswith(":") or " 0 repos" in line or line.startswith("0 repos")], \
+        shown.stdout
+    # A reason shown as the head is not repeated as the first detail line.
+    assert not any(a == b for a, b in zip(lines, lines[1:])), shown.stdout  # noqa: RUF007 (Python 3.9)
+    assert sum(line.endswith("torch is not installed") for line in lines) <= 1, shown.stdout
 
 
 @pytest.mark.slow  # the session venv costs ~3 s, once

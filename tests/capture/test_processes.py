@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from helpers import run_envsnap
 from helpers.workers import WORKERS_DATA, clean_env, start, stop, wait_gone, wait_line
 
 from envsnap.capture.base import CaptureContext
@@ -43,6 +44,9 @@ def test_sglang_titles_give_roles_and_stable_keys(title, key, fields):
 def test_main_and_tokenizer_workers_and_unknowns():
     assert roles.parse_role(["/v/bin/python3", "-m", "sglang.launch_server", "--tp", "8"])["kind"] == "main"
     assert roles.parse_role(["/v/bin/python3", "/v/bin/sglang", "serve", "--model-path", "m"])["kind"] == "main"
+    assert roles.parse_role(["/v/bin/python3", "/v/bin/sglang", "generate", "--model-path", "m"])["kind"] == "main"
+    assert roles.parse_role(["python", "-m", "sglang.multimodal_gen.runtime.launch_server"])["kind"] == "main"
+    assert roles.describe_ranks([{"tp": t // 2, "ulysses": t % 2} for t in range(4)]) == "TP0-1 U0-1"
     assert roles.parse_role(["python", "-m", "sglang.bench_serving"]) is None
     assert roles.parse_role(["grep", "sglang.launch_server"]) is None  # not after -m
     worker = roles.parse_role(["sglang::tokenizer_worker:4242"])
@@ -239,3 +243,54 @@ def test_process_holding_a_gpu_lists_it():
     assert data["gpu_source"] == "nvml"
     (entry,) = data["processes"].values()
     assert entry["gpus"] == [0]
+
+
+# --- SGLang 0.5.23 diffusion titles and `sglang generate`, on real processes ---
+
+@pytest.mark.parametrize("title, key, fields", [
+    ("sgl_diffusion::scheduler", "diffusion_scheduler", {}),                              # 0.5.23, every group of 1
+    ("sgl_diffusion::scheduler_3", "diffusion_scheduler_3", {"local_rank": 3}),           # 0.5.23, before model parallel
+    ("sgl_diffusion::scheduler:2", "diffusion_scheduler_2", {"local_rank": 2}),           # 0.5.5
+    ("sgl_diffusion::scheduler_TP0_U1", "diffusion_scheduler_TP0_U1", {"tp": 0, "ulysses": 1}),
+    ("sgl_diffusion::scheduler_TP1_U0_R1_C0", "diffusion_scheduler_TP1_U0_R1_C0",
+     {"tp": 1, "ulysses": 0, "ring": 1, "cfg": 0}),
+])
+def test_diffusion_titles_give_scheduler_roles(title, key, fields):
+    role = roles.parse_role([title])
+    assert role["kind"] == "scheduler" and role["key"] == key, role
+    for name, value in fields.items():
+        assert role[name] == value
+
+
+@pytest.mark.slow
+def test_sglang_generate_tree_is_found_with_diffusion_worker_roles(tmp_path):
+    """`sglang generate` as the main process and its GPU workers titled as sglang 0.5.23 titles them,
+    captured by `envsnap capture --pid` (real processes, real setproctitle)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    console = bin_dir / "sglang"  # the console script's name, as pip installs it
+    console.write_text(f"#!{sys.executable}\n" + (WORKERS_DATA / "fake_sglang_generate.py").read_text())
+    console.chmod(0o755)
+    titles = ["sgl_diffusion::scheduler_TP0_U0", "sgl_diffusion::scheduler_TP0_U1",
+              "sgl_diffusion::scheduler_TP1_U0", "sgl_diffusion::scheduler_TP1_U1"]
+    argv = [console, "generate", "--model-path", "tiny-diffusion"]
+    for title in titles:
+        argv += ["--worker-title", title]
+    server = start(argv, env=clean_env())
+    out = tmp_path / "snap.json"
+    try:
+        wait_line(server, "READY")
+        # --pid, not --sglang: other SGLang-like trees on a shared test machine must not join this one.
+        result = run_envsnap("capture", "--pid", server.pid, "-o", out, "--timeout", "60")
+    finally:
+        stop(server)
+    assert result.returncode == 0, result.stderr
+    section = json.loads(out.read_text())["sections"]["processes"]
+    assert section["status"] == "ok", section
+    procs = section["data"]["processes"]
+    assert procs["sglang-main"]["role"]["kind"] == "main"
+    workers = {k: p for k, p in procs.items() if p["role"].get("kind") == "scheduler"}
+    assert sorted(workers) == ["diffusion_scheduler_TP0_U0", "diffusion_scheduler_TP0_U1",
+                               "diffusion_scheduler_TP1_U0", "diffusion_scheduler_TP1_U1"], sorted(procs)
+    assert {(p["role"]["tp"], p["role"]["ulysses"]) for p in workers.values()} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    assert all(p["parent_key"] == "sglang-main" for p in workers.values())

@@ -548,14 +548,14 @@ def test_damaged_bisect_journal_lines_are_rerun_not_crashed(tmp_path):
     header whose command is not all strings crashed its own refusal message."""
     snap = rich_snapshot()
     for side in ("g", "b"):
-        snap["sections"]["env"]["data"]["vars"].update({f"ENVSNAP_FZ_{i}": side for i in range(4)})
+        snap["sections"]["env"]["data"]["vars"].update({f"PLANTED_FZ_{i}": side for i in range(4)})
         store.save(snap, str(tmp_path / f"{side}.json"))
-    bench = ("import json, os; print(json.dumps({'tok_s': 500.0 if os.environ.get('ENVSNAP_FZ_2') == 'b' "
+    bench = ("import json, os; print(json.dumps({'tok_s': 500.0 if os.environ.get('PLANTED_FZ_2') == 'b' "
              "else 1000.0}))")
     journal = tmp_path / "j.jsonl"
     argv = ["bisect", tmp_path / "g.json", tmp_path / "b.json", "--repeat", "1", "--journal", journal,
             "--format", "json", "--", sys.executable, "-c", bench]
-    env = {k: "" for k in ("ENVSNAP_FZ_0", "ENVSNAP_FZ_1", "ENVSNAP_FZ_2", "ENVSNAP_FZ_3")}
+    env = {k: "" for k in ("PLANTED_FZ_0", "PLANTED_FZ_1", "PLANTED_FZ_2", "PLANTED_FZ_3")}
     first = run_cli(*argv, env=env)
     assert first.returncode == 0, first.stderr
     header, run, *rest = journal.read_text().splitlines()
@@ -566,7 +566,7 @@ def test_damaged_bisect_journal_lines_are_rerun_not_crashed(tmp_path):
         journal.write_text("\n".join([header, json.dumps({**json.loads(run), **change}), *rest]) + "\n")
         result = run_cli(*argv, env=env)
         assert result.returncode == 0, (what, result.stderr)
-        assert [d["name"] for d in json.loads(result.stdout)["minimal"]] == ["ENVSNAP_FZ_2"], what
+        assert [d["name"] for d in json.loads(result.stdout)["minimal"]] == ["PLANTED_FZ_2"], what
     journal.write_text("\n".join([json.dumps({**json.loads(header), "command": [1, {"a": 2}],
                                               "command_sha256": "other"}), run]) + "\n")
     refused = run_cli(*argv, env=env)

@@ -151,8 +151,8 @@ def test_kill9_during_run(tmp_path):
 # --- bisect: kill, resume, kill, resume; truncated journals -----------------------------------------------
 
 BISECT_BENCH = ("import json, os, time; time.sleep(float(os.environ.get('ENVSNAP_NDL_SLEEP', '0.02'))); "
-                "print(json.dumps({'tok_s': 500.0 if os.environ.get('ENVSNAP_NDL_V05') == 'b' else 1000.0}))")
-NAMES = [f"ENVSNAP_NDL_V{i:02d}" for i in range(12)]
+                "print(json.dumps({'tok_s': 500.0 if os.environ.get('PLANTED_NDL_V05') == 'b' else 1000.0}))")
+NAMES = [f"PLANTED_NDL_V{i:02d}" for i in range(12)]
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +206,7 @@ def test_kill9_during_bisect_then_resume_repeatedly(bisect_pair, tmp_path):
     final = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
     result = json.loads(final.stdout)
-    assert [d["name"] for d in result["minimal"]] == ["ENVSNAP_NDL_V05"]
+    assert [d["name"] for d in result["minimal"]] == ["PLANTED_NDL_V05"]
     runs = [e for e in _journal_entries(journal) if e.get("type") == "run"]
     per_config = {}
     for entry in runs:
@@ -235,7 +235,7 @@ def test_bisect_resumes_from_a_journal_cut_at_every_byte_of_its_last_line(bisect
         resumed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, (cut, resumed.stderr)
         result = json.loads(resumed.stdout)
-        assert [d["name"] for d in result["minimal"]] == ["ENVSNAP_NDL_V05"]
+        assert [d["name"] for d in result["minimal"]] == ["PLANTED_NDL_V05"]
         assert result["runs"]["new"] <= 1, (cut, result["runs"])  # only the cut run was redone
         if cut < len(whole) - 1:
             assert any("incomplete" in note for note in result["notes"]), result["notes"]

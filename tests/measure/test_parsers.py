@@ -25,8 +25,9 @@ def test_bench_serving_summary_055_eagle3():
     assert m["accept_length"] == 3.19
     assert m["median_itl_ms"] == 33.73 and m["median_ttft_ms"] == 62.94 and m["p95_itl_ms"] == 36.04
     assert m["mean_e2e_latency_ms"] == 5440.28 and m["duration"] == 174.09
-    # arguments echoed in the table and dataset token counts are not measurements
-    assert "max_request_concurrency" not in m and "backend" not in m and "total_input_tokens" not in m
+    # arguments echoed in the table are not measurements; token counts are kept (with no better direction)
+    assert "max_request_concurrency" not in m and "backend" not in m
+    assert m["total_input_tokens"] == 32768 and metrics_mod.direction("total_input_tokens") == metrics_mod.NONE
     # the caveat about the server's running average is kept with the result
     assert any("accept_length is the server's running average" in n for n in result.notes)
 
@@ -147,3 +148,72 @@ def test_json_line_prefers_stdout_over_a_later_stderr_log_line():
     assert result.metrics == {"tok_s": 812.5}
     only_stderr = parsers.parse_run(stderr, json_texts=["plain text\n", '{"tok_s": 3}\n'])
     assert only_stderr.metrics == {"tok_s": 3.0}
+
+
+# --- sglang 0.5.23: the same metric under one name, printed or written; std_* and counts kept ---
+
+def test_bench_serving_0523_one_name_per_metric_and_nothing_dropped():
+    printed, _ = parsers.parse_bench_serving(read("sglang-0.5.23-bench_serving-eagle3.txt"))
+    written, _ = parsers.parse_bench_serving_jsonl(read("sglang-0.5.23-bench_serving-eagle3.jsonl"))
+    # 0.5.23 prints "Peak output token throughput" / "Peak concurrent requests"; its result dict names them
+    # max_output_tokens_per_s / max_concurrent_requests: one name each, whichever was read.
+    assert not [name for name in printed if name.startswith("peak_")], sorted(printed)
+    assert printed["max_output_tokens_per_s"] == 98.0 and printed["max_concurrent_requests"] == 1
+    # Every printed number is stored under the JSONL's name for it, with the same value (2 decimals printed);
+    # Max ITL is printed only.
+    assert set(printed) - set(written) == {"max_itl_ms"}, sorted(set(printed) - set(written))
+    for name in set(printed) & set(written):
+        assert printed[name] == pytest.approx(written[name], abs=0.006), name
+    # std_* and token counts from the file are kept; arguments are not metrics.
+    assert written["std_itl_ms"] == pytest.approx(0.9312) and written["std_ttft_ms"] == pytest.approx(3.1085)
+    assert written["total_output_tokens"] == 16384 and written["total_output_tokens_retokenized"] == 16381
+    assert written["completed"] == 32 and "request_rate" not in written and "max_concurrency" not in written
+    both = parsers.parse_run(read("sglang-0.5.23-bench_serving-eagle3.txt"),
+                             files={"sglang_1201_32_1024_512.jsonl": read("sglang-0.5.23-bench_serving-eagle3.jsonl")})
+    assert not [n for n in both.metrics if n.startswith("peak_")] and both.metrics["std_e2e_latency_ms"] == 58.9175
+
+
+def test_goodput_and_cache_report_keep_one_name_and_one_scale():
+    """--goodput / --cache-report (0.5.23 goodput.py print_goodput, serving.py cache report): the table prints
+    the attainment in percent and the file stores a fraction; the cache breakdown is printed twice (tokens, %)."""
+    table = "\n".join([
+        "============ Serving Benchmark Result ============",
+        "{:<40} {:<10.2f}".format("Output token throughput (tok/s):", 94.19),
+        "{s:{c}^{n}}".format(s="Goodput", n=50, c="-"),
+        "{:<40} {:<10}".format("SLOs (ms):", "ttft:200 tpot:20"),
+        "{:<40} {:<10.2f}".format("Request goodput (req/s):", 0.17),
+        "{:<40} {:<10.2f}".format("SLO attainment (%):", 93.75),
+        "{:<40} {:<10.2f}".format("TTFT SLO attainment (%):", 100.0),
+        "{s:{c}^{n}}".format(s="Cache Hit Details", n=50, c="-"),
+        "{:<40} {:<10}".format("Total prompt tokens:", 32768),
+        "{:<40} {:<10}".format("Total cached tokens:", 8192),
+        "{:<40} {:<10}".format("  Device:", 8192),
+        "{:<40} {:.1f}%".format("Cache hit rate:", 25.0),
+        "{:<40} {:.1f}%".format("  Device:", 100.0),
+        "=" * 50])
+    printed, _ = parsers.parse_bench_serving(table)
+    line = json.dumps({"output_throughput": 94.187, "median_ttft_ms": 62.9, "request_goodput": 0.1713,
+                       "slo_attainment": 0.9375, "slo_attainment_by_metric": {"ttft": 1.0, "tpot": 0.9375},
+                       "goodput_slos_ms": {"ttft": 200.0, "tpot": 20.0},
+                       "cache_report": {"total_prompt_tokens": 32768, "total_cached_tokens": 8192,
+                                        "cache_hit_rate_pct": 25.0, "device_cached_tokens": 8192,
+                                        "host_cached_tokens": None, "storage_cached_tokens": None,
+                                        "storage_backend": None}})
+    written, _ = parsers.parse_bench_serving_jsonl(line)
+    assert printed == pytest.approx({"output_throughput": 94.19, "request_goodput": 0.17, "slo_attainment": 0.9375,
+                                     "ttft_slo_attainment": 1.0, "total_prompt_tokens": 32768,
+                                     "total_cached_tokens": 8192, "cache_hit_rate_pct": 25.0})
+    assert set(printed) <= set(written), sorted(set(printed) - set(written))
+    assert written["device_cached_tokens"] == 8192 and written["tpot_slo_attainment"] == 0.9375
+
+
+def test_directions_none_for_concurrency_and_counts():
+    for name in ("concurrency", "max_concurrent_requests", "total_output_tokens", "total_input_text_tokens",
+                 "completed", "total_cached_tokens"):
+        assert metrics_mod.direction(name) == metrics_mod.NONE, name
+    assert metrics_mod.direction("max_output_tokens_per_s") == metrics_mod.HIGHER
+    assert metrics_mod.direction("std_itl_ms") == metrics_mod.LOWER
+    from envsnap import format as fmt
+
+    assert fmt.direction(metrics_mod.NONE) == "no better direction"
+    assert not metrics_mod.is_worse(metrics_mod.NONE, -50.0) and not metrics_mod.is_worse(metrics_mod.NONE, 50.0)

@@ -95,7 +95,7 @@ def test_custom_metric_regex_and_direction_override(tmp_path):
 
 @pytest.mark.parametrize("args, fragment", [
     (["--metric", "x=[0-9]+"], "(group)"),
-    (["--direction", "tok_s=sideways"], "NAME=higher or NAME=lower"),
+    (["--direction", "tok_s=sideways"], "NAME=higher, NAME=lower or NAME=none"),
     (["--repeat", "0"], "repeat"),
 ])
 def test_bad_options_exit_2_one_line(tmp_path, args, fragment):
@@ -136,6 +136,34 @@ def test_bench_serving_output_file_appended_part(tmp_path):
     assert record["metrics"]["accept_length"] == pytest.approx(3.1904)
     assert record["parsers"] == ["bench_serving", "bench_serving_jsonl"]
     assert "running average" in record["note"]
+
+
+def test_bench_serving_default_output_file_is_read_like_a_named_one(tmp_path):
+    """`python -m sglang.bench_serving` without --output-file appends to `sglang_<MMDD>_<n>_<in>_<out>.jsonl`
+    in its working directory (sglang 0.5.23 sglang/benchmark/serving.py:1927-1961; a stand-in with that exact
+    naming runs here): `envsnap run` reads what each run appended there, at full precision, std_* and
+    token counts included, and one name per metric."""
+    work = tmp_path / "bench"
+    work.mkdir()
+    # Yesterday's result file of the same benchmark and one of another backend: never read.
+    (work / "sglang_0101_32_1024_512.jsonl").write_text('{"output_throughput": 1.0, "median_ttft_ms": 1.0}\n')
+    (work / "vllm_0101_32_1024_512.jsonl").write_text('{"output_throughput": 2.0, "median_ttft_ms": 1.0}\n')
+    out = tmp_path / "s.json"
+    command = [sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang", "--dataset-name", "random",
+               "--num-prompts", "32", "--random-input-len", "1024", "--random-output-len", "512"]
+    result = run_envsnap("run", "-o", out, "--repeat", "2", "--", *command, cwd=work,
+                         env={"PYTHONPATH": str(TEST_DATA / "workers" / "fakesglang")})
+    assert result.returncode == 0, result.stderr
+    written = sorted(p.name for p in work.glob("sglang_*.jsonl"))
+    assert len(written) == 2 and written[0] == "sglang_0101_32_1024_512.jsonl", written  # it did write one
+    for record in load(out)["runs"]:
+        assert record["parsers"] == ["bench_serving", "bench_serving_jsonl"], record
+        m = record["metrics"]
+        assert m["output_throughput"] == pytest.approx(94.187609)  # the file's full precision, not 94.19
+        assert m["std_itl_ms"] == pytest.approx(0.9312) and m["total_output_tokens"] == 16384
+        assert m["max_output_tokens_per_s"] == 98.0 and m["max_concurrent_requests"] == 1
+        assert not [name for name in m if name.startswith("peak_")], sorted(m)
+        assert "bench_serving wrote" not in record.get("note", "")  # only this run's appended line was read
 
 
 def _start_run(tmp_path, out, counter, repeat=5):
@@ -267,6 +295,11 @@ def test_result_files_follow_the_benchmarks_flags(tmp_path):
     assert runs.result_files(["python", "-m", "sglang.bench_one_batch_server", "--result-filename=/x/r.jsonl"],
                              cwd) == ["/x/r.jsonl"]
     assert runs.result_files(["./bench.sh"], cwd) == []
+    # Without --output-file, bench_serving's result file is named when it finishes: watched by pattern.
+    assert runs.result_patterns(["python", "-m", "sglang.benchmark.serving", "--backend", "vllm"], cwd) == \
+        [os.path.join(cwd, "vllm_[0-9][0-9][0-9][0-9]_*.jsonl")]
+    assert runs.result_patterns(["python", "-m", "sglang.bench_serving", "--output-file", "a.jsonl"], cwd) == []
+    assert runs.result_patterns(["./bench.sh"], cwd) == []
 
 
 def test_append_watch_reads_only_new_bytes_and_survives_rotation(tmp_path):

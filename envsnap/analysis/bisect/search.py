@@ -335,7 +335,7 @@ def run_bisect(
     for snap in (good, bad):
         stored = snap.get("metric_directions")
         if isinstance(stored, dict):
-            overrides.update({k: v for k, v in stored.items() if v in (metrics_mod.HIGHER, metrics_mod.LOWER)})
+            overrides.update({k: v for k, v in stored.items() if v in metrics_mod.DIRECTIONS})
     overrides.update(directions or {})
 
     result: Dict = {

@@ -1,5 +1,10 @@
 """Git checkouts: the capture's directory, every editable install's source tree, each `--repo`.
 
+The editable installs are those of the interpreter being described: with `--python OTHER`
+(or ENVSNAP_PYTHON) that interpreter's own sys.path, as it reported it to the python and
+packages collectors (one short subprocess per capture, bounded by the deadline, shared),
+never envsnap's: envsnap's own checkout is not the server's code.
+
 Per repository: HEAD, branch or detached, upstream with ahead/behind, every dirty
 file with its status and the sha256 of the working copy, untracked (non-ignored)
 files with sha256, stash entries, submodule states and remote URLs.
@@ -23,6 +28,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -35,6 +41,7 @@ from envsnap.capture.collectors.files import (
     map_by_size,
     parallel_map,
 )
+from envsnap.capture.collectors.python import interpreter_facts, target_python
 from envsnap.subproc import CommandResult, run_command
 
 # Variables that would point every git call at one repository, whatever -C says.
@@ -277,13 +284,27 @@ def inspect_repo(git: _Git, top: str) -> Dict[str, Any]:
     return repo
 
 
-def _collect_targets(ctx: CaptureContext) -> List[Tuple[str, str]]:
+def _editable_installs(ctx: CaptureContext) -> Tuple[Dict[str, str], Optional[str]]:
+    """({name: source dir} of the described interpreter's editable installs, why they could not be read).
+
+    Without --python that is this interpreter (read in-process); with it, the distributions on
+    the target's own sys.path, which it reports through interpreter_facts (the subprocess the
+    python and packages collectors share, bounded by the capture deadline).
+    """
+    target = target_python(ctx)
+    try:
+        if not target:
+            return editable_source_dirs(), None
+        return editable_source_dirs(list(interpreter_facts(ctx).get("sys_path") or [])), None
+    except ValueError as exc:  # the target interpreter did not answer: say so, keep the cwd repo
+        return {}, f"editable installs of {target} not read: {exc}"
+    except Exception as exc:  # broken metadata of one distribution must not lose the cwd repo
+        return {}, f"editable installs not read: {type(exc).__name__}: {exc}"
+
+
+def _collect_targets(ctx: CaptureContext, editable: Dict[str, str]) -> List[Tuple[str, str]]:
     """(path, role) pairs: cwd, every editable install's source, every --repo."""
     targets = [(os.path.abspath(ctx.cwd), "cwd")]
-    try:
-        editable = editable_source_dirs()
-    except Exception:  # broken metadata of one distribution must not lose the cwd repo
-        editable = {}
     targets += [(path, f"editable:{name}") for name, path in editable.items()]
     targets += [(os.path.abspath(os.path.join(ctx.cwd, os.path.expanduser(p))), "repo") for p in ctx.repos]
     return targets
@@ -293,8 +314,11 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
     if shutil.which("git") is None:
         return unavailable("git is not installed (not on PATH)")
     git = _Git(internal_deadline(ctx))
-    targets = _collect_targets(ctx)
+    editable, editable_error = _editable_installs(ctx)
+    targets = _collect_targets(ctx, editable)
     errors: Dict[str, str] = {}
+    if editable_error:
+        errors["editable installs"] = editable_error
     unversioned: Dict[str, List[str]] = {}
     timeouts: List[str] = []
 
@@ -344,7 +368,9 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
         repo["roles"] = sorted(set(roles[top]))
         repos[top] = repo
 
-    data: Dict[str, Any] = {"repos": repos, "errors": dict(sorted(errors.items()))}
+    # Whose editable installs were followed (the packages section's `python` names the same).
+    data: Dict[str, Any] = {"repos": repos, "errors": dict(sorted(errors.items())),
+                            "python": target_python(ctx) or sys.executable}
     if unversioned:
         data["unversioned"] = {p: sorted(r) for p, r in sorted(unversioned.items())}
     if timeouts and not repos:
@@ -380,7 +406,10 @@ def _printable(name: str) -> str:
 def summarize(data: Dict[str, Any]) -> List[str]:
     repos = data.get("repos", {})
     parts = [f"{os.path.basename(path.rstrip('/')) or path} {_short(repo)}" for path, repo in repos.items()]
-    lines = [f"{len(repos)} repo{'s' if len(repos) != 1 else ''}: " + ", ".join(parts)]
+    # No repository: the section's reason says so; the lines say what was looked at.
+    lines = [f"{len(repos)} repo{'s' if len(repos) != 1 else ''}: " + ", ".join(parts)] if repos else []
+    if data.get("python"):
+        lines.append(f"editable installs followed: those of {data['python']}")
     for path, repo in repos.items():
         lines.append(f"{path} [{', '.join(repo.get('roles', []))}] {_short(repo)}")
         for rel, entry in sorted(repo.get("dirty", {}).items()):

@@ -12,7 +12,10 @@ recorded as "unknown" with the reason under `unknown` (feature absent, e.g. no
 cpufreq in a VM) or `errors` (it exists but reading failed) — never a crash.
 Fields that move on their own (free memory, load, boot time, current MHz) sit under
 keys the volatile rules in knowledge.py name: host.memory.available*,
-host.load_avg, host.boot_time, host.cpu.current_mhz, host.cgroup.path.
+host.load_avg, host.boot_time, host.cpu.current_mhz, host.cgroup.path; so do the memory
+totals (MemTotal of the host and of each NUMA node moves with a VM's memory balloon or
+virtio-mem: `memory.hotplug` names the driver) and HugePages_Total (it counts surplus pages;
+the configured pool is `memory.hugepages_configured`/`hugepages_overcommit`).
 """
 from __future__ import annotations
 
@@ -229,6 +232,21 @@ def _int_or(text: Optional[str], default: Any = UNKNOWN) -> Any:
         return text
 
 
+# Virtio drivers that change MemTotal while the guest runs: the balloon (pages it inflates leave
+# MemTotal unless the device offers deflate-on-oom: drivers/virtio/virtio_balloon.c) and virtio-mem
+# (memory blocks plugged and unplugged: Documentation/admin-guide/mm/memory-hotplug.rst).
+_MEMORY_RESIZERS = ("virtio_balloon", "virtio_mem")
+
+
+def memory_hotplug() -> List[str]:
+    """Which memory-resizing drivers are bound to a device here (why MemTotal may move between captures)."""
+    found = []
+    for driver in _MEMORY_RESIZERS:
+        if glob.glob(f"/sys/bus/virtio/drivers/{driver}/virtio*"):
+            found.append(driver)
+    return found
+
+
 def memory_info(rec: _Recorder) -> Dict[str, Any]:
     import psutil
 
@@ -242,6 +260,11 @@ def memory_info(rec: _Recorder) -> Dict[str, Any]:
     for key, field, scale in (("HugePages_Total", "hugepages_total", 1), ("Hugepagesize", "hugepage_size_bytes", 1024)):
         match = re.search(rf"^{key}:\s+(\d+)", meminfo, re.M)
         mem[field] = int(match.group(1)) * scale if match else UNKNOWN
+    # HugePages_Total counts surplus pages as well (allocated and freed on demand, Linux
+    # Documentation/admin-guide/mm/hugetlbpage.rst): the configured pool is these two settings.
+    mem["hugepages_configured"] = _int_or(_read_quiet("/proc/sys/vm/nr_hugepages"))
+    mem["hugepages_overcommit"] = _int_or(_read_quiet("/proc/sys/vm/nr_overcommit_hugepages"))
+    mem["hotplug"] = memory_hotplug()
     mem["swappiness"] = _int_or(_read_quiet("/proc/sys/vm/swappiness"))
     mem["overcommit_memory"] = _int_or(_read_quiet("/proc/sys/vm/overcommit_memory"))
     return mem
@@ -439,6 +462,13 @@ def _gib(value: Any) -> str:
     return f"{value / 2**30:.0f} GiB" if isinstance(value, (int, float)) else str(value)
 
 
+def _hugepages_line(memory: Dict[str, Any]) -> str:
+    size = memory.get("hugepage_size_bytes")
+    size_text = f"{size >> 20} MiB" if isinstance(size, int) else str(size)
+    return (f"huge pages of {size_text}: pool {memory.get('hugepages_configured', '?')} "
+            f"(+{memory.get('hugepages_overcommit', '?')} overcommit), {memory.get('hugepages_total', '?')} now")
+
+
 def _virt_kind(container: Dict[str, Any]) -> str:
     if not isinstance(container, dict):
         return "?"
@@ -475,7 +505,11 @@ def summarize(data: Dict[str, Any]) -> List[str]:
              f"NUMA nodes {data.get('numa_nodes', '?')}, usable CPUs {cpu.get('usable', '?')}, SMT {cpu.get('smt', '?')}",
              f"cgroup {cg.get('version', '?')}: cpu {cg.get('cpu_limit_cores', '?')}, "
              f"memory {cg.get('memory_limit_bytes', '?')}, cpuset {cg.get('cpuset', '?')}",
-             f"ulimit -l {memlock}, -n {(limits.get('nofile') or {}).get('soft', '?') if isinstance(limits.get('nofile'), dict) else '?'}"]
+             f"ulimit -l {memlock}, -n {(limits.get('nofile') or {}).get('soft', '?') if isinstance(limits.get('nofile'), dict) else '?'}",
+             _hugepages_line(memory)]
+    if memory.get("hotplug"):
+        lines.append(f"memory resized at run time by {', '.join(memory['hotplug'])}: MemTotal moves, so it is "
+                     "compared as volatile")
     lines += [f"unknown {k}: {v}" for k, v in data.get("unknown", {}).items()]
     lines += [f"error {k}: {v}" for k, v in data.get("errors", {}).items()]
     return lines

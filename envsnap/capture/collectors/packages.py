@@ -116,6 +116,14 @@ def origin(dist: Any, info_dir: str, location: str, site_dirs: Set[str]) -> Dict
     return {"kind": "index", "editable": False}
 
 
+def _recorded_vs_disk(item: Dict[str, Any]) -> str:
+    """'RECORD sha256 c37d8c1a0ac1, 44 B; on disk 96322bdfd9d4, 73 B' for an integrity entry."""
+    def side(sha: Any, size: Any) -> str:
+        return f"{str(sha)[:12] if sha else '?'}, {size if size is not None else '?'} B"
+    return (f"RECORD sha256 {side(item.get('recorded_sha256'), item.get('recorded_size'))}; "
+            f"on disk {side(item.get('actual_sha256'), item.get('actual_size'))}")
+
+
 def summarize(data: Dict[str, Any]) -> List[str]:
     checks = data.get("integrity") or {}
     modified = checks.get("modified") or {}
@@ -138,9 +146,13 @@ def summarize(data: Dict[str, Any]) -> List[str]:
                  f"{(checks.get('unhashable') or {}).get('count', 0)} listed without hash; "
                  f"{len(checks.get('rewritten_scripts') or {})} scripts with rewritten shebang")
     for rel, item in sorted(modified.items()):
-        lines.append(f"modified {rel} ({item.get('dist')})")
+        lines.append(f"modified {rel} ({item.get('dist')}): {_recorded_vs_disk(item)}")
     for rel, item in sorted(missing.items()):
         lines.append(f"missing  {rel} ({item.get('dist')})")
+    for rel, item in sorted((checks.get("rewritten_scripts") or {}).items()):
+        check = "restoring pip's #!python line reproduces RECORD" if item.get("verified") else "not verifiable"
+        lines.append(f"rewritten shebang {rel} ({item.get('dist')}): {item.get('shebang', '?')}; "
+                     f"{_recorded_vs_disk(item)}; {check}")
     for rel, item in sorted((checks.get("errors") or {}).items()):
         lines.append(f"unreadable {rel} ({item.get('dist')}): {item.get('error')}")
     for name, reason in sorted((checks.get("unverifiable") or {}).items()):

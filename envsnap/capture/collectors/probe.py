@@ -130,10 +130,13 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
                                         "written_at", "stages", "python_version", "executable", "forked_from",
                                         "env_at_start", "env_at_start_note", "env_at_init", "init", "env_at_exit")
                  if k in record}
+        # What the process changed in its own os.environ after start-up (an `os.environ[...] =` in a
+        # launcher, engine.py or a library), whatever the process is: by init_process_group, and by exit.
         start = record.get("env_at_start")
-        later = record.get("env_at_init") if "env_at_init" in record else None
-        if isinstance(start, dict) and isinstance(later, dict):
-            entry["changed_before_init"] = _env_change(start, later)
+        for stage, field_name in (("init", "changed_before_init"), ("exit", "changed_before_exit")):
+            later = record.get(f"env_at_{stage}")
+            if isinstance(start, dict) and isinstance(later, dict):
+                entry[field_name] = _env_change(start, later)
         if "#" in key:
             warnings.append(f"{key}: another record has the same role; the directory holds more than one "
                             "launch (use a fresh --probe-dir per launch)")
@@ -150,6 +153,18 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
     return ok(data)
 
 
+def _change_text(change: Dict[str, Any]) -> List[str]:
+    """'NAME: unset → value' items of one start→stage change, sorted by name."""
+    items = {}
+    for name, value in (change.get("added") or {}).items():
+        items[name] = f"{name}: unset \u2192 {value}"
+    for name, values in (change.get("changed") or {}).items():
+        items[name] = f"{name}: {values.get('before')} \u2192 {values.get('after')}"
+    for name in change.get("removed") or []:
+        items[name] = f"{name}: removed"
+    return [items[name] for name in sorted(items)]
+
+
 def summarize(data: Dict[str, Any]) -> List[str]:
     records = data.get("records") or {}
     inits = {k: r for k, r in records.items() if r.get("init")}
@@ -158,15 +173,20 @@ def summarize(data: Dict[str, Any]) -> List[str]:
         worlds = sorted({r["init"].get("world_size") for r in inits.values() if r["init"].get("world_size")})
         backends = sorted({str(r["init"].get("backend")) for r in inits.values()})
         head += f", {len(inits)} at init_process_group ({'/'.join(backends)}, world size {','.join(map(str, worlds)) or '?'})"
+    changed = [k for k, r in records.items() if _change_text(r.get("changed_before_init") or {})
+               or _change_text(r.get("changed_before_exit") or {})]
+    if changed:
+        head += f"; {len(changed)} changed their environment in-process"
     lines = [head]
     for key in sorted(records):
         record = records[key]
         init = record.get("init") or {}
         stages = ",".join(record.get("stages") or [])
-        changed = record.get("changed_before_init") or {}
-        moved = sorted(list(changed.get("added", {})) + list(changed.get("changed", {})) + list(changed.get("removed", [])))
         lines.append(f"{key}: pid {record.get('pid')} stages {stages}"
                      + (f" rank {init.get('rank')}/{init.get('world_size')}" if "rank" in init else "")
-                     + (f"; set in-process before init: {', '.join(moved)}" if moved else ""))
+                     + (f" ({record['title'][:100]})" if record.get("title") else ""))
+        for stage, field_name in (("init", "changed_before_init"), ("exit", "changed_before_exit")):
+            for item in _change_text(record.get(field_name) or {}):
+                lines.append(f"    set in-process, start \u2192 {stage}: {item}")
     lines += list(data.get("warnings") or [])
     return lines

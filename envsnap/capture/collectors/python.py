@@ -369,10 +369,14 @@ def summarize(data: Dict[str, Any]) -> List[str]:
         flag = " touches env" if hook.get("touches_env") else ""
         names = ", ".join(hook.get("env_mentions") or [])
         loaded = " (loaded)" if hook.get("loaded") else ""
-        lines.append(f"{hook.get('kind')}: {path}{loaded}{flag}{': ' + names if names else ''}")
-    changes = data.get("startup_env_changes") or {}
-    if changes:
-        lines.append("set during startup: " + ", ".join(sorted(changes)))
+        digest = (f" sha256 {str(hook['sha256'])[:12]}, {hook.get('size', '?')} B" if hook.get("sha256")
+                  else f" error: {hook.get('error')}" if hook.get("error") else "")
+        lines.append(f"{hook.get('kind')}: {path}{loaded}{digest}{flag}{': ' + names if names else ''}")
+    # What the start-up hooks set, with the values (as at exec -> after start-up; redacted when secret).
+    for name, change in sorted((data.get("startup_env_changes") or {}).items()):
+        before, after = change.get("at_exec"), change.get("after_startup")
+        lines.append(f"set during startup: {name}: {'unset' if before is None else before} \u2192 "
+                     f"{'unset' if after is None else after}")
     env = data.get("env") or {}
     for name in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP"):
         if env.get(name):

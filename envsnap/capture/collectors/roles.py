@@ -12,10 +12,17 @@ role. The facts below were read from SGLang's source (not copied):
   ATTN_CP, MOE_DP, TP, EP. Spaces become ``_`` in every version.
 - ``sglang::detokenizer`` (detokenizer_manager.py), ``sglang::data_parallel_controller``
   (data_parallel_controller.py), ``sglang::tokenizer_worker:<pid>`` and (0.5.23)
-  ``sglang::detokenizer_router`` (multi_tokenizer_mixin.py); the 0.5.5 diffusion runtime
-  titles ``sgl_diffusion::scheduler:<rank>`` (multimodal_gen/runtime/managers/gpu_worker.py).
+  ``sglang::detokenizer_router`` (multi_tokenizer_mixin.py).
+- The diffusion runtime's GPU workers (multimodal_gen/runtime/managers/gpu_worker.py):
+  sglang 0.5.5 (line 66) ``sgl_diffusion::scheduler:<local rank>``; sglang 0.5.23 (lines
+  475-492) ``sgl_diffusion::scheduler`` plus ``_TP<r>``, ``_U<r>`` (Ulysses), ``_R<r>`` (ring)
+  and ``_C<r>`` (classifier-free guidance) for each parallel group wider than 1, or
+  ``sgl_diffusion::scheduler_<local rank>`` before model parallelism is initialised.
 - The main process never calls setproctitle: it keeps ``python -m sglang.launch_server ...``
-  or, through the console script (sglang/cli/main.py), ``sglang serve ...``.
+  or, through the console script (sglang/cli/main.py), ``sglang serve ...`` and
+  ``sglang generate ...`` (multimodal inference, sglang 0.5.23 sglang/cli/main.py:33-37,
+  sglang/cli/generate.py), or ``python -m sglang.multimodal_gen.runtime.launch_server``
+  (0.5.23 sglang/multimodal_gen/runtime/launch_server.py:696).
 
 Linux cuts /proc/PID/comm to 15 characters ("sglang::schedul"), so matching is done on
 the full command line / title, never on the process name.
@@ -28,7 +35,14 @@ from typing import Any, Dict, List, Optional, Sequence
 
 _TITLE = re.compile(r"^sglang::(?P<what>scheduler|detokenizer_router|detokenizer|data_parallel_controller|"
                     r"tokenizer_worker)(?P<rest>.*)$")
-_DIFFUSION = re.compile(r"^sgl_diffusion::scheduler:(?P<rank>\d+)$")
+_DIFFUSION = re.compile(r"^sgl_diffusion::scheduler(?P<rest>.*)$")
+_DIFFUSION_RANK = re.compile(r"^[:_](?P<rank>\d+)$")  # 0.5.5 ":<rank>", 0.5.23 "_<rank>": the local rank
+_DIFFUSION_PART = re.compile(r"_(TP|U|R|C)(\d+)")
+_DIFFUSION_FIELD = {"TP": "tp", "U": "ulysses", "R": "ring", "C": "cfg"}
+# Console-script subcommands and modules that run an SGLang main process.
+_MAIN_SUBCOMMANDS = ("serve", "generate")
+_MAIN_MODULES = ("sglang.launch_server", "sglang.multimodal_gen.runtime.launch_server")
+_MAIN_SCRIPTS = ("sglang/launch_server.py", "sglang/multimodal_gen/runtime/launch_server.py")
 # Longest names first so ATTN_CP / MOE_DP are not read as CP / DP.
 _PART = re.compile(r"_(ATTN_CP|MOE_DP|DP|TP|PP|EP|CP)(\d+)")
 _PART_FIELD = {"ATTN_CP": "attn_cp", "MOE_DP": "moe_dp", "DP": "dp", "TP": "tp", "PP": "pp", "EP": "ep", "CP": "cp"}
@@ -43,16 +57,35 @@ def title_of(cmdline: Sequence[str]) -> str:
 
 
 def is_sglang_main(cmdline: Sequence[str]) -> bool:
-    """True for `python -m sglang.launch_server ...`, `.../sglang/launch_server.py` or `sglang serve`."""
+    """True for `python -m sglang.launch_server ...` (or the diffusion runtime's launch_server), the
+    same as a script path, or the console script's `sglang serve` / `sglang generate`."""
     args = [a for a in cmdline if a]
     for i, arg in enumerate(args[:6]):  # the program part of a command line is near its start
-        if arg == "sglang.launch_server" and i > 0 and args[i - 1] == "-m":
+        if arg in _MAIN_MODULES and i > 0 and args[i - 1] == "-m":
             return True
-        if arg.replace(os.sep, "/").endswith("sglang/launch_server.py"):
+        if arg.replace(os.sep, "/").endswith(_MAIN_SCRIPTS):
             return True
-        if os.path.basename(arg) == "sglang" and i + 1 < len(args) and args[i + 1] == "serve":
+        if os.path.basename(arg) == "sglang" and i + 1 < len(args) and args[i + 1] in _MAIN_SUBCOMMANDS:
             return True
     return False
+
+
+def _diffusion_role(rest: str) -> Dict[str, Any]:
+    """The role of a diffusion GPU worker from what follows `sgl_diffusion::scheduler` in its title."""
+    role: Dict[str, Any] = {"kind": "scheduler"}
+    rank = _DIFFUSION_RANK.match(rest)
+    if rank:
+        role["key"] = f"diffusion_scheduler_{rank.group('rank')}"
+        role["local_rank"] = int(rank.group("rank"))
+        return role
+    parts = _DIFFUSION_PART.findall(rest)
+    if "".join(f"_{n}{v}" for n, v in parts) == rest:
+        role["key"] = "diffusion_scheduler" + rest
+        for name, value in parts:
+            role[_DIFFUSION_FIELD[name]] = int(value)
+    else:  # an unknown suffix from a future version: kept verbatim in the key
+        role["key"] = "diffusion_scheduler" + re.sub(r"[^A-Za-z0-9_]", "_", rest)
+    return role
 
 
 def parse_role(cmdline: Sequence[str]) -> Optional[Dict[str, Any]]:
@@ -84,8 +117,7 @@ def parse_role(cmdline: Sequence[str]) -> Optional[Dict[str, Any]]:
         return role
     match = _DIFFUSION.match(title)
     if match:
-        return {"kind": "scheduler", "key": f"diffusion_scheduler_{match.group('rank')}",
-                "local_rank": int(match.group("rank"))}
+        return _diffusion_role(match.group("rest"))
     if is_sglang_main(cmdline):
         return {"kind": "main", "key": "sglang-main"}
     return None
@@ -143,11 +175,12 @@ class KeyAllocator:
 def describe_ranks(roles: List[Dict[str, Any]]) -> str:
     """'TP0-7' / 'DP0-1 TP0-3' for a summary line."""
     out = []
-    for field in ("dp", "pp", "attn_cp", "moe_dp", "tp", "ep"):
+    labels = {"ulysses": "U", "ring": "R", "cfg": "C"}
+    for field in ("dp", "pp", "attn_cp", "moe_dp", "tp", "ep", "ulysses", "ring", "cfg"):
         values = sorted({r[field] for r in roles if isinstance(r.get(field), int)})
         if not values:
             continue
-        label = field.upper()
+        label = labels.get(field, field.upper())
         if values == list(range(values[0], values[-1] + 1)) and len(values) > 1:
             out.append(f"{label}{values[0]}-{values[-1]}")
         else:
