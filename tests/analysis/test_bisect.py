@@ -14,6 +14,7 @@ from helpers.bench import base_env, bench_cmd, capture_pair, run_cli
 
 from envsnap.analysis.bisect import ddmin as ddmin_mod
 from envsnap.analysis.bisect import deltas as deltas_mod
+from envsnap.analysis.bisect import files as files_mod
 from envsnap.analysis.bisect import journal as journal_mod
 from envsnap.errors import EnvsnapError
 from envsnap.redact import fingerprint
@@ -103,9 +104,12 @@ def test_collect_deltas_env_workers_probe_redaction_and_unswitchable_parts():
     assert sorted(na) == ["API_KEY", "HF_TOKEN"]  # API_KEY: GOOD's value is unknown here
     assert "GOOD value is redacted" in na["API_KEY"].note
     assert "GOOD and BAD value is redacted" in na["HF_TOKEN"].note
-    kinds = {s["kind"]: s for s in found.skipped}
-    assert kinds["files"]["count"] == 1 and "only their hashes" in kinds["files"]["note"]
-    assert kinds["git"]["examples"] == ["/src/sglang/python/sglang/srt/x.py"]
+    # Files held only as hashes (no content, not on this machine) are listed, with why, never searched.
+    files = files_mod.collect_file_deltas(good, bad)
+    assert files.applicable == [] and files.refused == []
+    why = {d.name: d.note for d in files.not_applicable}
+    assert sorted(why) == ["/etc/a.conf", "/src/sglang/python/sglang/srt/x.py"]
+    assert all("GOOD's version is held only as a hash" in note for note in why.values()), why
     # Both machine values known: the redacted delta becomes applicable with the real values.
     env = {"API_KEY": "k-good"}
     partial = deltas_mod.collect_deltas(_snap({"API_KEY": fingerprint("k-good")}), _snap({"API_KEY": "plain"}), env)

@@ -1,0 +1,559 @@
+"""Bisect's file deltas: files whose GOOD and BAD versions can both be re-created here.
+
+Where a version comes from, in the order tried (every one verified by sha256):
+1. the snapshot's text of the file (the `content` record captured with edited git files,
+   small untracked files, installed files failing RECORD, start-up hooks and --watch
+   files), when it is the file's bytes (status "text", not redacted);
+2. this machine's file, when it holds exactly that version now (its sha256 matches the
+   one the snapshot recorded): the usual case for the side captured last;
+3. for a git file clean on one side: the blob at that side's HEAD (pristine.GitReader);
+   for an installed file that matched RECORD on one side: the wheel member with RECORD's
+   hash (pristine.WheelFinder);
+4. "absent", when that side shows the file did not exist (deleted, renamed away,
+   untracked on the other side only, a start-up hook or watched file not found).
+A version held only as a hash, or as truncated or redacted text, is not applicable (the
+delta is listed with why). A file that is a symbolic link, has several hard links, lies
+inside `.git`, or whose current content is neither version is never switched: the last is
+"refused", one line each.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from envsnap.analysis.bisect.pristine import GitReader, WheelFinder, sha256_hex
+from envsnap.model import snapshot as snapshot_mod
+
+MAX_FILE_BYTES = 64 << 20  # a larger file is not held in memory to be switched
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_WHY_NO_TEXT = {
+    "truncated": "held as truncated text (over the capture's per-file bound)",
+    "binary": "held only as a hash (binary)",
+    "too_large": "held only as a hash (over the capture's per-file bound)",
+    "over_budget": "held only as a hash (over the capture's total bound)",
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Versions and deltas
+# ---------------------------------------------------------------------------------------
+
+@dataclass
+class Version:
+    """One side's version of a file: absent, or bytes with their sha256 (or why not known)."""
+
+    present: bool
+    sha256: Optional[str] = None
+    data: Optional[bytes] = None
+    origin: str = ""
+    mode: Optional[int] = None  # for a file this version creates (git's 100755 -> 0o755)
+    why_not: str = ""
+    git_blob: Optional[Tuple[str, str, str]] = None  # (repo, commit, rel) when it is that blob
+
+    @property
+    def usable(self) -> bool:
+        return not self.why_not and (not self.present or self.data is not None)
+
+    def describe(self) -> str:
+        if not self.present:
+            return "absent"
+        text = f"sha256 {self.sha256[:12]}" if self.sha256 else "unknown content"
+        if self.data is not None:
+            text += f", {len(self.data)} bytes"
+        return text + (f" ({self.origin})" if self.origin else "")
+
+
+@dataclass
+class FileDelta:
+    """One file whose GOOD and BAD versions differ; its name is its absolute path."""
+
+    name: str
+    source: str  # git | installed | startup | watched
+    where: str  # what the snapshots say, e.g. "git /src/repo: M python/x.py (clean in GOOD)"
+    good: Version
+    bad: Version
+    applicable: bool = True
+    note: str = ""
+    current: Optional[str] = None  # which version this machine holds now: "good" | "bad"
+    current_mode: Optional[int] = None
+    repo: Optional[str] = None
+    rel: Optional[str] = None
+    also: List[str] = field(default_factory=list)  # other sections that list the same file
+    kind: str = "file"
+
+    @property
+    def path(self) -> str:
+        return self.name
+
+    @property
+    def change(self) -> str:
+        if not self.good.present:
+            return "created"
+        if not self.bad.present:
+            return "deleted"
+        return "modified"
+
+    def public(self) -> Dict:
+        out = {"name": self.name, "kind": "file", "source": self.source, "change": self.change,
+               "where": self.where, "good": self.good.describe(), "bad": self.bad.describe(),
+               "good_sha256": self.good.sha256, "bad_sha256": self.bad.sha256}
+        if self.current:
+            out["current"] = self.current
+        if self.repo:
+            out["repo"], out["rel"] = self.repo, self.rel
+        if self.also:
+            out["also"] = list(self.also)
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass
+class FileDeltaSet:
+    applicable: List[FileDelta]
+    not_applicable: List[FileDelta]
+    refused: List[FileDelta]  # current content is neither version: never touched
+    notes: List[str]
+
+
+# ---------------------------------------------------------------------------------------
+# One side, before its bytes are looked for
+# ---------------------------------------------------------------------------------------
+
+@dataclass
+class _Side:
+    kind: str  # absent | held (content record and/or hash) | clean (git HEAD blob) | pristine (wheel) | unknown
+    sha256: Optional[str] = None
+    record: Optional[Mapping] = None
+    label: str = ""  # how the snapshot lists it ("M", "untracked", "clean", "edited", "as installed")
+    why: str = ""
+    commit: Optional[str] = None
+    dist: Optional[Tuple[str, str, str]] = None  # (name, version, RECORD path)
+
+
+def _held(entry: Mapping, label: str, sha_key: str = "sha256") -> _Side:
+    record = entry.get("content")
+    sha = entry.get(sha_key)
+    if isinstance(record, dict) and isinstance(record.get("sha256"), str):
+        sha = sha if isinstance(sha, str) else record["sha256"]
+    if not isinstance(sha, str):
+        why = entry.get("skipped") or entry.get("error") or "no sha256 recorded"
+        return _Side("unknown", label=label, why=f"not hashed at capture: {why}")
+    return _Side("held", sha256=sha, record=record if isinstance(record, dict) else None, label=label)
+
+
+def _text_of(side: _Side) -> Tuple[Optional[bytes], str]:
+    """The file's bytes from its content record, or (None, why not)."""
+    record = side.record
+    if record is None:
+        return None, "held only as a hash (the snapshot has no text of it)"
+    status = record.get("status")
+    if status == "unreadable":
+        return None, f"unreadable at capture ({record.get('error') or 'no reason recorded'})"
+    if status != "text" or not isinstance(record.get("text"), str):
+        return None, _WHY_NO_TEXT.get(str(status), f"held only as a hash ({status})")
+    if record.get("redacted"):
+        return None, "held redacted (a secret was in it): the text is not the file's bytes"
+    data = record["text"].encode("utf-8", "surrogateescape")
+    if sha256_hex(data) != side.sha256 or record.get("sha256") != side.sha256:
+        return None, "the snapshot's text does not hash to the recorded sha256 (not the file's bytes)"
+    return data, ""
+
+
+# ---------------------------------------------------------------------------------------
+# Candidates from each section
+# ---------------------------------------------------------------------------------------
+
+@dataclass
+class _Candidate:
+    path: str
+    source: str
+    where: str
+    good: _Side
+    bad: _Side
+    repo: Optional[str] = None
+    rel: Optional[str] = None
+    why: str = ""  # not applicable whatever the versions
+
+
+def _dict(value: Any) -> Dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _git_sides(repo: Mapping) -> Dict[str, _Side]:
+    sides: Dict[str, _Side] = {}
+    for rel, entry in _dict(repo.get("dirty")).items():
+        entry = _dict(entry)
+        status = str(entry.get("status") or "?")
+        if isinstance(entry.get("from"), str) and entry["from"] not in sides:
+            sides[entry["from"]] = _Side("absent", label=f"renamed to {rel}")
+        if entry.get("submodule"):
+            sides[rel] = _Side("unknown", label=status, why="a submodule (switch its commit by hand)")
+        elif "link" in entry or entry.get("type"):
+            sides[rel] = _Side("unknown", label=status, why="not a regular file (a link or directory)")
+        elif status == "D":
+            sides[rel] = _Side("absent", label="D")
+        else:
+            sides[rel] = _held(entry, status)
+    for rel, entry in _dict(repo.get("untracked")).items():
+        entry = _dict(entry)
+        if "link" in entry or entry.get("type"):
+            sides[rel] = _Side("unknown", label="untracked", why="not a regular file (a link or directory)")
+        else:
+            sides[rel] = _held(entry, "untracked")
+    return sides
+
+
+def _git_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[_Candidate]:
+    g_repos = _dict(snapshot_mod.section_data(good, "git").get("repos"))
+    b_repos = _dict(snapshot_mod.section_data(bad, "git").get("repos"))
+    out = []
+    for top in sorted(set(g_repos) | set(b_repos)):
+        if top not in g_repos or top not in b_repos:
+            which = "GOOD" if top in g_repos else "BAD"
+            notes.append(f"git checkout {top} was captured in {which} only: its files are not compared")
+            continue
+        g, b = _dict(g_repos[top]), _dict(b_repos[top])
+        if g.get("head") != b.get("head"):
+            notes.append(f"git checkout {top}: HEAD differs ({str(g.get('head'))[:7]} -> {str(b.get('head'))[:7]}): "
+                         "commits are not switched; each side's files are taken against its own HEAD")
+        if _dict(g.get("stash")) != _dict(b.get("stash")):
+            notes.append(f"git checkout {top}: stash entries differ; a stash is not in the working tree (the files "
+                         "a `git stash` moved show up as working-tree files)")
+        g_sides, b_sides = _git_sides(g), _git_sides(b)
+        for rel in sorted(set(g_sides) | set(b_sides)):
+            gs = g_sides.get(rel) or _Side("clean", label="clean", commit=g.get("head"))
+            bs = b_sides.get(rel) or _Side("clean", label="clean", commit=b.get("head"))
+            if gs.kind == bs.kind == "absent" or (gs.kind == bs.kind == "held" and gs.sha256 == bs.sha256):
+                continue
+            why = ""
+            if "\ufffd" in rel:
+                why = "its name is not valid UTF-8 in the snapshot"
+            out.append(_Candidate(os.path.join(top, rel), "git", f"git {top}: {rel} ({gs.label} -> {bs.label})",
+                                  gs, bs, repo=top, rel=rel, why=why))
+    return out
+
+
+def _installed_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[_Candidate]:
+    g_pkgs, b_pkgs = snapshot_mod.section_data(good, "packages"), snapshot_mod.section_data(bad, "packages")
+    g_int, b_int = _dict(g_pkgs.get("integrity")), _dict(b_pkgs.get("integrity"))
+    g_mod, b_mod = _dict(g_int.get("modified")), _dict(b_int.get("modified"))
+    g_dists, b_dists = _dict(g_pkgs.get("dists")), _dict(b_pkgs.get("dists"))
+    out = []
+    for key in sorted(set(g_mod) | set(b_mod)):
+        ge, be = _dict(g_mod.get(key)), _dict(b_mod.get(key))
+        if ge and be and ge.get("actual_sha256") == be.get("actual_sha256"):
+            continue
+        dist = str((be or ge).get("dist") or "")
+        gd, bd = _dict(g_dists.get(dist)), _dict(b_dists.get(dist))
+        rel = str((be or ge).get("rel") or key)
+        if rel.endswith(f" [{dist}]") and "rel" not in (be or ge):
+            rel = rel[:-len(f" [{dist}]")]
+        location = bd.get("location") or gd.get("location")
+        if not isinstance(location, str) or not gd or not bd:
+            notes.append(f"installed file {key} ({dist}): the distribution is not in both snapshots")
+            continue
+        path = os.path.normpath(os.path.join(location, rel))
+        where = f"installed {dist} {bd.get('version')}: {rel}"
+        why = ""
+        if gd.get("version") != bd.get("version"):
+            why = (f"{dist} is {gd.get('version')} in GOOD and {bd.get('version')} in BAD: a different release, "
+                   "not an edit (reinstall to switch it)")
+        elif gd.get("location") != bd.get("location"):
+            why = f"{dist} is installed in different places ({gd.get('location')} vs {bd.get('location')})"
+        recorded = (be or ge).get("recorded_sha256")
+        sides = []
+        for entry, integrity in ((ge, g_int), (be, b_int)):
+            if entry:
+                sides.append(_held(entry, "edited", "actual_sha256"))
+            elif _checked(integrity, dist, key):
+                sides.append(_Side("pristine", sha256=recorded if isinstance(recorded, str) else None,
+                                   label="as installed", dist=(dist, str(bd.get("version")), rel)))
+            else:
+                sides.append(_Side("unknown", label="not checked",
+                                   why="that snapshot did not check this file against RECORD"))
+        out.append(_Candidate(path, "installed", f"{where} ({sides[0].label} -> {sides[1].label})",
+                              sides[0], sides[1], why=why))
+    return out
+
+
+def _checked(integrity: Mapping, dist: str, key: str) -> bool:
+    """The snapshot checked this file against RECORD (and did not find it missing or unreadable)."""
+    if not integrity or "modified" not in integrity:
+        return False
+    if dist in _dict(_dict(integrity.get("not_checked")).get("by_dist")):
+        return False
+    return key not in _dict(integrity.get("missing")) and key not in _dict(integrity.get("errors"))
+
+
+def _startup_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[_Candidate]:
+    g_py, b_py = snapshot_mod.section_data(good, "python"), snapshot_mod.section_data(bad, "python")
+    g_hooks, b_hooks = _dict(g_py.get("startup_hooks")), _dict(b_py.get("startup_hooks"))
+    # Each side lists every hook file in the interpreter's directories: a file it does not list
+    # did not exist, provided both looked at the same interpreter.
+    same_python = bool(g_py) and g_py.get("prefix") == b_py.get("prefix") and g_py.get("executable") == b_py.get("executable")
+    out = []
+    for path in sorted(set(g_hooks) | set(b_hooks)):
+        sides = []
+        for hooks in (g_hooks, b_hooks):
+            hook = _dict(hooks.get(path))
+            if hook.get("error"):
+                sides.append(_Side("unknown", label="unreadable", why=f"unreadable at capture ({hook['error']})"))
+            elif hook:
+                sides.append(_held(hook, "present"))
+            elif same_python:
+                sides.append(_Side("absent", label="absent"))
+            else:
+                sides.append(_Side("unknown", label="not listed", why="the snapshots looked at different interpreters"))
+        if sides[0].kind == "held" and sides[1].kind == "held" and sides[0].sha256 == sides[1].sha256:
+            continue
+        kind = _dict(g_hooks.get(path) or b_hooks.get(path)).get("kind") or "hook"
+        out.append(_Candidate(os.path.normpath(path), "startup", f"start-up hook ({kind}) {path} "
+                              f"({sides[0].label} -> {sides[1].label})", sides[0], sides[1]))
+    return out
+
+
+def _watched_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[_Candidate]:
+    g_files, b_files = snapshot_mod.section_data(good, "files"), snapshot_mod.section_data(bad, "files")
+    g_entries, b_entries = _dict(g_files.get("entries")), _dict(b_files.get("entries"))
+    out = []
+    for path in sorted(set(g_entries) | set(b_entries)):
+        sides = []
+        for data, entries in ((g_files, g_entries), (b_files, b_entries)):
+            entry = entries.get(path)
+            if isinstance(entry, dict) and ("link" in entry or entry.get("type")):
+                sides.append(_Side("unknown", label="not a file", why="not a regular file (a link or special file)"))
+            elif isinstance(entry, dict) and entry.get("error"):
+                absent = entry["error"] == "does not exist"
+                sides.append(_Side("absent", label="absent") if absent else
+                             _Side("unknown", label="unreadable", why=f"unreadable at capture ({entry['error']})"))
+            elif isinstance(entry, dict):
+                sides.append(_held(entry, "watched"))
+            elif _under_walked_root(data, path):
+                sides.append(_Side("absent", label="absent"))
+            else:
+                sides.append(_Side("unknown", label="not watched", why="not watched in that snapshot"))
+        if sides[0].kind == sides[1].kind == "held" and sides[0].sha256 == sides[1].sha256:
+            continue
+        if sides[0].kind == sides[1].kind == "absent":
+            continue
+        out.append(_Candidate(os.path.normpath(path), "watched",
+                              f"watched file {path} ({sides[0].label} -> {sides[1].label})", sides[0], sides[1]))
+    return out
+
+
+def _under_walked_root(data: Mapping, path: str) -> bool:
+    errors = _dict(data.get("errors"))
+    for root in data.get("roots") or []:
+        if not isinstance(root, str):
+            continue
+        if root == path and errors.get(root) == "does not exist":
+            return True
+        if path.startswith(root.rstrip("/") + "/") and root not in errors:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------
+# This machine's file
+# ---------------------------------------------------------------------------------------
+
+@dataclass
+class DiskState:
+    kind: str  # absent | file | link | other | large | error
+    data: Optional[bytes] = None
+    sha256: Optional[str] = None
+    mode: Optional[int] = None
+    nlink: int = 1
+    error: str = ""
+
+
+def read_disk(path: str, limit: int = MAX_FILE_BYTES) -> DiskState:
+    """What is at path now, without following a link."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return DiskState("absent")
+    except OSError as exc:
+        return DiskState("error", error=exc.strerror or str(exc))
+    if stat.S_ISLNK(st.st_mode):
+        return DiskState("link")
+    if not stat.S_ISREG(st.st_mode):
+        return DiskState("other")
+    if st.st_size > limit:
+        return DiskState("large", mode=stat.S_IMODE(st.st_mode))
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        return DiskState("error", error=exc.strerror or str(exc))
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        info = os.fstat(fd)
+    except OSError as exc:
+        return DiskState("error", error=exc.strerror or str(exc))
+    finally:
+        os.close(fd)
+    return DiskState("file", data, sha256_hex(data), stat.S_IMODE(info.st_mode), info.st_nlink)
+
+
+# ---------------------------------------------------------------------------------------
+# Resolving versions
+# ---------------------------------------------------------------------------------------
+
+class _Resolver:
+    def __init__(self, git: GitReader, wheels: WheelFinder):
+        self.git = git
+        self.wheels = wheels
+        self._trees: Dict[Tuple[str, str], Tuple[Dict[str, Tuple[str, str]], str]] = {}
+        self._filters: Dict[str, Dict[str, str]] = {}
+
+    def prepare_git(self, candidates: Sequence[_Candidate]) -> None:
+        """One ls-tree per (repo, commit) and one check-attr per repo, for every clean side."""
+        wanted: Dict[Tuple[str, str], List[str]] = {}
+        for cand in candidates:
+            for side in (cand.good, cand.bad):
+                if side.kind == "clean" and side.commit and cand.repo:
+                    wanted.setdefault((cand.repo, side.commit), []).append(cand.rel or "")
+        for (top, commit), rels in wanted.items():
+            if not self.git.commit_exists(top, commit):
+                self._trees[(top, commit)] = ({}, f"commit {commit[:12]} is not in {top} (fetch it to switch "
+                                                  "this file)")
+                continue
+            self._trees[(top, commit)] = self.git.tree_entries(top, commit, rels)
+            self._filters.setdefault(top, {}).update(self.git.filter_attributes(top, rels))
+
+    def version(self, cand: _Candidate, side: _Side, disk: DiskState) -> Version:
+        if side.kind == "absent":
+            return Version(False, origin="absent")
+        if side.kind == "unknown":
+            return Version(True, why_not=side.why)
+        if side.kind == "clean":
+            return self._clean(cand, side)
+        if side.kind == "held":
+            data, why = _text_of(side)
+            if data is not None:
+                return Version(True, side.sha256, data, "the snapshot's text")
+            if disk.kind == "file" and disk.sha256 == side.sha256:
+                return Version(True, side.sha256, disk.data, "this machine's file, same sha256")
+            return Version(True, side.sha256, why_not=why)
+        # pristine: RECORD's hash; this machine's file or the wheel's member
+        if not side.sha256 or side.dist is None:
+            return Version(True, why_not="RECORD's hash is not in the snapshot")
+        if disk.kind == "file" and disk.sha256 == side.sha256:
+            return Version(True, side.sha256, disk.data, "this machine's file, as installed")
+        name, version, rel = side.dist
+        data, wheel, why = self.wheels.member(name, version, rel, side.sha256)
+        if data is None:
+            return Version(True, side.sha256, why_not=why)
+        return Version(True, side.sha256, data, f"as installed: {os.path.basename(wheel)}")
+
+    def _clean(self, cand: _Candidate, side: _Side) -> Version:
+        if not side.commit or not cand.repo or cand.rel is None:
+            return Version(True, why_not="that snapshot recorded no HEAD commit")
+        tree, why = self._trees.get((cand.repo, side.commit), ({}, "not looked up"))
+        if why:
+            return Version(True, why_not=why)
+        if cand.rel not in tree:
+            return Version(False, origin=f"not in HEAD {side.commit[:7]}")
+        mode, kind = tree[cand.rel]
+        if kind != "blob" or mode == "120000":
+            return Version(True, why_not=f"at HEAD it is a {'symbolic link' if mode == '120000' else kind}")
+        driver = self._filters.get(cand.repo, {}).get(cand.rel)
+        if driver:
+            return Version(True, why_not=f"git filter '{driver}' produces its checked-out bytes (not read here)")
+        data, why = self.git.checked_out_blob(cand.repo, side.commit, cand.rel)
+        if data is None:
+            return Version(True, why_not=why)
+        return Version(True, sha256_hex(data), data, f"git HEAD {side.commit[:7]}",
+                       mode=0o755 if mode == "100755" else 0o644, git_blob=(cand.repo, side.commit, cand.rel))
+
+
+# ---------------------------------------------------------------------------------------
+# All of it
+# ---------------------------------------------------------------------------------------
+
+def collect_file_deltas(good: Mapping, bad: Mapping, wheels: Optional[WheelFinder] = None,
+                        git: Optional[GitReader] = None) -> FileDeltaSet:
+    """Every file that differs between GOOD and BAD, resolved against this machine."""
+    notes: List[str] = []
+    candidates: List[_Candidate] = []
+    for gather in (_git_candidates, _installed_candidates, _startup_candidates, _watched_candidates):
+        candidates.extend(gather(good, bad, notes))
+    resolver = _Resolver(git or GitReader(), wheels or WheelFinder())
+    resolver.prepare_git([c for c in candidates if not c.why])
+
+    by_path: Dict[str, FileDelta] = {}
+    order: List[str] = []
+    for cand in candidates:
+        path = os.path.abspath(cand.path)
+        disk = read_disk(path)
+        delta = FileDelta(path, cand.source, cand.where, Version(True), Version(True), repo=cand.repo, rel=cand.rel)
+        if cand.why:
+            delta.applicable, delta.note = False, cand.why
+        else:
+            delta.good = resolver.version(cand, cand.good, disk)
+            delta.bad = resolver.version(cand, cand.bad, disk)
+            _judge(delta, disk)
+        if delta.applicable and delta.good.sha256 == delta.bad.sha256 and delta.good.present == delta.bad.present:
+            continue  # the two versions are the same bytes (a file dirty on one side that matches HEAD)
+        key = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        earlier = by_path.get(key)
+        if earlier is None:
+            by_path[key] = delta
+            order.append(key)
+        elif not earlier.applicable and delta.applicable:
+            delta.also = earlier.also + [earlier.where]
+            by_path[key] = delta
+        else:
+            earlier.also.append(delta.where)
+    deltas = [by_path[k] for k in order]
+    applicable = sorted((d for d in deltas if d.applicable), key=lambda d: d.name)
+    refused = sorted((d for d in deltas if not d.applicable and d.current == "neither"), key=lambda d: d.name)
+    not_applicable = sorted((d for d in deltas if not d.applicable and d.current != "neither"), key=lambda d: d.name)
+    notes.extend(resolver.wheels.notes)
+    return FileDeltaSet(applicable, not_applicable, refused, notes)
+
+
+def _judge(delta: FileDelta, disk: DiskState) -> None:
+    """Applicable only when both versions are known and this machine's file can be switched."""
+    reasons = []
+    for label, version in (("GOOD", delta.good), ("BAD", delta.bad)):
+        if not version.usable:
+            reasons.append(f"{label}'s version is {version.why_not}" if version.why_not.startswith("held")
+                           else f"{label}'s version: {version.why_not}")
+    parts = delta.name.split(os.sep)
+    if ".git" in parts:
+        reasons.insert(0, "inside .git: bisect never writes there")
+    elif disk.kind == "link":
+        reasons.insert(0, "a symbolic link on this machine: not replaced")
+    elif disk.kind == "other":
+        reasons.insert(0, "not a regular file on this machine")
+    elif disk.kind == "large":
+        reasons.insert(0, f"larger than {MAX_FILE_BYTES >> 20} MiB")
+    elif disk.kind == "error":
+        reasons.insert(0, f"unreadable here ({disk.error})")
+    elif disk.nlink > 1:
+        reasons.insert(0, f"has {disk.nlink} hard links: replacing it would split them")
+    if reasons:
+        delta.applicable, delta.note = False, "; ".join(reasons)
+        return
+    delta.current_mode = disk.mode
+    current_sha = disk.sha256 if disk.kind == "file" else None
+    for label, version in (("good", delta.good), ("bad", delta.bad)):
+        if version.present == (disk.kind == "file") and version.sha256 == current_sha:
+            delta.current = label
+            break
+    if delta.current is None:
+        delta.current = "neither"
+        now = f"sha256 {current_sha[:12]}" if current_sha else "absent"
+        delta.applicable = False
+        delta.note = (f"refused: its content here ({now}) is neither GOOD's ({delta.good.describe()}) nor BAD's "
+                      f"({delta.bad.describe()}) version; changed since the snapshots? left as is")
