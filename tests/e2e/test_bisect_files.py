@@ -1,0 +1,268 @@
+"""`envsnap bisect` over files: real git checkouts, real captures, real benchmark processes.
+
+The checkout (helpers/bisect_files.py) holds what a night of debugging leaves: edits on both
+sides, a deletion, a rename, a stash, untracked files (one binary, one in a new directory), an
+executable script, and one edit that makes the benchmark ~10x slower; ten environment variables
+changed as well. What must hold: bisect names the edit; every file (and .git) is byte for byte,
+mode and mtime as before when it ends, after a kill -9 and `--restore`, or after a kill -9 and
+the next bisect; a file someone changed is refused, never overwritten; --dry-run writes nothing.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers.bench import run_cli
+from helpers.bisect_files import (
+    INNOCENT_ENV,
+    WORK_BAD,
+    WORK_GOOD,
+    base_env,
+    capture,
+    mixed_checkout,
+    tree_state,
+)
+from helpers.git import init_repo
+
+pytestmark = pytest.mark.skipif(not __import__("shutil").which("git"), reason="git is not installed")
+
+# A deterministic stand-in for the tests about files on disk (the real benchmark is the slow
+# test below): it reads work.py the way an import would and takes a moment, so a kill lands
+# mid-run. --counter/--user-edit: on the given invocation it rewrites a file, as a user would.
+DET_BENCH = '''\
+import json, pathlib, sys, time
+args = sys.argv[1:]
+calls = 0
+if args and args[0] == "--counter":
+    path = pathlib.Path(args[1])
+    calls = int(path.read_text()) + 1 if path.exists() else 1
+    path.write_text(str(calls))
+    if len(args) > 3 and args[2] == "--user-edit" and int(args[3]) == calls:
+        pathlib.Path(args[4]).write_text(args[5])
+time.sleep(0.08)
+slow = "debug" in pathlib.Path("work.py").read_text()
+print(json.dumps({"tok_s": 500.0 if slow else 1000.0}))
+'''
+
+
+def _env():
+    return base_env(PYTHONDONTWRITEBYTECODE="1", **{k: None for k in INNOCENT_ENV})
+
+
+def _bisect_argv(co, journal, *extra, bench_args=()):
+    return [sys.executable, "-m", "envsnap", "bisect", str(co.good), str(co.bad), "--journal", str(journal),
+            "--format", "json", *map(str, extra), "--", sys.executable, "bench.py", *map(str, bench_args)]
+
+
+def _real(path) -> str:
+    return os.path.realpath(str(path))
+
+
+@pytest.fixture
+def det_checkout(tmp_path):
+    return mixed_checkout(tmp_path, bench=DET_BENCH)
+
+
+# --- the real benchmark ------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_real_benchmark_isolates_the_edited_file_among_innocent_files_and_variables(tmp_path):
+    co = mixed_checkout(tmp_path)
+    before = tree_state(co.repo)
+    journal = tmp_path / "j.jsonl"
+    result = subprocess.run(_bisect_argv(co, journal, "--repeat", "3"), cwd=co.repo, env=_env(),
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr + result.stdout
+    out = json.loads(result.stdout)
+    files = {d["name"]: d for d in out["deltas"]["files"]}
+    repo = _real(co.repo)
+    assert [d["name"] for d in out["minimal"]] == [_real(co.cause)]
+    assert out["one_minimal"] is True
+    assert sorted(files) == sorted(os.path.join(repo, rel) for rel in [*co.innocent_files, "work.py"])
+    assert len(out["deltas"]["applied"]) == len(INNOCENT_ENV)
+    assert out["deltas"]["files_refused"] == [] and out["deltas"]["files_not_applicable"] == []
+    # Versions only the snapshots held: GOOD's local edit, GOOD's scratch file, the stashed experiment.
+    for rel in ("mod02.py", "scratch.py", "engine.py"):
+        assert "the snapshot's text" in files[os.path.join(repo, rel)]["good"], files[os.path.join(repo, rel)]
+    assert "git HEAD" in files[os.path.join(repo, "mod01.py")]["good"]
+    assert files[os.path.join(repo, "extra/deep/helper.py")]["change"] == "created"
+    assert files[os.path.join(repo, "mod03.py")]["change"] == "deleted"
+    # Everything as before, .git included: bytes, modes, mtimes, no directory or temp file left.
+    assert tree_state(co.repo) == before
+    assert not Path(str(journal) + ".backup").exists()
+    n = len(files) + len(out["deltas"]["applied"])
+    print(f"\nmixed env + file bisect: {n} deltas ({len(files)} files, {len(out['deltas']['applied'])} variables), "
+          f"{out['configurations_run']} configurations, {out['runs']['total']} runs; one at a time: {n + 1} "
+          f"configurations ({3 * (n + 1)} runs at --repeat 3); GOOD {out['good']['median']:.1f} vs BAD "
+          f"{out['bad']['median']:.1f} steps/CPU s")
+    assert out["configurations_run"] <= 2 * math.log2(n) + 4
+    assert out["bad"]["median"] < 0.3 * out["good"]["median"]
+
+    # The commands it prints do what they say: undo the cause, then re-apply it with the patch.
+    keep = out["keep"]
+    assert [c["delta"] for c in keep["undo"]] == [_real(co.cause)]
+    for command in keep["undo"]:
+        subprocess.run(command["command"], shell=True, check=True, cwd=tmp_path)
+    assert (co.repo / "work.py").read_text() == WORK_GOOD
+    assert (co.repo / "mod01.py").read_text() == "A = 2\n"  # every other change stays
+    [patch] = keep["patches"]
+    subprocess.run(patch["command"], shell=True, check=True, cwd=tmp_path)
+    assert (co.repo / "work.py").read_text() == WORK_BAD
+
+
+# --- kill -9, then --restore or the next bisect ------------------------------------------------------
+
+def _kill_mid_bisect(argv, cwd, journal: Path, runs: int):
+    proc = subprocess.Popen(argv, cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if journal.exists() and journal.read_text().count('"type": "run"') >= runs:
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)  # no chance to restore anything: as a crash or an OOM kill
+    proc.communicate()
+    time.sleep(0.3)  # the benchmark in flight (its own session) ends by itself
+
+
+def test_kill9_mid_bisect_then_restore_leaves_every_file_as_before(det_checkout, tmp_path):
+    co = det_checkout
+    before = tree_state(co.repo)
+    journal = tmp_path / "j.jsonl"
+    _kill_mid_bisect(_bisect_argv(co, journal, "--repeat", "2"), co.repo, journal, runs=5)
+    assert tree_state(co.repo) != before  # the kill left files switched
+    backup = Path(str(journal) + ".backup")
+    assert (backup / "manifest.jsonl").exists()
+
+    restored = run_cli("bisect", "--restore", "--journal", journal, cwd=co.repo, env=_env())
+    assert restored.returncode == 0, restored.stderr
+    assert "restored" in restored.stdout and "files an interrupted bisect had switched" in restored.stdout
+    assert tree_state(co.repo) == before  # bytes, modes and mtimes of every file, .git included
+    assert not backup.exists()
+    again = run_cli("bisect", "--restore", "--journal", journal, cwd=co.repo, env=_env())
+    assert again.returncode == 0 and "nothing to restore" in again.stdout
+
+
+def test_kill9_then_the_next_bisect_restores_first_and_resumes(det_checkout, tmp_path):
+    co = det_checkout
+    before = tree_state(co.repo)
+    journal = tmp_path / "j.jsonl"
+    argv = _bisect_argv(co, journal, "--repeat", "2")
+    _kill_mid_bisect(argv, co.repo, journal, runs=7)
+    resumed = subprocess.run(argv, cwd=co.repo, env=_env(), capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    first_lines = resumed.stderr.splitlines()[:2]
+    assert any("files an interrupted bisect had switched" in line and "before starting" in line
+               for line in first_lines), resumed.stderr
+    out = json.loads(resumed.stdout)
+    assert [d["name"] for d in out["minimal"]] == [_real(co.cause)]
+    assert out["runs"]["from_journal"] >= 7
+    assert tree_state(co.repo) == before
+
+
+# --- files someone changed -------------------------------------------------------------------------
+
+def test_a_file_changed_before_bisect_is_refused_with_one_line_and_left_alone(det_checkout, tmp_path):
+    co = det_checkout
+    (co.repo / "config.yaml").write_text("batch: 32  # tuned by hand after BAD was captured\n")
+    before = tree_state(co.repo)
+    journal = tmp_path / "j.jsonl"
+    result = subprocess.run(_bisect_argv(co, journal, "--repeat", "1"), cwd=co.repo, env=_env(),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    config = _real(co.repo / "config.yaml")
+    lines = [line for line in result.stderr.splitlines() if "config.yaml" in line]
+    assert len(lines) == 1 and "refused" in lines[0] and "neither GOOD's" in lines[0], result.stderr
+    assert [d["name"] for d in out["deltas"]["files_refused"]] == [config]
+    assert config not in {d["name"] for d in out["deltas"]["files"]}
+    assert [d["name"] for d in out["minimal"]] == [_real(co.cause)]
+    assert tree_state(co.repo) == before  # config.yaml never touched, the rest restored
+
+
+def test_a_file_changed_while_bisect_runs_stops_it_and_is_never_overwritten(det_checkout, tmp_path):
+    co = det_checkout
+    before = tree_state(co.repo)
+    journal = tmp_path / "j.jsonl"
+    user_text = "A = 99  # the user, mid-bisect\n"
+    target = co.repo / "mod01.py"
+    # The first run (GOOD's) edits mod01.py; BAD's configuration must switch it next.
+    result = subprocess.run(_bisect_argv(co, journal, "--repeat", "1", bench_args=[
+        "--counter", tmp_path / "calls", "--user-edit", "1", target, user_text]), cwd=co.repo, env=_env(),
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("envsnap: error")]
+    assert len(errors) == 1 and "mod01.py was changed while bisect was running" in errors[0], result.stderr
+    assert "did not overwrite it" in errors[0]
+    assert target.read_text() == user_text
+    after = tree_state(co.repo)
+    changed = {rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel)}
+    assert changed == {"mod01.py"}  # every other file restored
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith("j.jsonl.backup.kept")]
+    assert len(kept) == 1 and "NOT restored" in result.stderr and str(kept[0]) in result.stderr
+    # The kept copy is mod01.py as it was before bisect (BAD's version).
+    copies = [p for p in kept[0].iterdir() if p.name != "manifest.jsonl"]
+    assert [p.read_text() for p in copies] == ["A = 2\n"]
+
+
+# --- --dry-run ---------------------------------------------------------------------------------------
+
+def test_dry_run_lists_every_file_and_variable_and_writes_nothing(det_checkout, tmp_path):
+    co = det_checkout
+    before = tree_state(co.repo)
+    outside = sorted(p.name for p in tmp_path.iterdir())
+    for fmt in ("json", "text"):
+        result = run_cli("bisect", co.good, co.bad, "--dry-run", "--format", fmt, "--", sys.executable, "bench.py",
+                         cwd=co.repo, env=_env())
+        assert result.returncode == 0, result.stderr
+        if fmt == "json":
+            out = json.loads(result.stdout)
+            assert out["status"] == "dry_run" and out["runs"]["total"] == 0
+            names = sorted(d["name"] for d in out["deltas"]["files"])
+            assert names == sorted(os.path.join(_real(co.repo), rel) for rel in [*co.innocent_files, "work.py"])
+            assert sorted(d["name"] for d in out["deltas"]["applied"]) == sorted(INNOCENT_ENV)
+            assert all(d["current"] == "bad" for d in out["deltas"]["files"])
+        else:
+            assert result.stdout.startswith("envsnap bisect: DRY RUN: would search 23 deltas (13 files, 10 variables)")
+            for rel in [*co.innocent_files, "work.py"]:
+                assert f"file {os.path.join(_real(co.repo), rel)}:" in result.stdout
+            for name in INNOCENT_ENV:
+                assert f"  {name}: GOOD" in result.stdout
+    assert tree_state(co.repo) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == outside  # no journal, backup or keep directory
+
+
+# --- bytecode: two versions of equal size within one second -----------------------------------------
+
+def test_equal_size_versions_never_run_stale_bytecode(tmp_path):
+    """Python trusts a __pycache__ entry whose recorded source mtime (whole seconds) and size match.
+    Two versions of one size written within a second would run the first one's bytecode; bisect
+    moves each write's mtime a second past the last, so every configuration runs its own code."""
+    good_text, bad_text = "RATE = 900.0  # good: part sweep\n", "RATE = 100.0  # bad!: full sweep\n"
+    assert len(good_text) == len(bad_text)
+    repo = init_repo(tmp_path / "repo", {"bench.py": "import json, work\nprint(json.dumps({'tok_s': work.RATE}))\n",
+                                         "work.py": good_text, "a.py": "A = 1\n", "b.py": "B = 1\n",
+                                         ".gitignore": "__pycache__/\n"})
+    capture(tmp_path / "good.json", repo, base_env(PYTHONDONTWRITEBYTECODE="1"))
+    (repo / "work.py").write_text(bad_text)
+    (repo / "a.py").write_text("A = 2\n")
+    (repo / "b.py").write_text("B = 2\n")
+    capture(tmp_path / "bad.json", repo, base_env(PYTHONDONTWRITEBYTECODE="1"))
+    env = base_env(PYTHONDONTWRITEBYTECODE=None, PYTHONPYCACHEPREFIX=None)
+    subprocess.run([sys.executable, "bench.py"], cwd=repo, env=env, check=True, capture_output=True)  # a warm cache
+    result = run_cli("bisect", tmp_path / "good.json", tmp_path / "bad.json", "--repeat", "1", "--format", "json",
+                     "--", sys.executable, "bench.py", cwd=repo, env=env)
+    assert result.returncode == 0, result.stderr + result.stdout
+    out = json.loads(result.stdout)
+    cause = _real(repo / "work.py")
+    assert [d["name"] for d in out["minimal"]] == [cause]
+    for config in out["configurations"]:
+        assert config["median"] == (100.0 if cause in config["bad_deltas"] else 900.0), config
+    assert (repo / "work.py").read_text() == bad_text
