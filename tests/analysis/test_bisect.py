@@ -245,8 +245,62 @@ def test_journal_for_another_command_is_refused(pair, tmp_path):
     assert first.returncode == 0
     again, _ = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "ENVSNAP_T_V02=b:0.5"])
     assert again.returncode == 2 and "the command is not the same" in again.stderr
+    # The refusal names the way out.
+    assert f"pass --journal NEW_FILE to keep it, or remove {tmp_path / 'j.jsonl'}" in again.stderr
     same, out = bisect(pair, tmp_path, "--repeat", "1", bench=["--slow", "ENVSNAP_T_V01=b:0.5"])
     assert same.returncode == 0 and out["runs"]["new"] == 0  # everything replayed from the journal
+
+
+# --- issue 12 item 8: metric regexes stored by `envsnap run`, a failed first bisect ----------------
+
+TEXT_BENCH = ("import os; print('speed: %s tok/s' % (500 if os.environ.get('ENVSNAP_T_SLOW') == '1' else 1000))")
+REGEX = r"speed: ([0-9.]+) tok/s"
+
+
+def _run_snapshot(path, slow: str, tmp_path):
+    env = base_env(ENVSNAP_T_SLOW=slow, ENVSNAP_T_OTHER=slow + "x")
+    result = run_cli("run", "-o", path, "--repeat", "1", "--metric", f"tok_s={REGEX}", "--",
+                     sys.executable, "-c", TEXT_BENCH, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def test_bisect_reads_the_metric_with_the_regex_envsnap_run_stored(tmp_path):
+    """The user's steps: `envsnap run --metric 'tok_s=REGEX'` twice, then `bisect --metric tok_s`."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    _run_snapshot(good, "0", tmp_path)
+    _run_snapshot(bad, "1", tmp_path)
+    env = base_env(ENVSNAP_T_SLOW=None, ENVSNAP_T_OTHER=None)
+    for args in (["--metric", "tok_s"], []):
+        result = run_cli("bisect", good, bad, *args, "--repeat", "1", "--journal", tmp_path / f"j{len(args)}.jsonl",
+                         "--format", "json", "--", sys.executable, "-c", TEXT_BENCH, env=env, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        out = json.loads(result.stdout)
+        assert [d["name"] for d in out["minimal"]] == ["ENVSNAP_T_SLOW"] and out["metric"] == "tok_s"
+        assert f"metric tok_s is read with the regex its runs were measured with: {REGEX}" in out["notes"]
+
+
+def test_a_failed_first_bisect_does_not_block_the_corrected_one(tmp_path):
+    """`--metric tok_s` on snapshots that store no regex fails (no run has the metric); the corrected
+    `--metric tok_s=REGEX` replaces that journal (it completed no configuration) and says so."""
+    good, bad = capture_pair(tmp_path, {}, {"ENVSNAP_T_SLOW": "0"}, {"ENVSNAP_T_SLOW": "1"})
+    env = base_env(ENVSNAP_T_SLOW=None)
+    journal = tmp_path / "bad.bisect.jsonl"
+    first = run_cli("bisect", good, bad, "--metric", "tok_s", "--repeat", "2", "--", sys.executable, "-c",
+                    TEXT_BENCH, env=env, cwd=tmp_path)
+    assert first.returncode == 2 and "every run of the GOOD configuration failed" in first.stderr
+    assert journal.exists()
+    second = run_cli("bisect", good, bad, "--metric", f"tok_s={REGEX}", "--repeat", "2", "--format", "json", "--",
+                     sys.executable, "-c", TEXT_BENCH, env=env, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert (f"replaced journal {journal}: it belonged to a different bisect (the --metric is not the same "
+            "(journal: 'tok_s')) that had completed no configuration") in second.stderr
+    out = json.loads(second.stdout)
+    assert [d["name"] for d in out["minimal"]] == ["ENVSNAP_T_SLOW"] and out["runs"]["from_journal"] == 0
+    # A journal that did complete configurations is kept: a third, different bisect is refused.
+    third = run_cli("bisect", good, bad, "--metric", "tok_s=speed: ([0-9]+)", "--repeat", "2", "--",
+                    sys.executable, "-c", TEXT_BENCH, env=env, cwd=tmp_path)
+    assert third.returncode == 2 and "the --metric is not the same" in third.stderr
+    assert "pass --journal NEW_FILE to keep it, or remove" in third.stderr
 
 
 def test_resume_after_sigkill_repeats_no_journaled_run(pair, tmp_path):

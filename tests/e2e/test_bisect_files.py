@@ -266,3 +266,82 @@ def test_equal_size_versions_never_run_stale_bytecode(tmp_path):
     for config in out["configurations"]:
         assert config["median"] == (100.0 if cause in config["bad_deltas"] else 900.0), config
     assert (repo / "work.py").read_text() == bad_text
+
+
+# --- installed files (a real venv, the wheel in a local directory), start-up hooks, watched files ------
+
+def _build_venv(base: Path):
+    """tinybench 1.0 built into a wheel and pip-installed into a real venv."""
+    src = base / "tinybench-src"
+    (src / "tinybench").mkdir(parents=True)
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = '
+                                        '"setuptools.build_meta"\n[project]\nname = "tinybench"\nversion = "1.0"\n'
+                                        '[tool.setuptools]\npackages = ["tinybench"]\n')
+    (src / "tinybench" / "__init__.py").write_text("")
+    (src / "tinybench" / "kernel.py").write_text("FACTOR = 1  # as released\n")
+    (src / "tinybench" / "extras.py").write_text("EXTRA = 'as released'\n")
+    wheels = base / "wheels"
+    built = subprocess.run([sys.executable, "-c", f"import setuptools.build_meta as b; print(b.build_wheel({str(wheels)!r}))"],
+                           cwd=src, capture_output=True, text=True, timeout=180)
+    assert built.returncode == 0, built.stderr
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=180)
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                                "--disable-pip-version-check", "--prefix", str(venv),
+                                str(wheels / built.stdout.strip().splitlines()[-1])],
+                               capture_output=True, text=True, timeout=180)
+    assert installed.returncode == 0, installed.stderr
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    return python, site, wheels
+
+
+def test_installed_file_edited_in_a_real_venv_is_isolated_with_its_wheel(tmp_path):
+    python, site, wheels = _build_venv(tmp_path)
+    watched = tmp_path / "conf" / "serving.conf"
+    watched.parent.mkdir()
+    watched.write_text("max_batch = 8\n")
+    env = base_env(ENVSNAP_PYTHON=str(python), PYTHONDONTWRITEBYTECODE="1")
+    watch = ["--watch", str(watched.parent)]
+    capture(tmp_path / "good.json", tmp_path, env, watch)
+    # What a patch script does to an installed package, plus innocent changes beside it.
+    kernel = site / "tinybench" / "kernel.py"
+    kernel.write_text("FACTOR = 4  # patched in place: debug path\n")
+    (site / "tinybench" / "extras.py").write_text("EXTRA = 'patched too'\n")
+    (site / "sitecustomize.py").write_text("import os  # added by a setup script\n")
+    watched.write_text("max_batch = 16\n")
+    capture(tmp_path / "bad.json", tmp_path, env, watch)
+    before = {**tree_state(site), **{f"conf/{k}": v for k, v in tree_state(watched.parent).items()}}
+
+    bench = [str(python), "-c", "import json, tinybench.kernel as k; print(json.dumps({'tok_s': 1000 / k.FACTOR}))"]
+    pip_cache = tmp_path / "empty-pip-cache"
+    pip_cache.mkdir()
+    env = base_env(PYTHONDONTWRITEBYTECODE="1", PIP_CACHE_DIR=str(pip_cache))
+    # Without the wheel the as-released side of the installed files cannot be re-created: said, not guessed.
+    dry = run_cli("bisect", tmp_path / "good.json", tmp_path / "bad.json", "--dry-run", "--format", "json",
+                  "--", *bench, env=env, cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    not_applicable = {d["name"]: d["note"] for d in json.loads(dry.stdout)["deltas"]["files_not_applicable"]}
+    assert "no wheel of tinybench 1.0 found offline" in not_applicable[_real(kernel)]
+    assert "give --wheels DIR" in not_applicable[_real(kernel)]
+
+    result = run_cli("bisect", tmp_path / "good.json", tmp_path / "bad.json", "--repeat", "1", "--wheels", wheels,
+                     "--format", "json", "--", *bench, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr + result.stdout
+    out = json.loads(result.stdout)
+    files = {d["name"]: d for d in out["deltas"]["files"]}
+    assert [d["name"] for d in out["minimal"]] == [_real(kernel)]
+    assert files[_real(kernel)]["source"] == "installed"
+    assert "as installed: tinybench-1.0-py3-none-any.whl" in files[_real(kernel)]["good"]
+    assert files[_real(site / "tinybench" / "extras.py")]["source"] == "installed"
+    hook = files[_real(site / "sitecustomize.py")]
+    assert hook["source"] == "startup" and hook["change"] == "created"
+    assert files[_real(watched)]["source"] == "watched" and "the snapshot's text" in files[_real(watched)]["good"]
+    assert out["good"]["median"] == 1000 and out["bad"]["median"] == 250
+    after = {**tree_state(site), **{f"conf/{k}": v for k, v in tree_state(watched.parent).items()}}
+    assert after == before
+    # The undo command puts the released file back: the same bytes as in the wheel.
+    [undo] = out["keep"]["undo"]
+    subprocess.run(undo["command"], shell=True, check=True)
+    assert kernel.read_text() == "FACTOR = 1  # as released\n"

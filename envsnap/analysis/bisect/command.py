@@ -30,7 +30,7 @@ from envsnap.analysis.bisect.journal import (
     _sha,
     default_journal_path,
 )
-from envsnap.analysis.bisect.pristine import WheelFinder, pip_cache_dir
+from envsnap.analysis.bisect.sources import WheelFinder, pip_cache_dir
 from envsnap.analysis.bisect.search import (
     DEFAULT_MARGIN,
     DEFAULT_MAX_RUNS,

@@ -6,9 +6,9 @@ Where a version comes from, in the order tried (every one verified by sha256):
    files), when it is the file's bytes (status "text", not redacted);
 2. this machine's file, when it holds exactly that version now (its sha256 matches the
    one the snapshot recorded): the usual case for the side captured last;
-3. for a git file clean on one side: the blob at that side's HEAD (pristine.GitReader);
+3. for a git file clean on one side: the blob at that side's HEAD (sources.GitReader);
    for an installed file that matched RECORD on one side: the wheel member with RECORD's
-   hash (pristine.WheelFinder);
+   hash (sources.WheelFinder);
 4. "absent", when that side shows the file did not exist (deleted, renamed away,
    untracked on the other side only, a start-up hook or watched file not found).
 A version held only as a hash, or as truncated or redacted text, is not applicable (the
@@ -23,7 +23,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from envsnap.analysis.bisect.pristine import GitReader, WheelFinder, sha256_hex
+from envsnap.analysis.bisect.sources import GitReader, WheelFinder, sha256_hex
 from envsnap.model import snapshot as snapshot_mod
 
 MAX_FILE_BYTES = 64 << 20  # a larger file is not held in memory to be switched
