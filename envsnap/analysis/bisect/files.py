@@ -346,7 +346,8 @@ def _watched_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[_
 
 def _under_walked_root(data: Mapping, path: str) -> bool:
     errors = _dict(data.get("errors"))
-    for root in data.get("roots") or []:
+    roots = data.get("roots")
+    for root in roots if isinstance(roots, list) else []:
         if not isinstance(root, str):
             continue
         if root == path and errors.get(root) == "does not exist":
@@ -378,6 +379,8 @@ def read_disk(path: str, limit: int = MAX_FILE_BYTES) -> DiskState:
         return DiskState("absent")
     except OSError as exc:
         return DiskState("error", error=exc.strerror or str(exc))
+    except ValueError:  # a NUL in the name (a damaged snapshot): no file can have it
+        return DiskState("error", error="a file name with a NUL byte")
     if stat.S_ISLNK(st.st_mode):
         return DiskState("link")
     if not stat.S_ISREG(st.st_mode):
@@ -504,7 +507,10 @@ def collect_file_deltas(good: Mapping, bad: Mapping, wheels: Optional[WheelFinde
             _judge(delta, disk)
         if delta.applicable and delta.good.sha256 == delta.bad.sha256 and delta.good.present == delta.bad.present:
             continue  # the two versions are the same bytes (a file dirty on one side that matches HEAD)
-        key = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        try:  # one file reached by two names (a symlinked directory) is one delta
+            key = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        except ValueError:  # a NUL in the name: read_disk already made it not applicable
+            key = path
         earlier = by_path.get(key)
         if earlier is None:
             by_path[key] = delta
