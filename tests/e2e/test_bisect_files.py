@@ -167,6 +167,25 @@ def test_kill9_then_the_next_bisect_restores_first_and_resumes(det_checkout, tmp
     assert tree_state(co.repo) == before
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_mid_bisect_restores_every_file(det_checkout, tmp_path, signum):
+    co = det_checkout
+    before = tree_state(co.repo)
+    journal = tmp_path / "j.jsonl"
+    proc = subprocess.Popen(_bisect_argv(co, journal, "--repeat", "2"), cwd=co.repo, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (journal.exists() and journal.read_text().count('"type": "run"') >= 3):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "restored the 13 switched files byte for byte" in err and "envsnap: error: interrupted" in err
+    assert tree_state(co.repo) == before
+    assert not Path(str(journal) + ".backup").exists()
+
+
 # --- files someone changed -------------------------------------------------------------------------
 
 def test_a_file_changed_before_bisect_is_refused_with_one_line_and_left_alone(det_checkout, tmp_path):
@@ -237,6 +256,25 @@ def test_dry_run_lists_every_file_and_variable_and_writes_nothing(det_checkout, 
                 assert f"  {name}: GOOD" in result.stdout
     assert tree_state(co.repo) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == outside  # no journal, backup or keep directory
+
+
+def test_example_pair_from_another_machine_lists_its_files_with_why_and_touches_nothing(tmp_path):
+    """The illustrative EAGLE-3 pair was captured on another machine: its edited files (engine.py,
+    scheduler.py in the checkout and in site-packages, the sitecustomize.py) are listed as not
+    switchable here, never created; its variables are still searched."""
+    examples = Path(__file__).resolve().parents[2] / "snapshots"
+    journal = tmp_path / "j.jsonl"
+    result = run_cli("bisect", examples / "eagle3-tp8-good.json", examples / "eagle3-tp8-bad.json", "--dry-run",
+                     "--journal", journal, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["deltas"]["files"] == [] and out["deltas"]["files_refused"] == []
+    why = {d["name"]: d["note"] for d in out["deltas"]["files_not_applicable"]}
+    assert any(name.endswith("sglang/srt/entrypoints/engine.py") for name in why)
+    assert any(name.endswith("site-packages/sitecustomize.py") for name in why)
+    assert all("is not on this machine" in note for note in why.values()), why
+    assert len(out["deltas"]["applied"]) > 5
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- bytecode: two versions of equal size within one second -----------------------------------------

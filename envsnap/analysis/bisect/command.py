@@ -43,7 +43,7 @@ from envsnap.measure import metrics as metrics_mod
 from envsnap.measure.parsers import MetricSpec, parse_metric_specs
 from envsnap.measure.runs import stored_metric_regexes
 from envsnap.model import store
-from envsnap.redact import redact_argv
+from envsnap.redact import redact_argv, redact_text
 
 _REDACTED = re.compile(r"redacted:[0-9a-f]{8}")
 
@@ -171,7 +171,7 @@ def run_bisect(
         "version": JOURNAL_VERSION,
         "good_file": os.path.abspath(good_path),
         "bad_file": os.path.abspath(bad_path),
-        "deltas": sorted([d.name for d in env_deltas] + [d.name for d in file_deltas]),
+        "deltas": sorted([d.name for d in env_deltas] + [redact_text(d.name) for d in file_deltas]),
         # Files join the identity only when there are some: an env-only journal keeps its hash.
         "deltas_sha256": _sha([[d.name, d.good, d.bad] for d in env_deltas]
                               + [[d.name, d.good.sha256, d.bad.sha256, d.good.present, d.bad.present]

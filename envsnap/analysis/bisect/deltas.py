@@ -49,7 +49,7 @@ class Delta:
         return "changed"
 
     def public(self) -> Dict:
-        out = {"name": self.name, "change": self.change, "good": self.good, "bad": self.bad,
+        out = {"name": self.name, "kind": "env", "change": self.change, "good": self.good, "bad": self.bad,
                "sources": list(self.sources)}
         if self.note:
             out["note"] = self.note

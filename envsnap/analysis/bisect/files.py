@@ -176,6 +176,7 @@ class _Candidate:
     repo: Optional[str] = None
     rel: Optional[str] = None
     why: str = ""  # not applicable whatever the versions
+    root: str = ""  # the directory the file belongs under (checkout, site dir, watched root): must exist here
 
 
 def _dict(value: Any) -> Dict:
@@ -232,7 +233,7 @@ def _git_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[_Cand
             if "\ufffd" in rel:
                 why = "its name is not valid UTF-8 in the snapshot"
             out.append(_Candidate(os.path.join(top, rel), "git", f"git {top}: {rel} ({gs.label} -> {bs.label})",
-                                  gs, bs, repo=top, rel=rel, why=why))
+                                  gs, bs, repo=top, rel=rel, why=why, root=top))
     return out
 
 
@@ -275,7 +276,7 @@ def _installed_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List
                 sides.append(_Side("unknown", label="not checked",
                                    why="that snapshot did not check this file against RECORD"))
         out.append(_Candidate(path, "installed", f"{where} ({sides[0].label} -> {sides[1].label})",
-                              sides[0], sides[1], why=why))
+                              sides[0], sides[1], why=why, root=location))
     return out
 
 
@@ -311,7 +312,8 @@ def _startup_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[_
             continue
         kind = _dict(g_hooks.get(path) or b_hooks.get(path)).get("kind") or "hook"
         out.append(_Candidate(os.path.normpath(path), "startup", f"start-up hook ({kind}) {path} "
-                              f"({sides[0].label} -> {sides[1].label})", sides[0], sides[1]))
+                              f"({sides[0].label} -> {sides[1].label})", sides[0], sides[1],
+                              root=os.path.dirname(os.path.normpath(path))))
     return out
 
 
@@ -340,8 +342,20 @@ def _watched_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[_
         if sides[0].kind == sides[1].kind == "absent":
             continue
         out.append(_Candidate(os.path.normpath(path), "watched",
-                              f"watched file {path} ({sides[0].label} -> {sides[1].label})", sides[0], sides[1]))
+                              f"watched file {path} ({sides[0].label} -> {sides[1].label})", sides[0], sides[1],
+                              root=_watched_root(g_files, b_files, path)))
     return out
+
+
+def _watched_root(g_files: Mapping, b_files: Mapping, path: str) -> str:
+    """The --watch root a path was found under (the deepest), or its directory."""
+    best = ""
+    for data in (g_files, b_files):
+        roots = data.get("roots")
+        for root in roots if isinstance(roots, list) else []:
+            if isinstance(root, str) and path.startswith(root.rstrip("/") + "/") and len(root) > len(best):
+                best = root
+    return best or os.path.dirname(path)
 
 
 def _under_walked_root(data: Mapping, path: str) -> bool:
@@ -491,7 +505,7 @@ def collect_file_deltas(good: Mapping, bad: Mapping, wheels: Optional[WheelFinde
     for gather in (_git_candidates, _installed_candidates, _startup_candidates, _watched_candidates):
         candidates.extend(gather(good, bad, notes))
     resolver = _Resolver(git or GitReader(), wheels or WheelFinder())
-    resolver.prepare_git([c for c in candidates if not c.why])
+    resolver.prepare_git([c for c in candidates if not c.why and (not c.root or os.path.isdir(c.root))])
 
     by_path: Dict[str, FileDelta] = {}
     order: List[str] = []
@@ -501,6 +515,9 @@ def collect_file_deltas(good: Mapping, bad: Mapping, wheels: Optional[WheelFinde
         delta = FileDelta(path, cand.source, cand.where, Version(True), Version(True), repo=cand.repo, rel=cand.rel)
         if cand.why:
             delta.applicable, delta.note = False, cand.why
+        elif cand.root and not os.path.isdir(cand.root):
+            delta.applicable = False
+            delta.note = f"{cand.root} is not on this machine (the snapshots were taken elsewhere?)"
         else:
             delta.good = resolver.version(cand, cand.good, disk)
             delta.bad = resolver.version(cand, cand.bad, disk)
@@ -557,7 +574,10 @@ def _judge(delta: FileDelta, disk: DiskState) -> None:
         if version.present == (disk.kind == "file") and version.sha256 == current_sha:
             delta.current = label
             break
-    if delta.current is None:
+    if delta.current is None and disk.kind == "absent":
+        delta.applicable = False
+        delta.note = "not on this machine (both versions are files; the snapshots were taken elsewhere?)"
+    elif delta.current is None:
         delta.current = "neither"
         now = f"sha256 {current_sha[:12]}" if current_sha else "absent"
         delta.applicable = False
