@@ -30,7 +30,6 @@ from envsnap.analysis.bisect.journal import (
     _sha,
     default_journal_path,
 )
-from envsnap.analysis.bisect.sources import WheelFinder, pip_cache_dir
 from envsnap.analysis.bisect.search import (
     DEFAULT_MARGIN,
     DEFAULT_MAX_RUNS,
@@ -38,6 +37,7 @@ from envsnap.analysis.bisect.search import (
     BudgetExhausted,
     NotDistinguishable,
 )
+from envsnap.analysis.bisect.sources import WheelFinder, pip_cache_dir
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics as metrics_mod
 from envsnap.measure.parsers import MetricSpec, parse_metric_specs
