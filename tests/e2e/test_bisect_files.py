@@ -231,6 +231,31 @@ def test_a_file_changed_while_bisect_runs_stops_it_and_is_never_overwritten(det_
     assert [p.read_text() for p in copies] == ["A = 2\n"]
 
 
+def test_the_benchmarks_own_result_file_is_not_switched(tmp_path):
+    """bench_serving appends to its --output-file: in the checkout it differs between any two captures.
+    Switching it would turn each run's own append into "a file changed while bisect was running"."""
+    bench = ("import json, pathlib, sys\nout = pathlib.Path(sys.argv[sys.argv.index('--output-file') + 1])\n"
+             "rate = 500.0 if 'debug' in pathlib.Path('work.py').read_text() else 1000.0\n"
+             "out.open('a').write(json.dumps({'output_throughput': rate}) + '\\n')\n"
+             "print(json.dumps({'tok_s': rate}))\n")
+    repo = init_repo(tmp_path / "repo", {"bench.py": bench, "work.py": "X = 1\n", "other.py": "Y = 1\n"})
+    (repo / "results.jsonl").write_text('{"output_throughput": 1000.0}\n')
+    capture(tmp_path / "good.json", repo, base_env(PYTHONDONTWRITEBYTECODE="1"))
+    (repo / "work.py").write_text("X = 1  # debug\n")
+    (repo / "other.py").write_text("Y = 2\n")
+    (repo / "results.jsonl").write_text('{"output_throughput": 1000.0}\n{"output_throughput": 500.0}\n')
+    capture(tmp_path / "bad.json", repo, base_env(PYTHONDONTWRITEBYTECODE="1"))
+    result = run_cli("bisect", tmp_path / "good.json", tmp_path / "bad.json", "--repeat", "1", "--format", "json",
+                     "--", sys.executable, "bench.py", "--output-file", "results.jsonl", cwd=repo,
+                     env=base_env(PYTHONDONTWRITEBYTECODE="1"))
+    assert result.returncode == 0, result.stderr + result.stdout
+    out = json.loads(result.stdout)
+    assert [d["name"] for d in out["minimal"]] == [_real(repo / "work.py")]
+    why = {d["name"]: d["note"] for d in out["deltas"]["files_not_applicable"]}
+    assert why == {_real(repo / "results.jsonl"): "the benchmark command writes it (its result file): not switched"}
+    assert (repo / "work.py").read_text() == "X = 1  # debug\n" and (repo / "other.py").read_text() == "Y = 2\n"
+
+
 # --- --dry-run ---------------------------------------------------------------------------------------
 
 def test_dry_run_lists_every_file_and_variable_and_writes_nothing(det_checkout, tmp_path):

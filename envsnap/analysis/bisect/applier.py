@@ -357,8 +357,8 @@ class FileApplier:
             now = _state(name)
             if now != self.state[name]:
                 raise FileChanged(
-                    f"{name} was changed while bisect was running (it holds neither GOOD's nor BAD's version): "
-                    "bisect stopped and did not overwrite it")
+                    f"{name} was changed while bisect was running, by someone or by the benchmark itself (it "
+                    "holds neither GOOD's nor BAD's version): bisect stopped and did not overwrite it")
             if name not in self.backed_up:
                 self._backup(delta)
             self._write(delta, version)

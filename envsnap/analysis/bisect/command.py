@@ -41,7 +41,7 @@ from envsnap.analysis.bisect.sources import WheelFinder, pip_cache_dir
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics as metrics_mod
 from envsnap.measure.parsers import MetricSpec, parse_metric_specs
-from envsnap.measure.runs import stored_metric_regexes
+from envsnap.measure.runs import result_files, stored_metric_regexes
 from envsnap.model import store
 from envsnap.redact import redact_argv, redact_text
 
@@ -163,6 +163,7 @@ def run_bisect(
                      "--restore` puts them back; a real run restores them first")
 
     file_set = collect_file_deltas(good, bad, WheelFinder(wheels, pip_cache_dir(environ)))
+    _leave_benchmark_outputs(file_set, command)
     for delta in file_set.refused:
         say(f"{delta.name}: {delta.note}")
     env_deltas, file_deltas = delta_set.applicable, file_set.applicable
@@ -256,6 +257,19 @@ def run_bisect(
         minimal = [d["name"] for d in finished["minimal"]]
         finished["keep"] = outcome.keep_plan(minimal, env_deltas, file_deltas, journal_path + ".keep")
     return finished
+
+
+def _leave_benchmark_outputs(file_set, command: Sequence[str]) -> None:
+    """A file the benchmark itself appends to (bench_serving's --output-file, ...) differs between
+    two captures for that reason alone: switching it would make every run look like a user's edit."""
+    outputs = {os.path.realpath(p) for p in result_files(command, os.getcwd())}
+    for group in (file_set.applicable, file_set.refused):
+        for delta in [d for d in group if os.path.realpath(d.name) in outputs]:
+            group.remove(delta)
+            delta.applicable, delta.current = False, None
+            delta.note = "the benchmark command writes it (its result file): not switched"
+            file_set.not_applicable.append(delta)
+    file_set.not_applicable.sort(key=lambda d: d.name)
 
 
 def _search(result: Dict, bisector: Bisector, overrides: Mapping[str, str], max_runs: int, delta_set,
