@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Optional
 
-from helpers.git import git, init_repo
-
 from envsnap.model import store
+from helpers.git import git, init_repo
 
 # Ten innocent variables GOOD -> BAD (None = unset).
 INNOCENT_ENV = {
