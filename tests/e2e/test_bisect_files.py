@@ -65,9 +65,19 @@ def _real(path) -> str:
     return os.path.realpath(str(path))
 
 
+@pytest.fixture(scope="module")
+def _shared(tmp_path_factory):
+    """One checkout for the tests below (two real captures each cost seconds); a test that leaves
+    it changed (on purpose: a user's edit) makes the next one build a fresh checkout."""
+    return {"factory": tmp_path_factory, "checkout": None, "state": None}
+
+
 @pytest.fixture
-def det_checkout(tmp_path):
-    return mixed_checkout(tmp_path, bench=DET_BENCH)
+def det_checkout(_shared):
+    if _shared["checkout"] is None or tree_state(_shared["checkout"].repo) != _shared["state"]:
+        _shared["checkout"] = mixed_checkout(_shared["factory"].mktemp("checkout"), bench=DET_BENCH)
+        _shared["state"] = tree_state(_shared["checkout"].repo)
+    return _shared["checkout"]
 
 
 # --- the real benchmark ------------------------------------------------------------------------
@@ -261,7 +271,7 @@ def test_the_benchmarks_own_result_file_is_not_switched(tmp_path):
 def test_dry_run_lists_every_file_and_variable_and_writes_nothing(det_checkout, tmp_path):
     co = det_checkout
     before = tree_state(co.repo)
-    outside = sorted(p.name for p in tmp_path.iterdir())
+    outside = sorted(p.name for p in co.bad.parent.iterdir())  # where BAD's default journal would go
     for fmt in ("json", "text"):
         result = run_cli("bisect", co.good, co.bad, "--dry-run", "--format", fmt, "--", sys.executable, "bench.py",
                          cwd=co.repo, env=_env())
@@ -280,7 +290,7 @@ def test_dry_run_lists_every_file_and_variable_and_writes_nothing(det_checkout, 
             for name in INNOCENT_ENV:
                 assert f"  {name}: GOOD" in result.stdout
     assert tree_state(co.repo) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == outside  # no journal, backup or keep directory
+    assert sorted(p.name for p in co.bad.parent.iterdir()) == outside  # no journal, backup or keep directory
 
 
 def test_example_pair_from_another_machine_lists_its_files_with_why_and_touches_nothing(tmp_path):
