@@ -7,8 +7,12 @@ Two measurements:
    also two interacting causes (slow only together) at every pair of positions for n = 32.
 2. End to end, n = 32: two real `envsnap capture` snapshots whose environments differ in 32
    variables, then the real `envsnap bisect` CLI running a benchmark process whose speed
-   depends on one of them (tests/helpers_bench.py `env`); configurations and runs as the
+   depends on one of them (tests/helpers/bench.py `env`); configurations and runs as the
    result reports them, and wall time.
+3. Files and variables together: the real checkout of tests/helpers/bisect_files.py (13 file
+   changes: edits on both sides, a deletion, a rename, a stash, untracked files) plus 10
+   variables, captured for real; the cause planted in each of the 23 deltas in turn (a
+   benchmark slow exactly when that file holds BAD's bytes, or that variable BAD's value).
 
 One-at-a-time subtraction (revert everything, re-apply one change, re-run) needs n
 configurations plus the GOOD baseline. The goal for one cause among n = 32 is
@@ -72,7 +76,7 @@ def search_table():
 
 
 def end_to_end():
-    from helpers_bench import base_env, bench_cmd, capture_pair
+    from helpers.bench import base_env, bench_cmd, capture_pair
 
     names = [f"BISECT_BENCH_V{i:02d}" for i in range(32)]
     print("2. end to end, n = 32: real captures, real `envsnap bisect`, real benchmark processes")
@@ -98,7 +102,50 @@ def end_to_end():
                   f"{33 * repeat} runs)")
 
 
+MIXED_BENCH = """\
+import hashlib, json, os, pathlib, sys
+kind, name, bad = sys.argv[1:4]
+if kind == "file":
+    path = pathlib.Path(name)
+    now = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "absent"
+    slow = now == bad
+else:
+    slow = os.environ.get(name, "<unset>") == bad
+print(json.dumps({"tok_s": 500.0 if slow else 1000.0}))
+"""
+
+
+def mixed_table():
+    from helpers.bisect_files import INNOCENT_ENV, base_env, mixed_checkout
+
+    print("3. files and variables together: one cause among 13 files + 10 variables, each position in turn")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        co = mixed_checkout(tmp)
+        env = base_env(PYTHONDONTWRITEBYTECODE="1", **{k: None for k in INNOCENT_ENV})
+        plan = subprocess.run([sys.executable, "-m", "envsnap", "bisect", str(co.good), str(co.bad), "--dry-run",
+                               "--format", "json"], env=env, capture_output=True, text=True, check=True, cwd=co.repo)
+        deltas = json.loads(plan.stdout)["deltas"]
+        causes = [("file", d["name"], d["bad_sha256"] or "absent") for d in deltas["files"]]
+        causes += [("env", d["name"], d["bad"] if d["bad"] is not None else "<unset>") for d in deltas["applied"]]
+        n = len(causes)
+        counts, runs = [], []
+        for i, (kind, name, bad) in enumerate(causes):
+            result = subprocess.run(
+                [sys.executable, "-m", "envsnap", "bisect", str(co.good), str(co.bad), "--repeat", "1", "--format",
+                 "json", "--journal", str(tmp / f"j{i}.jsonl"), "--", sys.executable, "-c", MIXED_BENCH, kind,
+                 name, bad], env=env, capture_output=True, text=True, cwd=co.repo)
+            out = json.loads(result.stdout)
+            assert [d["name"] for d in out["minimal"]] == [name], (name, result.stderr[-500:])
+            counts.append(out["configurations_run"])
+            runs.append(out["runs"]["total"])
+        print(f"   n = {n} ({len(deltas['files'])} files, {len(deltas['applied'])} variables): configurations "
+              f"worst {max(counts)}, mean {statistics.mean(counts):.1f} (goal 2log2(n)+4 = "
+              f"{2 * math.log2(n) + 4:.0f}); one at a time: {n + 1}")
+
+
 if __name__ == "__main__":
     os.chdir(ROOT)
     search_table()
     end_to_end()
+    mixed_table()

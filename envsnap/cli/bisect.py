@@ -1,25 +1,28 @@
-"""`envsnap bisect`: delta debugging over the environment differences of two snapshots."""
+"""`envsnap bisect`: delta debugging over the environment and file differences of two snapshots."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 import click
 
 
 @click.command()
-@click.argument("good", metavar="GOOD")
-@click.argument("bad", metavar="BAD")
+@click.argument("good", metavar="GOOD", required=False)
+@click.argument("bad", metavar="BAD", required=False)
 @click.option("--repeat", "-n", default=3, show_default=True, type=click.IntRange(1, 1000),
               help="Runs per configuration (its median is what counts).")
 @click.option("--metric", metavar="NAME[=REGEX]",
               help="Metric to compare (default: the first run's throughput-like metric); NAME=REGEX also "
-                   "defines it from the output, like `envsnap run --metric`.")
+                   "defines it from the output, like `envsnap run --metric`. Regexes stored by `envsnap run "
+                   "--metric` are reused.")
 @click.option("--direction", type=click.Choice(["higher", "lower", "none"]),
               help="Which way is better for the metric (only for the wording; the search needs no direction).")
 @click.option("--journal", type=click.Path(dir_okay=False),
               help="JSONL journal of every run [default: BAD's name with .bisect.jsonl, next to BAD]. "
-                   "Re-running with the same journal resumes without repeating runs.")
+                   "Re-running with the same journal resumes without repeating runs; file backups live "
+                   "beside it (JOURNAL.backup/).")
 @click.option("--max-runs", default=200, show_default=True, type=click.IntRange(1, 1_000_000),
               help="Stop after this many benchmark runs in all (journaled ones included).")
 @click.option("--margin", default=0.25, show_default=True, type=click.FloatRange(0.01, 0.49),
@@ -27,22 +30,45 @@ import click
                    "counts as that end; in between it is re-measured, then called ambiguous.")
 @click.option("--run-timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1, 7 * 86400),
               help="Seconds one run may take before it is killed and counted as failed.")
+@click.option("--wheels", "wheel_dirs", multiple=True, type=click.Path(file_okay=False, exists=True),
+              metavar="DIR", help="Directory of wheels (besides pip's cache) to take an installed file's "
+                                  "pristine version from (repeatable).")
+@click.option("--dry-run", is_flag=True,
+              help="List every file that would be switched and every variable, then stop: nothing is run, "
+                   "nothing is written.")
+@click.option("--restore", "restore_only", is_flag=True,
+              help="Put back the files a killed bisect left switched (found through --journal, or BAD's "
+                   "default journal), then exit.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_timeout, fmt, command) -> int:
-    """Find which environment differences between GOOD and BAD cause the slowdown.
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_timeout, wheel_dirs, dry_run,
+           restore_only, fmt, command) -> int:
+    """Find which differences between GOOD and BAD cause the slowdown: variables and files.
 
     \b
     envsnap bisect good.json bad.json --repeat 3 -- ./bench.sh --its-own-flags
+    envsnap bisect good.json bad.json --dry-run          # what would be switched
+    envsnap bisect --restore --journal bad.bisect.jsonl  # after a kill -9
 
-    Put `--` before COMMAND. Runs COMMAND with the GOOD environment plus subsets of the differing variables
-    switched to their BAD values (Zeller's ddmin: O(log n) configurations for one cause,
-    and interacting causes come out together). GOOD and BAD are measured first; each
-    configuration is classed by where its median falls between them. Progress and ETA go
-    to stderr. Exit 0: isolated; 1: not isolatable (GOOD and BAD indistinguishable,
-    nothing to switch, --max-runs reached); 2: bad input or a benchmark that never works.
+    Put `--` before COMMAND. Runs COMMAND with the GOOD environment and files plus subsets of
+    the differences switched to BAD (Zeller's ddmin: O(log n) configurations for one cause, and
+    interacting causes come out together). Files are switched by atomic replacement after a
+    journaled backup and restored at the end, on Ctrl-C, and by the next bisect (or --restore)
+    after a kill -9; a file whose content is neither version is refused, never overwritten.
+    GOOD and BAD are measured first; each configuration is classed by where its median falls
+    between them. Progress and ETA go to stderr. Exit 0: isolated (or --dry-run, --restore);
+    1: not isolatable (indistinguishable, nothing to switch, --max-runs reached) or a file
+    --restore had to leave; 2: bad input, a benchmark that never works, or a file that could
+    not be restored.
     """
-    from envsnap.analysis.bisect import search
+    from envsnap.errors import EnvsnapError
+
+    if restore_only:
+        return _restore(good, bad, journal, command)
+    if not good or not bad:
+        raise EnvsnapError("bisect needs GOOD and BAD snapshot files (or --restore)")
+
+    from envsnap.analysis.bisect import command as command_mod
     from envsnap.measure.parsers import check_metric_name, parse_metric_specs
     from envsnap.render.text import render_bisect
 
@@ -60,17 +86,22 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
         click.echo(f"envsnap bisect: {line}", err=True)
 
     journal_box = {}
+    previous = _interrupt_on_termination()
     try:
-        result = search.run_bisect(
+        result = command_mod.run_bisect(
             good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
             max_runs=max_runs, journal_path=journal, timeout=run_timeout, directions=directions,
             progress=progress, on_journal=lambda j: journal_box.setdefault("path", j.path),
+            wheels=list(wheel_dirs), dry_run=dry_run,
         )
     except KeyboardInterrupt:
         if "path" in journal_box:
             click.echo(f"envsnap bisect: interrupted; finished runs are in {journal_box['path']}: run the same "
                        "command again to resume", err=True)
         raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if direction and result.get("metric") and not metric_name:
         result["direction"] = direction
     if fmt == "json":
@@ -79,3 +110,34 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
         click.echo(render_bisect(result))
     sys.stdout.flush()
     return int(result["exit_code"])
+
+
+def _restore(good, bad, journal, command) -> int:
+    from envsnap.analysis.bisect import command as command_mod
+    from envsnap.analysis.bisect.journal import default_journal_path
+    from envsnap.errors import EnvsnapError
+
+    if command:
+        raise EnvsnapError("--restore takes no benchmark command")
+    snapshot = bad or good  # `--restore BAD` names BAD alone
+    path = journal or (default_journal_path(snapshot) if snapshot else None)
+    if path is None:
+        raise EnvsnapError("--restore needs --journal FILE (or GOOD and BAD, for BAD's default journal)")
+    lines, code = command_mod.restore_files(path)
+    for line in lines:
+        click.echo(f"envsnap bisect: {line}")
+    return int(code)
+
+
+def _interrupt_on_termination() -> dict:
+    """SIGTERM and SIGHUP end a bisect like Ctrl-C does: switched files are restored first."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt()
+
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[signum] = signal.signal(signum, interrupt)
+        except (ValueError, OSError):  # not the main thread (tests calling main() in one)
+            pass
+    return previous

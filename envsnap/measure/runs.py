@@ -293,6 +293,16 @@ class RunSession:
         return info
 
 
+def stored_metric_regexes(snapshot: Mapping) -> Dict[str, str]:
+    """{name: regex} that `envsnap run --metric NAME=REGEX` stored with the snapshot's run session
+    (redacted like everything else: a regex that looked like a secret holds `redacted:…`)."""
+    session = snapshot.get("run_session")
+    stored = session.get("metric_regexes") if isinstance(session, dict) else None
+    if not isinstance(stored, dict):
+        return {}
+    return {str(k): v for k, v in stored.items() if isinstance(v, str) and v}
+
+
 def summary(records: Sequence[Dict], preferred: Sequence[str] = ()) -> str:
     """'5 runs (4 ok, 1 failed); tok_s median 812.5' for the closing line."""
     ok = [r for r in records if r.get("ok")]

@@ -118,11 +118,43 @@ def _show_value(value: Optional[str]) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
+def _bisect_delta(d: Mapping) -> List[str]:
+    if d.get("kind") == "file":
+        lines = [f"  file {d['name']}: {d['change']}, GOOD {d['good']} -> BAD {d['bad']}",
+                 f"      {d['where']}"]
+    else:
+        lines = [f"  {d['name']}: GOOD {_show_value(d['good'])} -> BAD {_show_value(d['bad'])}"
+                 f"  [{', '.join(d['sources'])}]"]
+    if d.get("note"):
+        lines.append(f"      {d['note']}")
+    return lines
+
+
+def _bisect_keep(keep: Mapping) -> List[str]:
+    lines = []
+    for diff in keep.get("diffs", []):
+        if diff.get("binary"):
+            lines.append(f"patch of {diff['delta']}: binary (compare the versions by sha256)")
+            continue
+        lines.append(f"patch of {diff['delta']} (GOOD -> BAD)" + (", redacted" if diff.get("redacted") else "") + ":")
+        lines.extend(f"  | {line}" for line in diff.get("lines", []))
+        if diff.get("more_lines"):
+            lines.append(f"  | ... {diff['more_lines']} more lines")
+    for title, key in (("to undo the cause (every other difference stays)", "undo"),
+                       ("to keep only the cause (every other difference back to GOOD)", "only")):
+        if keep.get(key):
+            lines.append(f"{title}:")
+            lines.extend(f"  {item['command']}" for item in keep[key])
+    for patch in keep.get("patches", []):
+        lines.append(f"the cause as a patch for a GOOD checkout: {patch['command']}")
+    return lines
+
+
 def render_bisect(result: Mapping) -> str:
     lines = []
     status = result["status"]
     head = {"isolated": "ISOLATED", "not_distinguishable": "NOT ISOLATABLE", "no_deltas": "NOTHING TO BISECT",
-            "budget_exhausted": "NOT ISOLATED"}.get(status, status)
+            "budget_exhausted": "NOT ISOLATED", "dry_run": "DRY RUN"}.get(status, status)
     lines.append(f"envsnap bisect: {head}: {result.get('message', '')}")
     metric = result.get("metric")
     if metric:
@@ -131,27 +163,44 @@ def render_bisect(result: Mapping) -> str:
         lines.append(f"metric {metric} ({fmt.direction(str(result.get('direction')))}): GOOD median {_bisect_num(g.get('median'))} "
                      f"(n={g.get('n')}), BAD median {_bisect_num(b.get('median'))} (n={b.get('n')})"
                      + (f", {change:+.1f}%" if change is not None else ""))
+    deltas = result["deltas"]
+    files, env = deltas.get("files", []), deltas["applied"]
     runs = result.get("runs", {})
-    lines.append(f"{result.get('configurations_run', 0)} configurations, {runs.get('total', 0)} runs "
-                 f"({runs.get('from_journal', 0)} from the journal, {runs.get('failed', 0)} failed); "
-                 f"{len(result['deltas']['applied'])} deltas searched")
+    if status != "dry_run":
+        lines.append(f"{result.get('configurations_run', 0)} configurations, {runs.get('total', 0)} runs "
+                     f"({runs.get('from_journal', 0)} from the journal, {runs.get('failed', 0)} failed); "
+                     f"{len(files) + len(env)} deltas searched ({len(files)} files, {len(env)} variables)")
     if result.get("minimal"):
         title = "minimal failure-inducing set" + (" (1-minimal)" if result.get("one_minimal") else "")
         lines.append(f"{title}:")
         for d in result["minimal"]:
-            lines.append(f"  {d['name']}: GOOD {_show_value(d['good'])} -> BAD {_show_value(d['bad'])}"
-                         f"  [{', '.join(d['sources'])}]")
-            if d.get("note"):
-                lines.append(f"      {d['note']}")
-    na = result["deltas"]["not_applicable"]
+            lines.extend(_bisect_delta(d))
+    if result.get("keep"):
+        lines.extend(_bisect_keep(result["keep"]))
+    if status == "dry_run":
+        lines.append(f"files that would be switched ({len(files)}):")
+        for d in files:
+            lines.extend(_bisect_delta(d))
+            lines.append(f"      now: {d.get('current', '?').upper()}'s version")
+        lines.append(f"variables ({len(env)}):")
+        for d in env:
+            lines.extend(_bisect_delta(d))
+    restore = result.get("files_restore")
+    if restore:
+        left = restore.get("not_restored") or []
+        lines.append(f"files: {restore['switched']} switched ({restore['writes']} writes), "
+                     + (f"{len(left)} NOT restored (see notes)" if left else
+                        "all restored byte for byte (mode and times too)"))
+    refused = deltas.get("files_refused", [])
+    if refused:
+        lines.append(f"refused ({len(refused)}), never written:")
+        for d in refused:
+            lines.append(f"  {d['name']}: {d.get('note', '')}")
+    na = deltas["not_applicable"] + deltas.get("files_not_applicable", [])
     if na:
         lines.append(f"not applicable ({len(na)}):")
         for d in na:
             lines.append(f"  {d['name']}: {d.get('note', '')}")
-    for skipped in result.get("skipped", []):
-        examples = ", ".join(skipped.get("examples", [])[:3])
-        lines.append(f"not searched: {skipped['count']} {skipped['kind']} differences (e.g. {examples}): "
-                     f"{skipped['note']}")
     if result.get("configurations"):
         lines.append("configurations (BAD deltas switched on over GOOD):")
         lines.append(f"  {'#':>3}  {'outcome':<9} {'pos':>5} {'median':>12} {'n':>3}  deltas")

@@ -126,6 +126,10 @@ def _light(snap, partner, index) -> None:
     text_mod.render_diff(result, verbose=True)
     store.dumps(merge.merge([snap, dict(partner, host="partner-host-x")], ["a", "b"], "2026-01-01T00:00:00Z"))
     deltas.collect_deltas(good, bad, environ={})
+    if index % 50 == 0:  # file deltas run read-only git commands: a sample, not every input
+        from envsnap.analysis.bisect import files
+
+        files.collect_file_deltas(good, bad)
 
 
 def _one(data: bytes, index: int, partners, stats: Stats, what: str) -> None:

@@ -13,9 +13,12 @@ Modes:
              --sleep S                       take S seconds (for tests that interrupt a run)
              --print TEXT                    also print TEXT (e.g. a line for --metric REGEX)
              --append-log FILE --log-line L  append L to FILE (a server log) during the run
-  matmul   a real numpy matmul: prints `{"gflops": X}` from the best of --reps timings
-           (wall clock) of an --size × --size float64 product. It honours OpenBLAS's real
-           environment variables (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, OPENBLAS_CORETYPE).
+  matmul   a real numpy matmul: prints `{"gflops": X}` from the best of --reps timings of an
+           --size × --size --dtype product, timed in the process's CPU time: with one
+           OpenBLAS thread that is the work itself, unchanged when other processes take the
+           machine's cores (wall time is not: on a shared 2-core machine it swings 1.6x).
+           It honours OpenBLAS's real environment variables (OPENBLAS_NUM_THREADS,
+           OMP_NUM_THREADS, OPENBLAS_CORETYPE).
   sglang-serving
            prints a real-format bench_serving summary (tests/data/runs sample) and appends
            the matching JSONL line to --output-file, as sglang.bench_serving does: a stand-in
@@ -143,13 +146,13 @@ def mode_env(args) -> int:
 def mode_matmul(args) -> int:
     import numpy as np
 
-    a = np.random.default_rng(0).standard_normal((args.size, args.size))
+    a = np.random.default_rng(0).standard_normal((args.size, args.size)).astype(args.dtype)
     a @ a  # first call pays for thread start-up and page faults
     best = float("inf")
     for _ in range(args.reps):
-        start = time.perf_counter()
+        start = time.process_time()
         a @ a
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     print(json.dumps({"gflops": round(2 * args.size ** 3 / best / 1e9, 4)}))
     return 0
 
@@ -187,6 +190,7 @@ def main(argv=None) -> int:
     mm = sub.add_parser("matmul")
     mm.add_argument("--size", type=int, default=1000)
     mm.add_argument("--reps", type=int, default=3)
+    mm.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     sg = sub.add_parser("sglang-serving")
     sg.add_argument("--output-file")
     sg.add_argument("--scale", type=float, default=1.0)

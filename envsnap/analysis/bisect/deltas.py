@@ -1,4 +1,4 @@
-"""Bisect's deltas: every environment variable that differs between GOOD and BAD.
+"""Bisect's environment deltas: every environment variable that differs between GOOD and BAD.
 
 Sources are the parent's environment (section env) and what the workers saw
 (processes.*.environ, probe.records.*.env_at_start / env_at_init): CMD's environment reaches its
@@ -6,7 +6,7 @@ workers, so setting a variable for CMD re-applies it. A value the snapshot holds
 (`redacted:xxxxxxxx`) is re-applied only when this machine's current value has that fingerprint;
 otherwise the delta is listed as not applicable. A configuration is a subset of deltas switched
 to BAD: CMD runs with os.environ overlaid by the GOOD value of every applicable delta, then the
-subset's BAD values (unset where BAD lacks the variable).
+subset's BAD values (unset where BAD lacks the variable). Files are files.py's.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class Delta:
         return "changed"
 
     def public(self) -> Dict:
-        out = {"name": self.name, "change": self.change, "good": self.good, "bad": self.bad,
+        out = {"name": self.name, "kind": "env", "change": self.change, "good": self.good, "bad": self.bad,
                "sources": list(self.sources)}
         if self.note:
             out["note"] = self.note
@@ -60,7 +60,6 @@ class Delta:
 class DeltaSet:
     applicable: List[Delta]
     not_applicable: List[Delta]
-    skipped: List[Dict]  # parts of the difference bisect cannot switch, with why
     notes: List[str]
 
 
@@ -104,40 +103,9 @@ def _resolve(name: str, value: Optional[str], environ: Mapping[str, str]) -> Tup
     return False, None
 
 
-def _file_differences(good: Mapping, bad: Mapping) -> List[Dict]:
-    skipped = []
-    g_files = snapshot_mod.section_data(good, "files").get("entries") or {}
-    b_files = snapshot_mod.section_data(bad, "files").get("entries") or {}
-    if isinstance(g_files, dict) and isinstance(b_files, dict):
-        changed = sorted(p for p in set(g_files) | set(b_files) if g_files.get(p) != b_files.get(p))
-        if changed:
-            skipped.append({
-                "kind": "files", "count": len(changed), "examples": changed[:5],
-                "note": "watched files differ, but the snapshots hold only their hashes, not their content: "
-                        "bisect cannot re-create either version, so they are not part of the search",
-            })
-    g_repos = snapshot_mod.section_data(good, "git").get("repos") or {}
-    b_repos = snapshot_mod.section_data(bad, "git").get("repos") or {}
-    if isinstance(g_repos, dict) and isinstance(b_repos, dict):
-        changed = []
-        for repo in sorted(set(g_repos) | set(b_repos)):
-            g, b = g_repos.get(repo) or {}, b_repos.get(repo) or {}
-            for part in ("dirty", "untracked"):
-                gp, bp = g.get(part) or {}, b.get(part) or {}
-                if isinstance(gp, dict) and isinstance(bp, dict):
-                    changed.extend(f"{repo}/{f}" for f in sorted(set(gp) | set(bp)) if gp.get(f) != bp.get(f))
-        if changed:
-            skipped.append({
-                "kind": "git", "count": len(changed), "examples": changed[:5],
-                "note": "git working-tree files differ, but the snapshots hold only their hashes, not their "
-                        "content: bisect cannot apply them (in a worktree or anywhere), so they are not part "
-                        "of the search",
-            })
-    return skipped
-
-
 def _settable(name: str, *values: Optional[str]) -> bool:
-    if not name or "=" in name or "\x00" in name:
+    # A leading "/" is refused too: file deltas are named by their absolute paths.
+    if not name or "=" in name or "\x00" in name or name.startswith("/"):
         return False
     return not any(v is not None and "\x00" in v for v in values)
 
@@ -190,7 +158,8 @@ def collect_deltas(good: Mapping, bad: Mapping, environ: Optional[Mapping[str, s
         ok_bad, bad_value = _resolve(name, delta.bad, environ)
         if not _settable(name, delta.good, delta.bad):
             delta.applicable = False
-            delta.note = "; ".join(["a name or value no process environment can hold (empty, '=' or NUL)"]
+            delta.note = "; ".join(["a name or value no process environment can hold (empty, '=' or NUL), "
+                                    "or a name starting with '/'"]
                                    + notes_here)
             not_applicable.append(delta)
         elif ok_good and ok_bad:
@@ -204,7 +173,7 @@ def collect_deltas(good: Mapping, bad: Mapping, environ: Optional[Mapping[str, s
             delta.applicable = False
             delta.note = "; ".join(notes_here)
             not_applicable.append(delta)
-    return DeltaSet(applicable, not_applicable, _file_differences(good, bad), notes)
+    return DeltaSet(applicable, not_applicable, notes)
 
 
 def config_env(base: Mapping[str, str], deltas: Sequence[Delta], switched: Iterable[str]) -> Dict[str, str]:

@@ -2,7 +2,9 @@
 
 Restarted with the same journal (same deltas and command, checked), bisect replays the journaled
 runs instead of repeating them; a truncated last line (a kill mid-write) is dropped, damaged lines
-are re-run.
+are re-run. A journal of a different bisect is refused, naming the way out (--journal NEW, or
+removing it) — unless it holds no completed configuration (a first attempt whose benchmark never
+produced the metric): nothing in it is worth keeping, so it is replaced, and `replaced` says why.
 """
 from __future__ import annotations
 
@@ -54,6 +56,21 @@ def _usable_run(entry: object) -> bool:
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in metrics.values())
 
 
+def _completed_configurations(header: Dict, data: bytes) -> int:
+    """Configurations of a journal with --repeat successful runs (1 for a header without repeat)."""
+    repeat = header.get("repeat") if isinstance(header.get("repeat"), int) and header["repeat"] > 0 else 1
+    ok: Dict[tuple, int] = {}
+    for line in data.decode("utf-8", "replace").splitlines()[1:]:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if _usable_run(entry) and entry["ok"]:
+            key = tuple(sorted(entry["config"]))
+            ok[key] = ok.get(key, 0) + 1
+    return sum(1 for n in ok.values() if n >= repeat)
+
+
 class Journal:
     """Append-only JSONL: a header line, then one line per finished run."""
 
@@ -62,6 +79,7 @@ class Journal:
         self.header = header
         self.runs: List[Dict] = []
         self.dropped_partial = False
+        self.replaced: str = ""  # why an earlier bisect's journal was replaced
         self._handle = None
 
     def open(self) -> "Journal":
@@ -102,7 +120,15 @@ class Journal:
             if not isinstance(header, dict) or header.get("type") != "header":
                 self.close()
                 raise EnvsnapError(f"{self.path} is not an envsnap bisect journal (first line is not its header)")
-            self._verify(header)
+            mismatch = self._mismatch(header)
+            if mismatch and _completed_configurations(header, data[:complete_end]):
+                self.close()
+                raise EnvsnapError(f"journal {self.path} belongs to a different bisect: {mismatch}; pass "
+                                   f"--journal NEW_FILE to keep it, or remove {self.path}")
+            if mismatch:
+                self.replaced = mismatch
+                handle.truncate(0)
+                data, complete_end = b"", 0
         if complete_end < len(data):
             # A run killed mid-write leaves a partial last line: drop it, keep the rest.
             self.dropped_partial = complete_end > 0
@@ -121,23 +147,23 @@ class Journal:
                 self.runs.append(entry)
         return self
 
-    def _verify(self, found: Dict) -> None:
+    def _mismatch(self, found: Dict) -> str:
+        """What makes the journal on disk belong to another bisect ("" when it is this one's)."""
         if found.get("version") != JOURNAL_VERSION:
-            self.close()
-            raise EnvsnapError(f"journal {self.path} has version {found.get('version')!r}; this envsnap writes "
-                               f"{JOURNAL_VERSION}: use another --journal")
+            return f"it has version {found.get('version')!r} (this envsnap writes {JOURNAL_VERSION})"
         checks = [("deltas_sha256", "the GOOD/BAD differences are not the same"),
                   ("command_sha256", "the command is not the same"), ("metric", "the --metric is not the same")]
         for key, what in checks:
             if found.get(key) != self.header.get(key):
-                self.close()
                 detail = ""
                 if key == "command_sha256":
                     detail = f" (journal: {' '.join(map(str, found.get('command') or []))})"
                 elif key == "deltas_sha256":
                     detail = f" (journal: {found.get('good_file')} vs {found.get('bad_file')})"
-                raise EnvsnapError(f"journal {self.path} belongs to a different bisect: {what}{detail}; "
-                                   "use another --journal or delete it")
+                elif key == "metric":
+                    detail = f" (journal: {found.get('metric') or 'default'!r})"
+                return what + detail
+        return ""
 
     def _write(self, entry: Dict) -> None:
         assert self._handle is not None
