@@ -8,10 +8,11 @@ else "<program>-<n>" in tree order. Pids stay inside as volatile fields.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import stat
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
 
@@ -110,6 +111,24 @@ def assign_keys(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     return keyed
 
 
+def _read_fields(record: Dict[str, Any]) -> Dict[str, Any]:
+    """What the process's Python code read (probe "env_reads"), kept only when well-formed: a
+    record is written by other people's processes, and a malformed count must not make the
+    whole snapshot unloadable."""
+    out: Dict[str, Any] = {}
+    reads = record.get("env_reads")
+    if isinstance(reads, dict):
+        out["env_reads"] = {str(k): v for k, v in reads.items()
+                            if type(v) is int and 0 < v < 2 ** 63}
+    for name in ("env_copies", "env_reads_dropped"):
+        if type(record.get(name)) is int and 0 <= record[name] < 2 ** 63:
+            out[name] = record[name]
+    started = record.get("started_at")
+    if isinstance(started, (int, float)) and not isinstance(started, bool) and math.isfinite(started):
+        out["started_at"] = started
+    return out
+
+
 def collect(ctx: CaptureContext) -> Dict[str, Any]:
     if not ctx.probe_dir:
         return unavailable("not requested: use --probe-dir DIR (after `envsnap probe install`, "
@@ -130,6 +149,7 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
                                         "written_at", "stages", "python_version", "executable", "forked_from",
                                         "env_at_start", "env_at_start_note", "env_at_init", "init", "env_at_exit")
                  if k in record}
+        entry.update(_read_fields(record))
         start = record.get("env_at_start")
         later = record.get("env_at_init") if "env_at_init" in record else None
         if isinstance(start, dict) and isinstance(later, dict):
@@ -170,3 +190,39 @@ def summarize(data: Dict[str, Any]) -> List[str]:
                      + (f"; set in-process before init: {', '.join(moved)}" if moved else ""))
     lines += list(data.get("warnings") or [])
     return lines
+
+
+def collect_after_runs(ctx: CaptureContext, at_capture: Dict[str, Any],
+                       windows: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The probe section once `envsnap run` has run its command: every record in the directory now.
+
+    The capture before the runs saw only what was there then (a running server's records); the
+    command's own processes write theirs while the runs go on, and a server adds init and exit
+    stages. Each record whose process started inside a run's time window is tagged with that
+    run ("run": 1-based number, or "warmup N"); `windows` are {"run": label, "start": epoch s,
+    "end": epoch s}. If the directory cannot be read any more, the section taken at capture
+    stays, with a warning saying why.
+    """
+    after = collect(ctx)
+    if after.get("status") != "ok":
+        kept = dict(at_capture)
+        if kept.get("status") == "ok":
+            data = dict(kept.get("data") or {})
+            reason = after.get("reason") or after.get("error") or after.get("status")
+            data["warnings"] = sorted(list(data.get("warnings") or [])
+                                      + [f"records written during the runs could not be read: {reason}"])
+            kept["data"] = data
+        return kept
+    data = after["data"]
+    tagged = 0
+    for entry in data["records"].values():
+        moment = entry.get("started_at", entry.get("written_at"))
+        if not isinstance(moment, (int, float)):
+            continue
+        for window in windows:
+            if window["start"] <= moment <= window["end"]:
+                entry["run"] = window["run"]
+                tagged += 1
+                break
+    data["records_from_runs"] = tagged
+    return after
