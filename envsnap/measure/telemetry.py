@@ -197,6 +197,15 @@ class Gpus:
         return int(getter(handle))
 
 
+def _thread_cpu_s() -> Optional[float]:
+    """CPU time of the calling thread (Linux RUSAGE_THREAD), or None where there is none."""
+    who = getattr(resource, "RUSAGE_THREAD", None)
+    if who is None:
+        return None
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _nvml_error(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text.splitlines()[0][:200]
@@ -284,6 +293,8 @@ class RunSampler:
         self.cpus: Set[int] = set()
         self.gpu_series: Dict[int, Dict[str, List[Any]]] = {}
         self.orphans: Set[int] = set()
+        self.sampler_cpu_s: Optional[float] = None
+        self._procs: Dict[int, Any] = {}  # psutil handles of the members, kept between samples
         self._stop = threading.Event()
         self.rusage = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.started = clock()
@@ -291,6 +302,12 @@ class RunSampler:
         self._thread.start()
 
     def _loop(self) -> None:
+        try:
+            self._sample_until_stopped()
+        finally:
+            self.sampler_cpu_s = _thread_cpu_s()
+
+    def _sample_until_stopped(self) -> None:
         waits = list(FIRST_SAMPLES_S)
         elapsed = 0.0
         while True:
@@ -307,10 +324,14 @@ class RunSampler:
         import psutil
 
         members = self.tree.refresh()
+        for gone in [pid for pid in self._procs if pid not in members]:
+            del self._procs[gone]
         rss = threads = 0
         for pid in members:
             try:
-                proc = psutil.Process(pid)
+                proc = self._procs.get(pid)
+                if proc is None:
+                    proc = self._procs[pid] = psutil.Process(pid)
                 with proc.oneshot():
                     rss += proc.memory_info().rss
                     threads += proc.num_threads()
@@ -348,6 +369,8 @@ class RunSampler:
             "samples": self.samples,
             "interval_s": self.interval,
         }
+        if self.sampler_cpu_s is not None:
+            record["sampler_cpu_s"] = round(self.sampler_cpu_s, 5)  # what sampling this run cost
         if after.ru_maxrss > before.ru_maxrss:
             record["max_rss_bytes"] = int(after.ru_maxrss) * 1024  # Linux reports KiB
         if self.samples:

@@ -95,7 +95,7 @@ _USAGE = {"cpu_user_s": "num", "cpu_system_s": "num", "ctx_voluntary": "num", "c
           "peak_rss_bytes": "num", "peak_threads": "num", "cpu_set": ("list", "num"), "pid": "num", "error": "str"}
 _TELEMETRY = dict(_USAGE, **{
     "wall_s": "num", "max_rss_bytes": "num", "peak_processes": "num", "cpu_set_source": "str", "samples": "num",
-    "interval_s": "num", "watched": ("map", _USAGE), "gpu": "str", "notes": ("list", "str"),
+    "interval_s": "num", "sampler_cpu_s": "num", "watched": ("map", _USAGE), "gpu": "str", "notes": ("list", "str"),
     "gpus": ("map", {"samples": "num", "util_pct_mean": "num", "util_pct_median": "num", "util_pct_min": "num",
                      "sm_clock_mhz_median": "num", "sm_clock_mhz_min": "num", "sm_clock_mhz_max": "num",
                      "power_w_median": "num", "power_w_max": "num", "clock_event_reasons": ("map", "num")}),
