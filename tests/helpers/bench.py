@@ -16,6 +16,10 @@ Modes:
   matmul   a real numpy matmul: prints `{"gflops": X}` from the best of --reps timings
            (wall clock) of an --size × --size float64 product. It honours OpenBLAS's real
            environment variables (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, OPENBLAS_CORETYPE).
+  work     real work whose kind is the point (run telemetry, mechanism tests): --cpu S seconds of
+           pure-Python CPU work (measured by CPU time, so load elsewhere does not change the amount)
+           split over --procs P processes, then --waits N sleeps of --wait-ms M each; prints
+           `{"work_per_s": 1/wall}`.
   sglang-serving
            prints a real-format bench_serving summary (tests/data/runs sample) and appends
            the matching JSONL line to --output-file, as sglang.bench_serving does: a stand-in
@@ -154,6 +158,31 @@ def mode_matmul(args) -> int:
     return 0
 
 
+def _spin(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def mode_work(args) -> int:
+    start = time.perf_counter()
+    share = args.cpu / max(args.procs, 1)
+    if args.procs > 1:
+        import multiprocessing as mp
+
+        workers = [mp.get_context("fork").Process(target=_spin, args=(share,)) for _ in range(args.procs)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    else:
+        _spin(share)
+    for _ in range(args.waits):
+        time.sleep(args.wait_ms / 1000.0)
+    print(json.dumps({"work_per_s": round(1.0 / (time.perf_counter() - start), 6)}))
+    return 0
+
+
 def mode_sglang_serving(args) -> int:
     sys.stdout.write((RUNS_DATA / "sglang-0.5.5-bench_serving-eagle3.txt").read_text())
     line = (RUNS_DATA / "sglang-0.5.5-bench_serving-eagle3.jsonl").read_text().strip().splitlines()[-1]
@@ -187,11 +216,17 @@ def main(argv=None) -> int:
     mm = sub.add_parser("matmul")
     mm.add_argument("--size", type=int, default=1000)
     mm.add_argument("--reps", type=int, default=3)
+    wk = sub.add_parser("work")
+    wk.add_argument("--cpu", type=float, default=0.2)
+    wk.add_argument("--procs", type=int, default=1)
+    wk.add_argument("--waits", type=int, default=0)
+    wk.add_argument("--wait-ms", type=float, default=10.0)
     sg = sub.add_parser("sglang-serving")
     sg.add_argument("--output-file")
     sg.add_argument("--scale", type=float, default=1.0)
     args = parser.parse_args(argv)
-    return {"env": mode_env, "matmul": mode_matmul, "sglang-serving": mode_sglang_serving}[args.mode](args)
+    return {"env": mode_env, "matmul": mode_matmul, "work": mode_work,
+            "sglang-serving": mode_sglang_serving}[args.mode](args)
 
 
 if __name__ == "__main__":
