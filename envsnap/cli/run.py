@@ -11,7 +11,7 @@ from envsnap.cli.options import capture_options
 @click.command(context_settings={"allow_interspersed_args": False})
 @click.option("-o", "--output", required=True, help="Snapshot file to write ('-' for stdout).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
-@click.option("--repeat", "-n", default=3, show_default=True, type=click.IntRange(1, 100000),
+@click.option("--repeat", "-n", default=5, show_default=True, type=click.IntRange(1, 100000),
               help="Measured runs of the command.")
 @click.option("--warmup", default=0, show_default=True, type=click.IntRange(0, 10000),
               help="Runs before the measured ones, not recorded.")
@@ -48,9 +48,15 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     from envsnap.measure.parsers import parse_metric_specs
     from envsnap.model import store
 
+    from envsnap.analysis import stats
+
     custom = parse_metric_specs(metric_specs)
     directions = runs.parse_direction_specs(direction_specs)
     store.check_writable(output, force)  # before a capture and runs that may take an hour
+    too_few = stats.too_few_runs(repeat, repeat)
+    if too_few:
+        # Said before an hour of runs, not after: with this many runs no comparison can be significant.
+        click.echo(f"envsnap run: --repeat {repeat}: {too_few}", err=True)
 
     snap = runner.capture(capture_ctx)
     env = None

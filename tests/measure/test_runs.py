@@ -304,3 +304,69 @@ def test_parse_metric_values_and_directions():
     assert runs.parse_direction_specs(["a=HIGHER", "b=lower"]) == {"a": "higher", "b": "lower"}
     with pytest.raises(EnvsnapError):
         runs.parse_metric_values(["x=inf"])
+
+
+def test_default_repeat_is_enough_for_a_test_and_fewer_runs_are_said_plainly(tmp_path):
+    out, counter = tmp_path / "s.json", tmp_path / "count"
+    result = run_envsnap("run", "-o", out, "--", *bench_cmd("env", "--counter", counter))
+    assert result.returncode == 0, result.stderr
+    assert counter.read_text() == "5"  # 5 vs 5 fully separated runs: p = 0.008
+    assert "too small to test" not in result.stderr
+    snap = load(out)
+    assert snap["run_session"]["repeat"] == 5
+    # Every run says what it did; the snapshot (validated on load) keeps it.
+    for record in snap["runs"]:
+        usage = record["telemetry"]
+        assert usage["cpu_user_s"] + usage["cpu_system_s"] > 0 and usage["cpu_set"]
+        assert usage["gpu"].startswith(("nvml", "unavailable"))
+    few = run_envsnap("run", "-o", tmp_path / "few.json", "--repeat", "3", "--", *bench_cmd("env"))
+    assert few.returncode == 0
+    assert "--repeat 3: n=3 vs 3 runs is too small to test: even fully separated runs give p=0.1 at best" \
+        in few.stderr
+
+
+@pytest.fixture(scope="module")
+def probed_venv(tmp_path_factory):
+    from helpers.workers import make_venv
+
+    from envsnap.probe import install as install_mod
+
+    venv = make_venv(tmp_path_factory.mktemp("run-probe") / "venv", with_deps=True)
+    install_mod.install(str(venv["site"]))
+    return venv
+
+
+def test_probe_records_written_during_the_runs_join_the_snapshot(tmp_path, probed_venv):
+    from envsnap.analysis.views import env_read_evidence
+
+    probe_dir = tmp_path / "probe"
+    probe_dir.mkdir()
+    command = [str(probed_venv["python"]), bench_cmd("env")[1], "env", "--slow", "BENCH_KNOB=1:0.5"]
+    env = base_env()
+    env.pop("ENVSNAP_PROBE_DIR", None)  # run sets it for the command from --probe-dir
+    result = run_envsnap("run", "-o", tmp_path / "s.json", "--probe-dir", probe_dir, "--repeat", "2",
+                         "--warmup", "1", "--", *command, env=env)
+    assert result.returncode == 0, result.stderr
+    snap = load(tmp_path / "s.json")
+    probe = snap["sections"]["probe"]
+    # Nothing was in the directory at capture time: every record came from the runs.
+    assert probe["status"] == "ok" and probe["data"]["records_from_runs"] == 3
+    records = probe["data"]["records"]
+    assert sorted(str(r["run"]) for r in records.values()) == ["1", "2", "warmup 1"]
+    for record in records.values():
+        assert record["env_reads"]["BENCH_KNOB"] == 1  # the benchmark's own read, counted once per process
+        assert record["stages"] == ["start", "exit"]
+    reads, tracked = env_read_evidence(snap)
+    assert set(tracked) == set(records)
+    assert reads["BENCH_KNOB"] == {key: 1 for key in records}
+    assert "NCCL_PROTO" not in reads  # nothing here reads it
+
+
+def test_without_records_from_the_runs_the_capture_time_section_stays(tmp_path):
+    probe_dir = tmp_path / "probe"
+    probe_dir.mkdir()
+    result = run_envsnap("run", "-o", tmp_path / "s.json", "--probe-dir", probe_dir, "--repeat", "1", "--",
+                         *bench_cmd("env"))
+    assert result.returncode == 0, result.stderr
+    probe = load(tmp_path / "s.json")["sections"]["probe"]
+    assert probe["status"] == "unavailable" and "no probe records" in probe["reason"]
