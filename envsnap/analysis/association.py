@@ -84,9 +84,9 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
         spread = max(group_medians.values()) - min(group_medians.values())
         effect_pct = round(spread / abs(overall) * 100.0, 2) if overall else None
         ordered = sorted(group_medians.items(), key=lambda kv: (-kv[1], kv[0]))
-        parts = [f"{'unset' if shown[l] is None else shown[l]}: {fmt.num(m)}{fmt.unit(name)} "
-                 f"({_count(snaps_per[l], 'snapshot')}, {_count(len(groups[l]), 'run')})"
-                 for l, m in ordered[:4]]
+        parts = [f"{'unset' if shown[label] is None else shown[label]}: {fmt.num(m)}{fmt.unit(name)} "
+                 f"({_count(snaps_per[label], 'snapshot')}, {_count(len(groups[label]), 'run')})"
+                 for label, m in ordered[:4]]
         rule = knowledge.rule_for(key)
         items.append({"key": key, "category": keys[key], "component": rule.component,
                       "score": round(eta2, 3), "effect_pct": effect_pct, "p_value": round(p, 4), "method": method,
@@ -124,17 +124,17 @@ def _count(n: int, word: str) -> str:
 def _group_and_rank(items: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """Rank units (a key, or a group of keys with the same partition) by score, then p, then the
     strongest prior in the unit; every key of a group gets the group's rank and the others' names."""
-    units: Dict[Tuple[int, ...], List[Dict[str, Any]]] = {}
+    by_partition: Dict[Tuple[int, ...], List[Dict[str, Any]]] = {}
     for item in items:
-        units.setdefault(item["_partition"], []).append(item)
-    ordered = sorted(units.values(), key=lambda unit: (-round(unit[0]["_eta2"], 6), unit[0]["_p"],
-                                                       -max(i["_weight"] for i in unit),
-                                                       min(i["key"] for i in unit)))
+        by_partition.setdefault(item["_partition"], []).append(item)
+    ordered = sorted(by_partition.values(), key=lambda members: (-round(members[0]["_eta2"], 6), members[0]["_p"],
+                                                                -max(i["_weight"] for i in members),
+                                                                min(i["key"] for i in members)))
     out: List[Dict[str, Any]] = []
     confounded: List[Dict[str, Any]] = []
-    for rank, unit in enumerate(ordered, 1):
-        keys = sorted(i["key"] for i in unit)
-        for item in sorted(unit, key=lambda i: i["key"]):
+    for rank, members in enumerate(ordered, 1):
+        keys = sorted(i["key"] for i in members)
+        for item in sorted(members, key=lambda i: i["key"]):
             for private in ("_partition", "_weight", "_eta2", "_p"):
                 item.pop(private)
             item["rank"] = rank
@@ -142,7 +142,7 @@ def _group_and_rank(items: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], 
                 item["confounded_with"] = [k for k in keys if k != item["key"]]
             out.append(item)
         if len(keys) > 1:
-            confounded.append({"rank": rank, "keys": keys, "score": unit[0]["score"], "p_value": unit[0]["p_value"]})
+            confounded.append({"rank": rank, "keys": keys, "score": members[0]["score"], "p_value": members[0]["p_value"]})
     return out, confounded
 
 

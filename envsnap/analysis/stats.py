@@ -265,10 +265,10 @@ def clustered_association(labels: Sequence[str], clusters: Sequence[Sequence[flo
     def stat(lab: Sequence[str]) -> float:
         group_n: Dict[str, int] = {}
         group_s: Dict[str, float] = {}
-        for l, n, total in zip(lab, counts, sums):
-            group_n[l] = group_n.get(l, 0) + n
-            group_s[l] = group_s.get(l, 0.0) + total
-        between = sum(group_s[l] ** 2 / group_n[l] for l in group_n) - offset
+        for label, n, total in zip(lab, counts, sums):
+            group_n[label] = group_n.get(label, 0) + n
+            group_s[label] = group_s.get(label, 0.0) + total
+        between = sum(group_s[g] ** 2 / group_n[g] for g in group_n) - offset
         return max(0.0, min(1.0, between / ss_total))
 
     observed = stat(labels)
