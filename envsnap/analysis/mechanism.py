@@ -119,11 +119,15 @@ def _active_gpus(sides: Sequence[List[Dict[str, Any]]]) -> List[str]:
     return sorted(i for i, top in seen.items() if top >= GPU_ACTIVE_PCT)
 
 
-def _gpu_mean(usage: Dict[str, Any], gpus: List[str], field: str) -> Optional[float]:
+def _gpu_mean(usage: Dict[str, Any], gpus: List[str], *fields: str) -> Optional[float]:
+    """Mean over the active GPUs of the first of `fields` each has (the active-span figure first:
+    a benchmark's own start-up leaves the GPU idle before its work begins)."""
     values = []
     for index in gpus:
         gpu = (usage.get("gpus") or {}).get(index)
-        value = _num(gpu.get(field)) if isinstance(gpu, dict) else None
+        if not isinstance(gpu, dict):
+            continue
+        value = next((_num(gpu.get(f)) for f in fields if _num(gpu.get(f)) is not None), None)
         if value is not None:
             values.append(value)
     return statistics.fmean(values) if values else None
@@ -154,8 +158,8 @@ def _series(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, List[float
             put("ctx_involuntary_per_cpu_s", involuntary / cpu)
         put("peak_threads", _num(usage.get("peak_threads")))
         if gpus:
-            put("gpu_util_pct", _gpu_mean(usage, gpus, "util_pct_mean"))
-            put("sm_clock_mhz", _gpu_mean(usage, gpus, "sm_clock_mhz_median"))
+            put("gpu_util_pct", _gpu_mean(usage, gpus, "util_pct_active_mean", "util_pct_mean"))
+            put("sm_clock_mhz", _gpu_mean(usage, gpus, "sm_clock_mhz_active_median", "sm_clock_mhz_median"))
     return out
 
 

@@ -33,7 +33,7 @@ import resource
 import statistics
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 SAMPLE_INTERVAL_S = 0.5
 # Denser at first, so a run of a second still gets a few samples of its tree.
@@ -174,21 +174,24 @@ class Gpus:
             self.nvml = None
             self.handles = []
 
-    def sample(self, into: Dict[int, Dict[str, List[Any]]]) -> None:
+    def sample(self, into: Dict[int, List[Dict[str, Any]]]) -> None:
+        """One reading per GPU, appended to into[index]; a field NVML does not answer is None."""
         nvml = self.nvml
         if nvml is None:
             return
         sm = getattr(nvml, "NVML_CLOCK_SM", 1)
+        calls = (("util", lambda h: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu)),
+                 ("sm_mhz", lambda h: float(nvml.nvmlDeviceGetClockInfo(h, sm))),
+                 ("power_w", lambda h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0),
+                 ("reasons", self._reason_mask))
         for index, handle in enumerate(self.handles):
-            series = into.setdefault(index, {"util": [], "sm_mhz": [], "power_w": [], "reasons": []})
-            for name, call in (("util", lambda h: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu)),
-                               ("sm_mhz", lambda h: float(nvml.nvmlDeviceGetClockInfo(h, sm))),
-                               ("power_w", lambda h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0),
-                               ("reasons", self._reason_mask)):
+            reading: Dict[str, Any] = {}
+            for name, call in calls:
                 try:
-                    series[name].append(call(handle))
+                    reading[name] = call(handle)
                 except Exception:
-                    continue  # Not Supported on this GPU, or a transient error: the series is shorter
+                    reading[name] = None  # Not Supported on this GPU, or a transient error
+            into.setdefault(index, []).append(reading)
 
     def _reason_mask(self, handle: Any) -> int:
         nvml = self.nvml
@@ -291,7 +294,7 @@ class RunSampler:
         self.peak_threads = 0
         self.peak_processes = 0
         self.cpus: Set[int] = set()
-        self.gpu_series: Dict[int, Dict[str, List[Any]]] = {}
+        self.gpu_series: Dict[int, List[Dict[str, Any]]] = {}
         self.orphans: Set[int] = set()
         self.sampler_cpu_s: Optional[float] = None
         self._procs: Dict[int, Any] = {}  # psutil handles of the members, kept between samples
@@ -396,25 +399,43 @@ class RunSampler:
         return record
 
 
-def summarize_gpu(series: Dict[str, List[Any]], reasons: Dict[int, str]) -> Dict[str, Any]:
-    """Per GPU: medians/means of the samples, and the share of samples each clock-event reason was on."""
+def summarize_gpu(readings: List[Dict[str, Any]], reasons: Dict[int, str]) -> Dict[str, Any]:
+    """Per GPU: utilisation, SM clock and power over the run, and the share of readings each
+    clock-event reason was on.
+
+    "active" figures cover the span from the first to the last reading with any utilisation: a
+    benchmark process spends its first seconds importing and initialising with the GPU idle (and
+    clocked down), which would otherwise read as idle time of the work itself.
+    """
     out: Dict[str, Any] = {}
-    util = series.get("util") or []
+
+    def values(name: str, span: Sequence[Dict[str, Any]]) -> List[float]:
+        return [r[name] for r in span if r.get(name) is not None]
+
+    util = values("util", readings)
     if util:
         out["samples"] = len(util)
         out["util_pct_mean"] = round(statistics.fmean(util), 2)
         out["util_pct_median"] = round(statistics.median(util), 2)
         out["util_pct_min"] = min(util)
-    clocks = series.get("sm_mhz") or []
+        busy = [i for i, r in enumerate(readings) if (r.get("util") or 0) > 0]
+        if busy:
+            active = readings[busy[0]:busy[-1] + 1]
+            out["active_samples"] = len(active)
+            out["util_pct_active_mean"] = round(statistics.fmean(values("util", active)), 2)
+            clocks = values("sm_mhz", active)
+            if clocks:
+                out["sm_clock_mhz_active_median"] = round(statistics.median(clocks), 1)
+    clocks = values("sm_mhz", readings)
     if clocks:
         out["sm_clock_mhz_median"] = round(statistics.median(clocks), 1)
         out["sm_clock_mhz_min"] = min(clocks)
         out["sm_clock_mhz_max"] = max(clocks)
-    power = series.get("power_w") or []
+    power = values("power_w", readings)
     if power:
         out["power_w_median"] = round(statistics.median(power), 2)
         out["power_w_max"] = round(max(power), 2)
-    masks = series.get("reasons") or []
+    masks = values("reasons", readings)
     if masks:
         from envsnap.capture.collectors.nvidia import decode_reasons
 

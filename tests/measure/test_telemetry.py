@@ -196,3 +196,15 @@ def test_run_session_shares_one_nvml_and_records_run_windows(monkeypatch):
     plain = runs.run_once(runs.RunOptions(command=opts.command))
     assert "telemetry" not in plain
     json.dumps(session.records)
+
+
+def test_gpu_figures_of_the_active_span_leave_out_the_idle_start_up():
+    idle = {"util": 0.0, "sm_mhz": 345.0, "power_w": 80.0, "reasons": 1}
+    busy = {"util": 98.0, "sm_mhz": 1980.0, "power_w": 600.0, "reasons": 0}
+    out = telemetry.summarize_gpu([idle] * 4 + [busy] * 6 + [dict(busy, power_w=None)], {1: "GpuIdle"})
+    assert out["samples"] == 11 and out["util_pct_mean"] == pytest.approx(98.0 * 7 / 11, abs=0.01)
+    assert out["active_samples"] == 7 and out["util_pct_active_mean"] == 98.0
+    assert out["sm_clock_mhz_active_median"] == 1980.0 and out["sm_clock_mhz_min"] == 345.0
+    assert out["power_w_median"] == 600.0  # the reading NVML did not answer is left out, not zero
+    assert out["clock_event_reasons"] == {"GpuIdle": round(4 / 11, 3)}
+    assert "active_samples" not in telemetry.summarize_gpu([idle] * 3, {1: "GpuIdle"})
