@@ -410,7 +410,13 @@ def _track_reads():
 
     def __getitem__(self, key):
         # A key of the wrong type (bytes for os.environ) makes the original raise TypeError: no read.
-        if (self is environ and type(key) is str) or (self is environb and type(key) is bytes):
+        if self is environ:
+            if type(key) is str:
+                if key in reads and not walks and not quiet:
+                    reads[key] += 1  # the common case, a name read before: no call
+                else:
+                    note(key)
+        elif self is environb and type(key) is bytes:
             note(key)
         return get_item(self, key)
 
