@@ -53,10 +53,6 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     custom = parse_metric_specs(metric_specs)
     directions = runs.parse_direction_specs(direction_specs)
     store.check_writable(output, force)  # before a capture and runs that may take an hour
-    too_few = stats.too_few_runs(repeat, repeat)
-    if too_few:
-        # Said before an hour of runs, not after: with this many runs no comparison can be significant.
-        click.echo(f"envsnap run: --repeat {repeat}: {too_few}", err=True)
 
     snap = runner.capture(capture_ctx)
     env = None
@@ -96,6 +92,11 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     finish(interrupted=False)
     if output != "-":
         click.echo(f"wrote {output}: {runs.summary(session.records, preferred)}", err=True)
+    too_few = stats.too_few_runs(repeat, repeat)
+    if too_few:
+        # With this many runs no comparison of two such snapshots can be significant: said once the
+        # snapshot is safely written (a failed write stays a one-line error).
+        click.echo(f"envsnap run: --repeat {repeat}: {too_few}", err=True)
     if not any(r.get("ok") for r in session.records):
         first = session.records[0].get("error", "failed") if session.records else "no runs"
         click.echo(f"envsnap run: no run succeeded (first error: {first})", err=True)
