@@ -513,7 +513,8 @@ NCCL_READER = "NCCL"
 def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], List[str]]:
     """({variable: {process: reads}}, processes whose reads were counted) for one snapshot.
 
-    Processes are the probe's record keys ("scheduler_TP0", "python-2"); a record counts only
+    Processes are the probe's record keys ("scheduler_TP0", "python-2", "3/python-0" for a process
+    of the third run of `envsnap run` that is not the compared one); a record counts only
     when the probe that wrote it tracked reads (it has "env_reads"), so an old record is no
     evidence either way. NCCL counts as one reader ("NCCL") whose count is the number of ranks
     that logged the variable. A variable missing here was read by none of the tracked
@@ -525,7 +526,9 @@ def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], 
     reads: Dict[str, Dict[str, int]] = {}
     tracked: List[str] = []
     probe = section_data(snap, "probe") or {}
-    for key, record in sorted((probe.get("records") or {}).items()):
+    every = dict(probe.get("run_records") or {})  # the other runs of `envsnap run`: "<run>/<process>"
+    every.update(probe.get("records") or {})
+    for key, record in sorted(every.items()):
         counts = record.get("env_reads") if isinstance(record, dict) else None
         if not isinstance(counts, dict):
             continue

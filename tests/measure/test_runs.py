@@ -1,6 +1,7 @@
 """`envsnap run` and `envsnap attach`: real CLI subprocesses running real benchmark scripts."""
 from __future__ import annotations
 
+import json
 import os
 import pty
 import signal
@@ -336,30 +337,49 @@ def probed_venv(tmp_path_factory):
     return venv
 
 
+def _run_probed(tmp_path, venv, name, repeat, warmup=0, **env_extra):
+    probe_dir = tmp_path / f"probe-{name}"
+    probe_dir.mkdir()
+    command = [str(venv["python"]), bench_cmd("env")[1], "env", "--slow", "BENCH_KNOB=1:0.5"]
+    env = base_env(**env_extra)
+    env.pop("ENVSNAP_PROBE_DIR", None)  # run sets it for the command from --probe-dir
+    out = tmp_path / f"{name}.json"
+    result = run_envsnap("run", "-o", out, "--probe-dir", probe_dir, "--repeat", str(repeat), "--warmup", str(warmup),
+                         "--", *command, env=env)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
 def test_probe_records_written_during_the_runs_join_the_snapshot(tmp_path, probed_venv):
     from envsnap.analysis.views import env_read_evidence
 
-    probe_dir = tmp_path / "probe"
-    probe_dir.mkdir()
-    command = [str(probed_venv["python"]), bench_cmd("env")[1], "env", "--slow", "BENCH_KNOB=1:0.5"]
-    env = base_env()
-    env.pop("ENVSNAP_PROBE_DIR", None)  # run sets it for the command from --probe-dir
-    result = run_envsnap("run", "-o", tmp_path / "s.json", "--probe-dir", probe_dir, "--repeat", "2",
-                         "--warmup", "1", "--", *command, env=env)
-    assert result.returncode == 0, result.stderr
-    snap = load(tmp_path / "s.json")
+    snap = load(_run_probed(tmp_path, probed_venv, "s", repeat=2, warmup=1))
     probe = snap["sections"]["probe"]
-    # Nothing was in the directory at capture time: every record came from the runs.
-    assert probe["status"] == "ok" and probe["data"]["records_from_runs"] == 3
-    records = probe["data"]["records"]
-    assert sorted(str(r["run"]) for r in records.values()) == ["1", "2", "warmup 1"]
-    for record in records.values():
+    # Nothing was in the directory at capture time: every record came from the runs. The first
+    # measured run's processes are compared; the others are kept as evidence.
+    data = probe["data"]
+    assert probe["status"] == "ok" and data["records_from_runs"] == 3 and data["compared_run"] == 1
+    assert [r["run"] for r in data["records"].values()] == [1]
+    assert sorted(data["run_records"]) == ["2/python-0", "warmup 1/python-0"]
+    every = list(data["records"].values()) + list(data["run_records"].values())
+    for record in every:
         assert record["env_reads"]["BENCH_KNOB"] == 1  # the benchmark's own read, counted once per process
         assert record["stages"] == ["start", "exit"]
     reads, tracked = env_read_evidence(snap)
-    assert set(tracked) == set(records)
-    assert reads["BENCH_KNOB"] == {key: 1 for key in records}
+    assert sorted(tracked) == sorted(list(data["records"]) + list(data["run_records"]))
+    assert reads["BENCH_KNOB"] == {key: 1 for key in tracked}
     assert "NCCL_PROTO" not in reads  # nothing here reads it
+
+
+def test_runs_with_the_probe_diff_by_what_changed_not_by_run_count_or_records_dir(tmp_path, probed_venv):
+    good = _run_probed(tmp_path, probed_venv, "good", repeat=3)
+    bad = _run_probed(tmp_path, probed_venv, "bad", repeat=2, BENCH_KNOB="1")
+    result = run_envsnap("diff", good, bad, "--format", "json")
+    assert result.returncode == 1, result.stderr
+    keys = [d["key"] for d in json.loads(result.stdout)["differences"] if not d.get("volatile")]
+    assert "workers.env.BENCH_KNOB" in keys and "env.BENCH_KNOB" in keys
+    # Neither a third run's processes nor the records directory is a difference.
+    assert not [k for k in keys if k.startswith("workers.python-") or "ENVSNAP_PROBE_DIR" in k], keys
 
 
 def test_without_records_from_the_runs_the_capture_time_section_stays(tmp_path):
