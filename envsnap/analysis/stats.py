@@ -180,9 +180,7 @@ def compare(a: Sequence[float], b: Sequence[float], seed: int = DEFAULT_SEED, bo
     """
     good, bad = describe(a), describe(b)
     out: Dict[str, Any] = {"good": good, "bad": bad, "change_pct": None, "p_value": None,
-                           "method": "no data", "significant": False, "ci_pct": None, "beyond_noise": False,
-                           "min_p": min_achievable_p(good["n"], bad["n"]),
-                           "too_few_runs": too_few_runs(good["n"], bad["n"])}
+                           "method": "no data", "significant": False, "ci_pct": None, "beyond_noise": False}
     if not good["n"] or not bad["n"]:
         return out
     change = pct_change(good["median"], bad["median"])

@@ -148,6 +148,5 @@ def test_how_many_runs_a_test_needs():
     note = stats.too_few_runs(3, 3)
     assert note.startswith("n=3 vs 3 runs is too small to test") and "p=0.1 at best" in note
     assert stats.too_few_runs(5, 5) is None and stats.too_few_runs(4, 4) is None
-    cmp = stats.compare([10, 10.1, 10.2], [20, 20.1, 20.2], bootstrap=False)
-    assert cmp["too_few_runs"] == note and cmp["min_p"] == pytest.approx(0.1) and not cmp["significant"]
-    assert stats.compare([10, 10.1, 10.2, 10.1, 10], [20, 20.1, 20.2, 20, 20.3])["too_few_runs"] is None
+    assert not stats.compare([10, 10.1, 10.2], [20, 20.1, 20.2])["significant"]  # separated, yet untestable
+    assert stats.compare([10, 10.1, 10.2, 10.1, 10], [20, 20.1, 20.2, 20, 20.3])["significant"]
