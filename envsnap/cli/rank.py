@@ -34,8 +34,9 @@ def rank_command(snapshot_files: Tuple[str, ...], metric: Optional[str], fmt: st
         raise EnvsnapError("only one snapshot can be read from stdin ('-')")
     snaps = [store.load(f) for f in snapshot_files]
     result = association.associate(snaps, list(snapshot_files), metric=metric)
-    if top:
-        result["associations"] = result["associations"][:top]
+    if top:  # the N strongest units: a group of keys that cannot be told apart counts once
+        result["associations"] = [a for a in result["associations"] if a["rank"] <= top]
+        result["confounded"] = [g for g in result.get("confounded", []) if g["rank"] <= top]
     if fmt == "json":
         import json
 
