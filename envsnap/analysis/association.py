@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from envsnap import format as fmt
 from envsnap.analysis import diff as diff_mod
 from envsnap.analysis import knowledge, stats
 from envsnap.analysis import views as views_mod
 from envsnap.analysis.result import SCHEMA_VERSION
-from envsnap import format as fmt
 from envsnap.analysis.verdict import choose_metric, run_values
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics

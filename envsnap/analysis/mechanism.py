@@ -29,7 +29,14 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from envsnap.analysis.knowledge import COMMUNICATION, CPU_HOST, DRAFTER, GRAPHS, KERNELS, MEMORY
+from envsnap.analysis.knowledge import (
+    COMMUNICATION,
+    CPU_HOST,
+    DRAFTER,
+    GRAPHS,
+    KERNELS,
+    MEMORY,
+)
 
 # With one run on a side there is no spread: a change this large or larger still counts, and the
 # factor says it rests on single runs. (Repeated runs of one benchmark on one machine spread by a

@@ -114,7 +114,7 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> Tuple[Optional[float
     expected2 = n1 * (total + 1)  # the mean of the doubled rank sum
     if total <= EXACT_MW_MAX_N:
         # dist[k][s]: ways to choose k of the values seen so far with doubled rank sum s.
-        dist: List[Counter] = [Counter() for _ in range(n1 + 1)]
+        dist: List[Counter[Any]] = [Counter[Any]() for _ in range(n1 + 1)]
         dist[0][0] = 1
         for r in doubled:
             for k in range(min(n1, total) - 1, -1, -1):

@@ -13,11 +13,28 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+)
 
 from envsnap.analysis import knowledge
 from envsnap.model.snapshot import section_data
-from envsnap.model.workers import SOURCE_LABELS, role_kind, role_kinds, seen_processes, tp_workers
+from envsnap.model.workers import (
+    SOURCE_LABELS,
+    role_kind,
+    role_kinds,
+    seen_processes,
+    tp_workers,
+)
 
 # Display/sort order of categories: what acts on the measured processes first.
 CATEGORY_ORDER = ("workers", "env", "nccl", "integrity", "startup", "packages", "python", "git", "sglang",

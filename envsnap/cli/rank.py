@@ -8,6 +8,7 @@ import click
 from envsnap.cli.options import emit
 from envsnap.errors import EnvsnapError
 
+
 @click.command(name="rank")
 @click.argument("snapshot_files", metavar="SNAP...", nargs=-1, required=True)
 @click.option("--metric", default=None, help="Metric to explain (default: the throughput metric all runs have).")

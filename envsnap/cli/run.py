@@ -8,6 +8,7 @@ import click
 
 from envsnap.cli.options import capture_options
 
+
 @click.command(context_settings={"allow_interspersed_args": False})
 @click.option("-o", "--output", required=True, help="Snapshot file to write ('-' for stdout).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
@@ -43,12 +44,11 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     With --probe-dir DIR the command runs with ENVSNAP_PROBE_DIR=DIR, and the probe records its
     processes write during the runs join the snapshot's probe section after the runs.
     """
+    from envsnap.analysis import stats
     from envsnap.capture import runner
     from envsnap.measure import runs
     from envsnap.measure.parsers import parse_metric_specs
     from envsnap.model import store
-
-    from envsnap.analysis import stats
 
     custom = parse_metric_specs(metric_specs)
     directions = runs.parse_direction_specs(direction_specs)

@@ -9,8 +9,8 @@ import click
 @click.option("--verbose", "-v", is_flag=True, help="Also list every section's main facts.")
 def show(snapshot_file: str, verbose: bool) -> None:
     """Print a readable summary of a snapshot: what was captured, what was not and why."""
-    from envsnap.model import store
     from envsnap.capture import collectors
+    from envsnap.model import store
     from envsnap.render.show import render_show
 
     snap = store.load(snapshot_file)

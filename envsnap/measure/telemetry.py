@@ -162,7 +162,9 @@ class Gpus:
             self.status = f"unavailable: {_nvml_error(exc)}"
             _shutdown(nvml)
             return
-        from envsnap.capture.collectors.nvidia import reason_names  # the one decoder of NVML's reason bits
+        from envsnap.capture.collectors.nvidia import (
+            reason_names,  # the one decoder of NVML's reason bits
+        )
 
         self.nvml = nvml
         self.reasons = reason_names(nvml)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Sequence
 
-
 _MARK = {"ok": "ok", "unavailable": "--", "error": "!!", "timeout": "!!"}
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from envsnap.analysis.diff import value_text
 from envsnap import format as fmt
+from envsnap.analysis.diff import value_text
 from envsnap.analysis.views import CATEGORY_ORDER
 from envsnap.redact import redact_text
 
