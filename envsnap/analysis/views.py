@@ -31,6 +31,15 @@ PROCESS_FIELDS = ("title", "cmdline", "exe", "cwd", "role", "cpu_affinity", "nic
                   "environ_status", "parent_key")
 
 _MISSING = object()
+# A file's text (content records) is not compared: its sha256 beside it says whether it changed,
+# and the text itself would differ with redaction on one side only. analysis/patches.py reads it.
+TEXT_KEYS = ("content", "patch")
+
+
+def _without_text(entry: Any) -> Any:
+    if isinstance(entry, dict) and ("content" in entry or "patch" in entry):
+        return {k: v for k, v in entry.items() if k not in TEXT_KEYS}
+    return entry
 
 
 @dataclass
@@ -134,7 +143,7 @@ def build_view(snap: Dict[str, Any], usable: Set[str]) -> View:
         _git_view(view, data["git"])
     if "files" in data:
         for path, info in sorted((data["files"].get("entries") or {}).items()):
-            view.put("files", f"files.{path}", _norm(info), (f"files.entries.{path}",))
+            view.put("files", f"files.{path}", _norm(_without_text(info)), (f"files.entries.{path}",))
     if "nvidia" in data:
         _gpu_view(view, data["nvidia"])
     if "host" in data:
@@ -167,7 +176,7 @@ def _python_view(view: View, py: Dict[str, Any]) -> None:
         if name in py:
             view.put("python", f"python.{name}", _norm(py[name], name), (f"python.{name}",))
     for path, hook in (py.get("startup_hooks") or {}).items():
-        view.put("startup", f"startup.{path}", _norm(hook), (f"python.startup_hooks.{path}",))
+        view.put("startup", f"startup.{path}", _norm(_without_text(hook)), (f"python.startup_hooks.{path}",))
 
 
 _INTEGRITY_STATES = (("modified", "modified"), ("missing", "missing"), ("rewritten_scripts", "rewritten"))
@@ -186,7 +195,7 @@ def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
         if section == "modified":
             # Tens of thousands of entries in a broken install: shared by reference, their flat
             # keys derived only for the few that differ (View.flat_of).
-            values.update({"integrity." + rel: (info if type(info) is dict else {"info": info})
+            values.update({"integrity." + rel: (_without_text(info) if type(info) is dict else {"info": info})
                            for rel, info in entries.items()})
             continue
         for rel, info in entries.items():
@@ -208,9 +217,10 @@ def _git_view(view: View, git: Dict[str, Any]) -> None:
                 view.put("git", f"git.{repo}.{label}", _norm(info[name], name), (f"{base}.{name}",))
         for kind in ("dirty", "untracked", "submodules"):
             for rel, entry in (info.get(kind) or {}).items():
-                view.put("git", f"git.{repo}.{kind}.{rel}", _norm(entry), (f"{base}.{kind}.{rel}",))
+                view.put("git", f"git.{repo}.{kind}.{rel}", _norm(_without_text(entry)), (f"{base}.{kind}.{rel}",))
         if "stash" in info:
-            view.put("git", f"git.{repo}.stash", _norm(info.get("stash") or {}), (f"{base}.stash",))
+            stash = {name: _without_text(entry) for name, entry in (info.get("stash") or {}).items()}
+            view.put("git", f"git.{repo}.stash", _norm(stash), (f"{base}.stash",))
 
 
 def _gpu_view(view: View, nv: Dict[str, Any]) -> None:
