@@ -4,7 +4,7 @@ When a file of an installed distribution is edited on one side only, the diff ne
 the distribution ships it. It is looked for, without any network, in:
 - each `--wheels DIR`: `*.whl` files, matched by the name and version in the file name (PEP 427:
   `{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`, name escaped with '_');
-- pip's cache (`pip cache dir`; else $PIP_CACHE_DIR, else ~/.cache/pip): `wheels/` holds wheels
+- pip's cache (where `pip cache dir` says: pip_cache_dirs): `wheels/` holds wheels
   pip built (named the same way); `http-v2/` (pip >= 23.3) holds each download's body as
   `<hash>.body`, and `http/` (older pip) the whole cached response with the body inside: both are
   opened as zip archives (zipfile finds an archive inside other bytes) and matched by the
@@ -16,9 +16,9 @@ The search stops at `timeout`; what was not found says where it was looked for.
 """
 from __future__ import annotations
 
+import configparser
 import hashlib
 import os
-import shutil
 import sys
 import time
 import zipfile
@@ -26,7 +26,6 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from envsnap.model.names import canonical_name
 from envsnap.redact import redact_file_text
-from envsnap.subproc import run_command
 
 MAX_MEMBER = 16 << 20  # a source file bigger than this is not a patch to read
 MIN_ARCHIVE = 200  # smaller cache files cannot hold a wheel
@@ -55,21 +54,41 @@ def _dist_in(names: Sequence[str]) -> Optional[Tuple[str, str]]:
     return None
 
 
-def pip_cache_dirs(timeout: float = 5.0) -> List[str]:
-    """Where pip keeps its cache: what `pip cache dir` says, $PIP_CACHE_DIR, ~/.cache/pip."""
+def pip_cache_dirs() -> List[str]:
+    """Where pip keeps its cache, as pip decides it (pip/_internal/configuration.py,
+    platformdirs.user_cache_dir("pip")): $PIP_CACHE_DIR, `cache-dir` of pip's configuration files
+    ($PIP_CONFIG_FILE, the site-wide, user and legacy pip.conf), else the platform's default. Read
+    here rather than asked of `pip cache dir`, which takes ~2 s to start on a loaded machine.
+    Every existing candidate is searched: a wrong guess costs a directory walk, never a wrong text."""
     found: List[str] = []
-    pip = shutil.which("pip") or shutil.which("pip3")
-    argv = [pip, "cache", "dir"] if pip else [sys.executable, "-m", "pip", "cache", "dir"]
-    result = run_command(argv, timeout=timeout, env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
-    if result.ok and result.stdout.strip():
-        found.append(result.stdout.strip().splitlines()[-1])
     if os.environ.get("PIP_CACHE_DIR"):
         found.append(os.environ["PIP_CACHE_DIR"])
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    found.append(os.path.join(xdg, "pip"))
+    home = os.path.expanduser("~")
+    xdg_config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    configs = [os.environ.get("PIP_CONFIG_FILE") or "", "/etc/pip.conf", "/etc/xdg/pip/pip.conf",
+               os.path.join(xdg_config, "pip", "pip.conf"), os.path.join(home, ".pip", "pip.conf"),
+               os.path.join(sys.prefix, "pip.conf")]
+    for path in configs:
+        if not path or not os.path.isfile(path):
+            continue
+        parser = configparser.RawConfigParser()
+        try:
+            parser.read(path, encoding="utf-8")
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            continue
+        for section in parser.sections():
+            for key in ("cache-dir", "cache_dir"):
+                if parser.has_option(section, key):
+                    found.append(parser.get(section, key))
+    if sys.platform == "darwin":
+        found.append(os.path.join(home, "Library", "Caches", "pip"))
+    elif os.name == "nt":
+        found.append(os.path.join(os.environ.get("LOCALAPPDATA") or home, "pip", "Cache"))
+    else:
+        found.append(os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "pip"))
     out: List[str] = []
     for path in found:
-        path = os.path.abspath(os.path.expanduser(path))
+        path = os.path.abspath(os.path.expanduser(os.path.expandvars(path)))
         if os.path.isdir(path) and path not in out:
             out.append(path)
     return out
@@ -122,7 +141,7 @@ def lookup(needs: Sequence[Dict[str, Any]], wheel_dirs: Sequence[str] = (), use_
         return out
     deadline = time.monotonic() + timeout
     wanted = {(canonical_name(str(n["dist"])), _norm_version(n.get("version"))) for n in pending.values()}
-    caches = pip_cache_dirs(min(5.0, timeout)) if use_pip_cache else []
+    caches = pip_cache_dirs() if use_pip_cache else []
     looked = [f"--wheels {d}" for d in wheel_dirs] + [f"pip cache {c}" for c in caches]
     opened = 0
     for path, where, ident in _candidates(list(wheel_dirs), caches, wanted, deadline):

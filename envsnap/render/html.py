@@ -589,6 +589,14 @@ def _workers_view(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
 
 # ---------------------------------------------------------------- 5. code state
 
+def _no_text(entry: Any) -> Any:
+    """An entry without its file text (content/patch records): whether a file differs is its hash's
+    business, not the text's (redaction on one side only, or no text kept by an older envsnap)."""
+    if isinstance(entry, dict) and ("content" in entry or "patch" in entry):
+        return {k: v for k, v in entry.items() if k not in ("content", "patch")}
+    return entry
+
+
 def _integrity_view(good_pkgs: Dict[str, Any], bad_pkgs: Dict[str, Any]) -> Dict[str, Any]:
     g_int, b_int = _dict(good_pkgs.get("integrity")), _dict(bad_pkgs.get("integrity"))
     g_mod, b_mod = _dict(g_int.get("modified")), _dict(b_int.get("modified"))
@@ -612,7 +620,7 @@ def _integrity_view(good_pkgs: Dict[str, Any], bad_pkgs: Dict[str, Any]) -> Dict
                 "differs": (g_state, g_text) != (b_state, b_text)}
 
     def differs(path: str) -> bool:
-        return g_mod.get(path) != b_mod.get(path) or (path in g_miss) != (path in b_miss)
+        return _no_text(g_mod.get(path)) != _no_text(b_mod.get(path)) or (path in g_miss) != (path in b_miss)
 
     paths = sorted(set(g_mod) | set(b_mod) | set(g_miss) | set(b_miss), key=lambda p: (not differs(p), str(p)))
     summary = {side: {"mode": fmt_value(d.get("mode") or "—"), "checked": fmt_value(d.get("checked_files")),
@@ -659,7 +667,7 @@ def _hooks_view(good_py: Dict[str, Any], bad_py: Dict[str, Any]) -> List[Dict[st
         hook = _dict(b.get(path) or g.get(path))
         rows.append({"path": fmt_value(path, 200), "kind": fmt_value(hook.get("kind") or "", 30),
                      "good": describe(g[path]) if path in g else None, "bad": describe(b[path]) if path in b else None,
-                     "differs": g.get(path) != b.get(path)})
+                     "differs": _no_text(g.get(path)) != _no_text(b.get(path))})
     rows.sort(key=lambda r: (not r["differs"], r["path"]))
     return rows
 
@@ -728,7 +736,7 @@ def _files_view(good_files: Dict[str, Any], bad_files: Dict[str, Any]) -> Dict[s
         bv = describe(b[path]) if path in b else "—"
         return {"path": fmt_value(path, 200), "good": gv, "bad": bv, "differs": gv != bv}
 
-    differing = {p for p in set(g) | set(b) if g.get(p, ABSENT) != b.get(p, ABSENT)}
+    differing = {p for p in set(g) | set(b) if _no_text(g.get(p, ABSENT)) != _no_text(b.get(p, ABSENT))}
     paths = sorted(set(g) | set(b), key=lambda p: (p not in differing, str(p)))
     return {"rows": _capped(paths, row), "differing": len(differing)}
 

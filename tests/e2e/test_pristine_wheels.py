@@ -123,7 +123,9 @@ def test_pip_cache_wheels_and_http_bodies_are_searched(pair, tmp_path):
     body.mkdir(parents=True)
     (body / "d0e1a5c6f2b7.body").write_bytes(pair["wheel"].read_bytes())  # pip >= 23.3 keeps the download so
     (body / "d0e1a5c6f2b7").write_bytes(b"\x00cachecontrol metadata")
-    patch, _ = _diff(pair, env={"PIP_CACHE_DIR": str(cache)})
+    config = tmp_path / "pip.conf"  # this time the cache is named by pip's configuration file
+    config.write_text(f"[global]\ncache-dir = {cache}\n")
+    patch, _ = _diff(pair, env={"PIP_CONFIG_FILE": str(config)})
     assert "d0e1a5c6f2b7.body in pip cache" in patch["basis"] and "-" + GUARD in patch["diff"]
 
 
