@@ -190,7 +190,8 @@ def _member(archive: zipfile.ZipFile, need: Dict[str, Any], source: str, redact:
     if text is None:
         return None
     stored = redact_file_text(text, need["path"]) if redact else text
-    found = {"status": "found", "text": stored, "sha256": hashlib.sha256(data).hexdigest(), "source": source}
+    found: Dict[str, Any] = {"status": "found", "text": stored, "sha256": hashlib.sha256(data).hexdigest(),
+                             "source": source}
     if stored != text:
         found["redacted"] = True
     return found

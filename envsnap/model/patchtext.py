@@ -83,7 +83,7 @@ def split_git_patch(data: bytes) -> List[Tuple[Optional[str], bytes]]:
         position = data.find(b"\n" + _HEADER, position + 1)
     if not starts:
         return [(None, data)]
-    chunks = []
+    chunks: List[Tuple[Optional[str], bytes]] = []
     if starts[0] > 0:  # text before the first file (never written by git diff): kept, unnamed
         chunks.append((None, data[:starts[0]]))
     for index, start in enumerate(starts):
