@@ -163,16 +163,19 @@ def _dirty(b: _Builder, repo: str, rel: str, ge: Optional[Dict[str, Any]], be: O
               records=(patch,))
         return
     head = bhead if side == "bad" else ghead
+    other, other_entry = ("good", ge) if side == "bad" else ("bad", be)
+    note = None
     if other_clean and same_head:
         basis = (f"bad's `git diff HEAD` (good is clean at the same HEAD {head})" if side == "bad" else
                  f"good's `git diff HEAD`, reversed (bad is clean at the same HEAD {head})")
-        note = None
     else:
         basis = f"{side}'s `git diff HEAD` (against {side}'s HEAD {head}), as recorded"
-        note = ("the HEADs differ (good " + ghead + ", bad " + bhead + "): this shows " + side + "'s own edit, "
-                "not the whole change between the two") if not same_head else (
-                "both working copies are edited; " + _why_no_text(_dict((ge if side == "bad" else be) or {}).get(
-                    "content"), "good" if side == "bad" else "bad"))
+        if not same_head:
+            note = (f"the HEADs differ (good {ghead}, bad {bhead}): this shows {side}'s own edit, not the whole "
+                    "change between the two")
+        else:
+            note = (f"both working copies are edited, and {_why_no_text(_dict(other_entry).get('content'), other)}: "
+                    f"this shows {side}'s own edit against HEAD")
     diff = patchtext.reverse(text) if side == "good" and other_clean and same_head else text
     b.add("git", key, title, where, gsha, bsha, basis, diff=diff, note=note, records=(patch,))
 

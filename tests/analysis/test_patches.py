@@ -195,3 +195,14 @@ def test_patches_are_deterministic(checkout, monkeypatch):
     patches = patches_mod.build(good, bad)
     assert patches == patches_mod.build(copy.deepcopy(good), copy.deepcopy(bad))
     assert [p["title"].rsplit(": ", 1)[1] for p in patches] == ["engine.py", "a.md (untracked)", "z.md (untracked)"]
+
+
+def test_a_patch_against_another_head_says_it_is_not_the_whole_change(checkout, monkeypatch):
+    good = _capture(checkout, monkeypatch)
+    (checkout / "scheduler.py").write_text("class Scheduler:\n    steps = 2\n")
+    git(checkout, "commit", "-qam", "a commit between the two days")
+    (checkout / "engine.py").write_text(EDITED)
+    bad = _capture(checkout, monkeypatch)
+    patch = _only(patches_mod.build(good, bad), "git")
+    assert patch["basis"].startswith("bad's `git diff HEAD` (against bad's HEAD")
+    assert patch["note"].startswith("the HEADs differ") and patch["diff"] == git(checkout, "diff", "HEAD")
