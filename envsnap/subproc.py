@@ -23,6 +23,7 @@ class CommandResult:
     error: Optional[str] = None  # "timeout after 5.0s", "not found: git", ...
     elapsed_s: float = 0.0
     timed_out: bool = False
+    stdout_bytes: bytes = b""  # stdout as the command wrote it (a patch's exact bytes; stdout is decoded)
 
     @property
     def ok(self) -> bool:
@@ -71,7 +72,8 @@ def run_command(
         _kill_group(proc)
         raise
     result.returncode = proc.returncode
-    result.stdout = (out or b"").decode("utf-8", "replace")
+    result.stdout_bytes = out or b""
+    result.stdout = result.stdout_bytes.decode("utf-8", "replace")
     result.stderr = (err or b"").decode("utf-8", "replace")
     result.elapsed_s = round(time.monotonic() - start, 4)
     if result.error is None and proc.returncode != 0:

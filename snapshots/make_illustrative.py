@@ -79,6 +79,26 @@ SITECUSTOMIZE = ('# Added by ops on 2025-11-28: keep workers off the Hugging Fac
                  'os.environ.setdefault("HF_HUB_OFFLINE", "1")\n'
                  'os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")\n')
 
+# The watched files of the launch directory, per side (written by the capture, their text planted).
+def WATCHED(side: str) -> Dict[str, str]:  # noqa: N802 - a constant that depends on the side
+    return {
+        "launch_eagle3.sh": (
+            "#!/bin/bash\n# custom all-reduce off since 2025-10 (hung in our container); NCCL NVLS instead\n"
+            "export NCCL_NVLS_ENABLE=1 NCCL_CUMEM_ENABLE=1\n"
+            "exec python -m sglang.launch_server --model-path /models/DeepSeek-V3-0324 --tp-size 8 \\\n"
+            "  --speculative-algorithm EAGLE3 --speculative-draft-model-path /models/DeepSeek-V3-EAGLE3 \\\n"
+            "  --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 \\\n"
+            "  --disable-custom-all-reduce --cuda-graph-max-bs 48 --port 30000\n"),
+        "README.md": "EAGLE-3 TP8 launch notes\n" + (
+            "" if side == "good" else "2025-11-28: engine.py synced with upstream (NVLS env handling)\n"),
+    }
+
+
+# setuptools' distutils-precedence.pth, a start-up hook of every venv with setuptools (both days).
+DISTUTILS_PTH = ("import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') == 'local'; "
+                 "enabled and __import__('_distutils_hack').add_shim(); \n")
+NOTES_NVLS = "NVLS: sync engine env handling with upstream\n"  # the untracked notes/nvls.md of the bad day
+
 # ----------------------------------------------------------------------------- step 1: capture
 
 _LAUNCHER = r'''"""Stand-in for `python -m sglang.launch_server` (envsnap's illustrative example only).
@@ -246,7 +266,7 @@ def _checkout(root: str, side: str) -> str:
                "def _set_envs_and_config(server_args):\n    # synced with main: always set NVLS\n    ...\n")
         _write(os.path.join(repo, "python/sglang/srt/managers/scheduler.py"),
                "class Scheduler:\n    # log per-step timings\n    ...\n")
-        _write(os.path.join(repo, "notes/nvls.md"), "NVLS: sync engine env handling with upstream\n")
+        _write(os.path.join(repo, "notes/nvls.md"), NOTES_NVLS)
     return repo
 
 
@@ -318,15 +338,8 @@ def capture_side(side: str) -> Dict[str, Any]:
     os.makedirs(root)
     repo = _checkout(root, side)
     launch = os.path.join(root, "home/ops/launch")
-    _write(os.path.join(launch, "launch_eagle3.sh"),
-           "#!/bin/bash\n# custom all-reduce off since 2025-10 (hung in our container); NCCL NVLS instead\n"
-           "export NCCL_NVLS_ENABLE=1 NCCL_CUMEM_ENABLE=1\n"
-           "exec python -m sglang.launch_server --model-path /models/DeepSeek-V3-0324 --tp-size 8 \\\n"
-           "  --speculative-algorithm EAGLE3 --speculative-draft-model-path /models/DeepSeek-V3-EAGLE3 \\\n"
-           "  --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 \\\n"
-           "  --disable-custom-all-reduce --cuda-graph-max-bs 48 --port 30000\n")
-    _write(os.path.join(launch, "README.md"), "EAGLE-3 TP8 launch notes\n" +
-           ("" if side == "good" else "2025-11-28: engine.py synced with upstream (NVLS env handling)\n"))
+    for name, text in WATCHED(side).items():
+        _write(os.path.join(launch, name), text)
     venv, _site = _server_venv(root, side)
     probe_dir = os.path.join(root, "var/tmp/envsnap-probe")
     os.makedirs(probe_dir)
@@ -415,11 +428,71 @@ RECORD = {
     "sglang/srt/layers/moe/topk.py": ("0hnPmXILTdI-DjX_76_OeEiBVyfvD-uSobVuV6iF0FQ", 33918),
     "sglang/srt/managers/scheduler.py": ("pkzPOFVsVfl178hI2kUOjff_xKMj3qI33nSvKeLy-S8", 117928),
 }
-# Which files are edited on which day, and by how many bytes (the edit itself is illustrative).
+SOURCES = os.path.join(HERE, "illustrative-src", "sglang-0.5.5")  # those four files as the wheel ships them
+# The edits (illustrative, written against the real 0.5.5 text): (text in the file, its replacement).
+EDIT_TEXT = {
+    # The bad day's edit: `_set_envs_and_config` loses the guard that kept an NVLS setting the
+    # operator exported, so the TP workers always get NCCL_NVLS_ENABLE=0 (--enable-nccl-nvls is off).
+    "sglang/srt/entrypoints/engine.py": [(
+        '    if (\n'
+        '        "NCCL_NVLS_ENABLE" not in os.environ\n'
+        '        or server_args.enable_nccl_nvls\n'
+        '        or server_args.enable_symm_mem\n'
+        '    ):\n'
+        '        os.environ["NCCL_NVLS_ENABLE"] = str(\n'
+        '            int(server_args.enable_nccl_nvls or server_args.enable_symm_mem)\n'
+        '        )\n',
+        '    # synced with main: NVLS follows --enable-nccl-nvls / --enable-symm-mem only\n'
+        '    os.environ["NCCL_NVLS_ENABLE"] = str(\n'
+        '        int(server_args.enable_nccl_nvls or server_args.enable_symm_mem)\n'
+        '    )\n')],
+    # The bad day's innocent edit: per-step timings, logged only when asked for.
+    "sglang/srt/managers/scheduler.py": [(
+        '            if batch:\n'
+        '                result = self.run_batch(batch)\n'
+        '                self.process_batch_result(batch, result)\n'
+        '            else:\n'
+        '                # When the server is idle, do self-check and re-init some states\n',
+        '            if batch:\n'
+        '                step_start = time.perf_counter()\n'
+        '                result = self.run_batch(batch)\n'
+        '                self.process_batch_result(batch, result)\n'
+        '                if os.environ.get("OPS_STEP_TIMING"):\n'
+        '                    # ops 2025-11-28: per-step timings for the EAGLE-3 regression hunt\n'
+        '                    logger.info(\n'
+        '                        f"step {self.forward_ct}: {batch.forward_mode.name} "\n'
+        '                        f"bs={batch.batch_size()} "\n'
+        '                        f"{(time.perf_counter() - step_start) * 1000:.2f} ms"\n'
+        '                    )\n'
+        '            else:\n'
+        '                # When the server is idle, do self-check and re-init some states\n')],
+    # Long-standing on both days: the OEA patch of the expert routing.
+    "sglang/srt/layers/moe/topk.py": [(
+        '    # DeepSeek V2/V3/R1 series models use grouped_top_k\n',
+        '    # OEA (ops patch since 2025-09): damp the load-correction bias of hot experts for TP8 decode.\n'
+        '    if correction_bias is not None and os.environ.get("OPS_OEA_DAMPING", "0.5") != "1":\n'
+        '        correction_bias = correction_bias * float(os.environ.get("OPS_OEA_DAMPING", "0.5"))\n'
+        '\n'
+        '    # DeepSeek V2/V3/R1 series models use grouped_top_k\n')],
+    # Long-standing on both days: a bigger FlashInfer workspace for long contexts.
+    "sglang/srt/layers/attention/flashinfer_mla_backend.py": [(
+        '            global_workspace_buffer = torch.empty(\n'
+        '                envs.SGLANG_FLASHINFER_WORKSPACE_SIZE.get(),\n',
+        '            # ops 2025-10: plan() ran out of workspace at 128k context on DeepSeek-V3\n'
+        '            global_workspace_buffer = torch.empty(\n'
+        '                max(envs.SGLANG_FLASHINFER_WORKSPACE_SIZE.get(), 768 * 1024 * 1024),\n')],
+}
+# The WIP experiment the bad day's checkout keeps in its stash (not applied anywhere).
+STASH_EDIT = ("sglang/srt/layers/attention/flashinfer_mla_backend.py", [(
+    '        o = q_nope.new_empty(q_nope.shape)\n',
+    '        o = q_nope.new_empty(q_nope.shape)\n'
+    '        # WIP split-kv: plan with 4 KV splits per request for long decode contexts\n'
+    '        decode_wrapper._num_kv_splits = int(os.environ.get("OPS_MLA_KV_SPLITS", "4"))\n')])
+# Which installed files are edited on which day (the same edits in the ops checkout, see _plant_git).
 EDITS = {
-    "good": {"sglang/srt/layers/moe/topk.py": 1184, "sglang/srt/layers/attention/flashinfer_mla_backend.py": 412},
-    "bad": {"sglang/srt/layers/moe/topk.py": 1184, "sglang/srt/layers/attention/flashinfer_mla_backend.py": 412,
-            "sglang/srt/entrypoints/engine.py": -61, "sglang/srt/managers/scheduler.py": 846},
+    "good": ("sglang/srt/layers/moe/topk.py", "sglang/srt/layers/attention/flashinfer_mla_backend.py"),
+    "bad": ("sglang/srt/layers/moe/topk.py", "sglang/srt/layers/attention/flashinfer_mla_backend.py",
+            "sglang/srt/entrypoints/engine.py", "sglang/srt/managers/scheduler.py"),
 }
 # The SGLang stack (sglang 0.5.5 METADATA Requires-Dist pins where it pins), then innocent bumps.
 STACK = {"sglang": "0.5.5", "sgl-kernel": "0.3.16.post5", "flashinfer-python": "0.5.0", "flashinfer-cubin": "0.5.0",
@@ -530,6 +603,79 @@ def _runs(side: str) -> List[Dict[str, Any]]:
     return runs
 
 
+def _pristine(rel: str) -> str:
+    """A file as the sglang 0.5.5 wheel ships it (checked against the wheel's RECORD)."""
+    with open(os.path.join(SOURCES, rel), "rb") as handle:
+        data = handle.read()
+    digest, size = RECORD[rel]
+    if hashlib.sha256(data).hexdigest() != _record_hex(digest) or len(data) != size:
+        raise SystemExit(f"{SOURCES}/{rel} is not the file of the sglang 0.5.5 wheel (RECORD hash differs)")
+    return data.decode("utf-8")
+
+
+def _apply(text: str, edits: List[Tuple[str, str]], rel: str) -> str:
+    for old, new in edits:
+        if text.count(old) != 1:
+            raise SystemExit(f"edit of {rel}: its anchor text is not found exactly once")
+        text = text.replace(old, new)
+    return text
+
+
+def _edited(rel: str) -> str:
+    return _apply(_pristine(rel), EDIT_TEXT[rel], rel)
+
+
+def _content(data: bytes, path: str) -> Dict[str, Any]:
+    """The content record envsnap's capture writes for these bytes (default bounds, redaction on)."""
+    from envsnap.capture.collectors import content
+
+    return content.from_bytes(data, len(data), hashlib.sha256(data).hexdigest(), content.Budget(), path,
+                              complete=True)
+
+
+def _checked(text: str, entry: Dict[str, Any]) -> bytes:
+    """The text of a file the base capture hashed: it must be the very bytes it hashed."""
+    data = text.encode()
+    if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+        raise SystemExit(f"planted text differs from the captured file ({len(data)} vs {entry.get('size')} bytes)")
+    return data
+
+
+def _blob(data: bytes) -> str:
+    """git's object id of a blob (`git hash-object`), abbreviated as `git diff` prints it."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:7]
+
+
+def _git_patch(path: str, old: str, new: str) -> bytes:
+    """What `git diff` prints for one modified file (the hunks by envsnap's own unified diff)."""
+    from envsnap.model import patchtext
+
+    head = f"diff --git a/{path} b/{path}\nindex {_blob(old.encode())}..{_blob(new.encode())} 100644\n"
+    return (head + patchtext.unified(old, new, f"a/{path}", f"b/{path}")).encode()
+
+
+def _plant_git(repo: Dict[str, Any], side: str) -> None:
+    """The ops checkout of SGLang holds the 0.5.5 files at HEAD and the same edits as site-packages
+    (the base capture's checkout had stand-in files): each dirty file's working copy and patch
+    against HEAD, the untracked note, and the stash's patch, as the git collector records them."""
+    from envsnap.capture.collectors import content
+
+    for path, entry in repo["dirty"].items():  # the checkout's dirty files (the stash holds the MLA experiment)
+        rel = path[len("python/"):]
+        old, new = _pristine(rel), _edited(rel)
+        data = new.encode()
+        entry.update({"sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
+                      "content": _content(data, path),
+                      "patch": content.patch_record(_git_patch(path, old, new), content.Budget())})
+    for path, entry in repo.get("untracked", {}).items():
+        entry["content"] = _content(_checked(NOTES_NVLS, entry), path)
+    for entry in repo.get("stash", {}).values():
+        rel, edits = STASH_EDIT
+        old = _pristine(rel)
+        patch = _git_patch(f"python/{rel}", old, _apply(old, edits, rel))
+        entry["patch"] = content.patch_record(patch, content.Budget())
+
+
 def _drop_key(obj: Any, name: str) -> Any:
     """Remove a key at any depth (the capture's own plumbing, not part of the story)."""
     if isinstance(obj, dict):
@@ -593,12 +739,20 @@ def plant(base: Dict[str, Any], side: str) -> Dict[str, Any]:
     integrity = pkgs["integrity"]
     integrity["checked_files"] = integrity.get("checked_files", 0) + 1874
     modified = {}
-    for rel, delta in EDITS[side].items():
+    for rel in EDITS[side]:
         digest, size = RECORD[rel]
-        actual = hashlib.sha256(f"illustrative edit of {rel}: {delta}".encode()).hexdigest()
-        modified[rel] = {"dist": "sglang", "recorded_sha256": _record_hex(digest), "actual_sha256": actual,
-                         "recorded_size": size, "actual_size": size + delta}
+        data = _edited(rel).encode()
+        modified[rel] = {"dist": "sglang", "recorded_sha256": _record_hex(digest),
+                         "actual_sha256": hashlib.sha256(data).hexdigest(), "recorded_size": size,
+                         "actual_size": len(data),
+                         "content": _content(data, f"/opt/sglang-venv/lib/python3.11/site-packages/{rel}")}
     integrity["modified"] = modified
+    _plant_git(sections["git"]["data"]["repos"]["/home/ops/sglang"], side)
+    for path, entry in sections["files"]["data"]["entries"].items():
+        entry["content"] = _content(_checked(WATCHED(side)[os.path.basename(path)], entry), path)
+    for path, hook in sections["python"]["data"]["startup_hooks"].items():
+        if path.endswith("/distutils-precedence.pth"):
+            hook["content"] = _content(_checked(DISTUTILS_PTH, hook), path)
     # Processes: SGLang does not pin its workers; on this node they may use every CPU.
     for proc in (sections.get("processes", {}).get("data", {}).get("processes") or {}).values():
         if isinstance(proc.get("cpu_affinity"), list):
@@ -613,7 +767,7 @@ def plant(base: Dict[str, Any], side: str) -> Dict[str, Any]:
         sections["python"]["data"].setdefault("startup_hooks", {})[path] = {
             "env_mentions": ["HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM"], "import_lines": [],
             "kind": "sitecustomize", "path_lines": [], "sha256": hashlib.sha256(SITECUSTOMIZE.encode()).hexdigest(),
-            "size": len(SITECUSTOMIZE.encode()), "touches_env": True}
+            "size": len(SITECUSTOMIZE.encode()), "touches_env": True, "content": _content(SITECUSTOMIZE.encode(), path)}
     snap["runs"] = _runs(side)
     return snap
 

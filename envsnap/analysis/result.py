@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from envsnap.analysis import diff as diff_mod
+from envsnap.analysis import patches as patches_mod
 from envsnap.analysis.causes import rank_causes
 from envsnap.analysis.tables import build_tables
 from envsnap.analysis.verdict import build_verdict
@@ -21,15 +22,19 @@ def _meta(snap: Dict[str, Any], path: Optional[str]) -> Dict[str, Any]:
 
 def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = None, include_volatile: bool = False,
             good_file: Optional[str] = None, bad_file: Optional[str] = None,
-            top: Optional[int] = None, tables: bool = False) -> Dict[str, Any]:
+            top: Optional[int] = None, tables: bool = False,
+            pristine: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str, Any]:
     """The diff/rank result (the shape `envsnap diff --format json` prints).
 
     `tables` adds the side-by-side tables the report shows (analysis/tables): JSON and HTML output
-    carry them, the text output does not need them.
+    carry them, the text output does not need them. `pristine`: texts of installed files as
+    released, found offline by the caller (capture/pristine.lookup).
     """
     verdict, run_warnings = build_verdict(good, bad, metric)
     comp = diff_mod.compare(good, bad)
     causes = rank_causes(comp, verdict)
+    patches = patches_mod.build(good, bad, pristine)
+    patches_mod.link(causes, patches)
     if top is not None:
         causes = causes[:max(0, top)]
     differences = [d.to_json() for d in comp.differences if include_volatile or not d.volatile]
@@ -39,7 +44,7 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
         if isinstance(prov, dict) and prov.get("kind") == "illustrative":
             warnings.append(f"{side} is illustrative: {prov.get('note', 'not a measurement')}")
     result = {"schema_version": SCHEMA_VERSION, "good": _meta(good, good_file), "bad": _meta(bad, bad_file),
-              "verdict": verdict, "causes": causes, "differences": differences,
+              "verdict": verdict, "causes": causes, "differences": differences, "patches": patches,
               "warnings": list(dict.fromkeys(warnings))}
     if tables:
         result["tables"] = build_tables(good, bad)

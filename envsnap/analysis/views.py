@@ -49,6 +49,17 @@ PROCESS_FIELDS = ("title", "cmdline", "exe", "cwd", "role", "cpu_affinity", "nic
                   "environ_status", "parent_key")
 
 _MISSING = object()
+# A file's text (content records) is not compared: its sha256 beside it says whether it changed,
+# and the text itself would differ with redaction on one side only. analysis/patches.py reads it.
+TEXT_KEYS = ("content", "patch")
+
+
+def without_text(entry: Any) -> Any:
+    """An entry without its file text (content/patch records): whether a file differs is its hash's
+    business, not the text's (redaction on one side only, or no text kept by an older envsnap)."""
+    if isinstance(entry, dict) and ("content" in entry or "patch" in entry):
+        return {k: v for k, v in entry.items() if k not in TEXT_KEYS}
+    return entry
 
 
 @dataclass(frozen=True)
@@ -194,7 +205,8 @@ def build_view(snap: Dict[str, Any], usable: Set[str]) -> View:
         _git_view(view, data["git"])
     if "files" in data:
         for path, info in sorted((data["files"].get("entries") or {}).items()):
-            view.put("files", f"files.{path}", _norm(info), (f"files.entries.{path}",), Subject("files", path))
+            view.put("files", f"files.{path}", _norm(without_text(info)), (f"files.entries.{path}",),
+                     Subject("files", path))
     if "nvidia" in data:
         _gpu_view(view, data["nvidia"])
     if "host" in data:
@@ -228,7 +240,8 @@ def _python_view(view: View, py: Dict[str, Any]) -> None:
         if name in py:
             view.put("python", f"python.{name}", _norm(py[name], name), (f"python.{name}",), Subject("python", name))
     for path, hook in (py.get("startup_hooks") or {}).items():
-        view.put("startup", f"startup.{path}", _norm(hook), (f"python.startup_hooks.{path}",), Subject("startup", path))
+        view.put("startup", f"startup.{path}", _norm(without_text(hook)), (f"python.startup_hooks.{path}",),
+                 Subject("startup", path))
 
 
 _INTEGRITY_STATES = (("modified", "modified"), ("missing", "missing"), ("rewritten_scripts", "rewritten"))
@@ -247,7 +260,7 @@ def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
         if section == "modified":
             # Tens of thousands of entries in a broken install: shared by reference, their flat
             # keys derived only for the few that differ (View.flat_of).
-            values.update({"integrity." + rel: (info if type(info) is dict else {"info": info})
+            values.update({"integrity." + rel: (without_text(info) if type(info) is dict else {"info": info})
                            for rel, info in entries.items()})
             continue
         for rel, info in entries.items():
@@ -271,11 +284,11 @@ def _git_view(view: View, git: Dict[str, Any]) -> None:
                          Subject("git", repo, label))
         for kind in ("dirty", "untracked", "submodules"):
             for rel, entry in (info.get(kind) or {}).items():
-                view.put("git", f"git.{repo}.{kind}.{rel}", _norm(entry), (f"{base}.{kind}.{rel}",),
+                view.put("git", f"git.{repo}.{kind}.{rel}", _norm(without_text(entry)), (f"{base}.{kind}.{rel}",),
                          Subject("git", repo, kind, item=rel))
         if "stash" in info:
-            view.put("git", f"git.{repo}.stash", _norm(info.get("stash") or {}), (f"{base}.stash",),
-                     Subject("git", repo, "stash"))
+            stash = {name: without_text(entry) for name, entry in (info.get("stash") or {}).items()}
+            view.put("git", f"git.{repo}.stash", _norm(stash), (f"{base}.stash",), Subject("git", repo, "stash"))
 
 
 def _gpu_view(view: View, nv: Dict[str, Any]) -> None:

@@ -12,6 +12,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+# Bounds on the file text a capture keeps (content records, see collectors/content.py): a file's
+# first DEFAULT_CONTENT_MAX_FILE bytes, DEFAULT_CONTENT_MAX_TOTAL bytes of text per snapshot.
+# Measured: the largest .py of sglang 0.5.23 is srt/managers/scheduler.py, 276 KiB (0.5.5: 223 KiB);
+# of the 6,594 .py files of a torch 2.13 venv, 22 exceed 256 KiB and 2 exceed 512 KiB (test data).
+# 512 KiB keeps every one of those whole (so bisect can restore it); 8 MiB is dozens of edited
+# files at once while a snapshot stays a few MB.
+DEFAULT_CONTENT_MAX_FILE = 512 << 10
+DEFAULT_CONTENT_MAX_TOTAL = 8 << 20
+
 try:  # Python 3.8+: typing.Protocol
     from typing import Protocol
 except ImportError:  # pragma: no cover
@@ -37,6 +46,10 @@ class CaptureContext:
     sglang_url: Optional[str] = None
     # Interpreter to describe (python/packages/torch sections); None = the one running envsnap.
     python: Optional[str] = None
+    # File text kept (git patches, dirty/untracked files, edited installed files, start-up hooks,
+    # watched files): per file and per snapshot, in bytes; over them: truncated / over_budget.
+    content_max_file: int = DEFAULT_CONTENT_MAX_FILE
+    content_max_total: int = DEFAULT_CONTENT_MAX_TOTAL
     # Set by the runner: time.monotonic() value by which everything must be done.
     deadline: float = 0.0
 

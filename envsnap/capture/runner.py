@@ -13,7 +13,7 @@ import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext
-from envsnap.capture.collectors import COLLECTORS
+from envsnap.capture.collectors import COLLECTORS, content
 from envsnap.model import schema
 from envsnap.model import snapshot as snapshot_mod
 from envsnap.model.snapshot import utc_now
@@ -67,7 +67,9 @@ def _finish_section(name: str, section: Dict[str, Any], redact: bool) -> Dict[st
     the format refuses (a server answering odd types, a collector bug, nesting no reader can
     walk) becomes an error that says why; the other sections are kept."""
     try:
+        content.hold(name, section)  # file text was redacted by the rules for file text already
         section = scrub(section, redact=redact)
+        content.release(name, section)
         problem = schema.section_problem(name, section)
     except RecursionError:
         problem = "nested too deeply to record"
@@ -109,6 +111,8 @@ def capture(
         if name not in results:
             results[name] = {"status": "timeout", "error": f"did not finish within the capture's {ctx.timeout:.1f}s"}
 
+    # File text over the snapshot's budget, in one fixed order whatever finished first.
+    content.enforce_total(results, ctx.content_max_total)
     snap["redaction"] = "on" if ctx.redact else "off"
     snap["sections"] = {name: _finish_section(name, results[name], ctx.redact) for name, _ in chosen}
     if ctx.redact:

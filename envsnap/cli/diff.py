@@ -5,7 +5,7 @@ from typing import Optional
 
 import click
 
-from envsnap.cli.options import emit
+from envsnap.cli.options import emit, pristine_texts, wheels_options
 from envsnap.errors import EnvsnapError
 
 _FORMATS = click.Choice(["text", "json", "html"])
@@ -20,9 +20,11 @@ _FORMATS = click.Choice(["text", "json", "html"])
 @click.option("--all", "show_all", is_flag=True, help="Include volatile fields (timestamps, pids, temperatures...).")
 @click.option("--metric", default=None, help="Main metric (default: the throughput metric both sides measured).")
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Show only the N most likely causes.")
-@click.option("-v", "--verbose", is_flag=True, help="Text: list every difference and each cause's evidence.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Text: list every difference, each cause's evidence, and every patch in full.")
+@wheels_options
 def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: bool, show_all: bool,
-         metric: Optional[str], top: Optional[int], verbose: bool) -> int:
+         metric: Optional[str], top: Optional[int], verbose: bool, wheels, pip_cache: bool) -> int:
     """Rank what differs between a GOOD and a BAD snapshot by how likely it caused the change.
 
     Exit status: 0 when nothing relevant differs, 1 when something does, 2 on error.
@@ -37,7 +39,8 @@ def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: 
     good = store.load(good_file)
     bad = store.load(bad_file)
     result = result_mod.analyze(good, bad, metric=metric, include_volatile=show_all, good_file=good_file,
-                          bad_file=bad_file, top=top if fmt != "text" else None, tables=fmt != "text")
+                                bad_file=bad_file, top=top if fmt != "text" else None, tables=fmt != "text",
+                                pristine=pristine_texts(good, bad, wheels, pip_cache))
     if fmt == "json":
         import json
 

@@ -2,12 +2,32 @@
 from __future__ import annotations
 
 import functools
+import re
 import sys
-from typing import Optional
+from typing import Any, Dict, Optional, Sequence
 
 import click
 
-from envsnap.capture.base import CaptureContext
+from envsnap.capture.base import (
+    DEFAULT_CONTENT_MAX_FILE,
+    DEFAULT_CONTENT_MAX_TOTAL,
+    CaptureContext,
+)
+
+
+class ByteSize(click.ParamType):
+    """A size in bytes: 524288, 512K, 8M, 1G (binary units)."""
+
+    name = "size"
+    _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)(?:i?[bB])?\s*", str(value))
+        if not match:
+            self.fail(f"{value!r} is not a size (e.g. 524288, 512K, 8M)", param, ctx)
+        return int(match.group(1)) * self._UNITS[match.group(2).lower()]
 
 
 def capture_options(func):
@@ -27,20 +47,51 @@ def capture_options(func):
         click.option("--sglang-url", help="Fetch /server_info from this SGLang server (e.g. http://127.0.0.1:30000)."),
         click.option("--python", "python_exe", type=click.Path(), envvar="ENVSNAP_PYTHON",
                      help="Describe this interpreter's packages and startup hooks (the server's venv) [env: ENVSNAP_PYTHON]."),
+        click.option("--content-max-file", type=ByteSize(), default=DEFAULT_CONTENT_MAX_FILE, show_default="512K",
+                     help="Text kept per file (patches, edited files, start-up hooks, watched files); "
+                          "a longer file is kept truncated."),
+        click.option("--content-max-total", type=ByteSize(), default=DEFAULT_CONTENT_MAX_TOTAL, show_default="8M",
+                     help="Text kept per snapshot; files beyond it are recorded as over_budget (hash only)."),
     ]
 
     @functools.wraps(func)
-    def wrapper(*args, label, watch, repos, deep, timeout, no_redact, pids, find_sglang, probe_dir, logs, sglang_url, python_exe, **kwargs):
+    def wrapper(*args, label, watch, repos, deep, timeout, no_redact, pids, find_sglang, probe_dir, logs, sglang_url,
+                python_exe, content_max_file, content_max_total, **kwargs):
         kwargs["capture_ctx"] = CaptureContext(
             label=label, deep=deep, watch=list(watch), repos=list(repos), timeout=timeout,
             redact=not no_redact, pids=list(pids), sglang=find_sglang, probe_dir=probe_dir,
             logs=list(logs), sglang_url=sglang_url, python=python_exe,
+            content_max_file=content_max_file, content_max_total=content_max_total,
         )
         return func(*args, **kwargs)
 
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
+
+
+def wheels_options(func):
+    """--wheels DIR and --no-pip-cache: where the pristine side of an installed file edited on one
+    side only may be found offline (capture/pristine.py). The command receives `wheels`, `pip_cache`."""
+    func = click.option("--no-pip-cache", "pip_cache", is_flag=True, flag_value=False, default=True,
+                        help="Do not look for pristine installed files in pip's cache.")(func)
+    return click.option("--wheels", multiple=True, type=click.Path(exists=True), metavar="DIR",
+                        help="Directory of wheels (or a .whl) holding installed files as released, to diff "
+                             "a file edited in site-packages against (repeatable; pip's cache is searched too).")(func)
+
+
+def pristine_texts(good: Dict[str, Any], bad: Dict[str, Any], wheels: Sequence[str], pip_cache: bool
+                   ) -> Dict[str, Dict[str, Any]]:
+    """Pristine texts for the installed files edited on one side only (none needed: no search)."""
+    from envsnap.analysis.patches import pristine_needs
+
+    needs = pristine_needs(good, bad)
+    if not needs:
+        return {}
+    from envsnap.capture.pristine import lookup
+
+    redact = not (good.get("redaction") == "off" and bad.get("redaction") == "off")
+    return lookup(needs, list(wheels), use_pip_cache=pip_cache, redact=redact)
 
 
 def emit(text: str, output: Optional[str], force: bool) -> None:

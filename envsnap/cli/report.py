@@ -5,6 +5,8 @@ import os
 
 import click
 
+from envsnap.cli.options import pristine_texts, wheels_options
+
 
 @click.command()
 @click.argument("good_file", metavar="GOOD")
@@ -12,7 +14,8 @@ import click
 @click.option("-o", "--output", required=True, help="HTML file to write ('-' for stdout).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @click.option("--metric", default=None, metavar="NAME", help="Metric of the verdict (default: the main one found in the runs).")
-def report(good_file: str, bad_file: str, output: str, force: bool, metric) -> None:
+@wheels_options
+def report(good_file: str, bad_file: str, output: str, force: bool, metric, wheels, pip_cache: bool) -> None:
     """Write an HTML forensic report comparing a GOOD and a BAD snapshot.
 
     Verdict, ranked causes, every run, the workers' environments, code state, GPU and host,
@@ -25,7 +28,8 @@ def report(good_file: str, bad_file: str, output: str, force: bool, metric) -> N
     store.check_writable(output, force)  # before the work: a refused overwrite costs nothing
     good = store.load(good_file)
     bad = store.load(bad_file)
-    result = result_mod.analyze(good, bad, metric=metric, good_file=good_file, bad_file=bad_file, tables=True)
+    result = result_mod.analyze(good, bad, metric=metric, good_file=good_file, bad_file=bad_file, tables=True,
+                                pristine=pristine_texts(good, bad, wheels, pip_cache))
     html = render_report(result)
     store.atomic_write_text(output, html, force=force)
     if output != "-":

@@ -161,10 +161,68 @@ def _causes_view(result: Dict[str, Any]) -> Dict[str, Any]:
             "good_absent": _missing_words(raw, "good"), "bad_absent": _missing_words(raw, "bad"),
             "why": fmt_value(raw.get("why"), 500) if raw.get("why") else "",
             "evidence": [fmt_value(e, 500) for e in _list(raw.get("evidence"))[:20]],
+            "patches": [p for p in _list(raw.get("patches")) if isinstance(p, str) and _PATCH_ID.fullmatch(p)],
         })
     total = len(_list(result.get("causes")))
     return {"shown": causes[:MAX_CAUSES_SHOWN], "more": causes[MAX_CAUSES_SHOWN:],
             "hidden": max(0, total - MAX_CAUSES), "total": total}
+
+
+# ---------------------------------------------------------------- 2b. patches
+
+_PATCH_ID = re.compile(r"patch-[0-9]{1,6}")  # ids become anchors: only envsnap's own form is used
+HUNK_SHOWN = 40  # lines of a hunk shown before the rest folds into a closed <details>
+CONTENT_SHOWN = 400  # lines of a file shown whole (no diff) before the rest is counted only
+
+
+def _diff_line_class(line: str) -> str:
+    if line.startswith(("diff --git ", "index ", "--- ", "+++ ", "new file mode", "deleted file mode", "similarity ",
+                        "rename ", "old mode", "new mode", "Binary files")):
+        return "meta"
+    return {"+": "add", "-": "del", "@": "hunk", "\\": "meta"}.get(line[:1], "ctx")
+
+
+def _hunks(diff: str) -> List[Dict[str, Any]]:
+    """A diff as blocks: the file headers, then each hunk; a long hunk's tail folds."""
+    blocks: List[Dict[str, Any]] = []
+    for line in diff.rstrip("\n").split("\n"):
+        cls = _diff_line_class(line)
+        if cls == "hunk" or not blocks or (cls == "meta" and line.startswith("diff --git ")):
+            blocks.append({"lines": []})
+        blocks[-1]["lines"].append({"cls": cls, "text": line})
+    for block in blocks:
+        lines = block.pop("lines")
+        block["shown"], block["folded"] = lines[:HUNK_SHOWN], lines[HUNK_SHOWN:]
+    return blocks
+
+
+def _patches_view(result: Dict[str, Any]) -> Dict[str, Any]:
+    """The Patches section: each changed file's diff, linked to and from the causes it supports."""
+    ranks = {c.get("key"): c.get("rank") for c in _list(result.get("causes")) if isinstance(c, dict)}
+    patches = []
+    for raw in _list(result.get("patches")):
+        if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not _PATCH_ID.fullmatch(raw["id"]):
+            continue
+        supports = []
+        for key in _list(raw.get("causes")):
+            rank = ranks.get(key)
+            supports.append({"key": fmt_value(key, 200),
+                             "rank": rank if isinstance(rank, int) and not isinstance(rank, bool) else None})
+        diff = raw.get("diff") if isinstance(raw.get("diff"), str) else None
+        content = raw.get("content") if isinstance(raw.get("content"), str) else None
+        content_lines = content.rstrip("\n").split("\n") if content is not None else []
+        patches.append({
+            "id": raw["id"], "kind": fmt_value(raw.get("kind"), 20), "title": fmt_value(raw.get("title"), 300),
+            "basis": fmt_value(raw.get("basis"), 600), "note": fmt_value(raw.get("note"), 600) if raw.get("note") else "",
+            "good_sha": short_hash(raw.get("good_sha256")) if raw.get("good_sha256") else "—",
+            "bad_sha": short_hash(raw.get("bad_sha256")) if raw.get("bad_sha256") else "—",
+            "counts": f"−{raw.get('removed', 0)} +{raw.get('added', 0)}" if diff else "no diff",
+            "truncated": bool(raw.get("truncated")), "redacted": bool(raw.get("redacted")),
+            "hunks": _hunks(diff) if diff else [],
+            "content": content_lines[:CONTENT_SHOWN], "content_total": len(content_lines),
+            "supports": supports,
+        })
+    return {"patches": patches, "total": len(patches)}
 
 
 # ---------------------------------------------------------------- 3. runs chart
@@ -625,6 +683,7 @@ def build_view(result: Dict[str, Any]) -> Dict[str, Any]:
         "verdict": _verdict_view(result),
         "warnings": [fmt_value(w, 500) for w in _list(result.get("warnings"))[:50]],
         "causes": _causes_view(result),
+        "patches": _patches_view(result),
         "runs": _charts_view(result),
         "workers": _workers_view(result),
         "code": _code_view(result),

@@ -13,6 +13,7 @@ from envsnap.analysis.views import CATEGORY_ORDER
 from envsnap.redact import redact_text
 
 DEFAULT_TOP = 5
+CONTENT_LINES = 60  # a file shown whole (no pristine copy to diff against) up to this long; JSON/HTML hold any
 
 
 def _change(item: Dict[str, Any]) -> str:
@@ -54,11 +55,14 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
             if verbose:
                 for line in cause.get("evidence", [])[1:]:
                     lines.append(f"  {'':>{width}}   - {line}")
+            elif cause.get("patches"):
+                lines.append(f"  {'':>{width}}  patch: {', '.join(cause['patches'])} (-v shows it)")
         more = len(result["causes"]) - len(causes)
         if more > 0:
             lines.append(f"  … {more} more (--top N, or --format json)")
     else:
         lines.append("no relevant differences: the environments match (volatile fields aside)")
+    lines.extend(_patches_lines(result, verbose))
     differences = result["differences"]
     shown = [d for d in differences if not d.get("volatile")]
     hidden = [d for d in differences if d.get("volatile")]
@@ -81,6 +85,43 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
     elif shown:
         lines.append("  (-v lists them all; --all adds volatile fields)")
     return "\n".join(lines) + "\n"
+
+
+def _patches_lines(result: Dict[str, Any], verbose: bool) -> List[str]:
+    """The patches: one line each, or (verbose) each in full, unindented so it can be copied as is."""
+    patches = result.get("patches") or []
+    if not patches:
+        return []
+    ranks = {c["key"]: c["rank"] for c in result["causes"]}
+    lines = ["", f"patches: {len(patches)} changed file{'s' if len(patches) != 1 else ''} whose text the snapshots "
+                 "hold (good \u2192 bad)" + ("" if verbose else "; -v shows them")]
+    for patch in patches:
+        counts = f"-{patch['removed']} +{patch['added']}" if patch.get("diff") else "no diff"
+        lines.append(f"  {patch['id']}  [{patch['kind']}] {patch['title']}  ({counts})")
+        if not verbose:
+            continue
+        lines.append(f"    {patch['basis']}")
+        shas = f"sha256 good {str(patch.get('good_sha256') or '-')[:12]}, bad {str(patch.get('bad_sha256') or '-')[:12]}"
+        flags = [f for f, on in (("truncated: the text held is the file's start", patch.get("truncated")),
+                                 ("redacted", patch.get("redacted"))) if on]
+        lines.append(f"    {shas}" + (f"; {'; '.join(flags)}" if flags else ""))
+        supported = [f"#{ranks[k]} {k}" if k in ranks else k for k in patch.get("causes") or []]
+        if supported:
+            lines.append(f"    supports: {', '.join(supported)}")
+        if patch.get("note"):
+            lines.append(f"    note: {patch['note']}")
+        if patch.get("diff"):
+            lines.extend(patch["diff"].rstrip("\n").split("\n"))
+        elif patch.get("content") is not None:
+            body = patch["content"].rstrip("\n").split("\n")
+            if patch.get("same_as"):
+                lines.append(f"    edited text ({len(body)} lines): the same bytes as {patch['same_as']}")
+            elif len(body) <= CONTENT_LINES:
+                lines.append(f"    edited text ({len(body)} lines):")
+                lines.extend(body)
+            else:  # its first lines would not show where the edit is: it is in full elsewhere
+                lines.append(f"    edited text: {len(body)} lines, in full in --format json and the report")
+    return lines
 
 
 def render_rank(result: Dict[str, Any], top: int = 0) -> str:

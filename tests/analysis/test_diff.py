@@ -171,7 +171,8 @@ def test_cli_output_file_is_atomic_and_not_overwritten(tmp_path):
     first = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "-o", out)
     assert first.returncode == 1 and first.stdout == ""
     result = json.loads(out.read_text())
-    assert set(result) == {"schema_version", "good", "bad", "verdict", "causes", "differences", "warnings", "tables"}
+    assert set(result) == {"schema_version", "good", "bad", "verdict", "causes", "differences", "patches",
+                           "warnings", "tables"}
     out.write_text("precious")
     refused = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "-o", out)
     assert refused.returncode == 2 and "--force" in refused.stderr and out.read_text() == "precious"
@@ -186,7 +187,7 @@ def test_cli_json_shape_top_all_and_html(tmp_path):
     cause = top["causes"][0]
     subject_fields = {"where", "entity", "aspect", "item", "variable", "node"}
     assert set(cause) == {"rank", "key", "category", "component", "score", "good", "bad", "change", "absent", "why",
-                          "evidence"} | subject_fields
+                          "evidence", "patches"} | subject_fields
     assert 0 <= cause["score"] <= 1 and "\n" not in cause["why"]
     assert set(top["verdict"]) >= {"metric", "direction", "good", "bad", "change_pct", "significant", "p_value",
                                    "method", "summary", "metrics", "decomposition"}

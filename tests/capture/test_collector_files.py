@@ -25,6 +25,12 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _hashed(data: bytes) -> dict:
+    """A watched text file's entry: size, sha256 and its text (a content record)."""
+    return {"size": len(data), "sha256": _sha(data),
+            "content": {"status": "text", "text": data.decode(), "size": len(data), "sha256": _sha(data)}}
+
+
 def test_nested_tree_hashed_and_git_metadata_skipped(tmp_path):
     root = tmp_path / "patches"
     (root / "a" / "b" / "c").mkdir(parents=True)
@@ -42,10 +48,10 @@ def test_nested_tree_hashed_and_git_metadata_skipped(tmp_path):
     r = str(root)
     assert data["roots"] == [r]
     assert data["entries"] == {
-        f"{r}/patch_kimik25_eagle3.py": {"size": 15, "sha256": _sha(b"print('patch')\n")},
-        f"{r}/a/b/c/deep.py": {"size": 5, "sha256": _sha(b"deep\n")},
-        f"{r}/a/empty.txt": {"size": 0, "sha256": _sha(b"")},
-        f"{r}/with space é.txt": {"size": 1, "sha256": _sha(b"x")},
+        f"{r}/patch_kimik25_eagle3.py": _hashed(b"print('patch')\n"),
+        f"{r}/a/b/c/deep.py": _hashed(b"deep\n"),
+        f"{r}/a/empty.txt": _hashed(b""),
+        f"{r}/with space é.txt": _hashed("x".encode()),
     }
     assert data["skipped"] == {f"{r}/.git": "git metadata", f"{r}/a/.git": "git metadata"}
     assert (data["hashed"], data["total_bytes"], data["problems"]) == (4, 21, 0)
@@ -58,7 +64,7 @@ def test_single_files_relative_paths_and_overlapping_roots(tmp_path):
     # The same file named twice (directly and through its directory) is recorded once, relative to cwd.
     result = _collect("d/f.py", "d", cwd=tmp_path)
     assert result["data"]["roots"] == [str(tmp_path / "d"), str(tmp_path / "d" / "f.py")]
-    assert result["data"]["entries"] == {str(tmp_path / "d" / "f.py"): {"size": 1, "sha256": _sha(b"f")}}
+    assert result["data"]["entries"] == {str(tmp_path / "d" / "f.py"): _hashed(b"f")}
 
 
 def test_symlinks_loops_dangling_links_and_fifos_are_recorded_not_fatal(tmp_path):
@@ -78,7 +84,7 @@ def test_symlinks_loops_dangling_links_and_fifos_are_recorded_not_fatal(tmp_path
     assert time.monotonic() - start < 5
     e = result["data"]["entries"]
     r = str(root)
-    assert e[f"{r}/file_link.py"] == {"link": "real/target.py", "size": 7, "sha256": _sha(b"target\n")}
+    assert e[f"{r}/file_link.py"] == {"link": "real/target.py", **_hashed(b"target\n")}
     assert e[f"{r}/real/target.py"]["sha256"] == _sha(b"target\n")
     assert e[f"{r}/dir_link"] == {"link": "real", "type": "dir", "followed": False}
     assert e[f"{r}/real/self_loop"] == {"link": ".", "type": "dir", "followed": False, "loop": True}
@@ -115,7 +121,7 @@ def test_unreadable_file_and_directory_are_recorded(tmp_path):
         shutil.rmtree(base)
     assert result["status"] == "ok"
     entries = result["data"]["entries"]
-    assert entries[f"{base}/ok.py"] == {"size": 3, "sha256": _sha(b"ok\n")}
+    assert entries[f"{base}/ok.py"] == _hashed(b"ok\n")
     assert entries[f"{base}/secret.py"] == {"error": "permission denied"}
     assert result["data"]["errors"] == {f"{base}/closed": "cannot list: permission denied"}
     assert any("permission denied" in line for line in files.summarize(result["data"]))

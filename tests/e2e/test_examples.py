@@ -2,6 +2,7 @@
 script reproduces it byte for byte from the committed base capture."""
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -87,6 +88,36 @@ def test_readme_main_job_command():
     assert "accept length holds" in lines[0] and "verify side" in lines[0]
     first_cause = next(l for l in lines if l.strip().startswith("1. "))
     assert "workers.env.NCCL_NVLS_ENABLE" in first_cause
+
+
+def test_the_pair_carries_the_edits_as_text_and_diff_shows_the_removed_guard(pair):
+    """The turning point of the story is reading the patches: the engine.py edit (site-packages and the
+    ops checkout), the scheduler.py edit, the stash, the sitecustomize.py, all held as text."""
+    good, bad = pair
+    sections = bad["sections"]
+    modified = sections["packages"]["data"]["integrity"]["modified"]
+    engine = modified["sglang/srt/entrypoints/engine.py"]["content"]
+    assert engine["status"] == "text" and "redacted" not in engine
+    assert 'os.environ["NCCL_NVLS_ENABLE"] = str(' in engine["text"]
+    assert '"NCCL_NVLS_ENABLE" not in os.environ' not in engine["text"]  # the guard is gone
+    for entry in modified.values():  # each text is the file whose hash the integrity check reports
+        assert hashlib.sha256(entry["content"]["text"].encode()).hexdigest() == entry["actual_sha256"]
+    hooks = sections["python"]["data"]["startup_hooks"]
+    site = next(h for p, h in hooks.items() if p.endswith("/sitecustomize.py"))
+    assert 'os.environ.setdefault("HF_HUB_OFFLINE", "1")' in site["content"]["text"]
+    repo = sections["git"]["data"]["repos"]["/home/ops/sglang"]
+    assert "WIP split-kv" in repo["stash"]["stash@{0}"]["patch"]["text"]
+    assert repo["dirty"]["python/sglang/srt/entrypoints/engine.py"]["content"]["text"] == engine["text"]
+
+    proc = run_envsnap("diff", "-v", "--no-pip-cache", GOOD, BAD, cwd=REPO_ROOT)
+    lines = proc.stdout.splitlines()
+    assert '-        "NCCL_NVLS_ENABLE" not in os.environ' in lines
+    assert "+    # synced with main: NVLS follows --enable-nccl-nvls / --enable-symm-mem only" in lines
+    assert any(line.startswith("@@ ") and line.endswith("def _set_envs_and_config(server_args: ServerArgs):")
+               for line in lines)
+    top = next(i for i, line in enumerate(lines) if line.strip().startswith("1. "))
+    evidence = lines[top:top + 12]
+    assert any("changes lines that name NCCL_NVLS_ENABLE" in line for line in evidence)
 
 
 def test_run_records_match_their_output(pair):

@@ -7,7 +7,9 @@ that only their name or flag gives away. Each is checked in the library (every c
 env var, argv, free text, JSON string) and then end to end: a real `envsnap capture` with
 all of them in its environment, in a watched process's command line, in watched file
 names, a label, a log and a URL; the probe's record files; `envsnap run` records; the
-bisect journal; `show`, `report` (HTML) and `diff` output; error messages.
+bisect journal; `show`, `report` (HTML) and `diff` output; error messages. And in file text
+(patches, working copies, stash entries, watched files, start-up hooks): every shape pasted into
+source code, shell, YAML, .env and JSON, through a real capture of a real git checkout to every output.
 """
 from __future__ import annotations
 
@@ -78,6 +80,39 @@ def test_every_shape_is_redacted_in_every_context(secret):
     for context, output in _contexts(secret).items():
         assert not secret.leaked_in(output), f"{secret.shape} survives in {context}: {output[:200]}"
         assert "redacted:" in output, context
+
+
+def _file_contexts(s):
+    """(context, text of a file) for every way a secret gets pasted into a file or a patch."""
+    value, single = s.value, "\n" not in s.value
+    python = [f"{s.name} = {value!r}", f"os.environ[{s.name!r}] = {value!r}",
+              f"os.environ.setdefault({s.name!r}, {value!r})", f"cfg = {{{s.name.lower()!r}: {value!r}}}"]
+    if s.flag:
+        python.append(f"subprocess.run(['serve', {s.flag!r}, {value!r}])")
+    if single:
+        python.append(f"# run with {s.name}={value}")
+        if s.flag:
+            python.append(f"subprocess.run(['serve', '{s.flag}={value}'])")
+    if s.self_identifying:
+        python.append(f"x = {value!r}")
+    out = {f"python_{i}": ("cfg.py", f"import os\n{line}\n") for i, line in enumerate(python)}
+    if single:
+        out.update({"shell_export": ("env.sh", f"export {s.name}='{value}'\n"), "dotenv": (".env", f"{s.name}={value}\n"),
+                    "yaml": ("c.yaml", f"{s.name.lower()}: {value}\n")})
+        if s.flag:
+            out["shell_flag"] = ("serve.sh", f"serve {s.flag} {value} --port 1\n")
+    out["json"] = ("c.json", json.dumps({s.name: value}, indent=1) + "\n")
+    added = "+" + f"export {s.name}='{value}'".replace("\n", "\n+")
+    out["patch"] = ("x.sh", f"--- a/x.sh\n+++ b/x.sh\n@@ -0,0 +1 @@\n{added}\n")
+    return out
+
+
+@pytest.mark.parametrize("secret", CORPUS, ids=[s.shape for s in CORPUS])
+def test_every_shape_is_redacted_in_file_text(secret):
+    for context, (path, text) in _file_contexts(secret).items():
+        output = redact.redact_file_text(text, path)
+        assert not secret.leaked_in(output), f"{secret.shape} survives in {context}: {output[:300]}"
+        assert redact.redact_file_text(output, path) == output, context  # idempotent
 
 
 def test_performance_variables_and_server_arguments_stay_visible():
@@ -306,3 +341,78 @@ def test_real_outputs_pass_through_unchanged():
             assert redact.redact_text(text) == text, path
             checked += 1
     assert checked >= 5
+
+
+def _pasted(corpus, style):
+    """A config file with the whole corpus pasted in (style: sh | py)."""
+    lines = []
+    for s in corpus:
+        if style == "py":
+            lines.append(f"os.environ[{s.name!r}] = {s.value!r}")
+        elif "\n" not in s.value:
+            lines.append(f"export {s.name}='{s.value}'")
+        else:
+            lines.append(s.value.rstrip("\n"))  # a PEM block pasted as is
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def patch_pair(tmp_path_factory):
+    """Two real captures of a real checkout: clean, then with the corpus pasted into a dirty file, a
+    stash entry, an untracked file, a watched file and a sitecustomize.py on the interpreter's path."""
+    from helpers.git import git, init_repo
+
+    tmp = tmp_path_factory.mktemp("patch-secrets")
+    repo = init_repo(tmp / "checkout", {"serve.sh": "export NCCL_PROTO=Simple\n", "settings.py": "import os\n"})
+    watched = tmp / "launch.env"
+    watched.write_text("NCCL_PROTO=Simple\n")
+    hooks = tmp / "hooks"
+    hooks.mkdir()
+    env = {"PYTHONPATH": str(hooks)}
+    snaps = {}
+    for side in ("good", "bad"):
+        if side == "bad":
+            (repo / "settings.py").write_text("import os\n" + _pasted(CORPUS, "py"))
+            git(repo, "stash", "push", "-q", "-m", "keys", "settings.py")
+            (repo / "serve.sh").write_text("export NCCL_PROTO=LL\n" + _pasted(CORPUS, "sh"))
+            (repo / "settings.py").write_text("import os\n" + _pasted(CORPUS[::-1], "py"))
+            (repo / "notes.env").write_text(_pasted(CORPUS, "sh"))
+            watched.write_text("NCCL_PROTO=LL\n" + _pasted(CORPUS, "sh"))
+            (hooks / "sitecustomize.py").write_text("import os\n" + _pasted(CORPUS, "py"))
+        snaps[side] = tmp / f"{side}.json"
+        cap = run_cli("capture", "-o", snaps[side], "--repo", repo, "--watch", watched, "--timeout", "60",
+                      env=env, cwd=str(tmp))
+        assert cap.returncode == 0, cap.stderr
+        _check_clean(f"capture of {side}", cap.stdout + cap.stderr)
+    return {**snaps, "repo": repo.resolve(), "hooks": hooks, "watched": watched, "tmp": tmp}
+
+
+@pytest.mark.slow
+def test_secrets_pasted_into_files_stay_out_of_snapshots_diffs_and_reports(patch_pair):
+    bad_text = patch_pair["bad"].read_text()
+    _check_clean("snapshot with patches", bad_text)
+    bad = store.load(str(patch_pair["bad"]))
+    sections = bad["sections"]
+    repo = sections["git"]["data"]["repos"][str(patch_pair["repo"])]
+    held = [repo["dirty"]["serve.sh"]["patch"], repo["dirty"]["serve.sh"]["content"],
+            repo["dirty"]["settings.py"]["patch"], repo["dirty"]["settings.py"]["content"],
+            repo["untracked"]["notes.env"]["content"], repo["stash"]["stash@{0}"]["patch"],
+            sections["files"]["data"]["entries"][str(patch_pair["watched"])]["content"],
+            sections["python"]["data"]["startup_hooks"][str(patch_pair["hooks"] / "sitecustomize.py")]["content"]]
+    for record in held:  # really captured as text (so "no leak" is not "nothing recorded"), and redacted
+        assert record["status"] == "text" and record["redacted"] is True and "redacted:" in record["text"], record
+    assert "export NCCL_PROTO=LL" in repo["dirty"]["serve.sh"]["content"]["text"]  # the rest stays readable
+    good, bad_path = patch_pair["good"], patch_pair["bad"]
+    for fmt in ("text", "json", "html"):
+        out = run_cli("diff", good, bad_path, "--format", fmt, "-v", "--no-pip-cache")
+        assert out.returncode == 1, out.stderr
+        assert "NCCL_PROTO=LL" in out.stdout  # the patches are there
+        _check_clean(f"diff --format {fmt} with patches", out.stdout + out.stderr)
+    html = patch_pair["tmp"] / "patches.html"
+    rep = run_cli("report", good, bad_path, "-o", html, "--no-pip-cache")
+    assert rep.returncode == 0, rep.stderr
+    page = html.read_text()
+    assert 'id="patches"' in page
+    _check_clean("report with patches", page + rep.stderr)
+    shown = run_cli("show", "-v", bad_path)
+    _check_clean("show -v with patches", shown.stdout + shown.stderr)

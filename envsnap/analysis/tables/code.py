@@ -12,6 +12,7 @@ from envsnap.analysis.tables.common import (
     natural_key,
     sections,
 )
+from envsnap.analysis.views import without_text
 
 
 def _integrity(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
@@ -71,7 +72,8 @@ def _hooks(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Dict[str, Any]]:
     for path in sorted(set(g) | set(b)):
         hook = as_dict(b.get(path) or g.get(path))
         rows.append({"path": path, "kind": hook.get("kind"), "good": facts(g[path]) if path in g else None,
-                     "bad": facts(b[path]) if path in b else None, "differs": g.get(path) != b.get(path)})
+                     "bad": facts(b[path]) if path in b else None,
+                     "differs": without_text(g.get(path)) != without_text(b.get(path))})
     rows.sort(key=lambda r: (not r["differs"], r["path"]))
     return rows
 
@@ -137,7 +139,7 @@ def _files(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
         return {"sha256": entry.get("sha256"), "size": entry.get("size")}
 
     rows = [{"path": p, "good": facts(g[p]) if p in g else None, "bad": facts(b[p]) if p in b else None,
-             "differs": g.get(p) != b.get(p)} for p in sorted(set(g) | set(b), key=str)]
+             "differs": without_text(g.get(p)) != without_text(b.get(p))} for p in sorted(set(g) | set(b), key=str)]
     rows.sort(key=lambda r: (not r["differs"], str(r["path"])))
     return capped(rows)
 

@@ -13,6 +13,9 @@ Meant for patch scripts (patch_kimik25_eagle3.py) and the files they patch. Rule
   DEFAULT_WORKERS for the measurement); it stops at the capture deadline: whatever
   was not reached is recorded as skipped, never silently left out.
 
+Every regular file's text is kept too, under "content" (content.py: bounded, redacted; a binary
+file is recorded by hash only), read after the hashing, by path, until the deadline.
+
 The hashing helpers here are shared with the git collector (dirty and untracked files).
 """
 from __future__ import annotations
@@ -290,6 +293,15 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
             entries[job[0]] = result
     for index in missed:
         entries[unique[index][0]] = {"skipped": DEADLINE_NOTE}
+    from envsnap.capture.collectors import (
+        content,  # content imports this module's helpers
+    )
+
+    budget = content.Budget.of(ctx)
+    for path in sorted(entries):
+        entry = entries[path]
+        if "sha256" in entry:
+            entry["content"] = content.read_file(path, budget, known=entry, deadline=deadline)
     data = _summarise_data(roots, entries, errors, skipped)
     if not entries and errors:
         return failed(f"nothing readable under {', '.join(roots)}", data)

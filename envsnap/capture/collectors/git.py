@@ -7,7 +7,12 @@ never envsnap's: envsnap's own checkout is not the server's code.
 
 Per repository: HEAD, branch or detached, upstream with ahead/behind, every dirty
 file with its status and the sha256 of the working copy, untracked (non-ignored)
-files with sha256, stash entries, submodule states and remote URLs.
+files with sha256, stash entries, submodule states and remote URLs. And the text that
+explains a change (content.py has the record shape and the bounds): each dirty file's
+patch against HEAD ("patch", from one `git diff HEAD`; a binary file's patch is git's
+"Binary files ... differ" line, its content record "binary": by hash only), the working
+copy of each dirty file and of each small untracked one ("content"), and each stash
+entry's patch (`git stash show -p`, "patch").
 
 How, and why:
 - the `git` CLI through run_command, each call bounded by the capture deadline (a
@@ -16,8 +21,12 @@ How, and why:
   with spaces, newlines or non-ASCII come through intact), `stash list -z --format`;
 - GIT_OPTIONAL_LOCKS=0 so `git status` never takes the index lock or rewrites the
   index of the user's repository while they work in it; nothing here writes to it;
-- few calls per repository (rev-parse, status, stash list, remote URLs, and
-  `submodule status` only when there is a .gitmodules), repositories in parallel.
+- few calls per repository (rev-parse, status, stash list, remote URLs, `diff HEAD`
+  for the dirty files, `stash show -p` per stash entry, and `submodule status` only
+  when there is a .gitmodules), repositories in parallel;
+- patches in a fixed format whatever the user's git config says: no colour, no external
+  diff or textconv driver, a/ and b/ prefixes, literal pathspecs (GIT_LITERAL_PATHSPECS:
+  a file named `*.py` is that file), unquoted UTF-8 names.
 A repository reached several ways (cwd and an editable install) is recorded once
 with all its roles. No repository at all is `unavailable`, not an error; a `--repo`
 that is not a repository is an error the user should see.
@@ -33,6 +42,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.capture.collectors import content
 from envsnap.capture.collectors.distributions import editable_source_dirs
 from envsnap.capture.collectors.files import (
     hash_file,
@@ -42,6 +52,7 @@ from envsnap.capture.collectors.files import (
     parallel_map,
 )
 from envsnap.capture.collectors.python import interpreter_facts, target_python
+from envsnap.model import patchtext
 from envsnap.subproc import CommandResult, run_command
 
 # Variables that would point every git call at one repository, whatever -C says.
@@ -54,6 +65,11 @@ _SHA_RE = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 # `--watch PATH` hashes such a file in full.
 MAX_HASH_BYTES = 256 << 20
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Paths per `git diff HEAD` call: keeps each command line far below ARG_MAX.
+PATHS_PER_DIFF = 200
+# Options that make a patch the same whatever the user's configuration (diff.external, color.ui,
+# diff.noprefix, diff.mnemonicPrefix, textconv drivers).
+_PATCH_OPTIONS = ["--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/"]
 
 
 class _GitTimeout(Exception):
@@ -79,11 +95,12 @@ class _Git:
         self.deadline = deadline
         self.env = _git_env()
 
-    def run(self, args: List[str], cwd: str) -> CommandResult:
+    def run(self, args: List[str], cwd: str, extra_env: Optional[Dict[str, str]] = None) -> CommandResult:
         left = self.deadline - time.monotonic()
         if left <= 0.05:
             raise _GitTimeout("capture deadline reached before `git " + " ".join(args[:2]) + "`")
-        result = run_command(["git", *args], timeout=left, cwd=cwd, env=self.env)
+        env = dict(self.env, **extra_env) if extra_env else self.env
+        result = run_command(["git", *args], timeout=left, cwd=cwd, env=env)
         if result.timed_out:
             raise _GitTimeout(f"`git {' '.join(args[:2])}` {result.error}")
         return result
@@ -238,7 +255,7 @@ def parse_remotes(text: str) -> Dict[str, str]:
     return remotes
 
 
-def inspect_repo(git: _Git, top: str) -> Dict[str, Any]:
+def inspect_repo(git: _Git, top: str, budget: Optional[content.Budget] = None) -> Dict[str, Any]:
     """Everything recorded for one work tree; failures of single steps go into its `errors`.
 
     Raises _GitTimeout only when `git status` itself does not answer: without it there
@@ -281,7 +298,79 @@ def inspect_repo(git: _Git, top: str) -> Dict[str, Any]:
             entry.update(result)
     for index in missed:
         jobs[index][1]["skipped"] = "not hashed: capture deadline reached"
+    budget = budget or content.Budget()
+    _attach_patches(git, top, repo, budget)
+    _attach_contents(top, repo, budget, git.deadline)
+    _attach_stash_patches(git, top, repo, budget)
     return repo
+
+
+def _attach_patches(git: _Git, top: str, repo: Dict[str, Any], budget: content.Budget) -> None:
+    """Each dirty file's patch against HEAD, from `git diff HEAD` split per file."""
+    if not repo.get("head"):
+        return  # no commit yet: nothing to diff against (staged files still get their content)
+    paths: List[str] = []
+    for rel, entry in sorted(repo["dirty"].items()):
+        if entry.get("submodule") or "\ufffd" in rel:
+            continue
+        paths.append(rel)
+        if entry.get("from") and "\ufffd" not in entry["from"]:
+            paths.append(entry["from"])  # both names, so git pairs them as a rename
+    for start in range(0, len(paths), PATHS_PER_DIFF):
+        batch = paths[start:start + PATHS_PER_DIFF]
+        try:
+            result = git.run(["-c", "core.quotePath=false", "diff", "HEAD", *_PATCH_OPTIONS, "--find-renames",
+                              "--", *batch], top, extra_env={"GIT_LITERAL_PATHSPECS": "1"})
+        except _GitTimeout as exc:
+            repo["errors"]["patch"] = f"timeout: {exc}"
+            return
+        if not result.ok:
+            repo["errors"]["patch"] = result.error or "git diff failed"
+            return
+        for path, chunk in patchtext.split_git_patch(result.stdout_bytes):
+            entry = repo["dirty"].get(path) if path is not None else None
+            if entry is not None and "patch" not in entry:
+                # Redacting a big patch takes a while: past the deadline the rest are only named.
+                entry["patch"] = (content.patch_record(chunk, budget) if time.monotonic() < git.deadline else
+                                  content.unreadable(content.DEADLINE_ERROR, {"size": len(chunk)}))
+
+
+def _attach_contents(top: str, repo: Dict[str, Any], budget: content.Budget, deadline: float) -> None:
+    """The working copy of each dirty file, and of each untracked one within the per-file bound."""
+    jobs = [(rel, entry, False) for rel, entry in sorted(repo["dirty"].items())]
+    jobs += [(rel, entry, True) for rel, entry in sorted(repo["untracked"].items())]
+    for rel, entry, untracked in jobs:
+        if "skipped" in entry:  # over MAX_HASH_BYTES (not even hashed), or the deadline came first
+            entry["content"] = (content.unreadable(content.DEADLINE_ERROR, entry) if "deadline" in entry["skipped"]
+                                else {"status": "too_large", "size": entry.get("size")})
+            continue
+        if "sha256" not in entry:
+            continue  # deleted, a submodule, a link (git keeps the link, not its target), unreadable
+        entry["content"] = content.read_file(os.path.join(top, rel), budget, known=entry, deadline=deadline,
+                                             small_only=untracked)
+
+
+def _attach_stash_patches(git: _Git, top: str, repo: Dict[str, Any], budget: content.Budget) -> None:
+    """Each stash entry's patch (what `git stash pop` would apply), by its commit."""
+    def index(name: str) -> int:
+        match = re.search(r"\{(\d+)\}", name)
+        return int(match.group(1)) if match else 1 << 30
+
+    for name in sorted(repo["stash"], key=lambda n: (index(n), n)):
+        entry = repo["stash"][name]
+        sha = entry.get("sha") if isinstance(entry, dict) else None
+        if not sha or not _SHA_RE.match(sha):
+            continue
+        try:
+            result = git.run(["stash", "show", "-p", *_PATCH_OPTIONS, sha], top)
+        except _GitTimeout as exc:
+            repo["errors"]["stash_patch"] = f"timeout: {exc}"
+            return
+        if not result.ok:
+            repo["errors"]["stash_patch"] = result.error or "git stash show failed"
+            continue
+        entry["patch"] = (content.patch_record(result.stdout_bytes, budget) if time.monotonic() < git.deadline else
+                          content.unreadable(content.DEADLINE_ERROR, {"size": len(result.stdout_bytes)}))
 
 
 def _editable_installs(ctx: CaptureContext) -> Tuple[Dict[str, str], Optional[str]]:
@@ -315,6 +404,7 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
         return unavailable("git is not installed (not on PATH)")
     git = _Git(internal_deadline(ctx))
     editable, editable_error = _editable_installs(ctx)
+    budget = content.Budget.of(ctx)
     targets = _collect_targets(ctx, editable)
     errors: Dict[str, str] = {}
     if editable_error:
@@ -350,7 +440,7 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
 
     def inspect(top: str) -> Dict[str, Any]:
         try:
-            return inspect_repo(git, top)
+            return inspect_repo(git, top, budget)
         except _GitTimeout as exc:
             return {"error": f"timeout: {exc}"}
 

@@ -4,7 +4,9 @@ Versions and origins come from the distributions' metadata (direct_url.json, PEP
 without importing anything. Integrity re-hashes the files each RECORD lists (`.py`,
 `.pth` and scripts by default, every file with --deep) and names those that differ:
 an edited `sglang/srt/layers/moe/topk.py` is found with no pristine copy to compare
-against. See envsnap/integrity.py for the hashing and the shebang-rewrite rule.
+against. See envsnap/integrity.py for the hashing and the shebang-rewrite rule. Each edited
+file's current text is kept too (content.attach_installed: bounded, redacted), so a diff can
+show the edit itself.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import time
 from typing import Any, Dict, List, Optional, Set
 
 from envsnap.capture.base import CaptureContext, failed, ok
+from envsnap.capture.collectors import content, integrity
 from envsnap.capture.collectors import distributions as distributions_mod
-from envsnap.capture.collectors import integrity
 from envsnap.capture.collectors.python import interpreter_facts
 from envsnap.model.names import canonical_name
 
@@ -30,8 +32,9 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
     site_dirs = {os.path.normpath(p) for p in facts.get("site_packages") or []}
     if facts.get("user_site"):
         site_dirs.add(os.path.normpath(facts["user_site"]))
-    data = describe(facts.get("sys_path") or [], site_dirs, deep=ctx.deep,
-                    stop_at=time.monotonic() + max(0.0, ctx.remaining() - ASSEMBLY_MARGIN_S))
+    stop_at = time.monotonic() + max(0.0, ctx.remaining() - ASSEMBLY_MARGIN_S)
+    data = describe(facts.get("sys_path") or [], site_dirs, deep=ctx.deep, stop_at=stop_at)
+    content.attach_installed(data, content.Budget.of(ctx), deadline=stop_at)
     data["python"] = facts.get("executable")
     return ok(data)
 

@@ -3,8 +3,8 @@
 sitecustomize.py, usercustomize.py, `import` lines in `.pth` files and $PYTHONSTARTUP
 run in every Python process of an environment, server workers included; one that sets
 `os.environ["NCCL_PROTO"]` changes NCCL for every rank while /proc/PID/environ and
-the shell show nothing. Each hook is recorded with its sha256 and the environment
-variables it mentions.
+the shell show nothing. Each hook is recorded with its sha256, the environment
+variables it mentions, and its text (content.py: bounded, redacted).
 
 By default the interpreter running envsnap is described (in-process, no subprocess).
 When the server runs in another environment, `ENVSNAP_PYTHON=/path/to/python` (or a
@@ -20,9 +20,11 @@ import os
 import re
 import shutil
 import threading
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok
+from envsnap.capture.collectors import content
 from envsnap.redact import redact_env
 from envsnap.subproc import run_command
 
@@ -213,6 +215,11 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
         }
     data["pyvenv_cfg"] = _pyvenv_cfg(facts.get("prefix")) if facts.get("in_venv") else None
     hooks, errors = startup_hooks(facts, env)
+    budget = content.Budget.of(ctx)
+    deadline = time.monotonic() + ctx.remaining()
+    for path, hook in hooks.items():  # sorted by path: the budget's order
+        if "sha256" in hook:
+            hook["content"] = content.read_file(path, budget, known=hook, deadline=deadline)
     data["startup_hooks"] = hooks
     data["errors"] = errors
     return ok(data)
