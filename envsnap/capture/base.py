@@ -37,6 +37,8 @@ class CaptureContext:
     sglang_url: Optional[str] = None
     # Interpreter to describe (python/packages/torch sections); None = the one running envsnap.
     python: Optional[str] = None
+    # --no-cache: hash every file, neither read nor write the hash cache (hashcache.py).
+    no_cache: bool = False
     # Set by the runner: time.monotonic() value by which everything must be done.
     deadline: float = 0.0
 

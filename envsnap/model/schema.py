@@ -48,6 +48,9 @@ _PROBE_RECORD = {
     "pid": "num", "ppid": "num", "argv": ("list", "str"), "title": "str", "env_at_start": _ENV,
     "env_at_init": _ENV, "env_at_exit": _ENV, "init": "dict", "host": "str",
 }
+# Where a section's file hashes came from (capture/hashcache.py): bookkeeping, not a fact
+# about the environment (knowledge.VOLATILE_RULES marks it volatile).
+_HASH_CACHE = {"used": "scalar", "hits": "num", "misses": "num", "racy": "num", "path": "str", "note": "str"}
 SECTION_SHAPES: Dict[str, Any] = {
     "env": {"count": "num", "vars": _ENV},
     "host": {"os": "dict", "cpu": "dict", "thp": "dict", "numa_nodes": "num", "memory": "dict", "cgroup": "dict",
@@ -64,7 +67,8 @@ SECTION_SHAPES: Dict[str, Any] = {
                                "modified": ("map", {"dist": "str", "recorded_sha256": "str", "actual_sha256": "str",
                                                     "recorded_size": "num", "actual_size": "num"}),
                                "missing": ("map", "dict"), "rewritten_scripts": ("map", "dict"),
-                               "unhashable": "dict", "errors": "dict"}},
+                               "unhashable": "dict", "errors": "dict"},
+                 "hash_cache": _HASH_CACHE},
     "git": {"repos": ("map", {"roles": ("list", "str"), "head": "str", "branch": "str", "detached": "scalar",
                               "upstream": "str", "ahead": "num", "behind": "num",
                               "dirty": ("map", {"status": "str", "sha256": "str"}), "untracked": ("map", "dict"),

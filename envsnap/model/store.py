@@ -49,6 +49,15 @@ def atomic_write_text(path: str, text: str, force: bool = False) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    atomic_write_bytes(path, text.encode("utf-8", "surrogateescape"), force=force)
+
+
+def atomic_write_bytes(path: str, data: bytes, force: bool = False, durable: bool = True,
+                       mode: Optional[int] = None) -> None:
+    """atomic_write_text's writer, for bytes. `durable=False` skips the fsyncs: for a file
+    that checks itself when read (the hash cache's checksum), where a crash may lose the
+    new version but readers still see either the old file or the new one, never a mix.
+    `mode` gives the file that mode instead of the replaced file's (or the umask's)."""
     path = os.path.abspath(path)
     if os.path.isdir(path):
         raise EnvsnapError(f"{path} is a directory")
@@ -57,10 +66,12 @@ def atomic_write_text(path: str, text: str, force: bool = False) -> None:
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
         raise EnvsnapError(f"directory {directory} does not exist")
-    data = text.encode("utf-8", "surrogateescape")
-    fd, tmp = _write_temp(directory, data)
+    fd, tmp = _write_temp(directory, data, durable)
     try:
-        _give_final_mode(fd, path)
+        if mode is None:
+            _give_final_mode(fd, path)
+        else:
+            os.fchmod(fd, mode)
         if not force and os.path.lexists(path):
             raise EnvsnapError(f"{path} exists; use --force to overwrite it")
         if tmp is None:
@@ -75,6 +86,8 @@ def atomic_write_text(path: str, text: str, force: bool = False) -> None:
         os.close(fd)
         if tmp is not None:
             _unlink_quietly(tmp)
+    if not durable:
+        return
     try:  # make the rename itself durable
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
@@ -118,8 +131,8 @@ def _give_final_mode(fd: int, path: str) -> None:
         pass  # a filesystem without modes: keep what it gave
 
 
-def _write_temp(directory: str, data: bytes) -> Tuple[int, Optional[str]]:
-    """(open fd, temp name or None for an anonymous file) holding `data`, fsynced."""
+def _write_temp(directory: str, data: bytes, durable: bool = True) -> Tuple[int, Optional[str]]:
+    """(open fd, temp name or None for an anonymous file) holding `data`, fsynced when durable."""
     fd, tmp = -1, None
     anonymous = getattr(os, "O_TMPFILE", 0)
     if anonymous:
@@ -139,7 +152,8 @@ def _write_temp(directory: str, data: bytes) -> Tuple[int, Optional[str]]:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     except BaseException as exc:
         os.close(fd)
         if tmp is not None:

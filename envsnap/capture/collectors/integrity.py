@@ -33,6 +33,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from envsnap.capture import hashcache
+
 try:  # Linux: blocks this thread read from a device, i.e. page-cache misses
     import resource
 
@@ -137,11 +139,14 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
 
 
 def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: Optional[float] = None,
-           workers: Optional[int] = None) -> Dict[str, Any]:
+           workers: Optional[int] = None, use_cache: Optional[bool] = None) -> Dict[str, Any]:
     """Check every (dist, location, RECORD text); return the `integrity` section layout.
 
     `stop_at` is a time.monotonic() value: files not hashed by then are counted in
     `not_checked` (per distribution), so a short --timeout never hides anything.
+    `use_cache`: True reuses the hashes of files unchanged since an earlier capture
+    (hashcache.py) and False hashes everything (--no-cache); either way the result gets
+    a `hash_cache` entry saying where the hashes came from. None: no cache, no entry.
     """
     result: Dict[str, Any] = {
         "mode": mode, "checked_files": 0, "modified": {}, "missing": {}, "rewritten_scripts": {},
@@ -150,7 +155,9 @@ def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: O
         "errors": {},
     }
     by_path: Dict[str, List[Entry]] = {}
+    locations = set()
     for dist, location, text in records:
+        locations.add(location)
         parsed = parse_record(dist, location, text, mode)
         for entry in parsed["entries"]:
             by_path.setdefault(entry.path, []).append(entry)
@@ -167,7 +174,14 @@ def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: O
                     continue
                 result["unhashable"]["files"][_unique_key(result["unhashable"]["files"], rel, dist)] = {"dist": dist}
 
-    outcomes = _hash_all(by_path, stop_at, workers or default_workers())
+    cache = hashcache.HashCache.open(locations) if use_cache else None
+    outcomes = _hash_all(by_path, stop_at, workers or default_workers(), cache)
+    if cache is not None:
+        cache.save()
+        result["hash_cache"] = cache.summary()
+    elif use_cache is not None:
+        result["hash_cache"] = hashcache.disabled_summary(
+            sum(1 for status, _ in outcomes.values() if status != "not_checked"))
     for path in sorted(by_path):
         status, info = outcomes.get(path, ("not_checked", None))
         for entry in by_path[path]:
@@ -186,7 +200,8 @@ def default_workers() -> int:
     return max(2, min(8, cpus * 2))
 
 
-def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers: int) -> Dict[str, Tuple[str, Any]]:
+def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers: int,
+              cache: Optional[hashcache.HashCache] = None) -> Dict[str, Tuple[str, Any]]:
     large = sorted((p for p, es in by_path.items() if (es[0].size or 0) >= LARGE),
                    key=lambda p: -(by_path[p][0].size or 0))
     small = sorted(p for p, es in by_path.items() if (es[0].size or 0) < LARGE)
@@ -196,11 +211,22 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
 
     def run(batch: List[str]) -> Dict[str, Tuple[str, Any]]:
         out = {}
+        hits = misses = 0
         for path in batch:
             if stop_at is not None and time.monotonic() >= stop_at:
                 out[path] = ("not_checked", None)
-            else:
+            elif cache is None:
                 out[path] = hash_file(path, algorithms[path], stop_at)
+            else:
+                cached = cache.lookup(path, algorithms[path])
+                if cached is not None:
+                    out[path] = ("ok", cached)
+                    hits += 1
+                    continue
+                out[path] = outcome = _hash_and_record(path, algorithms[path], stop_at, cache)
+                misses += outcome[0] != "not_checked"
+        if cache is not None:
+            cache.count(hits, misses)
         return out
 
     pool: Optional[ThreadPoolExecutor] = None
@@ -233,17 +259,30 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
     return outcomes
 
 
+def _hash_and_record(path: str, algorithms: List[str], stop_at: Optional[float],
+                     cache: hashcache.HashCache) -> Tuple[str, Any]:
+    """hash_file, then let the cache remember the digests under the stat taken before reading."""
+    opened: List[os.stat_result] = []
+    status, info = hash_file(path, algorithms, stop_at, opened)
+    if status == "ok" and opened and info[1] == opened[0].st_size:
+        cache.record(path, opened[0], info[0])
+    return status, info
+
+
 def _blocks_read() -> Optional[int]:
     if _RUSAGE_THREAD is None:
         return None
     return resource.getrusage(_RUSAGE_THREAD).ru_inblock
 
 
-def hash_file(path: str, algorithms: List[str], stop_at: Optional[float] = None) -> Tuple[str, Any]:
+def hash_file(path: str, algorithms: List[str], stop_at: Optional[float] = None,
+              opened: Optional[List[os.stat_result]] = None) -> Tuple[str, Any]:
     """Stream one file through the given hash algorithms.
 
     Returns ("ok", ({algorithm: digest}, size)), ("missing", None), ("error", text) or
     ("not_checked", None) when the deadline passed in the middle of a large file.
+    `opened` receives the file's stat taken before its first byte was read (the state
+    the hash cache may record the digests under).
     """
     try:
         # O_NONBLOCK: opening a FIFO someone left in site-packages must not hang.
@@ -256,6 +295,8 @@ def hash_file(path: str, algorithms: List[str], stop_at: Optional[float] = None)
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return "error", "not a regular file"
+        if opened is not None:
+            opened.append(info)
         hashers = [hashlib.new(name) for name in algorithms]
         # Most files are read whole by one call (st_size + 1 detects a file that grew).
         want = info.st_size + 1 if info.st_size < CHUNK else CHUNK
