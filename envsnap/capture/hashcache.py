@@ -11,6 +11,15 @@ seconds, FAT two): such an entry is "racy". Like git, it is never trusted: a fil
 mtime or ctime is not older than the moment its stat was taken by more than
 RACY_WINDOW_NS is hashed again at the next capture instead of being recorded.
 
+A second kind of entry saves the rest of the work for a distribution that was found intact:
+its RECORD's sha256, what the RECORD says by itself (files listed without a hash, lines with
+an unreadable hash), and the stat of every file it lists as it was when those files' digests
+were taken and found equal to RECORD's. When the RECORD text and every one of those stats are
+unchanged, the findings are the same without parsing or hashing anything; when anything
+differs the distribution is checked file by file (the file entries still apply). Its stats
+are its own, not the file entries' (a --deep capture may renew a file entry after an edit
+that this entry must then not vouch for), and it is recorded only from non-racy file entries.
+
 The file lives in `$XDG_CACHE_HOME/envsnap` (default `~/.cache/envsnap`), one per host and
 set of installation directories (a venv), and is bounded: at most MAX_ENTRIES entries and
 MAX_BYTES per file, at most MAX_FILES files (the least recently used go first). It starts
@@ -31,7 +40,7 @@ import socket
 import stat
 import threading
 import time
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 FORMAT = "envsnap-hash-cache"
 VERSION = 1
@@ -66,7 +75,9 @@ def stat_key(st: os.stat_result) -> str:
 class HashCache:
     """One cache file's entries for one capture: look up, record, save once at the end.
 
-    Entries map an absolute path to `"<dev> <ino> <size> <mtime_ns> <ctime_ns> <alg>:<hex>..."`.
+    Entries map an absolute path to `"<dev> <ino> <size> <mtime_ns> <ctime_ns> <alg>:<hex>..."`,
+    and `"<dist>\\0<location>\\0<mode>"` to a verdict: `"<RECORD sha256> <entries> <unhashable>"`,
+    the RECORD's own findings (JSON), then path and stat of each file, all NUL-separated.
     `lookup` and `record` may be called from several hashing threads at once.
     """
 
@@ -154,6 +165,48 @@ class HashCache:
         self._dropped = True
         return True
 
+    def verdict(self, key: str, text: str) -> Optional[Verdict]:
+        """What a whole RECORD's check found last time (every file as recorded), when the RECORD
+        text is the same and every file it lists still has the stat it had then; else None."""
+        value = self._entries.get(key)
+        if value is None:
+            return None
+        parts = value.split("\0")
+        head = parts[0].split(" ")
+        stat_of = os.stat
+        try:
+            if len(head) != 3 or head[0] != _digest_text(text) or len(parts) % 2:
+                raise ValueError("changed")
+            for i in range(2, len(parts), 2):
+                st = stat_of(parts[i])
+                if parts[i + 1] != f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} ":
+                    raise ValueError("changed")
+            findings = json.loads(parts[1])
+            found = Verdict(int(head[1]), findings["errors"], int(head[2]), findings["named"])
+        except (OSError, ValueError, KeyError, TypeError):
+            self.forget(key)
+            return None
+        self._fresh[key] = value
+        self.count(len(parts) // 2 - 1, 0)
+        return found
+
+    def record_verdict(self, key: str, text: str, findings: Dict[str, Any], paths: List[str]) -> bool:
+        """Remember that every file of a RECORD was found as recorded, under the stats its
+        digests were taken from; only when each of those entries is in the cache (not racy)."""
+        if "\n" in key:
+            return False
+        parts = [f"{_digest_text(text)} {findings['entries']} {findings['unhashable']}",
+                 json.dumps({"errors": findings["errors"], "named": findings["named"]}, sort_keys=True)]
+        for path in dict.fromkeys(paths):  # a RECORD may list a path twice
+            value = self._fresh.get(path)
+            if value is None:
+                return False
+            parts.append(path)
+            parts.append(" ".join(value.split(" ", 5)[:5]) + " ")
+        self._fresh[key] = "\0".join(parts)
+        self._dropped = True
+        return True
+
     def count(self, hits: int, misses: int) -> None:
         with self._lock:
             self.hits += hits
@@ -196,6 +249,17 @@ class HashCache:
         if self.note:
             out["note"] = self.note
         return out
+
+
+class Verdict(NamedTuple):
+    entries: int  # RECORD entries checked
+    errors: Dict[str, str]  # RECORD lines with an unreadable hash
+    unhashable_count: int
+    unhashable_named: List[str]
+
+
+def _digest_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def disabled_summary(files: int) -> Dict[str, Any]:

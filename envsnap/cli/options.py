@@ -7,8 +7,6 @@ from typing import Optional
 
 import click
 
-from envsnap.capture.base import CaptureContext
-
 
 def capture_options(func):
     """Decorate a click command with every capture option; it receives `capture_ctx`."""
@@ -34,6 +32,8 @@ def capture_options(func):
     @functools.wraps(func)
     def wrapper(*args, label, watch, repos, deep, timeout, no_redact, pids, find_sglang, probe_dir, logs, sglang_url,
                 no_cache, python_exe, **kwargs):
+        from envsnap.capture.base import CaptureContext
+
         kwargs["capture_ctx"] = CaptureContext(
             label=label, deep=deep, watch=list(watch), repos=list(repos), timeout=timeout,
             redact=not no_redact, pids=list(pids), sglang=find_sglang, probe_dir=probe_dir,

@@ -297,6 +297,46 @@ def test_deep_and_default_captures_share_one_cache_without_losing_each_others_en
     assert deep["hash_cache"]["hits"] == site.count + 1 and deep["hash_cache"]["misses"] == 0
 
 
+def test_an_edit_seen_only_by_a_deep_capture_is_not_hidden_from_the_next_default_one(site):
+    """A default capture's whole-RECORD verdict is kept while --deep captures run (they check
+    another set of files): it must still not vouch for a file edited in between."""
+    site.verify(mode="py")
+    site.verify(mode="py")  # the verdict ("every file as recorded") is in the cache now
+    target = site.pkg / "m004.py"
+    _rewrite_keeping_size_and_mtime(target, b"VALUE_004 = 0\n")
+    assert set(site.verify(mode="all")["modified"]) == {"pkg/m004.py"}
+    site.settle()
+    assert set(site.verify(mode="all")["modified"]) == {"pkg/m004.py"}  # the deep one's cache hit
+    after = site.verify(mode="py")
+    assert set(after["modified"]) == {"pkg/m004.py"}
+    assert after["hash_cache"]["hits"] == site.count  # from the file entries, the verdict was refused
+
+
+def test_a_changed_record_with_unchanged_files_is_checked_again(site):
+    site.verify()
+    warm = site.verify()
+    assert warm["modified"] == {} and warm["hash_cache"]["hits"] == site.count
+    # The installer rewrote RECORD (a reinstall of another build): same files, other hash.
+    data = (site.pkg / "m009.py").read_bytes()
+    site.record = site.record.replace(_digest(data), _digest(b"something else\n"))
+    result = site.verify()
+    assert set(result["modified"]) == {"pkg/m009.py"}
+    assert result["modified"]["pkg/m009.py"]["actual_sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_what_a_record_says_by_itself_is_reported_the_same_from_the_cache(site):
+    """Unreadable hash lines and files listed without a hash come from RECORD, not the files:
+    a capture whose files all come from the cache still reports them, identically."""
+    site.record += "pkg/nohash.py,,\npkg/m000.pyc,,\npkg/broken.py,sha256=not-base64!,3\n"
+    cold = site.verify()
+    site.verify()
+    warm = site.verify()
+    assert warm["hash_cache"]["hits"] == site.count and warm["hash_cache"]["misses"] == 0
+    assert _without_bookkeeping(warm) == _without_bookkeeping(cold) == _without_bookkeeping(site.verify(False))
+    assert set(warm["unhashable"]["files"]) == {"pkg/nohash.py"} and warm["unhashable"]["count"] == 3
+    assert "unreadable hash" in warm["errors"]["pkg/broken.py"]["error"]
+
+
 def test_cache_directory_is_bounded(tmp_path, cache_home, monkeypatch):
     monkeypatch.setattr(hashcache, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
     monkeypatch.setattr(hashcache, "MAX_FILES", 3)

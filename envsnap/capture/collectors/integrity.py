@@ -19,6 +19,11 @@ large files (shared libraries under --deep) always go to the pool, where hashlib
 releases the GIL for each 1 MiB chunk. Every file is hashed once even when several
 RECORDs list it (the nvidia-* wheels all ship `nvidia/__init__.py`), and a deadline
 stops the work cleanly: whatever was not checked is counted, never dropped silently.
+
+With the hash cache (envsnap/capture/hashcache.py) a file whose stat is unchanged since an
+earlier capture is not read again, and a distribution whose RECORD and files are all
+unchanged since a capture found them intact is not even parsed again: a second capture of
+an unchanged torch venv does one stat per file.
 """
 from __future__ import annotations
 
@@ -154,41 +159,67 @@ def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: O
         "not_checked": {"count": 0, "by_dist": {}},
         "errors": {},
     }
+    records = list(records)
+    cache = hashcache.HashCache.open({location for _, location, _ in records}) if use_cache else None
     by_path: Dict[str, List[Entry]] = {}
-    locations = set()
+    fresh: List[Tuple[str, str, str, Dict[str, Any], List[Entry]]] = []  # dists checked file by file
     for dist, location, text in records:
-        locations.add(location)
+        if cache is not None and (stop_at is None or time.monotonic() < stop_at):
+            known = cache.verdict(_verdict_key(dist, location, mode), text)
+            if known is not None:
+                # The same RECORD and every file it lists unchanged since a capture found them
+                # all as recorded: the same findings, without parsing or hashing anything.
+                result["checked_files"] += known.entries
+                _add_record_findings(result, dist, known.errors, known.unhashable_count, known.unhashable_named)
+                continue
         parsed = parse_record(dist, location, text, mode)
         for entry in parsed["entries"]:
             by_path.setdefault(entry.path, []).append(entry)
-        for rel, error in parsed["errors"].items():
-            result["errors"][_unique_key(result["errors"], rel, dist)] = {"dist": dist, "error": error}
-        unhashed = parsed["unhashable"]
-        if unhashed:
-            result["unhashable"]["count"] += len(unhashed)
-            result["unhashable"]["by_dist"][dist] = len(unhashed)
-            for rel in unhashed:
-                # Bytecode and RECORD itself carry no hash by design; anything else without
-                # one (a .py, a .so) cannot be verified and is named so it can be looked at.
-                if posixpath.basename(rel) in _UNHASHED_BY_DESIGN or rel.endswith((".pyc", ".pyo")):
-                    continue
-                result["unhashable"]["files"][_unique_key(result["unhashable"]["files"], rel, dist)] = {"dist": dist}
+        named = [rel for rel in parsed["unhashable"]
+                 # Bytecode and RECORD itself carry no hash by design; anything else without
+                 # one (a .py, a .so) cannot be verified and is named so it can be looked at.
+                 if not (posixpath.basename(rel) in _UNHASHED_BY_DESIGN or rel.endswith((".pyc", ".pyo")))]
+        _add_record_findings(result, dist, parsed["errors"], len(parsed["unhashable"]), named)
+        fresh.append((dist, location, text, {"errors": parsed["errors"], "unhashable": len(parsed["unhashable"]),
+                                             "named": named}, parsed["entries"]))
 
-    cache = hashcache.HashCache.open(locations) if use_cache else None
     outcomes = _hash_all(by_path, stop_at, workers or default_workers(), cache)
+    as_recorded: Dict[str, bool] = {}  # path -> every RECORD entry for it matched
+    for path in sorted(by_path):
+        status, info = outcomes.get(path, ("not_checked", None))
+        for entry in by_path[path]:
+            matched = _classify(result, entry, status, info)
+            as_recorded[path] = as_recorded.get(path, True) and matched
     if cache is not None:
+        for dist, location, text, findings, entries in fresh:
+            if entries and all(as_recorded.get(entry.path) for entry in entries):
+                cache.record_verdict(_verdict_key(dist, location, mode), text, dict(findings, entries=len(entries)),
+                                     [entry.path for entry in entries])
         cache.save()
         result["hash_cache"] = cache.summary()
     elif use_cache is not None:
         result["hash_cache"] = hashcache.disabled_summary(
             sum(1 for status, _ in outcomes.values() if status != "not_checked"))
-    for path in sorted(by_path):
-        status, info = outcomes.get(path, ("not_checked", None))
-        for entry in by_path[path]:
-            _classify(result, entry, status, info)
     if result["not_checked"]["count"]:
         result["not_checked"]["reason"] = "capture deadline reached before these files were hashed"
     return result
+
+
+def _verdict_key(dist: str, location: str, mode: str) -> str:
+    return f"{dist}\0{location}\0{mode}"
+
+
+def _add_record_findings(result: Dict[str, Any], dist: str, errors: Dict[str, str], unhashable: int,
+                         named: List[str]) -> None:
+    """What a RECORD itself says, whatever the files hold: lines with unreadable hashes, and
+    files listed without a hash (counted; those not without one by design, named)."""
+    for rel, error in errors.items():
+        result["errors"][_unique_key(result["errors"], rel, dist)] = {"dist": dist, "error": error}
+    if unhashable:
+        result["unhashable"]["count"] += unhashable
+        result["unhashable"]["by_dist"][dist] = unhashable
+        for rel in named:
+            result["unhashable"]["files"][_unique_key(result["unhashable"]["files"], rel, dist)] = {"dist": dist}
 
 
 def default_workers() -> int:
@@ -320,23 +351,24 @@ def hash_file(path: str, algorithms: List[str], stop_at: Optional[float] = None,
     return "ok", ({name: h.digest() for name, h in zip(algorithms, hashers)}, size)
 
 
-def _classify(result: Dict[str, Any], entry: Entry, status: str, info: Any) -> None:
+def _classify(result: Dict[str, Any], entry: Entry, status: str, info: Any) -> bool:
+    """Record one entry's finding; True when the file is exactly as RECORD says."""
     if status == "not_checked":
         result["not_checked"]["count"] += 1
         by_dist = result["not_checked"]["by_dist"]
         by_dist[entry.dist] = by_dist.get(entry.dist, 0) + 1
-        return
+        return False
     if status == "missing":
         result["missing"][_unique_key(result["missing"], entry.rel, entry.dist)] = {"dist": entry.dist}
-        return
+        return False
     if status == "error":
         result["errors"][_unique_key(result["errors"], entry.rel, entry.dist)] = {"dist": entry.dist, "error": info}
-        return
+        return False
     digests, size = info
     result["checked_files"] += 1
     actual = digests[entry.algorithm]
     if _urlsafe(actual) == entry.digest and (entry.size is None or entry.size == size):
-        return
+        return True
     record = {
         "dist": entry.dist,
         f"recorded_{entry.algorithm}": _recorded_hex(entry.digest),
@@ -349,8 +381,9 @@ def _classify(result: Dict[str, Any], entry: Entry, status: str, info: Any) -> N
         if evidence is not None:
             record.update(evidence)
             result["rewritten_scripts"][_unique_key(result["rewritten_scripts"], entry.rel, entry.dist)] = record
-            return
+            return False
     result["modified"][_unique_key(result["modified"], entry.rel, entry.dist)] = record
+    return False
 
 
 def shebang_evidence(entry: Entry) -> Optional[Dict[str, Any]]:
