@@ -11,7 +11,6 @@ import json
 import random
 
 import pytest
-
 from helpers.hardening import rich_snapshot
 
 from envsnap.analysis import diff as diff_mod

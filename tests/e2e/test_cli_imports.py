@@ -26,7 +26,7 @@ print("\n@@" + json.dumps({"code": code, "modules": sorted(sys.modules)}))
 
 
 def _modules(*args, cwd=None):
-    proc = subprocess.run([sys.executable, "-c", _PROBE, *map(str, args)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", _PROBE, *map(str, args)], capture_output=True, text=True, check=False,
                           timeout=120, cwd=cwd or REPO_ROOT)
     found = json.loads(proc.stdout.rsplit("\n@@", 1)[1])
     return found["code"], proc.stdout.rsplit("\n@@", 1)[0], set(found["modules"])
