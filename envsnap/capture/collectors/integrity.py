@@ -35,10 +35,12 @@ import os
 import posixpath
 import stat
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from envsnap.capture import hashcache
+
+if TYPE_CHECKING:  # imported when a pool is needed (a cold cache, --deep): not by a warm capture
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 try:  # Linux: blocks this thread read from a device, i.e. page-cache misses
     import resource
@@ -264,7 +266,7 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
     futures: List[Future] = []
     try:
         if large:
-            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="envsnap-hash")
+            pool = _new_pool(workers)
             futures.extend(pool.submit(run, [p]) for p in large)
         handed_over = False
         for batch in batches:
@@ -281,7 +283,7 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
             if cold:
                 handed_over = True  # reading from the disk: overlap the reads from here on
                 if pool is None:
-                    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="envsnap-hash")
+                    pool = _new_pool(workers)
         for future in futures:
             outcomes.update(future.result())
     finally:
@@ -298,6 +300,12 @@ def _hash_and_record(path: str, algorithms: List[str], stop_at: Optional[float],
     if status == "ok" and opened and info[1] == opened[0].st_size:
         cache.record(path, opened[0], info[0])
     return status, info
+
+
+def _new_pool(workers: int) -> ThreadPoolExecutor:
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="envsnap-hash")
 
 
 def _blocks_read() -> Optional[int]:
