@@ -80,10 +80,17 @@ def import_profile(argv: List[str], env: Dict[str, str], cwd: str) -> Tuple[floa
     return sum(ms for _, ms in top), sorted(top, key=lambda kv: -kv[1])[:5]
 
 
+def median_profile(argv: List[str], env: Dict[str, str], cwd: str, runs: int) -> Tuple[float, List[Tuple[str, float]]]:
+    """import_profile's run with the median total out of `runs`."""
+    profiles = sorted((import_profile(argv, env, cwd) for _ in range(runs)), key=lambda p: p[0])
+    return profiles[len(profiles) // 2]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="measured rounds (default 15)")
     parser.add_argument("--python", default=sys.executable, help="interpreter envsnap runs in (default: this one)")
+    parser.add_argument("--import-runs", type=int, default=5, help="-X importtime runs per command (median)")
     args = parser.parse_args(argv)
 
     work = tempfile.mkdtemp(prefix="envsnap-startup-")
@@ -119,8 +126,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             shift = i % len(rows)
             for name, cmd in rows[shift:] + rows[:shift]:
                 times[name].append(timed(cmd, env, work))
-        floor_imports, _ = import_profile([py, "-c", "pass"], env, work)
-        imports = {name: import_profile(cmd, env, work) for name, cmd in rows
+        floor_imports = median_profile([py, "-c", "pass"], env, work, args.import_runs)[0]
+        imports = {name: median_profile(cmd, env, work, args.import_runs) for name, cmd in rows
                    if name.startswith("envsnap") and "--help" not in name}
     finally:
         shutil.rmtree(work, ignore_errors=True)
