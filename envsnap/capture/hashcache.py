@@ -212,10 +212,14 @@ class HashCache:
             self.hits += hits
             self.misses += misses
 
-    def save(self) -> None:
+    def save(self, stop_at: Optional[float] = None) -> None:
         """Write this capture's entries (plus older ones it did not look at, e.g. the shared
-        libraries a --deep capture hashed) when anything changed; never raises."""
+        libraries a --deep capture hashed) when anything changed; never raises. Not after
+        `stop_at` (time.monotonic()): the capture's deadline comes before the cache."""
         if self.path is None:
+            return
+        if self._dropped and stop_at is not None and time.monotonic() >= stop_at:
+            self._add_note("cache not updated: capture deadline reached")
             return
         if not self._dropped:
             try:  # unchanged: only mark it recently used, for the eviction order

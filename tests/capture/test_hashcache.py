@@ -337,6 +337,32 @@ def test_what_a_record_says_by_itself_is_reported_the_same_from_the_cache(site):
     assert "unreadable hash" in warm["errors"]["pkg/broken.py"]["error"]
 
 
+def test_an_unusable_cache_directory_costs_a_note_not_the_capture(site, tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # the cache dir would have to be inside a file
+    result = site.verify()
+    assert result["checked_files"] == site.count and result["modified"] == {}
+    assert "cache not updated" in result["hash_cache"]["note"]
+
+
+def test_a_relative_xdg_cache_home_is_ignored_as_the_spec_says(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert hashcache.cache_dir() == str(tmp_path / ".cache" / "envsnap")
+
+
+def test_no_cache_write_once_the_capture_deadline_has_passed(site, cache_home):
+    late = integrity.verify([("pkg", str(site.root), site.record)], use_cache=True, stop_at=time.monotonic() - 1)
+    assert late["not_checked"]["count"] == site.count and late["hash_cache"]["misses"] == 0
+    cache = hashcache.HashCache.open([str(site.root)])
+    target = str(site.pkg / "m000.py")
+    assert cache.record(target, os.stat(target), {"sha256": hashlib.sha256(b"VALUE_000 = 0\n").digest()})
+    cache.save(stop_at=time.monotonic() - 1.0)  # something to write, but the capture must finish first
+    assert "deadline" in cache.summary()["note"]
+    assert not (cache_home / "envsnap").exists()
+
+
 def test_cache_directory_is_bounded(tmp_path, cache_home, monkeypatch):
     monkeypatch.setattr(hashcache, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
     monkeypatch.setattr(hashcache, "MAX_FILES", 3)

@@ -197,7 +197,7 @@ def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: O
             if entries and all(as_recorded.get(entry.path) for entry in entries):
                 cache.record_verdict(_verdict_key(dist, location, mode), text, dict(findings, entries=len(entries)),
                                      [entry.path for entry in entries])
-        cache.save()
+        cache.save(stop_at)
         result["hash_cache"] = cache.summary()
     elif use_cache is not None:
         result["hash_cache"] = hashcache.disabled_summary(
