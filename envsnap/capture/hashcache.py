@@ -88,7 +88,7 @@ class HashCache:
         self._entries = entries
         self._fresh: Dict[str, str] = {}  # this capture's entries: hits kept, new hashes recorded
         self._stale: Set[str] = set()  # entries this capture found out of date: not carried over
-        self._dropped = rewrite  # something on disk must change (a stale entry, a damaged file)
+        self._dirty = rewrite  # something on disk must change (a stale entry, a damaged file)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -150,7 +150,7 @@ class HashCache:
     def forget(self, path: str) -> None:
         """Drop a path's old entry (its file changed, vanished or could not be read)."""
         self._stale.add(path)
-        self._dropped = True
+        self._dirty = True
 
     def record(self, path: str, st: os.stat_result, digests: Dict[str, bytes]) -> bool:
         """Remember digests of the content read after `st` was taken; False when the entry is
@@ -162,7 +162,7 @@ class HashCache:
         if "\n" in path or not digests:
             return False  # the file format is one line per path
         self._fresh[path] = stat_key(st) + " ".join(f"{name}:{d.hex()}" for name, d in sorted(digests.items()))
-        self._dropped = True
+        self._dirty = True
         return True
 
     def verdict(self, key: str, text: str) -> Optional[Verdict]:
@@ -204,7 +204,7 @@ class HashCache:
             parts.append(path)
             parts.append(" ".join(value.split(" ", 5)[:5]) + " ")
         self._fresh[key] = "\0".join(parts)
-        self._dropped = True
+        self._dirty = True
         return True
 
     def count(self, hits: int, misses: int) -> None:
@@ -218,10 +218,10 @@ class HashCache:
         `stop_at` (time.monotonic()): the capture's deadline comes before the cache."""
         if self.path is None:
             return
-        if self._dropped and stop_at is not None and time.monotonic() >= stop_at:
+        if self._dirty and stop_at is not None and time.monotonic() >= stop_at:
             self._add_note("cache not updated: capture deadline reached")
             return
-        if not self._dropped:
+        if not self._dirty:
             try:  # unchanged: only mark it recently used, for the eviction order
                 os.utime(self.path)
             except OSError:
