@@ -186,12 +186,13 @@ def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: O
                                              "named": named}, parsed["entries"]))
 
     outcomes = _hash_all(by_path, stop_at, workers or default_workers(), cache)
-    as_recorded: Dict[str, bool] = {}  # path -> every RECORD entry for it matched
+    as_recorded: Dict[str, bool] = {}  # path -> every RECORD entry for it matched (for the cache)
     for path in sorted(by_path):
         status, info = outcomes.get(path, ("not_checked", None))
+        matched = True
         for entry in by_path[path]:
-            matched = _classify(result, entry, status, info)
-            as_recorded[path] = as_recorded.get(path, True) and matched
+            matched = _classify(result, entry, status, info) and matched
+        as_recorded[path] = matched
     if cache is not None:
         for dist, location, text, findings, entries in fresh:
             if entries and all(as_recorded.get(entry.path) for entry in entries):
