@@ -161,7 +161,12 @@ class HashCache:
             return False
         if "\n" in path or not digests:
             return False  # the file format is one line per path
-        self._fresh[path] = stat_key(st) + " ".join(f"{name}:{d.hex()}" for name, d in sorted(digests.items()))
+        if len(digests) == 1:
+            (name, digest), = digests.items()
+            self._fresh[path] = (f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
+                                 f"{name}:{digest.hex()}")
+        else:
+            self._fresh[path] = stat_key(st) + " ".join(f"{name}:{d.hex()}" for name, d in sorted(digests.items()))
         self._dirty = True
         return True
 
@@ -202,7 +207,7 @@ class HashCache:
             if value is None:
                 return False
             parts.append(path)
-            parts.append(" ".join(value.split(" ", 5)[:5]) + " ")
+            parts.append(_stat_part(value))
         self._fresh[key] = "\0".join(parts)
         self._dirty = True
         return True
@@ -253,6 +258,14 @@ class HashCache:
         if self.note:
             out["note"] = self.note
         return out
+
+
+def _stat_part(value: str) -> str:
+    """The `"<dev> <ino> <size> <mtime_ns> <ctime_ns> "` that starts a file entry."""
+    end = -1
+    for _ in range(5):
+        end = value.index(" ", end + 1)
+    return value[:end + 1]
 
 
 class Verdict(NamedTuple):
