@@ -468,6 +468,9 @@ def test_cold_warm_and_no_cache_captures_report_the_same_packages(built_venv, tm
         sections.append(data)
     assert sections[0] == sections[1] == sections[2]
     assert set(sections[1]["integrity"]["modified"]) == {"tinypkg/core.py"}  # the venv's edited file
+    from envsnap.capture.collectors import packages
+
+    assert f"hash cache: {checked} hashes reused, {missing} files read and hashed" in packages.summarize(warm["data"])
     # A diff of the two captures does not report the cache's bookkeeping as a difference.
     from envsnap.analysis import result as result_mod
 

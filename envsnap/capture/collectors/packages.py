@@ -140,6 +140,10 @@ def summarize(data: Dict[str, Any]) -> List[str]:
                  f"{checks.get('dists_checked', 0)} distributions; "
                  f"{(checks.get('unhashable') or {}).get('count', 0)} listed without hash; "
                  f"{len(checks.get('rewritten_scripts') or {})} scripts with rewritten shebang")
+    cache = data.get("hash_cache") or {}
+    if cache:
+        lines.append(f"hash cache: {cache.get('hits', 0)} hashes reused, {cache.get('misses', 0)} files read and "
+                     "hashed" + (f" ({cache['note']})" if cache.get("note") else ""))
     for rel, item in sorted(modified.items()):
         lines.append(f"modified {rel} ({item.get('dist')})")
     for rel, item in sorted(missing.items()):
