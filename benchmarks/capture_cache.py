@@ -21,6 +21,10 @@ temporary directory, so nothing is written into its tree). Needs only the standa
 envsnap and torch (no network): it runs on the GPU machine as is.
 
     python benchmarks/capture_cache.py [--runs 5] [--python PATH] [--no-deep] [--baseline "/other/envsnap"]
+                                       [--describe PYTHON]
+
+With --baseline, add --describe (e.g. this venv's python) so that both envsnaps describe the same
+interpreter (its packages, its editable installs' git checkouts): otherwise each describes its own.
 
 Targets (issue 16): warm <= 0.12 x collect_env here (2 cores), <= 0.1 x on the H200; cold no
 slower than the pre-change code; --deep warm <= 1 s on the H200.
@@ -104,6 +108,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--no-deep", action="store_true", help="leave out the --deep rows")
     parser.add_argument("--baseline", default=None,
                         help="another envsnap to compare cold captures with, e.g. '/work/main/.venv/bin/envsnap'")
+    parser.add_argument("--describe", default=None, metavar="PYTHON",
+                        help="every capture describes this interpreter (--python PYTHON)")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -113,23 +119,24 @@ def main(argv: Optional[List[str]] = None) -> int:
         warm_home = os.path.join(work, "warm-cache")
         env = child_env({"XDG_CACHE_HOME": warm_home})
         head = envsnap_argv(args.python)
+        described = ["--python", args.describe] if args.describe else []
         out = os.path.join(work, "snap-{}.json")
         rows = [Row("collect_env", [args.python, "-m", "torch.utils.collect_env"], env)]
-        rows.append(Row("capture warm", head + ["capture", "-o", out.format("warm"), "--force"], env, out.format("warm")))
-        rows.append(Row("capture cold (empty cache)", head + ["capture", "-o", out.format("cold"), "--force"], env,
+        rows.append(Row("capture warm", head + ["capture", "-o", out.format("warm"), "--force", *described], env, out.format("warm")))
+        rows.append(Row("capture cold (empty cache)", head + ["capture", "-o", out.format("cold"), "--force", *described], env,
                         out.format("cold"), fresh_cache=True))
-        rows.append(Row("capture --no-cache", head + ["capture", "-o", out.format("nocache"), "--force", "--no-cache"],
+        rows.append(Row("capture --no-cache", head + ["capture", "-o", out.format("nocache"), "--force", "--no-cache", *described],
                         env, out.format("nocache")))
         if args.baseline:
             base_env = child_env({"PYTHONPYCACHEPREFIX": os.path.join(work, "pyc-baseline")})
             base_env.pop("PYTHONPATH", None)
             rows.append(Row("baseline capture", shlex.split(args.baseline) + ["capture", "-o", out.format("base"),
-                                                                             "--force"], base_env, out.format("base")))
+                                                                             "--force", *described], base_env, out.format("base")))
         if not args.no_deep:
-            rows.append(Row("capture --deep warm", head + ["capture", "--deep", "-o", out.format("dwarm"), "--force"],
+            rows.append(Row("capture --deep warm", head + ["capture", "--deep", "-o", out.format("dwarm"), "--force", *described],
                             env, out.format("dwarm")))
             rows.append(Row("capture --deep --no-cache", head + ["capture", "--deep", "-o", out.format("dcold"),
-                                                                  "--force", "--no-cache"], env, out.format("dcold")))
+                                                                  "--force", "--no-cache", *described], env, out.format("dcold")))
         # Warm-up: byte code for every row, and the warm cache (deep first: it holds the default
         # capture's files too). Files changed within the racy window are not cached yet: let
         # anything the warm-up itself wrote settle, then capture once more.
