@@ -38,6 +38,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_hash_cache(tmp_path_factory):
+    """Captures made by the tests keep their hash cache (envsnap/capture/hashcache.py) in a
+    directory of this session, never in the user's ~/.cache; subprocesses inherit it."""
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
+
+
 @pytest.fixture
 def envsnap_cli():
     return run_envsnap

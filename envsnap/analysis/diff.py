@@ -1,9 +1,12 @@
 """Semantic differences between two snapshots (pure: returns data, never prints).
 
 Two views (views.py) are compared category by category: identical categories cost one dict
-equality, the keys whose values differ are found with a cheap per-key check, and DeepDiff
-compares what is left to name the changed leaves inside each value. Sections that are usable
-on one side only are reported (and not compared), since half a comparison would mislead.
+equality, the keys whose values differ are found with a cheap per-key check, and the changed
+leaves inside each value are named the way DeepDiff's tree view names them: by a plain walk
+when the values are dicts and scalars, by DeepDiff itself when a list changed (its ordered-list
+matching is not reproduced here). DeepDiff is imported only then: it pulls in numpy and
+asyncio, about half of `envsnap diff`'s start-up. Sections that are usable on one side only
+are reported (and not compared), since half a comparison would mislead.
 """
 from __future__ import annotations
 
@@ -11,8 +14,6 @@ import inspect
 import json
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Set, Tuple
-
-from deepdiff import DeepDiff
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
@@ -33,10 +34,6 @@ SECTION_WHAT = {
     "files": "watched files", "processes": "worker processes", "probe": "in-process worker environments",
     "nccl": "NCCL's effective settings", "sglang": "SGLang server args",
 }
-_DEEPDIFF_KW: Dict[str, Any] = {"view": "tree", "cache_size": 0}
-if "threshold_to_diff_deeper" in inspect.signature(DeepDiff.__init__).parameters:
-    # DeepDiff >= 8 reports a whole dict as replaced when few keys are shared; we want items.
-    _DEEPDIFF_KW["threshold_to_diff_deeper"] = 0
 
 
 # How a value missing on one side reads, per category. NCCL logs a variable only when it reads
@@ -141,26 +138,16 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
     if gone:
         prefixes = tuple(k + "." for k in gone)
         changed = [k for k in changed if k in presence or not k.startswith(prefixes)]
-    sub_a = {k: a[k] for k in changed if k in a}
-    sub_b = {k: b[k] for k in changed if k in b}
     leaf_paths: Dict[str, Set[Tuple[str, ...]]] = {k: set() for k in changed}
-    tree = DeepDiff(sub_a, sub_b, **_DEEPDIFF_KW)
-    for report_type, levels in tree.items():
-        for level in levels:
-            path = [str(p) for p in level.path(output_format="list")]
-            if not path:
-                continue
-            key, sub = path[0], tuple(path[1:])
-            if key not in leaf_paths:
-                continue
-            if report_type in ("dictionary_item_added", "iterable_item_added", "dictionary_item_removed",
-                               "iterable_item_removed", "type_changes", "values_changed"):
-                for t in (level.t1, level.t2):
-                    if isinstance(t, dict):
-                        leaf_paths[key].update(sub + p for p, _ in _leaves(t))
-                leaf_paths[key].add(sub)
-            else:
-                leaf_paths[key].add(sub)
+    with_lists = []
+    for key in changed:
+        if key not in a or key not in b:
+            _whole(a[key] if key in a else b[key], (), leaf_paths[key])
+        elif not _changed_leaves(a[key], b[key], (), leaf_paths[key]):
+            leaf_paths[key] = set()
+            with_lists.append(key)
+    if with_lists:
+        _deepdiff_leaves({k: a[k] for k in with_lists}, {k: b[k] for k in with_lists}, leaf_paths)
     out = []
     for key in changed:
         in_a, in_b = key in a, key in b
@@ -180,6 +167,71 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
         out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats, subject,
                               absent_wording(subject, key in presence)))
     return out
+
+
+_PLAIN = (dict, str, int, float, bool, type(None))
+
+
+def _whole(value: Any, sub: Tuple[str, ...], out: Set[Tuple[str, ...]]) -> None:
+    """An added, removed or retyped value: its own path and, for a dict, every leaf in it."""
+    if isinstance(value, dict):
+        out.update(sub + p for p, _ in _leaves(value))
+    out.add(sub)
+
+
+def _changed_leaves(a: Any, b: Any, sub: Tuple[str, ...], out: Set[Tuple[str, ...]]) -> bool:
+    """Add to `out` the paths where a and b differ as DeepDiff (tree view, dicts item by item)
+    reports them: a key on one side only, a type change or a changed value, each at its own
+    path. Returns False, leaving the rest undone, when both sides hold a list at some path."""
+    kind_a, kind_b = type(a), type(b)
+    if kind_a is dict and kind_b is dict:
+        for key, value in a.items():
+            path = sub + (str(key),)
+            if key not in b:
+                _whole(value, path, out)
+            elif not _changed_leaves(value, b[key], path, out):
+                return False
+        for key, value in b.items():
+            if key not in a:
+                _whole(value, sub + (str(key),), out)
+        return True
+    if kind_a not in _PLAIN or kind_b not in _PLAIN:
+        # Lists (and anything else): equal ones report nothing; differing ones need DeepDiff's
+        # ordered-list matching, which names changed items by index.
+        return kind_a is kind_b and kind_a in (list, tuple) and a == b
+    if kind_a is not kind_b:  # DeepDiff's type_changes (1 vs 1.0 and 1 vs True included)
+        _whole(a, sub, out)
+        _whole(b, sub, out)
+    elif a != b:
+        out.add(sub)
+    return True
+
+
+def _deepdiff_leaves(sub_a: Dict[str, Any], sub_b: Dict[str, Any], leaf_paths: Dict[str, Set[Tuple[str, ...]]]) -> None:
+    """The changed leaves of values holding lists, from DeepDiff's tree view."""
+    from deepdiff import DeepDiff
+
+    options: Dict[str, Any] = {"view": "tree", "cache_size": 0}
+    if "threshold_to_diff_deeper" in inspect.signature(DeepDiff.__init__).parameters:
+        # DeepDiff >= 8 reports a whole dict as replaced when few keys are shared; we want items.
+        options["threshold_to_diff_deeper"] = 0
+    tree = DeepDiff(sub_a, sub_b, **options)
+    for report_type, levels in tree.items():
+        for level in levels:
+            path = [str(p) for p in level.path(output_format="list")]
+            if not path:
+                continue
+            key, sub = path[0], tuple(path[1:])
+            if key not in leaf_paths:
+                continue
+            if report_type in ("dictionary_item_added", "iterable_item_added", "dictionary_item_removed",
+                               "iterable_item_removed", "type_changes", "values_changed"):
+                for t in (level.t1, level.t2):
+                    if isinstance(t, dict):
+                        leaf_paths[key].update(sub + p for p, _ in _leaves(t))
+                leaf_paths[key].add(sub)
+            else:
+                leaf_paths[key].add(sub)
 
 
 def _section_differences(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Difference]:

@@ -89,6 +89,8 @@ VOLATILE_RULES: List[FieldRule] = [
     _v("*.timestamp", "a timestamp"),
     _v("*.mtime", "modification time alone (content is hashed)"),
     _v("*.atime", "access time"),
+    _v("*.hash_cache*", "where the capture's file hashes came from (the hash cache's hits and misses), "
+                        "not what they are"),
     _v("sglang.internal_states*.last_gen_throughput", "a running measurement, not configuration"),
     _v("probe.records.*.written_at", "a timestamp"),
     _v("probe.dir", "where this capture's probe records lay"),

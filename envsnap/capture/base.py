@@ -50,6 +50,8 @@ class CaptureContext:
     # watched files): per file and per snapshot, in bytes; over them: truncated / over_budget.
     content_max_file: int = DEFAULT_CONTENT_MAX_FILE
     content_max_total: int = DEFAULT_CONTENT_MAX_TOTAL
+    # --no-cache: hash every file, neither read nor write the hash cache (hashcache.py).
+    no_cache: bool = False
     # Set by the runner: time.monotonic() value by which everything must be done.
     deadline: float = 0.0
 

@@ -8,11 +8,7 @@ from typing import Any, Dict, Optional, Sequence
 
 import click
 
-from envsnap.capture.base import (
-    DEFAULT_CONTENT_MAX_FILE,
-    DEFAULT_CONTENT_MAX_TOTAL,
-    CaptureContext,
-)
+from envsnap.capture.base import DEFAULT_CONTENT_MAX_FILE, DEFAULT_CONTENT_MAX_TOTAL
 
 
 class ByteSize(click.ParamType):
@@ -45,6 +41,8 @@ def capture_options(func):
         click.option("--probe-dir", type=click.Path(exists=True, file_okay=False), help="Merge the in-process probe's records from this directory."),
         click.option("--log", "logs", multiple=True, type=click.Path(exists=True), help="Server log with NCCL_DEBUG=INFO lines (repeatable)."),
         click.option("--sglang-url", help="Fetch /server_info from this SGLang server (e.g. http://127.0.0.1:30000)."),
+        click.option("--no-cache", is_flag=True,
+                     help="Hash every file; neither read nor update the trusted hash cache (~/.cache/envsnap)."),
         click.option("--python", "python_exe", type=click.Path(), envvar="ENVSNAP_PYTHON",
                      help="Describe this interpreter's packages and startup hooks (the server's venv) [env: ENVSNAP_PYTHON]."),
         click.option("--content-max-file", type=ByteSize(), default=DEFAULT_CONTENT_MAX_FILE, show_default="512K",
@@ -56,11 +54,13 @@ def capture_options(func):
 
     @functools.wraps(func)
     def wrapper(*args, label, watch, repos, deep, timeout, no_redact, pids, find_sglang, probe_dir, logs, sglang_url,
-                python_exe, content_max_file, content_max_total, **kwargs):
+                no_cache, python_exe, content_max_file, content_max_total, **kwargs):
+        from envsnap.capture.base import CaptureContext
+
         kwargs["capture_ctx"] = CaptureContext(
             label=label, deep=deep, watch=list(watch), repos=list(repos), timeout=timeout,
             redact=not no_redact, pids=list(pids), sglang=find_sglang, probe_dir=probe_dir,
-            logs=list(logs), sglang_url=sglang_url, python=python_exe,
+            logs=list(logs), sglang_url=sglang_url, python=python_exe, no_cache=no_cache,
             content_max_file=content_max_file, content_max_total=content_max_total,
         )
         return func(*args, **kwargs)

@@ -12,7 +12,7 @@ so readers downstream can trust the types they get.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 from envsnap import __version__
 from envsnap.errors import EnvsnapError
@@ -57,6 +57,9 @@ _PROBE_RECORD = {
 # A file's text (envsnap/capture/collectors/content.py): "content" of a file's entry, "patch" of a git
 # file or stash entry.
 _CONTENT = {"status": "str", "text": "str", "size": "num", "sha256": "str", "redacted": "scalar", "error": "str"}
+# Where a section's file hashes came from (capture/hashcache.py): bookkeeping, not a fact
+# about the environment (knowledge.VOLATILE_RULES marks it volatile).
+_HASH_CACHE = {"used": "scalar", "hits": "num", "misses": "num", "racy": "num", "path": "str", "note": "str"}
 SECTION_SHAPES: Dict[str, Any] = {
     "env": {"count": "num", "vars": _ENV},
     "host": {"os": "dict", "cpu": "dict", "thp": "dict", "numa_nodes": "num", "memory": "dict", "cgroup": "dict",
@@ -75,7 +78,8 @@ SECTION_SHAPES: Dict[str, Any] = {
                                                     "recorded_size": "num", "actual_size": "num",
                                                     "content": _CONTENT}),
                                "missing": ("map", "dict"), "rewritten_scripts": ("map", "dict"),
-                               "unhashable": "dict", "errors": "dict"}},
+                               "unhashable": "dict", "errors": "dict"},
+                 "hash_cache": _HASH_CACHE},
     "git": {"repos": ("map", {"roles": ("list", "str"), "head": "str", "branch": "str", "detached": "scalar",
                               "upstream": "str", "ahead": "num", "behind": "num",
                               "dirty": ("map", {"status": "str", "sha256": "str", "content": _CONTENT, "patch": _CONTENT}),
@@ -150,25 +154,30 @@ def _kind(value: Any) -> str:
 # an integer beyond 64 bits makes float() overflow. Checked where the walk meets them
 # (a parse hook per number would cost more than the whole walk).
 _MAX_INT = 2 ** 64
+_INF = math.inf
+# What a fast parser (orjson) gives for an integer literal beyond 64 bits is a float at least
+# this big: data from it is checked with this bound on floats, and a failure sends the text
+# to the exact parser (store.parse), whose answer (int, "not within range") is the one given.
+FAST_PARSER_FLOAT_LIMIT = 2.0 ** 63
 
 
-def _bad_number(value: Any) -> bool:
+def _bad_number(value: Any, limit: float = _INF) -> bool:
     kind = type(value)
     if kind is float:
-        return not math.isfinite(value)
+        return not -limit < value < limit  # NaN and infinities fail too
     if kind is int:
         return not -_MAX_INT < value < _MAX_INT
     return False
 
 
-def _check_depth(value: Any, depth: int) -> None:
+def _check_depth(value: Any, depth: int, limit: float = _INF) -> None:
     if depth > _MAX_DEPTH:
         raise _ShapeError("deep", None)
     items = value.values() if isinstance(value, dict) else value
     for item in items:
         if isinstance(item, (dict, list)):
-            _check_depth(item, depth + 1)
-        elif _bad_number(item):
+            _check_depth(item, depth + 1, limit)
+        elif _bad_number(item, limit):
             raise _ShapeError("finite", item)
 
 
@@ -180,69 +189,156 @@ _LEAF_TYPES = {
 }
 
 
-def _leaf_ok(value: Any, spec: str) -> bool:
-    kinds = _LEAF_TYPES.get(spec)
-    if kinds is not None and type(value) not in kinds:
-        return False
-    return not _bad_number(value)  # "any" / "dict" containers are checked by the caller
+# --- the checker, compiled once per spec -----------------------------------------------------------
+# Each spec becomes one function check(value, depth) that raises _ShapeError; the type tests
+# of leaf fields are inlined, so a snapshot's 20,000 integrity entries cost one call each, not
+# one per field (the walk is the same: every value is visited once).
+_Checker = Callable[[Any, int], None]
+_COMPILED: Dict[Tuple[int, float], Tuple[Any, _Checker]] = {}
 
 
-def _check(value: Any, spec: Any, depth: int) -> None:
+def _checker(spec: Any, limit: float = _INF) -> _Checker:
+    """The checker of `spec`; `limit` bounds floats (infinity: finite is enough)."""
+    found = _COMPILED.get((id(spec), limit))
+    if found is None or found[0] is not spec:
+        found = _COMPILED[(id(spec), limit)] = (spec, _compile(spec, limit))
+    return found[1]
+
+
+def _is_leaf(spec: Any) -> bool:
+    return isinstance(spec, str) and spec in _LEAF_TYPES
+
+
+def _leaf_bad(value: Any, kinds: FrozenSet[type], limit: float) -> bool:
+    """Not one of `kinds`, or a number no consumer can compute with (see _bad_number)."""
+    kind = type(value)
+    if kind not in kinds:
+        return True
+    if kind is float:
+        return not -limit < value < limit
+    if kind is int:
+        return not -_MAX_INT < value < _MAX_INT
+    return False
+
+
+def _compile(spec: Any, limit: float) -> _Checker:
     if isinstance(spec, str):
-        if spec == "dict":
+        return _compile_word(spec, limit)
+    if isinstance(spec, tuple):
+        return _compile_collection(spec[0], spec[1], limit)
+    return _compile_object(spec, limit)
+
+
+def _compile_word(spec: str, limit: float) -> _Checker:
+    if spec == "dict":
+        def check_dict(value: Any, depth: int) -> None:
             if not isinstance(value, dict):
                 raise _ShapeError("dict", value)
-            _check_depth(value, depth)
-        elif spec == "any":
+            _check_depth(value, depth, limit)
+        return check_dict
+    if spec == "any":
+        def check_any(value: Any, depth: int) -> None:
             if isinstance(value, (dict, list)):
-                _check_depth(value, depth)
-            elif _bad_number(value):
+                _check_depth(value, depth, limit)
+            elif _bad_number(value, limit):
                 raise _ShapeError("finite", value)
-        elif not _leaf_ok(value, spec):
+        return check_any
+    kinds = _LEAF_TYPES[spec]
+
+    def check_leaf(value: Any, depth: int) -> None:
+        if _leaf_bad(value, kinds, limit):
             raise _ShapeError(spec, value)
-        return
-    if isinstance(spec, tuple):
-        kind, inner = spec
-        if kind == "map":
-            if not isinstance(value, dict):
-                raise _ShapeError("map", value)
-            pairs = value.items()
-        else:
-            if not isinstance(value, list):
-                raise _ShapeError("list", value)
-            pairs = enumerate(value)
-        if isinstance(inner, str) and inner in _LEAF_TYPES:
-            for key, item in pairs:  # the common case (env maps, argv lists): no call per item
-                if not _leaf_ok(item, inner):
-                    raise _ShapeError(inner, item, f"[{key}]" if kind == "list" else key)
-            return
-        for key, item in pairs:
+    return check_leaf
+
+
+def _compile_collection(kind: str, inner: Any, limit: float) -> _Checker:
+    container, word = (dict, "map") if kind == "map" else (list, "list")
+
+    def items(value: Any) -> Iterable[Tuple[Any, Any]]:
+        if not isinstance(value, container):
+            raise _ShapeError(word, value)
+        return value.items() if container is dict else enumerate(value)
+
+    def label(key: Any) -> str:
+        return f"[{key}]" if container is list else str(key)
+
+    if _is_leaf(inner):  # the common case (env maps, argv lists): no call per item
+        kinds = _LEAF_TYPES[inner]
+
+        def check_leaves(value: Any, depth: int) -> None:
+            for key, item in items(value):
+                if _leaf_bad(item, kinds, limit):
+                    raise _ShapeError(inner, item, label(key))
+        return check_leaves
+    if isinstance(inner, dict):
+        return _compile_object(inner, limit, items, label)
+    check_inner = _checker(inner, limit)
+
+    def check_each(value: Any, depth: int) -> None:
+        depth += 1
+        for key, item in items(value):
             try:
-                _check(item, inner, depth + 1)
+                check_inner(item, depth)
             except _ShapeError as exc:
-                exc.parts.append(f"[{key}]" if kind == "list" else str(key))
+                exc.parts.append(label(key))
                 raise
-        return
-    if not isinstance(value, dict):
-        raise _ShapeError("obj", value)
-    for key, item in value.items():
-        inner = spec.get(key, "any")
-        if isinstance(inner, str) and inner not in ("dict", "any"):
-            if not _leaf_ok(item, inner):
-                raise _ShapeError(inner, item, key)
-            continue
-        if inner == "any" and not isinstance(item, (dict, list)):
-            if _bad_number(item):
-                raise _ShapeError("finite", item, key)
-            continue
-        try:
-            _check(item, inner, depth + 1)
-        except _ShapeError as exc:
-            exc.parts.append(str(key))
-            raise
+    return check_each
 
 
-def _check_sections(sections: Any, where: str, source: str) -> None:
+def _compile_object(spec: Dict[str, Any], limit: float, items: Any = None, label: Any = None) -> _Checker:
+    """An object spec: {field: spec}, other fields "any". With `items`, a map of such objects
+    checked in one loop (integrity entries, processes, GPUs)."""
+    leaves = {field: (_LEAF_TYPES[inner], inner) for field, inner in spec.items() if _is_leaf(inner)}
+    nested = {field: _checker(inner, limit) for field, inner in spec.items()
+              if not _is_leaf(inner) and inner != "any"}
+
+    def check_fields(value: Any, depth: int) -> None:
+        if not isinstance(value, dict):
+            raise _ShapeError("obj", value)
+        for key, item in value.items():
+            leaf = leaves.get(key)
+            if leaf is not None:
+                kind = type(item)
+                if kind not in leaf[0] or (kind is float and not -limit < item < limit) or \
+                        (kind is int and not -_MAX_INT < item < _MAX_INT):
+                    raise _ShapeError(leaf[1], item, key)
+                continue
+            check = nested.get(key)
+            if check is None:  # "any"
+                if isinstance(item, (dict, list)):
+                    try:
+                        _check_depth(item, depth + 1, limit)
+                    except _ShapeError as exc:
+                        exc.parts.append(str(key))
+                        raise
+                elif _bad_number(item, limit):
+                    raise _ShapeError("finite", item, key)
+                continue
+            try:
+                check(item, depth + 1)
+            except _ShapeError as exc:
+                exc.parts.append(str(key))
+                raise
+
+    if items is None:
+        return check_fields
+
+    def check_objects(value: Any, depth: int) -> None:
+        depth += 1
+        for key, item in items(value):
+            try:
+                check_fields(item, depth)
+            except _ShapeError as exc:
+                exc.parts.append(label(key))
+                raise
+    return check_objects
+
+
+def _check(value: Any, spec: Any, depth: int, limit: float = _INF) -> None:
+    _checker(spec, limit)(value, depth)
+
+
+def _check_sections(sections: Any, where: str, source: str, limit: float = _INF) -> None:
     if not isinstance(sections, dict):
         raise EnvsnapError(f"{source}: '{where}' must be an object, not {_kind(sections)}")
     for name, section in sections.items():
@@ -256,13 +352,16 @@ def _check_sections(sections: Any, where: str, source: str) -> None:
                 raise EnvsnapError(f"{source}: section {_short(name)} {text_field} must be a string")
         elapsed = section.get("elapsed_s")
         if elapsed is not None and (isinstance(elapsed, bool) or not isinstance(elapsed, (int, float))
-                                    or _bad_number(elapsed)):
+                                    or _bad_number(elapsed, limit)):
             raise EnvsnapError(f"{source}: section {_short(name)} elapsed_s must be a number")
         if "data" in section:
             data = section["data"]
             if not isinstance(data, dict):
                 raise EnvsnapError(f"{source}: section {_short(name)} data must be an object, not {_kind(data)}")
-            _check_shape(data, SECTION_SHAPES.get(name, "dict"), f"{where}.{name}.data", source)
+            _check_shape(data, SECTION_SHAPES.get(name, "dict"), f"{where}.{name}.data", source, limit)
+        if limit != _INF:  # fields beside data are not checked, but a fast parser's big float is looked for
+            _check_shape({k: v for k, v in section.items() if k not in _SECTION_FIELDS}, "any", where, source,
+                         limit)
 
 
 def section_problem(name: str, section: Any) -> Optional[str]:
@@ -274,9 +373,12 @@ def section_problem(name: str, section: Any) -> Optional[str]:
     return None
 
 
-def _check_shape(value: Any, spec: Any, path: str, source: str) -> None:
+_SECTION_FIELDS = frozenset({"status", "reason", "error", "elapsed_s", "data"})
+
+
+def _check_shape(value: Any, spec: Any, path: str, source: str, limit: float = _INF) -> None:
     try:
-        _check(value, spec, 0)
+        _check(value, spec, 0, limit)
     except _ShapeError as exc:
         parts = ([path] if path else []) + exc.parts[::-1]
         where = ".".join(parts).replace(".[", "[")
@@ -294,9 +396,11 @@ def _short_path(path: str) -> str:
     return repr(path) if len(path) <= 100 else repr(path[:97] + "...")
 
 
-def validate(data: Any, source: str = "<input>") -> Dict[str, Any]:
+def validate(data: Any, source: str = "<input>", float_limit: float = _INF) -> Dict[str, Any]:
     """Check that data is a snapshot this envsnap can read, down to the types of the fields
-    every consumer relies on; raise EnvsnapError naming the first thing that is wrong."""
+    every consumer relies on; raise EnvsnapError naming the first thing that is wrong.
+    `float_limit` (FAST_PARSER_FLOAT_LIMIT for orjson's output) also refuses finite floats
+    that big, so that store.parse can re-read such a text with the exact parser."""
     if not isinstance(data, dict):
         raise EnvsnapError(f"{source}: not a snapshot (top level is {type(data).__name__}, expected an object)")
     if "schema_version" not in data:
@@ -309,7 +413,7 @@ def validate(data: Any, source: str = "<input>") -> Dict[str, Any]:
         raise EnvsnapError(
             f"{source}: schema_version {version} is not supported by envsnap {__version__} (reads {supported})"
         )
-    _check_sections(data.get("sections", {}), "sections", source)
+    _check_sections(data.get("sections", {}), "sections", source, float_limit)
     for key in ("label", "host", "created"):
         if key in data and data[key] is not None and not isinstance(data[key], str):
             raise EnvsnapError(f"{source}: '{key}' must be a string")
@@ -325,7 +429,7 @@ def validate(data: Any, source: str = "<input>") -> Dict[str, Any]:
                     or abs(value) > MAX_METRIC:
                 raise EnvsnapError(f"{source}: metric {_short(name)} must be a finite number, got {_short(value)}")
     _check_shape({k: v for k, v in data.items() if k not in ("sections", "nodes", "schema_version")}, _TOP, "",
-                 source)
+                 source, float_limit)
     nodes = data.get("nodes")
     if nodes is not None:
         if not isinstance(nodes, dict):
@@ -333,8 +437,9 @@ def validate(data: Any, source: str = "<input>") -> Dict[str, Any]:
         for host, node in nodes.items():
             if not isinstance(node, dict):
                 raise EnvsnapError(f"{source}: node {_short(host)} must be an object, not {_kind(node)}")
-            _check_sections(node.get("sections", {}), f"nodes.{host}.sections", source)
-            _check_shape({k: v for k, v in node.items() if k != "sections"}, _TOP, f"nodes.{host}", source)
+            _check_sections(node.get("sections", {}), f"nodes.{host}.sections", source, float_limit)
+            _check_shape({k: v for k, v in node.items() if k != "sections"}, _TOP, f"nodes.{host}", source,
+                         float_limit)
     return data
 
 

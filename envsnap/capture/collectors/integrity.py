@@ -19,6 +19,11 @@ large files (shared libraries under --deep) always go to the pool, where hashlib
 releases the GIL for each 1 MiB chunk. Every file is hashed once even when several
 RECORDs list it (the nvidia-* wheels all ship `nvidia/__init__.py`), and a deadline
 stops the work cleanly: whatever was not checked is counted, never dropped silently.
+
+With the hash cache (envsnap/capture/hashcache.py) a file whose stat is unchanged since an
+earlier capture is not read again, and a distribution whose RECORD and files are all
+unchanged since a capture found them intact is not even parsed again: a second capture of
+an unchanged torch venv does one stat per file.
 """
 from __future__ import annotations
 
@@ -30,8 +35,12 @@ import os
 import posixpath
 import stat
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
+
+from envsnap.capture import hashcache
+
+if TYPE_CHECKING:  # imported when a pool is needed (a cold cache, --deep): not by a warm capture
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 try:  # Linux: blocks this thread read from a device, i.e. page-cache misses
     import resource
@@ -137,11 +146,14 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
 
 
 def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: Optional[float] = None,
-           workers: Optional[int] = None) -> Dict[str, Any]:
+           workers: Optional[int] = None, use_cache: Optional[bool] = None) -> Dict[str, Any]:
     """Check every (dist, location, RECORD text); return the `integrity` section layout.
 
     `stop_at` is a time.monotonic() value: files not hashed by then are counted in
     `not_checked` (per distribution), so a short --timeout never hides anything.
+    `use_cache`: True reuses the hashes of files unchanged since an earlier capture
+    (hashcache.py) and False hashes everything (--no-cache); either way the result gets
+    a `hash_cache` entry saying where the hashes came from. None: no cache, no entry.
     """
     result: Dict[str, Any] = {
         "mode": mode, "checked_files": 0, "modified": {}, "missing": {}, "rewritten_scripts": {},
@@ -149,32 +161,68 @@ def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: O
         "not_checked": {"count": 0, "by_dist": {}},
         "errors": {},
     }
+    records = list(records)
+    cache = hashcache.HashCache.open({location for _, location, _ in records}) if use_cache else None
     by_path: Dict[str, List[Entry]] = {}
+    fresh: List[Tuple[str, str, str, Dict[str, Any], List[Entry]]] = []  # dists checked file by file
     for dist, location, text in records:
+        if cache is not None and (stop_at is None or time.monotonic() < stop_at):
+            known = cache.verdict(_verdict_key(dist, location, mode), text)
+            if known is not None:
+                # The same RECORD and every file it lists unchanged since a capture found them
+                # all as recorded: the same findings, without parsing or hashing anything.
+                result["checked_files"] += known.entries
+                _add_record_findings(result, dist, known.errors, known.unhashable_count, known.unhashable_named)
+                continue
         parsed = parse_record(dist, location, text, mode)
         for entry in parsed["entries"]:
             by_path.setdefault(entry.path, []).append(entry)
-        for rel, error in parsed["errors"].items():
-            result["errors"][_unique_key(result["errors"], rel, dist)] = {"dist": dist, "error": error}
-        unhashed = parsed["unhashable"]
-        if unhashed:
-            result["unhashable"]["count"] += len(unhashed)
-            result["unhashable"]["by_dist"][dist] = len(unhashed)
-            for rel in unhashed:
-                # Bytecode and RECORD itself carry no hash by design; anything else without
-                # one (a .py, a .so) cannot be verified and is named so it can be looked at.
-                if posixpath.basename(rel) in _UNHASHED_BY_DESIGN or rel.endswith((".pyc", ".pyo")):
-                    continue
-                result["unhashable"]["files"][_unique_key(result["unhashable"]["files"], rel, dist)] = {"dist": dist}
+        named = [rel for rel in parsed["unhashable"]
+                 # Bytecode and RECORD itself carry no hash by design; anything else without
+                 # one (a .py, a .so) cannot be verified and is named so it can be looked at.
+                 if not (posixpath.basename(rel) in _UNHASHED_BY_DESIGN or rel.endswith((".pyc", ".pyo")))]
+        _add_record_findings(result, dist, parsed["errors"], len(parsed["unhashable"]), named)
+        fresh.append((dist, location, text, {"errors": parsed["errors"], "unhashable": len(parsed["unhashable"]),
+                                             "named": named}, parsed["entries"]))
 
-    outcomes = _hash_all(by_path, stop_at, workers or default_workers())
+    outcomes = _hash_all(by_path, stop_at, workers or default_workers(), cache)
+    as_recorded: Dict[str, bool] = {}  # path -> every RECORD entry for it matched (for the cache)
     for path in sorted(by_path):
         status, info = outcomes.get(path, ("not_checked", None))
+        matched = True
         for entry in by_path[path]:
-            _classify(result, entry, status, info)
+            matched = _classify(result, entry, status, info) and matched
+        as_recorded[path] = matched
+    if cache is not None:
+        for dist, location, text, findings, entries in fresh:
+            if entries and all(as_recorded.get(entry.path) for entry in entries):
+                cache.record_verdict(_verdict_key(dist, location, mode), text, dict(findings, entries=len(entries)),
+                                     [entry.path for entry in entries])
+        cache.save(stop_at)
+        result["hash_cache"] = cache.summary()
+    elif use_cache is not None:
+        result["hash_cache"] = hashcache.disabled_summary(
+            sum(1 for status, _ in outcomes.values() if status != "not_checked"))
     if result["not_checked"]["count"]:
         result["not_checked"]["reason"] = "capture deadline reached before these files were hashed"
     return result
+
+
+def _verdict_key(dist: str, location: str, mode: str) -> str:
+    return f"{dist}\0{location}\0{mode}"
+
+
+def _add_record_findings(result: Dict[str, Any], dist: str, errors: Dict[str, str], unhashable: int,
+                         named: List[str]) -> None:
+    """What a RECORD itself says, whatever the files hold: lines with unreadable hashes, and
+    files listed without a hash (counted; those not without one by design, named)."""
+    for rel, error in errors.items():
+        result["errors"][_unique_key(result["errors"], rel, dist)] = {"dist": dist, "error": error}
+    if unhashable:
+        result["unhashable"]["count"] += unhashable
+        result["unhashable"]["by_dist"][dist] = unhashable
+        for rel in named:
+            result["unhashable"]["files"][_unique_key(result["unhashable"]["files"], rel, dist)] = {"dist": dist}
 
 
 def default_workers() -> int:
@@ -186,7 +234,8 @@ def default_workers() -> int:
     return max(2, min(8, cpus * 2))
 
 
-def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers: int) -> Dict[str, Tuple[str, Any]]:
+def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers: int,
+              cache: Optional[hashcache.HashCache] = None) -> Dict[str, Tuple[str, Any]]:
     large = sorted((p for p, es in by_path.items() if (es[0].size or 0) >= LARGE),
                    key=lambda p: -(by_path[p][0].size or 0))
     small = sorted(p for p, es in by_path.items() if (es[0].size or 0) < LARGE)
@@ -196,18 +245,29 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
 
     def run(batch: List[str]) -> Dict[str, Tuple[str, Any]]:
         out = {}
+        hits = misses = 0
         for path in batch:
             if stop_at is not None and time.monotonic() >= stop_at:
                 out[path] = ("not_checked", None)
-            else:
+            elif cache is None:
                 out[path] = hash_file(path, algorithms[path], stop_at)
+            else:
+                cached = cache.lookup(path, algorithms[path])
+                if cached is not None:
+                    out[path] = ("ok", cached)
+                    hits += 1
+                    continue
+                out[path] = outcome = _hash_and_record(path, algorithms[path], stop_at, cache)
+                misses += outcome[0] != "not_checked"
+        if cache is not None:
+            cache.count(hits, misses)
         return out
 
     pool: Optional[ThreadPoolExecutor] = None
     futures: List[Future] = []
     try:
         if large:
-            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="envsnap-hash")
+            pool = _new_pool(workers)
             futures.extend(pool.submit(run, [p]) for p in large)
         handed_over = False
         for batch in batches:
@@ -224,7 +284,7 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
             if cold:
                 handed_over = True  # reading from the disk: overlap the reads from here on
                 if pool is None:
-                    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="envsnap-hash")
+                    pool = _new_pool(workers)
         for future in futures:
             outcomes.update(future.result())
     finally:
@@ -233,17 +293,36 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
     return outcomes
 
 
+def _hash_and_record(path: str, algorithms: List[str], stop_at: Optional[float],
+                     cache: hashcache.HashCache) -> Tuple[str, Any]:
+    """hash_file, then let the cache remember the digests under the stat taken before reading."""
+    opened: List[os.stat_result] = []
+    status, info = hash_file(path, algorithms, stop_at, opened)
+    if status == "ok" and opened and info[1] == opened[0].st_size:
+        cache.record(path, opened[0], info[0])
+    return status, info
+
+
+def _new_pool(workers: int) -> ThreadPoolExecutor:
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="envsnap-hash")
+
+
 def _blocks_read() -> Optional[int]:
     if _RUSAGE_THREAD is None:
         return None
     return resource.getrusage(_RUSAGE_THREAD).ru_inblock
 
 
-def hash_file(path: str, algorithms: List[str], stop_at: Optional[float] = None) -> Tuple[str, Any]:
+def hash_file(path: str, algorithms: List[str], stop_at: Optional[float] = None,
+              opened: Optional[List[os.stat_result]] = None) -> Tuple[str, Any]:
     """Stream one file through the given hash algorithms.
 
     Returns ("ok", ({algorithm: digest}, size)), ("missing", None), ("error", text) or
     ("not_checked", None) when the deadline passed in the middle of a large file.
+    `opened` receives the file's stat taken before its first byte was read (the state
+    the hash cache may record the digests under).
     """
     try:
         # O_NONBLOCK: opening a FIFO someone left in site-packages must not hang.
@@ -256,6 +335,8 @@ def hash_file(path: str, algorithms: List[str], stop_at: Optional[float] = None)
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return "error", "not a regular file"
+        if opened is not None:
+            opened.append(info)
         hashers = [hashlib.new(name) for name in algorithms]
         # Most files are read whole by one call (st_size + 1 detects a file that grew).
         want = info.st_size + 1 if info.st_size < CHUNK else CHUNK
@@ -279,23 +360,24 @@ def hash_file(path: str, algorithms: List[str], stop_at: Optional[float] = None)
     return "ok", ({name: h.digest() for name, h in zip(algorithms, hashers)}, size)
 
 
-def _classify(result: Dict[str, Any], entry: Entry, status: str, info: Any) -> None:
+def _classify(result: Dict[str, Any], entry: Entry, status: str, info: Any) -> bool:
+    """Record one entry's finding; True when the file is exactly as RECORD says."""
     if status == "not_checked":
         result["not_checked"]["count"] += 1
         by_dist = result["not_checked"]["by_dist"]
         by_dist[entry.dist] = by_dist.get(entry.dist, 0) + 1
-        return
+        return False
     if status == "missing":
         result["missing"][_unique_key(result["missing"], entry.rel, entry.dist)] = {"dist": entry.dist}
-        return
+        return False
     if status == "error":
         result["errors"][_unique_key(result["errors"], entry.rel, entry.dist)] = {"dist": entry.dist, "error": info}
-        return
+        return False
     digests, size = info
     result["checked_files"] += 1
     actual = digests[entry.algorithm]
     if _urlsafe(actual) == entry.digest and (entry.size is None or entry.size == size):
-        return
+        return True
     record = {
         "dist": entry.dist,
         f"recorded_{entry.algorithm}": _recorded_hex(entry.digest),
@@ -308,8 +390,9 @@ def _classify(result: Dict[str, Any], entry: Entry, status: str, info: Any) -> N
         if evidence is not None:
             record.update(evidence)
             result["rewritten_scripts"][_unique_key(result["rewritten_scripts"], entry.rel, entry.dist)] = record
-            return
+            return False
     result["modified"][_unique_key(result["modified"], entry.rel, entry.dist)] = record
+    return False
 
 
 def shebang_evidence(entry: Entry) -> Optional[Dict[str, Any]]:

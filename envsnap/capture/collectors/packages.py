@@ -33,14 +33,16 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
     if facts.get("user_site"):
         site_dirs.add(os.path.normpath(facts["user_site"]))
     stop_at = time.monotonic() + max(0.0, ctx.remaining() - ASSEMBLY_MARGIN_S)
-    data = describe(facts.get("sys_path") or [], site_dirs, deep=ctx.deep, stop_at=stop_at)
+    data = describe(facts.get("sys_path") or [], site_dirs, deep=ctx.deep, stop_at=stop_at, no_cache=ctx.no_cache)
     content.attach_installed(data, content.Budget.of(ctx), deadline=stop_at)
     data["python"] = facts.get("executable")
     return ok(data)
 
 
-def describe(path: List[str], site_dirs: Set[str], deep: bool = False, stop_at: Optional[float] = None) -> Dict[str, Any]:
-    """The packages section's data for the distributions found on `path`."""
+def describe(path: List[str], site_dirs: Set[str], deep: bool = False, stop_at: Optional[float] = None,
+             no_cache: bool = False) -> Dict[str, Any]:
+    """The packages section's data for the distributions found on `path`; `hash_cache` says
+    how many file hashes the trusted hash cache supplied (none with no_cache)."""
     dists: Dict[str, Dict[str, Any]] = {}
     records = []
     unverifiable: Dict[str, str] = {}
@@ -71,10 +73,11 @@ def describe(path: List[str], site_dirs: Set[str], deep: bool = False, stop_at: 
             unverifiable[key] = "installed inside a zip file"
         else:
             records.append((key, location, record))
-    checks = integrity.verify(records, mode="all" if deep else "py", stop_at=stop_at)
+    checks = integrity.verify(records, mode="all" if deep else "py", stop_at=stop_at, use_cache=not no_cache)
     checks["dists_checked"] = len(records)
     checks["unverifiable"] = dict(sorted(unverifiable.items()))
-    result = {"count": len(dists), "dists": dict(sorted(dists.items())), "integrity": checks}
+    result = {"count": len(dists), "dists": dict(sorted(dists.items())), "integrity": checks,
+              "hash_cache": checks.pop("hash_cache")}
     if errors:
         result["errors"] = errors
     return result
@@ -148,6 +151,10 @@ def summarize(data: Dict[str, Any]) -> List[str]:
                  f"{checks.get('dists_checked', 0)} distributions; "
                  f"{(checks.get('unhashable') or {}).get('count', 0)} listed without hash; "
                  f"{len(checks.get('rewritten_scripts') or {})} scripts with rewritten shebang")
+    cache = data.get("hash_cache") or {}
+    if cache:
+        lines.append(f"hash cache: {cache.get('hits', 0)} hashes reused, {cache.get('misses', 0)} files read and "
+                     "hashed" + (f" ({cache['note']})" if cache.get("note") else ""))
     for rel, item in sorted(modified.items()):
         lines.append(f"modified {rel} ({item.get('dist')}): {_recorded_vs_disk(item)}")
     for rel, item in sorted(missing.items()):

@@ -1,0 +1,66 @@
+"""Each command imports what it uses (issue 16's start-up budget), checked on the module table.
+
+`envsnap --version` answers without click; `capture` loads no analysis, rendering or DeepDiff;
+`diff` loads no collector, no jinja2, and DeepDiff only when a list changed. Run in fresh
+interpreters: what a command imports is the point.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from helpers import REPO_ROOT
+from helpers.hardening import rich_snapshot
+
+_PROBE = r"""
+import json, sys
+from envsnap.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+sys.stdout.flush()
+print("\n@@" + json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def _modules(*args, cwd=None):
+    proc = subprocess.run([sys.executable, "-c", _PROBE, *map(str, args)], capture_output=True, text=True, check=False,
+                          timeout=120, cwd=cwd or REPO_ROOT)
+    found = json.loads(proc.stdout.rsplit("\n@@", 1)[1])
+    return found["code"], proc.stdout.rsplit("\n@@", 1)[0], set(found["modules"])
+
+
+def test_version_answers_without_click():
+    code, out, modules = _modules("--version")
+    assert code == 0 and out.strip() == "envsnap, version " + __import__("envsnap").__version__
+    assert "click" not in modules and not any(m.startswith("envsnap.") and m != "envsnap.cli" for m in modules)
+
+
+def test_capture_loads_no_analysis_nor_rendering(tmp_path):
+    code, _, modules = _modules("capture", "-o", tmp_path / "s.json", "--timeout", "60", cwd=tmp_path)
+    assert code == 0
+    assert "envsnap.capture.runner" in modules
+    for heavy in ("deepdiff", "jinja2", "envsnap.analysis", "envsnap.render.html", "envsnap.cli.diff"):
+        assert heavy not in modules, heavy
+
+
+def test_diff_loads_no_collector_nor_jinja2_and_deepdiff_only_for_changed_lists(tmp_path):
+    good = rich_snapshot("good", seed=1, packages=5, env_vars=8, integrity=3, workers=2, worker_vars=5, metric=90.0)
+    bad = json.loads(json.dumps(good))
+    bad["label"] = "bad"
+    bad["sections"]["env"]["data"]["vars"]["NCCL_PROTO"] = "LL"
+    for name, snap in (("good", good), ("bad", bad)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(snap))
+    code, out, modules = _modules("diff", tmp_path / "good.json", tmp_path / "bad.json")
+    assert code == 1 and "NCCL_PROTO" in out
+    for heavy in ("deepdiff", "jinja2", "envsnap.capture.collectors", "envsnap.capture.runner", "psutil"):
+        assert heavy not in modules, heavy
+    # A changed list (the interpreter's sys.path) is what DeepDiff is still asked about.
+    good["sections"]["python"] = {"status": "ok", "data": {"sys_path": ["/a", "/b"]}}
+    bad["sections"]["python"] = {"status": "ok", "data": {"sys_path": ["/a", "/c", "/b"]}}
+    for name, snap in (("good", good), ("bad", bad)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(snap))
+    code, out, modules = _modules("diff", tmp_path / "good.json", tmp_path / "bad.json", "--all")
+    assert code == 1 and "deepdiff" in modules
