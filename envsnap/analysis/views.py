@@ -12,7 +12,7 @@ else the capturing shell.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from envsnap.analysis import knowledge
@@ -83,12 +83,13 @@ class View:
     parent_only_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     nccl_rank_env: Optional[Dict[str, Dict[str, Any]]] = None  # None: no NCCL log on both sides
     subjects: Dict[str, Subject] = field(default_factory=dict)
+    node: Optional[str] = None  # the node of a multi-node snapshot this view is of (Subject.node of its keys)
 
     def put(self, category: str, key: str, value: Any, flats: Sequence[str], subject: Subject,
             aggregate: bool = False, presence: bool = False) -> None:
         self.values[category][key] = value
         self.flats[key] = tuple(flats)
-        self.subjects[key] = subject
+        self.subjects[key] = subject if self.node is None else replace(subject, node=self.node)
         if aggregate:
             self.aggregate.add(key)
         if presence:
@@ -106,7 +107,7 @@ class View:
     def subject_of(self, key: str) -> Optional[Subject]:
         found = self.subjects.get(key)
         if found is None and key.startswith("integrity.") and key in self.values["integrity"]:
-            return Subject("integrity", key[len("integrity."):])  # the bulk entries put() skipped
+            return Subject("integrity", key[len("integrity."):], node=self.node)  # the bulk entries put() skipped
         return found
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -159,8 +160,9 @@ def usable_sections(snaps: Sequence[Dict[str, Any]]) -> Set[str]:
     return {n for n in names if all(_ok(s, n) for s in snaps)}
 
 
-def build_view(snap: Dict[str, Any], usable: Set[str]) -> View:
-    view = View()
+def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = None) -> View:
+    """The view of one snapshot (or of one node of a merged snapshot: `node` names it in every Subject)."""
+    view = View(node=node)
     data = {name: section_data(snap, name) for name in usable}
     if "env" in data:
         _env_view(view, data["env"])
