@@ -1,6 +1,19 @@
 """N >= 3 measured snapshots: rank every key that varies by how much of the metric's variance its
-value explains (eta squared) with a permutation p-value. Merged multi-node snapshots are ranked
-node by node, with node-qualified keys (analysis/nodes.py)."""
+value explains, with a permutation p-value, and group the keys that cannot be told apart.
+
+The unit of evidence is the run, the unit of independence the snapshot (stats.clustered_association):
+eta squared is computed over every run, grouped by its snapshot's value of the key, so the runs'
+spread inside a snapshot counts against a key whose snapshot medians happen to differ; the
+p-value relabels whole snapshots, because the runs of one snapshot share its environment, machine
+state and time and are not independent observations of the key.
+
+Keys whose values split the snapshots the same way in every snapshot (the same partition, whatever
+the values) change together: no set of these snapshots can tell them apart, and they get the same
+score and p-value by construction. They are reported as one group ("confounded"), ranked together,
+never ordered among themselves by name or prior.
+
+Merged multi-node snapshots are ranked node by node, with node-qualified keys (analysis/nodes.py).
+"""
 from __future__ import annotations
 
 import json
@@ -40,33 +53,39 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
         if isinstance(stored, dict):
             overrides.update({str(k): v for k, v in stored.items() if v in metrics.DIRECTIONS})
     medians = [stats.median(v[name]) for v in values]
+    clusters = [v[name] for v in values]
+    all_runs = [x for c in clusters for x in c]
+    overall = stats.median(all_runs)
+    cache: Dict[Tuple[int, ...], Tuple[float, float, str]] = {}
     candidates, node_warnings = _candidates(snaps)
     items = []
     for key, base, node, category, raw, subject in candidates:
         labels = [json.dumps(v, sort_keys=True, default=str) for v in raw]
-        eta2, p, method = stats.permutation_association(labels, medians)
+        partition = _partition(labels)
+        if partition not in cache:  # keys that split the snapshots alike share one test
+            cache[partition] = stats.clustered_association(labels, clusters)
+        eta2, p, method = cache[partition]
         groups: Dict[str, List[float]] = {}
+        snaps_per: Dict[str, int] = {}
         shown: Dict[str, Any] = {}
-        for label, value, m in zip(labels, raw, medians):
-            groups.setdefault(label, []).append(m)
+        for label, value, runs_of in zip(labels, raw, clusters):
+            groups.setdefault(label, []).extend(runs_of)
+            snaps_per[label] = snaps_per.get(label, 0) + 1
             shown[label] = diff_mod.display(subject, value)
-        overall = stats.median(medians)
-        group_medians = {label: stats.median(ms) for label, ms in groups.items()}
+        group_medians = {label: stats.median(rs) for label, rs in groups.items()}
         spread = max(group_medians.values()) - min(group_medians.values())
         effect_pct = round(spread / abs(overall) * 100.0, 2) if overall else None
         ordered = sorted(group_medians.items(), key=lambda kv: (-kv[1], kv[0]))
-        parts = [f"{'unset' if shown[l] is None else shown[l]}: {fmt.num(m)}{fmt.unit(name)} (n={len(groups[l])})"
-                 for l, m in ordered[:4]]
+        parts = [f"{'unset' if shown[label] is None else shown[label]}: {fmt.num(m)}{fmt.unit(name)} "
+                 f"({_count(snaps_per[label], 'snapshot')}, {_count(len(groups[label]), 'run')})"
+                 for label, m in ordered[:4]]
         rule = knowledge.rule_for(base)
         items.append({"key": key, "category": category, "component": rule.component, "node": node,
                       "score": round(eta2, 3), "effect_pct": effect_pct, "p_value": round(p, 4), "method": method,
                       "values": [diff_mod.display(subject, v) for v in raw],
-                      "why": f"{name} median by value \u2014 " + "; ".join(parts),
-                      "_sort": (-round(eta2, 6), p, -rule.weight, key)})
-    items.sort(key=lambda it: it["_sort"])
-    for index, item in enumerate(items, 1):
-        item.pop("_sort")
-        item["rank"] = index
+                      "why": f"{name} median of the runs by value \u2014 " + "; ".join(parts),
+                      "_partition": partition, "_weight": rule.weight, "_eta2": eta2, "_p": p})
+    items, confounded = _group_and_rank(items)
     snapshots = [{"file": f, "label": s.get("label"), "host": s.get("host"), "created": s.get("created"),
                   "median": stats._r(m), "n": len(v[name])} for f, s, v, m in zip(files, snaps, values, medians)]
     warnings = list(node_warnings)
@@ -74,8 +93,49 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
     if len(snaps) < 5:
         warnings.append(f"{len(snaps)} snapshots: the smallest possible permutation p-value is large "
                         f"(best here {floor:.2g}); treat the order as a hint, not proof")
+    if confounded:
+        warnings.append(f"{len(confounded)} group{'s' if len(confounded) != 1 else ''} of keys change together in "
+                        "every snapshot and cannot be told apart by these snapshots (a snapshot that changes one "
+                        "without the others, or `envsnap bisect`, can)")
     return {"schema_version": SCHEMA_VERSION, "metric": name, "direction": metrics.direction(name, overrides),
-            "snapshots": snapshots, "associations": items, "warnings": warnings}
+            "snapshots": snapshots, "associations": items, "confounded": confounded, "warnings": warnings,
+            "statistic": ("eta squared over every run grouped by its snapshot's value; p-value from relabelling "
+                          "whole snapshots (runs of one snapshot are not independent)")}
+
+
+def _partition(labels: Sequence[str]) -> Tuple[int, ...]:
+    """How a key splits the snapshots, whatever its values: group numbers in order of first appearance."""
+    first: Dict[str, int] = {}
+    return tuple(first.setdefault(label, len(first)) for label in labels)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _group_and_rank(items: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """Rank units (a key, or a group of keys with the same partition) by score, then p, then the
+    strongest prior in the unit; every key of a group gets the group's rank and the others' names."""
+    by_partition: Dict[Tuple[int, ...], List[Dict[str, Any]]] = {}
+    for item in items:
+        by_partition.setdefault(item["_partition"], []).append(item)
+    ordered = sorted(by_partition.values(), key=lambda members: (-round(members[0]["_eta2"], 6), members[0]["_p"],
+                                                                -max(i["_weight"] for i in members),
+                                                                min(i["key"] for i in members)))
+    out: List[Dict[str, Any]] = []
+    confounded: List[Dict[str, Any]] = []
+    for rank, members in enumerate(ordered, 1):
+        keys = sorted(i["key"] for i in members)
+        for item in sorted(members, key=lambda i: i["key"]):
+            for private in ("_partition", "_weight", "_eta2", "_p"):
+                item.pop(private)
+            item["rank"] = rank
+            if len(keys) > 1:
+                item["confounded_with"] = [k for k in keys if k != item["key"]]
+            out.append(item)
+        if len(keys) > 1:
+            confounded.append({"rank": rank, "keys": keys, "score": members[0]["score"], "p_value": members[0]["p_value"]})
+    return out, confounded
 
 
 # (key, base key, node, category, value per snapshot, subject) of a key that varies across the snapshots

@@ -92,6 +92,8 @@ VOLATILE_RULES: List[FieldRule] = [
     _v("sglang.internal_states*.last_gen_throughput", "a running measurement, not configuration"),
     _v("probe.records.*.written_at", "a timestamp"),
     _v("probe.dir", "where this capture's probe records lay"),
+    _v("*.ENVSNAP_PROBE_DIR", "where the probe writes its records: a fresh directory per launch by design "
+                              "(and `envsnap run --probe-dir` sets it for the command)"),
     _v("probe.records.*.file", "probe record file names carry pids"),
     _v("probe.records.*.host", "host name of the record (compared through the top-level host)"),
     _v("probe.records.*.forked_from", "pid of the forking parent"),

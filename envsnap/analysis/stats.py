@@ -114,7 +114,7 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> Tuple[Optional[float
     expected2 = n1 * (total + 1)  # the mean of the doubled rank sum
     if total <= EXACT_MW_MAX_N:
         # dist[k][s]: ways to choose k of the values seen so far with doubled rank sum s.
-        dist: List[Counter] = [Counter() for _ in range(n1 + 1)]
+        dist: List[Counter[Any]] = [Counter[Any]() for _ in range(n1 + 1)]
         dist[0][0] = 1
         for r in doubled:
             for k in range(min(n1, total) - 1, -1, -1):
@@ -221,33 +221,61 @@ def eta_squared(groups: Sequence[Sequence[float]]) -> float:
 
 def permutation_association(labels: Sequence[str], values: Sequence[float], seed: int = DEFAULT_SEED
                             ) -> Tuple[float, float, str]:
-    """(eta squared, p-value, method) of the association of labels with values.
-
-    One observation per snapshot: relabeling whole snapshots is the honest null (runs of one
-    snapshot share its environment). Exact over all distinct relabelings when there are few,
-    Monte-Carlo with a fixed seed otherwise; the p-value counts relabelings at least as
-    strongly associated as the observed one, the observed included.
-    """
+    """(eta squared, p-value, method) of the association of labels with values, one value per unit:
+    clustered_association with one observation per cluster."""
     if len(labels) != len(values) or len(values) < 2:
         return 0.0, 1.0, "too few snapshots"
-    pairs = sorted(zip(labels, values))  # order-independent input
+    eta2, p, method = clustered_association(labels, [[v] for v in values], seed=seed)
+    return eta2, p, method.split(" (")[0]
+
+
+def clustered_association(labels: Sequence[str], clusters: Sequence[Sequence[float]], seed: int = DEFAULT_SEED
+                          ) -> Tuple[float, float, str]:
+    """(eta squared, p-value, method) of the association of cluster labels with every observation.
+
+    `clusters[i]` are the runs of snapshot i and `labels[i]` its value of one key. The statistic
+    is eta squared over all runs grouped by their snapshot's label, so the runs' spread inside a
+    snapshot counts against the key: medians that differ by less than the runs scatter explain
+    little. The null relabels whole snapshots, never single runs: runs of one snapshot share its
+    environment, machine state and time, so they are not independent observations of the key
+    (counting them as such -- 4 snapshots x 10 runs as 40 -- would make a coincidence look like
+    proof). The p-value therefore has the resolution of the snapshots: with N snapshots split
+    k / N-k it can never go below 1 / C(N, k). Exact over all distinct relabelings when there
+    are few, Monte-Carlo with a fixed seed otherwise; relabelings at least as strongly associated
+    as the observed one are counted, the observed included.
+    """
+    if len(labels) != len(clusters) or len(clusters) < 2 or not all(clusters):
+        return 0.0, 1.0, "too few snapshots"
+    # Order-independent input: the same snapshots in any order give the same answer.
+    pairs = sorted(zip(labels, (sorted(float(v) for v in c) for c in clusters)))
     labels = [p[0] for p in pairs]
-    values = [p[1] for p in pairs]
-
-    def stat(lab: Sequence[str]) -> float:
-        grouped: Dict[str, List[float]] = {}
-        for l, v in zip(lab, values):
-            grouped.setdefault(l, []).append(v)
-        return eta_squared(list(grouped.values()))
-
-    observed = stat(labels)
+    counts = [len(p[1]) for p in pairs]
+    sums = [sum(p[1]) for p in pairs]
+    total_n = sum(counts)
+    grand = sum(sums) / total_n
+    ss_total = sum((v - grand) ** 2 for _, c in pairs for v in c)
     if len(set(labels)) < 2:
         return 0.0, 1.0, "constant"
+    if ss_total <= 0:
+        return 0.0, 1.0, "all values equal"
+    offset = sum(sums) ** 2 / total_n
+
+    def stat(lab: Sequence[str]) -> float:
+        group_n: Dict[str, int] = {}
+        group_s: Dict[str, float] = {}
+        for label, n, total in zip(lab, counts, sums):
+            group_n[label] = group_n.get(label, 0) + n
+            group_s[label] = group_s.get(label, 0.0) + total
+        between = sum(group_s[g] ** 2 / group_n[g] for g in group_n) - offset
+        return max(0.0, min(1.0, between / ss_total))
+
+    observed = stat(labels)
     eps = 1e-12
+    unit = "snapshots relabelled, runs kept with their snapshot"
     if math.factorial(len(labels)) <= EXACT_PERMUTATIONS_MAX:
         distinct = set(itertools.permutations(labels))
         hits = sum(1 for perm in distinct if stat(perm) >= observed - eps)
-        return observed, hits / len(distinct), "permutation, exact"
+        return observed, hits / len(distinct), f"permutation, exact ({unit})"
     rng = random.Random(seed)
     shuffled = list(labels)
     hits = 0
@@ -255,7 +283,29 @@ def permutation_association(labels: Sequence[str], values: Sequence[float], seed
         rng.shuffle(shuffled)
         if stat(shuffled) >= observed - eps:
             hits += 1
-    return observed, (hits + 1) / (MONTE_CARLO_PERMUTATIONS + 1), f"permutation, {MONTE_CARLO_PERMUTATIONS} random"
+    return (observed, (hits + 1) / (MONTE_CARLO_PERMUTATIONS + 1),
+            f"permutation, {MONTE_CARLO_PERMUTATIONS} random ({unit})")
+
+
+def runs_for_a_test(alpha: float = 0.05) -> int:
+    """The fewest runs per side with which fully separated runs reach p < alpha (exact Mann-Whitney):
+    4 for 0.05 (3 vs 3 can never go below 0.1; 4 vs 4 gives 0.029; 5 vs 5 gives 0.008)."""
+    n = 1
+    while min_achievable_p(n, n) >= alpha:
+        n += 1
+    return n
+
+
+def too_few_runs(n_good: int, n_bad: int, alpha: float = 0.05) -> Optional[str]:
+    """A plain sentence when these run counts can never give p < alpha, else None."""
+    if n_good == 0 or n_bad == 0:
+        return None
+    best = min_achievable_p(n_good, n_bad)
+    if best < alpha:
+        return None
+    return (f"n={n_good} vs {n_bad} runs is too small to test: even fully separated runs give p={best:.2g} at best "
+            f"(exact Mann-Whitney); measure {runs_for_a_test(alpha)} or more runs per side "
+            f"(5 vs 5 gives {min_achievable_p(5, 5):.3f})")
 
 
 def format_p(p: Optional[float]) -> str:

@@ -13,11 +13,28 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+)
 
 from envsnap.analysis import knowledge
 from envsnap.model.snapshot import section_data
-from envsnap.model.workers import SOURCE_LABELS, role_kind, role_kinds, seen_processes, tp_workers
+from envsnap.model.workers import (
+    SOURCE_LABELS,
+    role_kind,
+    role_kinds,
+    seen_processes,
+    tp_workers,
+)
 
 # Display/sort order of categories: what acts on the measured processes first.
 CATEGORY_ORDER = ("workers", "env", "nccl", "integrity", "startup", "packages", "python", "git", "sglang",
@@ -83,6 +100,9 @@ class View:
     parent_only_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     nccl_rank_env: Optional[Dict[str, Dict[str, Any]]] = None  # None: no NCCL log on both sides
     subjects: Dict[str, Subject] = field(default_factory=dict)
+    # Who read each environment variable (evidence for the ranking, never compared): see env_read_evidence.
+    env_reads: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    env_read_tracked: List[str] = field(default_factory=list)
     node: Optional[str] = None  # the node of a multi-node snapshot this view is of (Subject.node of its keys)
 
     def put(self, category: str, key: str, value: Any, flats: Sequence[str], subject: Subject,
@@ -186,6 +206,7 @@ def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = Non
     if "nccl" in data:
         _nccl_view(view, data["nccl"])
     _workers_view(view, data.get("processes"), data.get("probe"))
+    view.env_reads, view.env_read_tracked = env_read_evidence(snap)
     return view
 
 
@@ -534,6 +555,48 @@ def _nccl_subject(path: str, split: bool) -> Subject:
     if path.startswith("env."):
         return env_subject("nccl", path[len("env."):], aspect)
     return Subject("nccl", path, aspect)
+
+
+# Who stands for NCCL in the read evidence: NCCL logs a variable ("X set by environment to Y")
+# only when it reads it with getenv, so each such line is a read by NCCL (nccl_log.py).
+NCCL_READER = "NCCL"
+
+
+def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], List[str]]:
+    """({variable: {process: reads}}, processes whose reads were counted) for one snapshot.
+
+    Processes are the probe's record keys ("scheduler_TP0", "python-2", "3/python-0" for a process
+    of the third run of `envsnap run` that is not the compared one); a record counts only
+    when the probe that wrote it tracked reads (it has "env_reads"), so an old record is no
+    evidence either way. NCCL counts as one reader ("NCCL") whose count is the number of ranks
+    that logged the variable. A variable missing here was read by none of the tracked
+    processes' Python code -- C code (NCCL before its log, CUDA, OpenMP, glibc) reads with
+    getenv, which the probe does not see: "not read by Python" never means "not read".
+    Taken from the snapshot's own sections whatever the other side has: it is evidence about
+    this side's processes, not a compared key.
+    """
+    reads: Dict[str, Dict[str, int]] = {}
+    tracked: List[str] = []
+    probe = section_data(snap, "probe") or {}
+    every = dict(probe.get("run_records") or {})  # the other runs of `envsnap run`: "<run>/<process>"
+    every.update(probe.get("records") or {})
+    for key, record in sorted(every.items()):
+        counts = record.get("env_reads") if isinstance(record, dict) else None
+        if not isinstance(counts, dict):
+            continue
+        tracked.append(key)
+        for name, count in counts.items():
+            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                reads.setdefault(str(name), {})[key] = count
+    nccl = section_data(snap, "nccl") or {}
+    ranks = [info for info in (nccl.get("ranks") or {}).values() if isinstance(info, dict)]
+    if ranks:
+        tracked.append(NCCL_READER)
+        for info in ranks:
+            for name in (info.get("env") if isinstance(info.get("env"), dict) else {}):
+                per = reads.setdefault(str(name), {})
+                per[NCCL_READER] = per.get(NCCL_READER, 0) + 1
+    return {name: dict(sorted(per.items())) for name, per in sorted(reads.items())}, tracked
 
 
 def iter_keys(view: View) -> Iterable[Tuple[str, str]]:

@@ -5,6 +5,7 @@ import click
 
 from envsnap.cli.options import capture_options
 
+
 @click.command()
 @click.option("-o", "--output", required=True, help="Snapshot file to write ('-' for stdout).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")

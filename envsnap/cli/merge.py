@@ -1,8 +1,8 @@
 """`envsnap merge`: join per-node snapshots into one cluster snapshot."""
 from __future__ import annotations
 
-
 import click
+
 
 @click.command()
 @click.argument("snapshots", nargs=-1, required=True, metavar="SNAPSHOT...")

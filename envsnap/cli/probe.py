@@ -1,7 +1,6 @@
 """`envsnap probe install|uninstall|status`: the in-process probe (a .pth start-up hook)."""
 from __future__ import annotations
 
-
 import click
 
 _SITE_HELP = "site-packages directory of the Python that runs the server (default: this Python's)."

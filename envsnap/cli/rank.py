@@ -8,6 +8,7 @@ import click
 from envsnap.cli.options import emit
 from envsnap.errors import EnvsnapError
 
+
 @click.command(name="rank")
 @click.argument("snapshot_files", metavar="SNAP...", nargs=-1, required=True)
 @click.option("--metric", default=None, help="Metric to explain (default: the throughput metric all runs have).")
@@ -34,8 +35,9 @@ def rank_command(snapshot_files: Tuple[str, ...], metric: Optional[str], fmt: st
         raise EnvsnapError("only one snapshot can be read from stdin ('-')")
     snaps = [store.load(f) for f in snapshot_files]
     result = association.associate(snaps, list(snapshot_files), metric=metric)
-    if top:
-        result["associations"] = result["associations"][:top]
+    if top:  # the N strongest units: a group of keys that cannot be told apart counts once
+        result["associations"] = [a for a in result["associations"] if a["rank"] <= top]
+        result["confounded"] = [g for g in result.get("confounded", []) if g["rank"] <= top]
     if fmt == "json":
         import json
 

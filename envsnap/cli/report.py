@@ -18,8 +18,8 @@ def report(good_file: str, bad_file: str, output: str, force: bool, metric) -> N
     Verdict, ranked causes, every run, the workers' environments, code state, GPU and host,
     and all differences, in one file that needs no network and no JavaScript to read.
     """
-    from envsnap.model import store
     from envsnap.analysis import result as result_mod
+    from envsnap.model import store
     from envsnap.render.html import render_report
 
     store.check_writable(output, force)  # before the work: a refused overwrite costs nothing

@@ -8,10 +8,11 @@ import click
 
 from envsnap.cli.options import capture_options
 
+
 @click.command(context_settings={"allow_interspersed_args": False})
 @click.option("-o", "--output", required=True, help="Snapshot file to write ('-' for stdout).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
-@click.option("--repeat", "-n", default=3, show_default=True, type=click.IntRange(1, 100000),
+@click.option("--repeat", "-n", default=5, show_default=True, type=click.IntRange(1, 100000),
               help="Measured runs of the command.")
 @click.option("--warmup", default=0, show_default=True, type=click.IntRange(0, 10000),
               help="Runs before the measured ones, not recorded.")
@@ -36,7 +37,14 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     last output line that is a JSON object. A failed run is recorded as failed and not
     counted. Ctrl-C keeps the runs completed so far (the snapshot says it was interrupted);
     with none completed, nothing is written. Exit 1 when no run succeeded.
+
+    Each run records what it did ("telemetry"): CPU time, context switches, memory, threads and
+    CPU set of the command's process tree, the same counters' deltas for the processes given
+    with --pid/--sglang, and GPU utilisation, SM clock, power and clock-event reasons with NVML.
+    With --probe-dir DIR the command runs with ENVSNAP_PROBE_DIR=DIR, and the probe records its
+    processes write during the runs join the snapshot's probe section after the runs.
     """
+    from envsnap.analysis import stats
     from envsnap.capture import runner
     from envsnap.measure import runs
     from envsnap.measure.parsers import parse_metric_specs
@@ -47,8 +55,13 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     store.check_writable(output, force)  # before a capture and runs that may take an hour
 
     snap = runner.capture(capture_ctx)
+    env = None
+    if capture_ctx.probe_dir:
+        # The command's Python processes write probe records where this run collects them.
+        env = dict(os.environ, ENVSNAP_PROBE_DIR=os.path.abspath(capture_ctx.probe_dir))
     opts = runs.RunOptions(command=list(command), repeat=repeat, warmup=warmup, custom=custom,
-                           logs=list(capture_ctx.logs), timeout=run_timeout, cwd=os.getcwd())
+                           logs=list(capture_ctx.logs), timeout=run_timeout, cwd=os.getcwd(), env=env,
+                           telemetry=True, watch=_watched_processes(snap))
     session = runs.RunSession(opts)
     progress = None
     if sys.stderr.isatty():
@@ -56,6 +69,8 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     preferred = [name for name, _ in custom]
 
     def finish(interrupted: bool) -> None:
+        if capture_ctx.probe_dir and session.windows:
+            _probe_after_runs(snap, capture_ctx, session.windows)
         snap["runs"] = session.records
         snap["run_session"] = session.session_info(interrupted)
         runs.merge_directions(snap, directions)
@@ -77,8 +92,33 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     finish(interrupted=False)
     if output != "-":
         click.echo(f"wrote {output}: {runs.summary(session.records, preferred)}", err=True)
+    too_few = stats.too_few_runs(repeat, repeat)
+    if too_few:
+        # With this many runs no comparison of two such snapshots can be significant: said once the
+        # snapshot is safely written (a failed write stays a one-line error).
+        click.echo(f"envsnap run: --repeat {repeat}: {too_few}", err=True)
     if not any(r.get("ok") for r in session.records):
         first = session.records[0].get("error", "failed") if session.records else "no runs"
         click.echo(f"envsnap run: no run succeeded (first error: {first})", err=True)
         return 1
     return 0
+
+
+def _watched_processes(snap) -> dict:
+    """{process key: pid} of the processes captured with --pid/--sglang: their counters per run."""
+    from envsnap.model.snapshot import section_data
+
+    procs = section_data(snap, "processes").get("processes") or {}
+    return {key: proc["pid"] for key, proc in sorted(procs.items())
+            if isinstance(proc, dict) and isinstance(proc.get("pid"), int) and not isinstance(proc.get("pid"), bool)}
+
+
+def _probe_after_runs(snap, capture_ctx, windows) -> None:
+    """Re-read the probe directory: the records the command's processes wrote during the runs join in."""
+    from envsnap.capture import runner
+    from envsnap.capture.collectors import probe as probe_collector
+
+    before = snap["sections"].get("probe") or {}
+    again = runner.capture(capture_ctx, collectors=[
+        ("probe", lambda ctx: probe_collector.collect_after_runs(ctx, before, windows))])
+    snap["sections"]["probe"] = again["sections"]["probe"]

@@ -11,8 +11,8 @@ def show(snapshot_file: str, verbose: bool) -> None:
     """Print a readable summary of a snapshot: what was captured, what was not and why.
 
     A merged multi-node snapshot (`envsnap merge`) is shown node by node."""
-    from envsnap.model import store
     from envsnap.capture import collectors
+    from envsnap.model import store
     from envsnap.render.show import render_show
 
     snap = store.load(snapshot_file)

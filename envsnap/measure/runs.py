@@ -4,7 +4,8 @@ A run record (snapshot["runs"] items, the team contract):
 
     {"ok": bool, "exit_code": int|None, "duration_s": float, "started": "...Z",
      "metrics": {name: float}, "output_tail": str, "command": [argv, redacted],
-     "source": "run"|"attach", "parsers": [...], "error": str (when not ok), "note": str}
+     "source": "run"|"attach", "parsers": [...], "error": str (when not ok), "note": str,
+     "telemetry": {...} (with RunOptions.telemetry: what the run did, see telemetry.py)}
 
 A run that fails (non-zero exit, timeout, no metric found) is recorded with ok false and
 no metrics: it is never a measurement, and it is never silently dropped either.
@@ -15,8 +16,18 @@ from __future__ import annotations
 import glob
 import math
 import os
+import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+)
 
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics as metrics_mod
@@ -24,6 +35,9 @@ from envsnap.measure.parsers import MetricSpec, check_metric_name, parse_run
 from envsnap.model.snapshot import utc_now
 from envsnap.redact import redact_argv, redact_text
 from envsnap.subproc import run_command
+
+if TYPE_CHECKING:
+    from envsnap.measure.telemetry import Telemetry
 
 OUTPUT_TAIL_LINES = 40
 # A log or result file can be large (a server log of days): only this much of what a run
@@ -178,7 +192,9 @@ def _tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
 @dataclass
 class RunOptions:
     command: List[str]
-    repeat: int = 3
+    # 5: the fewest runs a side with which fully separated runs are significant by a margin
+    # (exact Mann-Whitney: 5 vs 5 gives p = 0.008; 4 vs 4 0.029; 3 vs 3 never below 0.1).
+    repeat: int = 5
     warmup: int = 0
     custom: List[MetricSpec] = field(default_factory=list)
     logs: List[str] = field(default_factory=list)
@@ -187,15 +203,36 @@ class RunOptions:
     env: Optional[Mapping[str, str]] = None
     # When set, a run without this metric is a failed run.
     require_metric: Optional[str] = None
+    # Record what each run did (CPU, context switches, memory, CPU set, GPUs): telemetry.py.
+    telemetry: bool = False
+    # Processes given with --pid/--sglang, {process key: pid}: their counters' deltas per run.
+    watch: Dict[str, int] = field(default_factory=dict)
 
 
-def run_once(opts: RunOptions) -> Dict:
-    """Run the command once; return its run record (never raises, except KeyboardInterrupt)."""
+def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None) -> Dict:
+    """Run the command once; return its run record (never raises, except KeyboardInterrupt).
+
+    With opts.telemetry, the record has "telemetry"; pass a session's Telemetry to share its
+    NVML handle and process cache between runs (else one is opened for this run alone).
+    """
     cwd = opts.cwd or os.getcwd()
     logs = AppendWatch([os.path.abspath(p) for p in opts.logs])
     files = AppendWatch(result_files(opts.command, cwd), result_patterns(opts.command, cwd))
     started = utc_now()
-    result = run_command(opts.command, timeout=opts.timeout, cwd=cwd, env=opts.env)
+    own = None
+    if telemetry is None and opts.telemetry:
+        from envsnap.measure.telemetry import Telemetry
+
+        telemetry = own = Telemetry(opts.watch)
+    sampler = telemetry.begin() if telemetry is not None else None
+    try:
+        result = run_command(opts.command, timeout=opts.timeout, cwd=cwd, env=opts.env)
+        usage = sampler.finish(result.elapsed_s) if sampler is not None else None
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        if own is not None:
+            own.close()
     output = result.stdout + ("\n" if result.stdout and result.stderr else "") + result.stderr
     log_text = "\n".join(logs.read().values())
     parsed = parse_run(result.stdout + "\n" + result.stderr, log_text=log_text, files=files.read(),
@@ -225,6 +262,8 @@ def run_once(opts: RunOptions) -> Dict:
         record["error"] = redact_text(error)
     if parsed.notes:
         record["note"] = "; ".join(dict.fromkeys(parsed.notes))
+    if usage is not None:
+        record["telemetry"] = usage
     return record
 
 
@@ -263,20 +302,40 @@ class RunSession:
     opts: RunOptions
     records: List[Dict] = field(default_factory=list)
     warmups_done: int = 0
+    # When each run ran: {"run": 1-based number or "warmup N", "start": epoch s, "end": epoch s}
+    # (the probe's records are matched to runs by these).
+    windows: List[Dict] = field(default_factory=list)
 
     def execute(self, progress: Optional[Callable[[str], None]] = None) -> List[Dict]:
         preferred = [name for name, _ in self.opts.custom]
-        for i in range(self.opts.warmup):
-            record = run_once(self.opts)
-            self.warmups_done += 1
-            if progress:
-                progress(f"warm-up {i + 1}/{self.opts.warmup}: {describe(record, None)}")
-        for i in range(self.opts.repeat):
-            record = run_once(self.opts)
-            self.records.append(record)
-            if progress:
-                progress(f"run {i + 1}/{self.opts.repeat}: {describe(record, main_metric(record['metrics'], preferred))}")
+        telemetry = None
+        if self.opts.telemetry:
+            from envsnap.measure.telemetry import Telemetry
+
+            telemetry = Telemetry(self.opts.watch)
+        try:
+            for i in range(self.opts.warmup):
+                record = self._timed(f"warmup {i + 1}", telemetry)
+                self.warmups_done += 1
+                if progress:
+                    progress(f"warm-up {i + 1}/{self.opts.warmup}: {describe(record, None)}")
+            for i in range(self.opts.repeat):
+                record = self._timed(i + 1, telemetry)
+                self.records.append(record)
+                if progress:
+                    progress(f"run {i + 1}/{self.opts.repeat}: "
+                             f"{describe(record, main_metric(record['metrics'], preferred))}")
+        finally:
+            if telemetry is not None:
+                telemetry.close()
         return self.records
+
+    def _timed(self, label, telemetry) -> Dict:
+        start = time.time()
+        try:
+            return run_once(self.opts, telemetry)
+        finally:
+            self.windows.append({"run": label, "start": start, "end": time.time()})
 
     def session_info(self, interrupted: bool) -> Dict:
         info = {

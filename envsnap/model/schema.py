@@ -49,6 +49,10 @@ _PROBE_RECORD = {
     "pid": "num", "ppid": "num", "argv": ("list", "str"), "title": "str", "env_at_start": _ENV,
     "env_at_init": _ENV, "env_at_exit": _ENV, "init": "dict", "host": "str",
     "changed_before_init": _ENV_CHANGE, "changed_before_exit": _ENV_CHANGE,
+    # What the process's Python code read: {name: reads}, whole-environment walks, names over the cap;
+    # when the probe started; which `envsnap run` run the process belonged to (1-based, or "warmup N").
+    "env_reads": ("map", "num"), "env_copies": "num", "env_reads_dropped": "num", "started_at": "num",
+    "run": "scalar",
 }
 SECTION_SHAPES: Dict[str, Any] = {
     "env": {"count": "num", "vars": _ENV},
@@ -80,16 +84,29 @@ SECTION_SHAPES: Dict[str, Any] = {
     "torch": {"installed": "scalar", "version": "str", "cuda": "str", "git_version": "str", "location": "str",
               "deep": "dict"},
     "processes": {"processes": ("map", _PROCESS), "roots": ("list", "str"), "errors": "dict"},
-    "probe": {"dir": "str", "records": ("map", _PROBE_RECORD), "env_at_init_common": _ENV},
+    "probe": {"dir": "str", "records": ("map", _PROBE_RECORD), "env_at_init_common": _ENV, "records_from_runs": "num",
+              "run_records": ("map", _PROBE_RECORD), "compared_run": "num"},
     "nccl": {"logs": ("list", "str"), "version": "str", "env": _ENV,
              "ranks": ("map", {"host": "str", "pid": "num", "version": "str", "env": _ENV, "transports": "dict",
                                "channels": "num", "init": "dict"})},
     "sglang": {"url": "str", "endpoint": "str", "version": "str", "server_args": "dict",
                "internal_states": ("list", "dict")},
 }
+# What a run did (envsnap/measure/telemetry.py): counters of the command's process tree, of the
+# --pid/--sglang processes (deltas over the run), and GPU samples.
+_USAGE = {"cpu_user_s": "num", "cpu_system_s": "num", "ctx_voluntary": "num", "ctx_involuntary": "num",
+          "peak_rss_bytes": "num", "peak_threads": "num", "cpu_set": ("list", "num"), "pid": "num", "error": "str"}
+_TELEMETRY = dict(_USAGE, **{
+    "wall_s": "num", "max_rss_bytes": "num", "peak_processes": "num", "cpu_set_source": "str", "samples": "num",
+    "interval_s": "num", "sampler_cpu_s": "num", "watched": ("map", _USAGE), "gpu": "str", "notes": ("list", "str"),
+    "gpus": ("map", {"samples": "num", "util_pct_mean": "num", "util_pct_median": "num", "util_pct_min": "num",
+                     "active_samples": "num", "util_pct_active_mean": "num", "sm_clock_mhz_active_median": "num",
+                     "sm_clock_mhz_median": "num", "sm_clock_mhz_min": "num", "sm_clock_mhz_max": "num",
+                     "power_w_median": "num", "power_w_max": "num", "clock_event_reasons": ("map", "num")}),
+})
 _RUN = {"ok": "scalar", "exit_code": "num", "duration_s": "num", "started": "str", "metrics": ("map", "num"),
         "output_tail": "str", "command": ("list", "str"), "source": "str", "parsers": ("list", "str"),
-        "error": "str", "note": "str", "host": "str"}
+        "error": "str", "note": "str", "host": "str", "telemetry": _TELEMETRY}
 _TOP = {"envsnap_version": "str", "label": "str", "host": "str", "created": "str", "redaction": "str",
         "provenance": "dict", "metric_directions": ("map", "str"), "run_session": "dict", "runs": ("list", _RUN)}
 _TYPE_WORDS = {"finite": "a number within range", "int": "an integer", "str": "a string", "num": "a number",

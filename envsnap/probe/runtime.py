@@ -30,8 +30,25 @@ What it writes: `<ENVSNAP_PROBE_DIR>/<host>-<pid>.json`, replaced atomically (te
   view. The NCCL version is asked only for an NCCL backend, from torch.cuda.nccl.version().
 - "env_at_exit": from an atexit handler. A process that dies by a signal or os._exit
   (fork-started multiprocessing children) has no exit record.
+- "env_reads" {name: count} and "env_copies": which variables the process's Python code
+  read, counted from activation on (see "Who read it" below); every record carries the
+  counts so far, the exit record the final ones. "started_at": when the probe activated.
 Argument lists and environments are redacted with envsnap's own redact module; if it
 cannot be loaded, values are not recorded at all (names only).
+
+Who read it: activation wraps `__getitem__` and `__iter__` of os.environ's class
+(os._Environ) in place, so the object, its type, pickling, copying, putenv/unsetenv on
+assignment and what subprocesses inherit all stay exactly as they were. Every explicit
+read goes through `__getitem__`: `os.environ[k]`, `.get(k)` and `k in os.environ`
+(collections.abc.Mapping's get/__contains__), `os.getenv(k)` (environ.get), setdefault,
+pop. Each such read of os.environ (or os.environb) counts once for its name, set or not.
+A walk over the whole environment -- dict(os.environ), .copy(), .items(), .values(),
+{**os.environ}, an environment handed to subprocess -- is not a read of every variable:
+`__iter__` hands out the keys and the lookups that follow in the same order, in the same
+thread, are counted as one "copy". Lookups that break the order end the walk (the keys
+looked up so far then count as reads: the code looked at them). The probe's own copies
+are not counted. C code that calls getenv() (NCCL, CUDA, OpenMP, glibc) is not seen here:
+"not read by Python" never means "not read".
 """
 import os
 import sys
@@ -43,6 +60,14 @@ CACHE_DIR = ".envsnap-probe-cache"
 _UNREDACTED = "<not recorded: redaction unavailable>"
 
 _state = {"active": False, "record": None, "path": None, "start_done": False, "redact": None}
+
+# Environment reads: {name: count}, whole-environment walks, names beyond the cap.
+MAX_READ_NAMES = 4096
+MAX_NAME_CHARS = 256
+_reads = {}
+_read_totals = {"copies": 0, "dropped": 0}
+_walks = {}  # thread id -> [keys handed out by __iter__, how many of them were looked up in order]
+_quiet = set()  # threads in which the probe itself is reading os.environ
 
 
 def activate():
@@ -60,6 +85,7 @@ def _activate():
     _state["active"] = True
     directory = os.path.abspath(directory)
     os.makedirs(directory, exist_ok=True)
+    _track_reads()
     host = _hostname()
     pid = os.getpid()
     _state["path"] = os.path.join(directory, "%s-%d.json" % (_safe_host(host), pid))
@@ -74,6 +100,7 @@ def _activate():
         "argv": _redact_argv(argv),
         "title": " ".join(_redact_argv(argv)),
         "stages": [],
+        "started_at": _now(),
     }
     finder = _Finder()
     if "sitecustomize" in sys.modules:
@@ -87,6 +114,12 @@ def _activate():
     atexit.register(_at_exit)
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_child)
+
+
+def _now():
+    import time
+
+    return time.time()
 
 
 def _hostname():
@@ -221,6 +254,10 @@ def _write(stage):
 
     record["stages"].append(stage)
     record["written_at"] = time.time()
+    record["env_reads"] = dict(sorted(_reads.items()))
+    record["env_copies"] = _read_totals["copies"]
+    if _read_totals["dropped"]:
+        record["env_reads_dropped"] = _read_totals["dropped"]
     title = _current_title()
     if title is not None:
         redact = _redactor()
@@ -244,7 +281,7 @@ def _start_record(late=None):
     _state["start_done"] = True
     if late:
         _state["record"]["env_at_start_note"] = "taken at %s: the start-up hook did not fire" % late
-    _state["record"]["env_at_start"] = _redact_env(dict(os.environ))
+    _state["record"]["env_at_start"] = _redact_env(_environ_copy())
     _write("start")
 
 
@@ -255,8 +292,15 @@ def _after_fork_child():
         if record is None:
             return
         child = dict(record)
-        for key in ("env_at_init", "init", "env_at_exit", "written_at"):
+        for key in ("env_at_init", "init", "env_at_exit", "written_at", "env_reads", "env_copies",
+                    "env_reads_dropped"):
             child.pop(key, None)
+        # The parent's reads were the parent's: the child counts its own from here.
+        _reads.clear()
+        _walks.clear()
+        _quiet.clear()
+        _read_totals.update(copies=0, dropped=0)
+        child["started_at"] = _now()
         child["forked_from"] = record["pid"]
         child["pid"] = os.getpid()
         child["ppid"] = os.getppid()
@@ -284,10 +328,122 @@ def _at_exit():
         if _state["record"] is None:
             return
         _start_record(late="exit")
-        _state["record"]["env_at_exit"] = _redact_env(dict(os.environ))
+        _state["record"]["env_at_exit"] = _redact_env(_environ_copy())
         _write("exit")
     except Exception:
         pass
+
+
+# --- environment reads -----------------------------------------------------------------
+
+def _environ_copy():
+    """dict(os.environ) for the probe's own records: not counted as the program's copy."""
+    from _thread import get_ident
+
+    me = get_ident()
+    _quiet.add(me)
+    try:
+        return dict(os.environ)
+    finally:
+        _quiet.discard(me)
+
+
+def _track_reads():
+    """Wrap os._Environ's __getitem__ and __iter__ (once) so reads of os.environ are counted.
+
+    The class is patched in place rather than os.environ swapped for another object:
+    `from os import environ` elsewhere, type checks, copy/pickle (which name the class)
+    and putenv on assignment all keep working unchanged. Only os.environ and os.environb
+    are counted; other instances of the class (copy.copy of os.environ) pass straight
+    through. The wrappers never raise anything the original would not have raised.
+    """
+    cls = type(os.environ)
+    if getattr(cls.__getitem__, "_envsnap_probe", False):
+        return
+    from _thread import get_ident
+
+    environ = os.environ
+    environb = getattr(os, "environb", None)
+    get_item = cls.__getitem__
+    iterate = cls.__iter__
+    reads, walks, quiet, totals = _reads, _walks, _quiet, _read_totals
+
+    def count(key):
+        if type(key) is bytes:
+            key = key.decode(sys.getfilesystemencoding(), "surrogateescape")
+        if key == PROBE_ENV:
+            return  # the .pth line's own test (site.py may run a .pth file twice: venv and main)
+        if len(key) > MAX_NAME_CHARS:
+            key = key[:MAX_NAME_CHARS]
+        if key in reads:
+            reads[key] += 1
+        elif len(reads) < MAX_READ_NAMES:
+            reads[key] = 1
+        else:
+            totals["dropped"] += 1
+
+    def note(key):
+        try:
+            if walks or quiet:
+                me = get_ident()
+                if me in quiet:
+                    return
+                walk = walks.get(me)
+                if walk is not None:
+                    keys, done = walk
+                    if done < len(keys) and keys[done] == key:
+                        done += 1
+                        if done == len(keys):
+                            del walks[me]
+                            totals["copies"] += 1
+                        else:
+                            walk[1] = done
+                        return
+                    # Not the next key of the walk: the walk is over, and what it had looked up
+                    # so far was looked at by the program (a loop that stopped early).
+                    del walks[me]
+                    for earlier in keys[:done]:
+                        count(earlier)
+            count(key)
+        except Exception:
+            pass
+
+    def __getitem__(self, key):
+        # A key of the wrong type (bytes for os.environ) makes the original raise TypeError: no read.
+        if self is environ:
+            if type(key) is str:
+                if key in reads and not walks and not quiet:
+                    reads[key] += 1  # the common case, a name read before: no call
+                else:
+                    note(key)
+        elif self is environb and type(key) is bytes:
+            note(key)
+        return get_item(self, key)
+
+    def walk(self):
+        keys = list(iterate(self))  # at the first next(), as the original takes its key list
+        try:
+            me = get_ident()
+            if keys and me not in quiet:
+                walks[me] = [keys, 0]
+        except Exception:
+            pass
+        for key in keys:
+            yield key
+
+    def __iter__(self):
+        if self is environ or self is environb:
+            return walk(self)
+        return iterate(self)
+
+    for wrapper, original in ((__getitem__, get_item), (__iter__, iterate)):
+        wrapper.__name__ = original.__name__
+        wrapper.__qualname__ = getattr(original, "__qualname__", original.__name__)
+        wrapper.__doc__ = original.__doc__
+        wrapper._envsnap_probe = True
+        wrapper.__wrapped__ = original
+    cls.__getitem__ = __getitem__
+    cls.__iter__ = __iter__
 
 
 # --- torch.distributed -----------------------------------------------------------------
@@ -313,7 +469,7 @@ def _wrap_init(original):
     @functools.wraps(original)
     def init_process_group(*args, **kwargs):
         try:
-            env = dict(os.environ)
+            env = _environ_copy()
         except Exception:
             env = None
         error = None

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
-
 _MARK = {"ok": "ok", "unavailable": "--", "error": "!!", "timeout": "!!"}
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from envsnap.analysis.diff import value_text
 from envsnap import format as fmt
+from envsnap.analysis.diff import value_text
 from envsnap.analysis.views import CATEGORY_ORDER
 from envsnap.redact import redact_text
 
@@ -93,14 +93,23 @@ def render_rank(result: Dict[str, Any], top: int = 0) -> str:
         lines.append(f"  {snap['file']}: median {snap['median']:g} (n={snap['n']})  {snap.get('label') or ''}".rstrip())
     for warning in result["warnings"]:
         lines.append(f"  ! {warning}")
-    items = result["associations"][:top] if top else result["associations"]
+    items = [i for i in result["associations"] if i["rank"] <= top] if top else result["associations"]
     lines.append("")
     if not items:
         lines.append("no key varies across these snapshots (volatile fields aside)")
+    shown = set()
     for item in items:
+        if item["rank"] in shown:
+            continue  # a key of a group already shown with its group
+        shown.add(item["rank"])
         effect = "n/a" if item["effect_pct"] is None else f"{item['effect_pct']:.0f}%"
-        lines.append(f"  {item['rank']}. [{item['score']:.2f}] {item['key']}  effect {effect}, "
-                     f"p={item['p_value']:.2g} ({item['component']})")
+        together = item.get("confounded_with") or []
+        names = " = ".join([item["key"]] + together)
+        components = sorted({i["component"] for i in items if i["rank"] == item["rank"]})
+        lines.append(f"  {item['rank']}. [{item['score']:.2f}] {names}  effect {effect}, "
+                     f"p={item['p_value']:.2g} ({', '.join(components)})")
+        if together:
+            lines.append(f"     these {len(together) + 1} change together in every snapshot: cannot be told apart")
         lines.append(f"     {item['why']}")
     return "\n".join(lines) + "\n"
 

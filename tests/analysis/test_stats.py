@@ -117,3 +117,36 @@ def test_format_p():
     assert stats.format_p(0.008) == "p<0.01"
     assert stats.format_p(0.034) == "p=0.034"
     assert stats.format_p(None) == "p n/a"
+
+
+def test_clustered_association_counts_the_runs_spread_and_permutes_whole_snapshots():
+    labels = ["a", "a", "b", "b"]
+    # Snapshot medians 100, 100.5, 101, 101.5 (they sort by the key), runs scattered by +-10.
+    clusters = [[90, 100, 110], [91, 100.5, 109], [92, 101, 111], [90, 101.5, 112]]
+    medians = [stats.median(c) for c in clusters]
+    by_medians = stats.permutation_association(labels, medians)[0]
+    eta2, p, method = stats.clustered_association(labels, clusters)
+    assert by_medians > 0.7  # the medians alone look like an association...
+    assert eta2 < 0.05  # ...the runs show it is within their own scatter
+    # Four snapshots split 2/2: six distinct relabelings, however many runs each has.
+    tight = [[100, 100.1], [100.2, 100.1], [60, 60.1], [60.2, 59.9]]
+    eta2, p, method = stats.clustered_association(labels, [c * 10 for c in tight])
+    assert eta2 > 0.99 and p == pytest.approx(2 / 6)
+    assert "exact" in method and "runs kept with their snapshot" in method
+    # Same answer in any order; a constant key or identical values say nothing.
+    order = [2, 0, 3, 1]
+    assert stats.clustered_association([labels[i] for i in order], [tight[i] for i in order]) == \
+        stats.clustered_association(labels, tight)
+    assert stats.clustered_association(["x"] * 4, tight)[1] == 1.0
+    assert stats.clustered_association(labels, [[1.0, 1.0]] * 4) == (0.0, 1.0, "all values equal")
+
+
+def test_how_many_runs_a_test_needs():
+    assert stats.runs_for_a_test() == 4
+    assert stats.min_achievable_p(3, 3) == pytest.approx(0.1)
+    assert stats.min_achievable_p(5, 5) == pytest.approx(2 / 252)
+    note = stats.too_few_runs(3, 3)
+    assert note.startswith("n=3 vs 3 runs is too small to test") and "p=0.1 at best" in note
+    assert stats.too_few_runs(5, 5) is None and stats.too_few_runs(4, 4) is None
+    assert not stats.compare([10, 10.1, 10.2], [20, 20.1, 20.2])["significant"]  # separated, yet untestable
+    assert stats.compare([10, 10.1, 10.2, 10.1, 10], [20, 20.1, 20.2, 20, 20.3])["significant"]

@@ -19,6 +19,13 @@ Modes:
            machine's cores (wall time is not: on a shared 2-core machine it swings 1.6x).
            It honours OpenBLAS's real environment variables (OPENBLAS_NUM_THREADS,
            OMP_NUM_THREADS, OPENBLAS_CORETYPE).
+  work     real work whose kind is the point (run telemetry, mechanism tests): --cpu S seconds of
+           pure-Python CPU work (measured by CPU time, so load elsewhere does not change the amount)
+           split over --procs P processes, then --waits N sleeps of --wait-ms M each; prints
+           `{"work_per_s": 1/wall}`.
+  gpu      real GPU work (needs torch with CUDA): --iters bf16 matrix products of --size, each
+           followed by --gap-ms of host-side waiting after a synchronize (a launch/CPU-bound loop
+           when the gap is larger than the product); prints `{"iters_per_s": X}`.
   sglang-serving
            prints a real-format bench_serving summary (tests/data/runs sample) and appends
            the matching JSONL line to --output-file, as sglang.bench_serving does: a stand-in
@@ -157,6 +164,50 @@ def mode_matmul(args) -> int:
     return 0
 
 
+def _spin(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def mode_work(args) -> int:
+    start = time.perf_counter()
+    share = args.cpu / max(args.procs, 1)
+    if args.procs > 1:
+        import multiprocessing as mp
+
+        workers = [mp.get_context("fork").Process(target=_spin, args=(share,)) for _ in range(args.procs)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    else:
+        _spin(share)
+    for _ in range(args.waits):
+        time.sleep(args.wait_ms / 1000.0)
+    print(json.dumps({"work_per_s": round(1.0 / (time.perf_counter() - start), 6)}))
+    return 0
+
+
+def mode_gpu(args) -> int:
+    import torch
+
+    a = torch.randn(args.size, args.size, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(args.size, args.size, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b  # warm-up: cuBLAS picks its kernel
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(args.iters):
+        a @ b
+        if args.gap_ms:
+            torch.cuda.synchronize()
+            time.sleep(args.gap_ms / 1000.0)
+    torch.cuda.synchronize()
+    print(json.dumps({"iters_per_s": round(args.iters / (time.perf_counter() - start), 3)}))
+    return 0
+
+
 def mode_sglang_serving(args) -> int:
     sys.stdout.write((RUNS_DATA / "sglang-0.5.5-bench_serving-eagle3.txt").read_text())
     line = (RUNS_DATA / "sglang-0.5.5-bench_serving-eagle3.jsonl").read_text().strip().splitlines()[-1]
@@ -191,11 +242,21 @@ def main(argv=None) -> int:
     mm.add_argument("--size", type=int, default=1000)
     mm.add_argument("--reps", type=int, default=3)
     mm.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    wk = sub.add_parser("work")
+    wk.add_argument("--cpu", type=float, default=0.2)
+    wk.add_argument("--procs", type=int, default=1)
+    wk.add_argument("--waits", type=int, default=0)
+    wk.add_argument("--wait-ms", type=float, default=10.0)
+    gp = sub.add_parser("gpu")
+    gp.add_argument("--size", type=int, default=8192)
+    gp.add_argument("--iters", type=int, default=1000)
+    gp.add_argument("--gap-ms", type=float, default=0.0)
     sg = sub.add_parser("sglang-serving")
     sg.add_argument("--output-file")
     sg.add_argument("--scale", type=float, default=1.0)
     args = parser.parse_args(argv)
-    return {"env": mode_env, "matmul": mode_matmul, "sglang-serving": mode_sglang_serving}[args.mode](args)
+    return {"env": mode_env, "matmul": mode_matmul, "work": mode_work, "gpu": mode_gpu,
+            "sglang-serving": mode_sglang_serving}[args.mode](args)
 
 
 if __name__ == "__main__":

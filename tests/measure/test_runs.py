@@ -1,6 +1,7 @@
 """`envsnap run` and `envsnap attach`: real CLI subprocesses running real benchmark scripts."""
 from __future__ import annotations
 
+import json
 import os
 import pty
 import signal
@@ -337,3 +338,88 @@ def test_parse_metric_values_and_directions():
     assert runs.parse_direction_specs(["a=HIGHER", "b=lower"]) == {"a": "higher", "b": "lower"}
     with pytest.raises(EnvsnapError):
         runs.parse_metric_values(["x=inf"])
+
+
+def test_default_repeat_is_enough_for_a_test_and_fewer_runs_are_said_plainly(tmp_path):
+    out, counter = tmp_path / "s.json", tmp_path / "count"
+    result = run_envsnap("run", "-o", out, "--", *bench_cmd("env", "--counter", counter))
+    assert result.returncode == 0, result.stderr
+    assert counter.read_text() == "5"  # 5 vs 5 fully separated runs: p = 0.008
+    assert "too small to test" not in result.stderr
+    snap = load(out)
+    assert snap["run_session"]["repeat"] == 5
+    # Every run says what it did; the snapshot (validated on load) keeps it.
+    for record in snap["runs"]:
+        usage = record["telemetry"]
+        assert usage["cpu_user_s"] + usage["cpu_system_s"] > 0 and usage["cpu_set"]
+        assert usage["gpu"].startswith(("nvml", "unavailable"))
+    few = run_envsnap("run", "-o", tmp_path / "few.json", "--repeat", "3", "--", *bench_cmd("env"))
+    assert few.returncode == 0
+    assert "--repeat 3: n=3 vs 3 runs is too small to test: even fully separated runs give p=0.1 at best" \
+        in few.stderr
+
+
+@pytest.fixture(scope="module")
+def probed_venv(tmp_path_factory):
+    from helpers.workers import make_venv
+
+    from envsnap.probe import install as install_mod
+
+    venv = make_venv(tmp_path_factory.mktemp("run-probe") / "venv", with_deps=True)
+    install_mod.install(str(venv["site"]))
+    return venv
+
+
+def _run_probed(tmp_path, venv, name, repeat, warmup=0, **env_extra):
+    probe_dir = tmp_path / f"probe-{name}"
+    probe_dir.mkdir()
+    command = [str(venv["python"]), bench_cmd("env")[1], "env", "--slow", "BENCH_KNOB=1:0.5"]
+    env = base_env(**env_extra)
+    env.pop("ENVSNAP_PROBE_DIR", None)  # run sets it for the command from --probe-dir
+    out = tmp_path / f"{name}.json"
+    result = run_envsnap("run", "-o", out, "--probe-dir", probe_dir, "--repeat", str(repeat), "--warmup", str(warmup),
+                         "--", *command, env=env)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_probe_records_written_during_the_runs_join_the_snapshot(tmp_path, probed_venv):
+    from envsnap.analysis.views import env_read_evidence
+
+    snap = load(_run_probed(tmp_path, probed_venv, "s", repeat=2, warmup=1))
+    probe = snap["sections"]["probe"]
+    # Nothing was in the directory at capture time: every record came from the runs. The first
+    # measured run's processes are compared; the others are kept as evidence.
+    data = probe["data"]
+    assert probe["status"] == "ok" and data["records_from_runs"] == 3 and data["compared_run"] == 1
+    assert [r["run"] for r in data["records"].values()] == [1]
+    assert sorted(data["run_records"]) == ["2/python-0", "warmup 1/python-0"]
+    every = list(data["records"].values()) + list(data["run_records"].values())
+    for record in every:
+        assert record["env_reads"]["BENCH_KNOB"] == 1  # the benchmark's own read, counted once per process
+        assert record["stages"] == ["start", "exit"]
+    reads, tracked = env_read_evidence(snap)
+    assert sorted(tracked) == sorted(list(data["records"]) + list(data["run_records"]))
+    assert reads["BENCH_KNOB"] == {key: 1 for key in tracked}
+    assert "NCCL_PROTO" not in reads  # nothing here reads it
+
+
+def test_runs_with_the_probe_diff_by_what_changed_not_by_run_count_or_records_dir(tmp_path, probed_venv):
+    good = _run_probed(tmp_path, probed_venv, "good", repeat=3)
+    bad = _run_probed(tmp_path, probed_venv, "bad", repeat=2, BENCH_KNOB="1")
+    result = run_envsnap("diff", good, bad, "--format", "json")
+    assert result.returncode == 1, result.stderr
+    keys = [d["key"] for d in json.loads(result.stdout)["differences"] if not d.get("volatile")]
+    assert "workers.env.BENCH_KNOB" in keys and "env.BENCH_KNOB" in keys
+    # Neither a third run's processes nor the records directory is a difference.
+    assert not [k for k in keys if k.startswith("workers.python-") or "ENVSNAP_PROBE_DIR" in k], keys
+
+
+def test_without_records_from_the_runs_the_capture_time_section_stays(tmp_path):
+    probe_dir = tmp_path / "probe"
+    probe_dir.mkdir()
+    result = run_envsnap("run", "-o", tmp_path / "s.json", "--probe-dir", probe_dir, "--repeat", "1", "--",
+                         *bench_cmd("env"))
+    assert result.returncode == 0, result.stderr
+    probe = load(tmp_path / "s.json")["sections"]["probe"]
+    assert probe["status"] == "unavailable" and "no probe records" in probe["reason"]

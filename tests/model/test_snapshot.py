@@ -1,5 +1,6 @@
 import json
 import os
+import re
 
 import pytest
 
@@ -91,3 +92,25 @@ def test_written_files_get_a_normal_mode_and_keep_a_replaced_files_mode(tmp_path
         assert stat.S_IMODE(path.stat().st_mode) == 0o640 and path.read_text() == "y"
     finally:
         os.umask(old_umask)
+
+
+def test_new_optional_fields_are_typed_and_old_snapshots_still_load():
+    from envsnap.model.schema import validate
+
+    run = {"ok": True, "metrics": {"tok_s": 1.0},
+           "telemetry": {"wall_s": 1.0, "cpu_user_s": 0.5, "cpu_system_s": 0.1, "ctx_voluntary": 3, "cpu_set": [0, 1],
+                         "watched": {"scheduler_TP0": {"pid": 7, "cpu_user_s": 2.0}},
+                         "gpus": {"0": {"util_pct_mean": 97.5, "clock_event_reasons": {"SwPowerCap": 0.2}}}}}
+    probe = {"status": "ok", "data": {"records": {"python-0": {"pid": 1, "env_reads": {"X": 2}, "env_copies": 1,
+                                                               "started_at": 1.0, "run": 1}},
+                                      "records_from_runs": 1}}
+    validate({"schema_version": 1, "runs": [run], "sections": {"probe": probe}})
+    validate({"schema_version": 1, "runs": [{"ok": True, "metrics": {"tok_s": 1.0}}]})  # no telemetry: fine
+    for bad, where in ((dict(run, telemetry=dict(run["telemetry"], cpu_set="0-1")), "telemetry.cpu_set"),
+                       (dict(run, telemetry=dict(run["telemetry"], gpus={"0": {"util_pct_mean": "high"}})),
+                        "gpus.0.util_pct_mean")):
+        with pytest.raises(EnvsnapError, match=re.escape(where)):
+            validate({"schema_version": 1, "runs": [bad]})
+    probe["data"]["records"]["python-0"]["env_reads"] = {"X": "often"}
+    with pytest.raises(EnvsnapError, match="env_reads"):
+        validate({"schema_version": 1, "sections": {"probe": probe}})

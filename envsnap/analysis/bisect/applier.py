@@ -30,7 +30,7 @@ import shutil
 import stat
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.bisect.files import FileDelta, Version, read_disk
 from envsnap.errors import EnvsnapError
@@ -136,7 +136,7 @@ def _lock(handle) -> None:
         raise
 
 
-def _read_manifest(directory: str) -> List[Dict]:
+def _read_manifest(directory: str) -> List[Dict[str, Any]]:
     path = os.path.join(directory, MANIFEST)
     with open(path, "rb") as handle:
         raw = handle.read()
@@ -188,9 +188,9 @@ def restore_dir(directory: str) -> Optional[RestoreReport]:
         handle.close()
 
 
-def _restore_locked(directory: str, entries: List[Dict]) -> RestoreReport:
+def _restore_locked(directory: str, entries: List[Dict[str, Any]]) -> RestoreReport:
     report = RestoreReport()
-    backups: Dict[str, Dict] = {}
+    backups: Dict[str, Dict[str, Any]] = {}
     created_dirs: List[str] = []
     for entry in entries:
         if entry.get("type") == "backup" and isinstance(entry.get("path"), str) and entry["path"] not in backups:
@@ -227,7 +227,7 @@ def _restore_locked(directory: str, entries: List[Dict]) -> RestoreReport:
     return report
 
 
-def _restore_one(directory: str, path: str, entry: Mapping) -> str:
+def _restore_one(directory: str, path: str, entry: Mapping[str, Any]) -> str:
     original = entry.get("state")
     allowed = set(entry.get("may_hold") or []) | {original}
     now = _state(path)
@@ -256,7 +256,7 @@ def _restore_one(directory: str, path: str, entry: Mapping) -> str:
     return "restored"
 
 
-def _keep(directory: str, entries: List[Dict]) -> str:
+def _keep(directory: str, entries: List[Dict[str, Any]]) -> str:
     """Move the backup directory aside, holding only the files that could not be restored."""
     n = 0
     while True:
@@ -290,7 +290,7 @@ class FileApplier:
         self.deltas = {d.name: d for d in deltas}
         self.progress = progress or (lambda line: None)
         self.state: Dict[str, str] = {d.name: _state_of(d.good if d.current == "good" else d.bad) for d in deltas}
-        self.backed_up: Dict[str, Dict] = {}
+        self.backed_up: Dict[str, Dict[str, Any]] = {}
         self.last_mtime: Dict[str, int] = {}
         self.writes = 0
         self._handle = None
@@ -309,7 +309,7 @@ class FileApplier:
         self._append({"type": "header", "version": MANIFEST_VERSION, "pid": os.getpid()})
         _fsync_dir(os.path.dirname(self.directory))
 
-    def _append(self, entry: Dict) -> None:
+    def _append(self, entry: Dict[str, Any]) -> None:
         assert self._handle is not None
         self._handle.write((json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n")
                            .encode("utf-8", "surrogateescape"))
@@ -320,7 +320,7 @@ class FileApplier:
         self._open()
         path = delta.name
         disk = read_disk(path, limit=1 << 62)
-        entry: Dict = {"type": "backup", "path": path,
+        entry: Dict[str, Any] = {"type": "backup", "path": path,
                        "may_hold": sorted({_state_of(delta.good), _state_of(delta.bad)})}
         if disk.kind == "absent":
             entry["state"] = ABSENT

@@ -30,14 +30,14 @@ _WHY_NO_TEXT = {
 class Side:
     kind: str  # absent | held (content record and/or hash) | clean (git HEAD blob) | pristine (wheel) | unknown
     sha256: Optional[str] = None
-    record: Optional[Mapping] = None
+    record: Optional[Mapping[str, Any]] = None
     label: str = ""  # how the snapshot lists it ("M", "untracked", "clean", "edited", "as installed")
     why: str = ""
     commit: Optional[str] = None
     dist: Optional[Tuple[str, str, str]] = None  # (name, version, RECORD path)
 
 
-def held(entry: Mapping, label: str, sha_key: str = "sha256") -> Side:
+def held(entry: Mapping[str, Any], label: str, sha_key: str = "sha256") -> Side:
     record = entry.get("content")
     sha = entry.get(sha_key)
     if isinstance(record, dict) and isinstance(record.get("sha256"), str):
@@ -83,11 +83,11 @@ class Candidate:
     root: str = ""  # the directory the file belongs under (checkout, site dir, watched root): must exist here
 
 
-def _dict(value: Any) -> Dict:
+def _dict(value: Any) -> Dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _git_sides(repo: Mapping) -> Dict[str, Side]:
+def _git_sides(repo: Mapping[str, Any]) -> Dict[str, Side]:
     sides: Dict[str, Side] = {}
     for rel, entry in _dict(repo.get("dirty")).items():
         entry = _dict(entry)
@@ -111,7 +111,7 @@ def _git_sides(repo: Mapping) -> Dict[str, Side]:
     return sides
 
 
-def git_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[Candidate]:
+def git_candidates(good: Mapping[str, Any], bad: Mapping[str, Any], notes: List[str]) -> List[Candidate]:
     g_repos = _dict(snapshot_mod.section_data(good, "git").get("repos"))
     b_repos = _dict(snapshot_mod.section_data(bad, "git").get("repos"))
     out = []
@@ -141,7 +141,7 @@ def git_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[Candid
     return out
 
 
-def installed_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[Candidate]:
+def installed_candidates(good: Mapping[str, Any], bad: Mapping[str, Any], notes: List[str]) -> List[Candidate]:
     g_pkgs, b_pkgs = snapshot_mod.section_data(good, "packages"), snapshot_mod.section_data(bad, "packages")
     g_int, b_int = _dict(g_pkgs.get("integrity")), _dict(b_pkgs.get("integrity"))
     g_mod, b_mod = _dict(g_int.get("modified")), _dict(b_int.get("modified"))
@@ -184,7 +184,7 @@ def installed_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[
     return out
 
 
-def _checked(integrity: Mapping, dist: str, key: str) -> bool:
+def _checked(integrity: Mapping[str, Any], dist: str, key: str) -> bool:
     """The snapshot checked this file against RECORD (and did not find it missing or unreadable)."""
     if not integrity or "modified" not in integrity:
         return False
@@ -193,7 +193,7 @@ def _checked(integrity: Mapping, dist: str, key: str) -> bool:
     return key not in _dict(integrity.get("missing")) and key not in _dict(integrity.get("errors"))
 
 
-def startup_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[Candidate]:
+def startup_candidates(good: Mapping[str, Any], bad: Mapping[str, Any], notes: List[str]) -> List[Candidate]:
     g_py, b_py = snapshot_mod.section_data(good, "python"), snapshot_mod.section_data(bad, "python")
     g_hooks, b_hooks = _dict(g_py.get("startup_hooks")), _dict(b_py.get("startup_hooks"))
     # Each side lists every hook file in the interpreter's directories: a file it does not list
@@ -221,7 +221,7 @@ def startup_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[Ca
     return out
 
 
-def watched_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[Candidate]:
+def watched_candidates(good: Mapping[str, Any], bad: Mapping[str, Any], notes: List[str]) -> List[Candidate]:
     g_files, b_files = snapshot_mod.section_data(good, "files"), snapshot_mod.section_data(bad, "files")
     g_entries, b_entries = _dict(g_files.get("entries")), _dict(b_files.get("entries"))
     out = []
@@ -251,7 +251,7 @@ def watched_candidates(good: Mapping, bad: Mapping, notes: List[str]) -> List[Ca
     return out
 
 
-def _watched_root(g_files: Mapping, b_files: Mapping, path: str) -> str:
+def _watched_root(g_files: Mapping[str, Any], b_files: Mapping[str, Any], path: str) -> str:
     """The --watch root a path was found under (the deepest), or its directory."""
     best = ""
     for data in (g_files, b_files):
@@ -262,7 +262,7 @@ def _watched_root(g_files: Mapping, b_files: Mapping, path: str) -> str:
     return best or os.path.dirname(path)
 
 
-def _under_walked_root(data: Mapping, path: str) -> bool:
+def _under_walked_root(data: Mapping[str, Any], path: str) -> bool:
     errors = _dict(data.get("errors"))
     roots = data.get("roots")
     for root in roots if isinstance(roots, list) else []:

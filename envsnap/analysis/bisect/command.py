@@ -19,7 +19,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.bisect import outcome
 from envsnap.analysis.bisect.applier import FileApplier, backup_dir_for, restore_dir
@@ -42,7 +42,7 @@ from envsnap.analysis.bisect.sources import WheelFinder, pip_cache_dir
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics as metrics_mod
 from envsnap.measure.parsers import MetricSpec, parse_metric_specs
-from envsnap.measure.runs import result_patterns, result_files, stored_metric_regexes
+from envsnap.measure.runs import result_files, result_patterns, stored_metric_regexes
 from envsnap.model import store
 from envsnap.redact import redact_argv, redact_text
 
@@ -53,7 +53,7 @@ _REDACTED = re.compile(r"redacted:[0-9a-f]{8}")
 # Metric definitions stored with the snapshots' runs
 # ---------------------------------------------------------------------------------------
 
-def reuse_metric_specs(good: Mapping, bad: Mapping, metric: Optional[str],
+def reuse_metric_specs(good: Mapping[str, Any], bad: Mapping[str, Any], metric: Optional[str],
                        custom: Sequence[MetricSpec]) -> Tuple[List[MetricSpec], List[str]]:
     """The regexes `envsnap run --metric NAME=REGEX` stored, for the names bisect will read.
 
@@ -133,7 +133,7 @@ def run_bisect(
     on_journal: Optional[Callable[[Journal], None]] = None,
     wheels: Sequence[str] = (),
     dry_run: bool = False,
-) -> Dict:
+) -> Dict[str, Any]:
     """Load both snapshots, search, and return the result (see README: `envsnap bisect`)."""
     if not command and not dry_run:
         raise EnvsnapError("bisect needs the benchmark command after --")
@@ -191,7 +191,7 @@ def run_bisect(
             overrides.update({k: v for k, v in stored.items() if v in metrics_mod.DIRECTIONS})
     overrides.update(directions or {})
 
-    result: Dict = {
+    result: Dict[str, Any] = {
         "schema_version": outcome.RESULT_SCHEMA_VERSION,
         "good": outcome.side(good, good_path),
         "bad": outcome.side(bad, bad_path),
@@ -247,7 +247,7 @@ def run_bisect(
         say(f"resuming from {journal_path}: {len(journal.runs)} journaled runs will not be repeated")
     if journal.dropped_partial:
         result["notes"].append("the journal's last line was incomplete (an interrupted write) and was dropped")
-    finished: Optional[Dict] = None
+    finished: Optional[Dict[str, Any]] = None
     try:
         finished = _search(result, bisector, overrides, max_runs, delta_set, file_set)
     finally:
@@ -279,8 +279,8 @@ def _leave_benchmark_outputs(file_set, command: Sequence[str]) -> None:
     file_set.not_applicable.sort(key=lambda d: d.name)
 
 
-def _search(result: Dict, bisector: Bisector, overrides: Mapping[str, str], max_runs: int, delta_set,
-            file_set) -> Dict:
+def _search(result: Dict[str, Any], bisector: Bisector, overrides: Mapping[str, str], max_runs: int, delta_set,
+            file_set) -> Dict[str, Any]:
     try:
         bisector.baselines()
     except NotDistinguishable:
@@ -309,7 +309,7 @@ def _search(result: Dict, bisector: Bisector, overrides: Mapping[str, str], max_
     return outcome.finish(result, "isolated", 0, "", bisector, overrides, minimal=minimal)
 
 
-def _restore_after(applier: FileApplier, result: Optional[Dict], say: Callable[[str], None],
+def _restore_after(applier: FileApplier, result: Optional[Dict[str, Any]], say: Callable[[str], None],
                    journal_path: str) -> None:
     """Put every switched file back; say so (on stderr, and in the result when there is one)."""
     try:

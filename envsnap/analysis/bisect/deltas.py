@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.knowledge import is_volatile
 from envsnap.model import snapshot as snapshot_mod
@@ -48,7 +48,7 @@ class Delta:
             return "unset"
         return "changed"
 
-    def public(self) -> Dict:
+    def public(self) -> Dict[str, Any]:
         out = {"name": self.name, "kind": "env", "change": self.change, "good": self.good, "bad": self.bad,
                "sources": list(self.sources)}
         if self.note:
@@ -63,7 +63,7 @@ class DeltaSet:
     notes: List[str]
 
 
-def _env_views(snap: Mapping) -> Dict[str, Dict[str, str]]:
+def _env_views(snap: Mapping[str, Any]) -> Dict[str, Dict[str, str]]:
     """Every environment a snapshot recorded: the parent's, each worker's, each probe's."""
     views: Dict[str, Dict[str, str]] = {}
     env = snapshot_mod.section_data(snap, "env").get("vars")
@@ -110,7 +110,7 @@ def _settable(name: str, *values: Optional[str]) -> bool:
     return not any(v is not None and "\x00" in v for v in values)
 
 
-def collect_deltas(good: Mapping, bad: Mapping, environ: Optional[Mapping[str, str]] = None) -> DeltaSet:
+def collect_deltas(good: Mapping[str, Any], bad: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None) -> DeltaSet:
     """The environment deltas between two snapshots, sorted by name."""
     environ = os.environ if environ is None else environ
     g_views, b_views = _env_views(good), _env_views(bad)
@@ -120,7 +120,7 @@ def collect_deltas(good: Mapping, bad: Mapping, environ: Optional[Mapping[str, s
         notes.append("recorded in only one snapshot, not compared: " + ", ".join(one_sided[:6])
                      + (f" (+{len(one_sided) - 6} more)" if len(one_sided) > 6 else ""))
     candidates: Dict[str, List[Tuple[str, Optional[str], Optional[str]]]] = {}
-    volatile: set = set()
+    volatile: set[Any] = set[Any]()
     for source in sorted(set(g_views) & set(b_views)):
         g, b = g_views[source], b_views[source]
         for name in set(g) | set(b):
@@ -141,7 +141,7 @@ def collect_deltas(good: Mapping, bad: Mapping, environ: Optional[Mapping[str, s
             pair = (parent[0][1], parent[0][2])
         else:
             # Seen only in workers: take the pair most of them agree on (ties: first by source name).
-            counts: Dict[Tuple, int] = {}
+            counts: Dict[Tuple[Any, ...], int] = {}
             for _, gv, bv in cands:
                 counts[(gv, bv)] = counts.get((gv, bv), 0) + 1
             pair = max(counts, key=lambda p: (counts[p], -min(i for i, c in enumerate(cands) if (c[1], c[2]) == p)))

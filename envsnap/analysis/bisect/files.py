@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.bisect.candidates import (
     Candidate,
@@ -97,7 +97,7 @@ class FileDelta:
             return "deleted"
         return "modified"
 
-    def public(self) -> Dict:
+    def public(self) -> Dict[str, Any]:
         out = {"name": self.name, "kind": "file", "source": self.source, "change": self.change,
                "where": self.where, "good": self.good.describe(), "bad": self.bad.describe(),
                "good_sha256": self.good.sha256, "bad_sha256": self.bad.sha256}
@@ -246,7 +246,7 @@ class _Resolver:
 # All of it
 # ---------------------------------------------------------------------------------------
 
-def collect_file_deltas(good: Mapping, bad: Mapping, wheels: Optional[WheelFinder] = None,
+def collect_file_deltas(good: Mapping[str, Any], bad: Mapping[str, Any], wheels: Optional[WheelFinder] = None,
                         git: Optional[GitReader] = None) -> FileDeltaSet:
     """Every file that differs between GOOD and BAD, resolved against this machine."""
     notes: List[str] = []

@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 import os
-from typing import Dict, List
+from typing import Any, Dict, List
 
 from envsnap.errors import EnvsnapError
 
@@ -56,10 +56,10 @@ def _usable_run(entry: object) -> bool:
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in metrics.values())
 
 
-def _completed_configurations(header: Dict, data: bytes) -> int:
+def _completed_configurations(header: Dict[str, Any], data: bytes) -> int:
     """Configurations of a journal with --repeat successful runs (1 for a header without repeat)."""
     repeat = header.get("repeat") if isinstance(header.get("repeat"), int) and header["repeat"] > 0 else 1
-    ok: Dict[tuple, int] = {}
+    ok: Dict[tuple[Any], int] = {}
     for line in data.decode("utf-8", "replace").splitlines()[1:]:
         try:
             entry = json.loads(line)
@@ -74,10 +74,10 @@ def _completed_configurations(header: Dict, data: bytes) -> int:
 class Journal:
     """Append-only JSONL: a header line, then one line per finished run."""
 
-    def __init__(self, path: str, header: Dict):
+    def __init__(self, path: str, header: Dict[str, Any]):
         self.path = os.path.abspath(path)
         self.header = header
-        self.runs: List[Dict] = []
+        self.runs: List[Dict[str, Any]] = []
         self.dropped_partial = False
         self.replaced: str = ""  # why an earlier bisect's journal was replaced
         self._handle = None
@@ -147,7 +147,7 @@ class Journal:
                 self.runs.append(entry)
         return self
 
-    def _mismatch(self, found: Dict) -> str:
+    def _mismatch(self, found: Dict[str, Any]) -> str:
         """What makes the journal on disk belong to another bisect ("" when it is this one's)."""
         if found.get("version") != JOURNAL_VERSION:
             return f"it has version {found.get('version')!r} (this envsnap writes {JOURNAL_VERSION})"
@@ -165,14 +165,14 @@ class Journal:
                 return what + detail
         return ""
 
-    def _write(self, entry: Dict) -> None:
+    def _write(self, entry: Dict[str, Any]) -> None:
         assert self._handle is not None
         self._handle.seek(0, os.SEEK_END)
         self._handle.write((json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8", "replace"))
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
-    def append_run(self, entry: Dict) -> None:
+    def append_run(self, entry: Dict[str, Any]) -> None:
         self._write(dict(entry, type="run"))
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ import os
 import shlex
 import shutil
 import statistics
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from envsnap.analysis.bisect.ddmin import AMBIGUOUS, FAILED, GOOD
 from envsnap.analysis.bisect.files import FileDelta, Version
@@ -33,19 +33,19 @@ def _median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
-def side(snap: Mapping, path: str) -> Dict:
+def side(snap: Mapping[str, Any], path: str) -> Dict[str, Any]:
     return {"file": path, "label": snap.get("label", ""), "created": snap.get("created")}
 
 
-def _summary_values(values: Sequence[float]) -> Dict:
+def _summary_values(values: Sequence[float]) -> Dict[str, Any]:
     if not values:
         return {"median": None, "n": 0, "min": None, "max": None, "values": []}
     return {"median": _median(values), "n": len(values), "min": min(values), "max": max(values),
             "values": list(values)}
 
 
-def finish(result: Dict, status: str, exit_code: int, message: str, bisector,
-           overrides: Mapping[str, str], minimal: Optional[List[str]] = None) -> Dict:
+def finish(result: Dict[str, Any], status: str, exit_code: int, message: str, bisector,
+           overrides: Mapping[str, str], minimal: Optional[List[str]] = None) -> Dict[str, Any]:
     result["status"] = status
     result["exit_code"] = exit_code
     if bisector is None:
@@ -194,12 +194,12 @@ def _diff(delta: FileDelta) -> Optional[str]:
     return header + "".join(fixed)
 
 
-def keep_plan(minimal: Sequence[str], env_deltas: Sequence, file_deltas: Sequence[FileDelta],
-              keep_dir: str) -> Dict:
+def keep_plan(minimal: Sequence[str], env_deltas: Sequence[Any], file_deltas: Sequence[FileDelta],
+              keep_dir: str) -> Dict[str, Any]:
     """The commands and patches for an isolated minimal set (see the module docstring)."""
     chosen = set(minimal)
     saver = _Saver(keep_dir)
-    plan: Dict = {"undo": [], "only": [], "diffs": [], "patches": []}
+    plan: Dict[str, Any] = {"undo": [], "only": [], "diffs": [], "patches": []}
     for delta in env_deltas:
         good = {"delta": delta.name, "command": _env_command(delta, delta.good_value, delta.good)}
         if delta.name in chosen:

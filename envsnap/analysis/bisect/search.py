@@ -16,7 +16,7 @@ import math
 import os
 import statistics
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.bisect.ddmin import AMBIGUOUS, BAD, FAILED, GOOD, Key, ddmin
 from envsnap.analysis.bisect.deltas import Delta, config_env
@@ -58,7 +58,7 @@ def short_name(name: str) -> str:
 class Config:
     key: Key
     label: str
-    runs: List[Dict] = field(default_factory=list)
+    runs: List[Dict[str, Any]] = field(default_factory=list)
     outcome: Optional[str] = None
     position: Optional[float] = None
 
@@ -70,7 +70,7 @@ class Bisector:
         command: Sequence[str],
         journal: Journal,
         *,
-        file_deltas: Sequence = (),
+        file_deltas: Sequence[Any] = (),
         apply_files: Optional[Callable[[Sequence[str]], None]] = None,
         metric: Optional[str] = None,
         custom: Sequence[MetricSpec] = (),

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from envsnap.analysis.tables.common import as_dict, as_list, capped, data, natural_key, sections
+from envsnap.analysis.tables.common import (
+    as_dict,
+    as_list,
+    capped,
+    data,
+    natural_key,
+    sections,
+)
 
 
 def _integrity(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:

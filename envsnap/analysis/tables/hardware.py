@@ -10,7 +10,15 @@ from collections import Counter
 from typing import Any, Dict, Optional
 
 from envsnap.analysis import knowledge
-from envsnap.analysis.tables.common import as_dict, compare_rows, data, flat, natural_key, section_status, sections
+from envsnap.analysis.tables.common import (
+    as_dict,
+    compare_rows,
+    data,
+    flat,
+    natural_key,
+    section_status,
+    sections,
+)
 
 GPU_PINNED = ("name", "clocks.max", "clocks.application", "clock_event_reasons", "power.limit_w", "pcie",
               "nvlink", "persistence_mode", "ecc.current", "mig_mode")

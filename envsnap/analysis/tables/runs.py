@@ -4,7 +4,13 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List
 
-from envsnap.analysis.tables.common import as_dict, as_list, natural_key, section_status, sections
+from envsnap.analysis.tables.common import (
+    as_dict,
+    as_list,
+    natural_key,
+    section_status,
+    sections,
+)
 
 
 def _series(snap: Dict[str, Any]) -> Dict[str, Any]:

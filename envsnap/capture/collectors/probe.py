@@ -8,10 +8,11 @@ else "<program>-<n>" in tree order. Pids stay inside as volatile fields.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import stat
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
 
@@ -110,6 +111,24 @@ def assign_keys(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     return keyed
 
 
+def _read_fields(record: Dict[str, Any]) -> Dict[str, Any]:
+    """What the process's Python code read (probe "env_reads"), kept only when well-formed: a
+    record is written by other people's processes, and a malformed count must not make the
+    whole snapshot unloadable."""
+    out: Dict[str, Any] = {}
+    reads = record.get("env_reads")
+    if isinstance(reads, dict):
+        out["env_reads"] = {str(k): v for k, v in reads.items()
+                            if type(v) is int and 0 < v < 2 ** 63}
+    for name in ("env_copies", "env_reads_dropped"):
+        if type(record.get(name)) is int and 0 <= record[name] < 2 ** 63:
+            out[name] = record[name]
+    started = record.get("started_at")
+    if isinstance(started, (int, float)) and not isinstance(started, bool) and math.isfinite(started):
+        out["started_at"] = started
+    return out
+
+
 def collect(ctx: CaptureContext) -> Dict[str, Any]:
     if not ctx.probe_dir:
         return unavailable("not requested: use --probe-dir DIR (after `envsnap probe install`, "
@@ -122,14 +141,19 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
         return unavailable(f"no probe records in {directory} (is the probe installed in the server's "
                            "Python and ENVSNAP_PROBE_DIR set in its environment?)",
                            {"dir": directory, "errors": errors} if errors else None)
-    keyed = assign_keys(records)
+    return ok(_section(directory, records, errors))
+
+
+def _entries(records: List[Dict[str, Any]]) -> Tuple[Dict[str, Dict[str, Any]], List[str]]:
+    """Keyed section entries of raw records, and warnings about them."""
     out: Dict[str, Dict[str, Any]] = {}
     warnings: List[str] = []
-    for key, record in keyed.items():
+    for key, record in assign_keys(records).items():
         entry = {k: record[k] for k in ("pid", "ppid", "host", "argv", "title", "role", "parent_key", "file",
                                         "written_at", "stages", "python_version", "executable", "forked_from",
                                         "env_at_start", "env_at_start_note", "env_at_init", "init", "env_at_exit")
                  if k in record}
+        entry.update(_read_fields(record))
         # What the process changed in its own os.environ after start-up (an `os.environ[...] =` in a
         # launcher, engine.py or a library), whatever the process is: by init_process_group, and by exit.
         start = record.get("env_at_start")
@@ -141,6 +165,11 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
             warnings.append(f"{key}: another record has the same role; the directory holds more than one "
                             "launch (use a fresh --probe-dir per launch)")
         out[key] = entry
+    return out, warnings
+
+
+def _section(directory: str, records: List[Dict[str, Any]], errors: Dict[str, str]) -> Dict[str, Any]:
+    out, warnings = _entries(records)
     inits = [r["env_at_init"] for r in out.values() if isinstance(r.get("env_at_init"), dict)]
     data: Dict[str, Any] = {"dir": directory, "records": out, "redaction": "applied by the probe"}
     if inits:
@@ -150,7 +179,7 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
         data["warnings"] = sorted(warnings)
     if errors:
         data["errors"] = errors
-    return ok(data)
+    return data
 
 
 def _change_text(change: Dict[str, Any]) -> List[str]:
@@ -190,3 +219,74 @@ def summarize(data: Dict[str, Any]) -> List[str]:
                 lines.append(f"    set in-process, start \u2192 {stage}: {item}")
     lines += list(data.get("warnings") or [])
     return lines
+
+
+def collect_after_runs(ctx: CaptureContext, at_capture: Dict[str, Any],
+                       windows: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The probe section once `envsnap run` has run its command: the records in the directory now.
+
+    The capture before the runs saw only what was there then (a running server's records); the
+    command's own processes write theirs while the runs go on, and a server adds init and exit
+    stages. A record whose process started inside a run's time window belongs to that run
+    ("run": 1-based number, or "warmup N"); `windows` are {"run": label, "start": epoch s, "end":
+    epoch s}. "records" -- what diff compares, process by process -- holds the records from before
+    the runs and those of the first measured run that wrote any ("compared_run"): every run starts
+    the same command, and comparing one run's processes keeps GOOD and BAD comparable whatever
+    their --repeat. The other runs' records (warm-ups too) are kept whole in "run_records", keyed
+    "<run>/<process>", as evidence of who read what. If the directory cannot be read any more, the
+    section taken at capture stays, with a warning saying why.
+    """
+    directory = os.path.abspath(ctx.probe_dir or "")
+    if not ctx.probe_dir or not os.path.isdir(directory):
+        return _kept(at_capture, f"{ctx.probe_dir}: no such directory")
+    records, errors = read_records(directory)
+    if not records:
+        return _kept(at_capture, None)
+    tags = {(r.get("host"), r["pid"]): _run_of(r, windows) for r in records}
+    measured = sorted(t for t in tags.values() if isinstance(t, int))
+    compared = measured[0] if measured else None
+    kept = [r for r in records if tags[(r.get("host"), r["pid"])] in (None, compared)]
+    others = [r for r in records if tags[(r.get("host"), r["pid"])] not in (None, compared)]
+    if not kept:  # only warm-up records: compare those rather than nothing
+        kept, others = others, []
+    data = _section(directory, kept, errors)
+    for entry in data["records"].values():
+        tag = tags.get((entry.get("host"), entry.get("pid")))
+        if tag is not None:
+            entry["run"] = tag
+    if others:
+        by_run: Dict[Any, List[Dict[str, Any]]] = {}
+        for record in others:
+            by_run.setdefault(tags[(record.get("host"), record["pid"])], []).append(record)
+        run_records: Dict[str, Dict[str, Any]] = {}
+        for tag, group in sorted(by_run.items(), key=lambda kv: str(kv[0])):
+            entries, _ = _entries(group)
+            for key, entry in entries.items():
+                entry["run"] = tag
+                run_records[f"{tag}/{key}"] = entry
+        data["run_records"] = run_records
+    data["records_from_runs"] = sum(1 for t in tags.values() if t is not None)
+    if compared is not None:
+        data["compared_run"] = compared
+    return ok(data)
+
+
+def _run_of(record: Dict[str, Any], windows: Sequence[Dict[str, Any]]) -> Any:
+    moment = record.get("started_at", record.get("written_at"))
+    if not isinstance(moment, (int, float)) or isinstance(moment, bool):
+        return None
+    for window in windows:
+        if window["start"] <= moment <= window["end"]:
+            return window["run"]
+    return None
+
+
+def _kept(at_capture: Dict[str, Any], reason: Optional[str]) -> Dict[str, Any]:
+    """The section as captured before the runs, with a warning when the directory went away."""
+    kept = dict(at_capture)
+    if reason and kept.get("status") == "ok":
+        data = dict(kept.get("data") or {})
+        data["warnings"] = sorted(list(data.get("warnings") or [])
+                                  + [f"records written during the runs could not be read: {reason}"])
+        kept["data"] = data
+    return kept

@@ -1,0 +1,120 @@
+"""What run telemetry costs a benchmark: the same fixed-work command, run with and without it.
+
+The command does a fixed amount of pure-Python work in as many processes as there are CPUs
+(so every CPU is busy and any CPU the sampler takes shows up as a longer run), and prints how
+long its work took. Runs alternate on/off in a shuffled order per round (drift hits both
+alike); reported are medians and the median of the per-round ratios of:
+
+  - the command's wall time as `envsnap run` sees it (run record duration_s),
+  - the sampler thread's own CPU time (RUSAGE_THREAD, recorded in each run as sampler_cpu_s)
+    per second of run, as a share of one CPU: its direct cost, steadier than a ratio of noisy
+    wall times on a shared machine; and envsnap's whole CPU time (RUSAGE_SELF) per run second
+    on and off (off still pays for starting the command and reading its output).
+
+Target: <= 1% (the issue's figure). With a GPU and NVML the GPU sampling is included.
+
+    python benchmarks/run_telemetry.py [--rounds 15] [--work 2000000] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+WORK = r"""
+import json, multiprocessing as mp, sys, time
+def work(n):
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+if __name__ == "__main__":
+    n, procs = int(sys.argv[1]), int(sys.argv[2])
+    start = time.perf_counter()
+    with mp.get_context("fork").Pool(procs) as pool:
+        pool.map(work, [n] * procs)
+    print(json.dumps({"work_s": time.perf_counter() - start}))
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15, help="runs per variant (default 15)")
+    parser.add_argument("--work", type=int, default=2000000, help="loop iterations per process (default 2e6)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+
+    from envsnap.measure import runs, telemetry
+
+    procs = len(os.sched_getaffinity(0))
+    command = [sys.executable, "-c", WORK, str(args.work), str(procs)]
+    session = telemetry.Telemetry()
+    variants = {"off": None, "on": session}
+    wall = {name: [] for name in variants}
+    own_share = {name: [] for name in variants}
+    sampler_share = []
+    record_samples = []
+    try:
+        for name in variants:  # warm-up
+            runs.run_once(runs.RunOptions(command=command, telemetry=name == "on"), variants[name])
+        order = list(variants)
+        for _ in range(args.rounds):
+            random.shuffle(order)
+            for name in order:
+                before = resource.getrusage(resource.RUSAGE_SELF)
+                record = runs.run_once(runs.RunOptions(command=command, telemetry=name == "on"), variants[name])
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                if not record["ok"]:
+                    raise SystemExit(f"benchmark run failed: {record.get('error')}")
+                wall[name].append(record["duration_s"])
+                own = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                own_share[name].append(own / record["duration_s"])
+                if name == "on":
+                    record_samples.append(record["telemetry"]["samples"])
+                    sampler_share.append(record["telemetry"]["sampler_cpu_s"] / record["duration_s"])
+    finally:
+        session.close()
+
+    ratio = statistics.median(on / off for on, off in zip(wall["on"], wall["off"]))
+    result = {
+        "rounds": args.rounds,
+        "processes": procs,
+        "python": sys.version.split()[0],
+        "gpu": session.gpus.status,
+        "wall_median_s": {name: round(statistics.median(values), 4) for name, values in wall.items()},
+        "wall_stdev_s": {name: round(statistics.stdev(values), 4) for name, values in wall.items()},
+        "wall_on_over_off": round(ratio, 4),
+        "envsnap_cpu_per_run_second_pct": {name: round(statistics.median(v) * 100.0, 3)
+                                           for name, v in own_share.items()},
+        "envsnap_extra_cpu_pct_of_one_cpu": round((statistics.median(own_share["on"])
+                                                   - statistics.median(own_share["off"])) * 100.0, 3),
+        "sampler_thread_cpu_pct_of_one_cpu": round(statistics.median(sampler_share) * 100.0, 3),
+        "samples_per_run_median": statistics.median(record_samples),
+        "target_overhead_pct": 1.0,
+    }
+    if args.json:
+        print(json.dumps(result, indent=1, sort_keys=True))
+    else:
+        print(f"fixed work in {procs} processes, {args.rounds} rounds, Python {result['python']}, GPU: {result['gpu']}")
+        for name in variants:
+            print(f"  telemetry {name:<3} run wall {result['wall_median_s'][name]:.3f} s  "
+                  f"±{result['wall_stdev_s'][name]:.3f}")
+        print(f"wall on / off: {ratio:.4f}x (median of paired rounds; target <= 1.01)")
+        print(f"the sampler thread's own CPU (RUSAGE_THREAD): {result['sampler_thread_cpu_pct_of_one_cpu']:.3f}% "
+              f"of one CPU, {result['samples_per_run_median']:.0f} samples per run")
+        print(f"envsnap's whole CPU per run second: on {result['envsnap_cpu_per_run_second_pct']['on']:.3f}%, "
+              f"off {result['envsnap_cpu_per_run_second_pct']['off']:.3f}% "
+              f"(difference {result['envsnap_extra_cpu_pct_of_one_cpu']:.3f}%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,474 @@
+"""What a run did: the resource use of the benchmark's process tree, of watched server processes, of the GPUs.
+
+Each `envsnap run` run gets a "telemetry" record:
+
+- the command's process tree, exactly where the kernel keeps exact counts: user and system CPU
+  time and voluntary/involuntary context switches are the difference of
+  getrusage(RUSAGE_CHILDREN) across the run -- the kernel adds a child's totals (all its
+  threads, and its own reaped children) to ours when it is reaped, which Popen does. Exact as
+  long as envsnap starts nothing else meanwhile (it does not) and the tree's processes are
+  reaped by their parents (an orphan left running is not, and a note says when one was seen);
+- sampled from /proc while it runs (a thread, every SAMPLE_INTERVAL_S after a denser start):
+  peak resident memory of the tree (sum over its processes), peak threads and processes, and the
+  CPU set its processes were allowed to run on (the union; sched_getaffinity). A run shorter than
+  the first sample has no sampled figures; its CPU set is then envsnap's own, which the command
+  inherited ("cpu_set_source": "inherited"). "max_rss_bytes" is the kernel's own peak of the
+  largest reaped process (ru_maxrss), given when this run raised it;
+- processes given with --pid/--sglang (the server, keyed as the processes section keys them):
+  the same counters as deltas over the run, context switches summed over their threads (Linux
+  counts /proc/PID/status switches for the main thread only), peaks sampled;
+- with NVML (nvidia-ml-py), per GPU: utilisation, SM clock, power and clock-event reasons,
+  sampled. NVML's utilisation is the share of its own sample period (1/6 s to 1 s, by product)
+  in which a kernel ran, so one reading per interval covers the run. Without NVML the record says
+  why in "gpu" and has no "gpus".
+
+Cost: the tree is found from a cache of pid -> (ppid, session) filled incrementally (one listdir of /proc per
+sample, one stat read per new process), so a sample costs a few hundred microseconds, not a scan of
+every process. benchmarks/run_telemetry.py measures the overhead on a run (target <= 1%).
+"""
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import threading
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+SAMPLE_INTERVAL_S = 0.5
+# Denser at first, so a run of a second still gets a few samples of its tree.
+FIRST_SAMPLES_S = (0.05, 0.15, 0.3)
+MAX_GPUS = 64
+
+
+# ---------------------------------------------------------------- /proc helpers
+
+def _stat_ids(pid: int) -> Optional[Tuple[int, int]]:
+    """(ppid, session id) from /proc/PID/stat (the command name may hold spaces and parentheses)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+        fields = text[text.rindex(b")") + 2:].split(None, 5)
+        return int(fields[1]), int(fields[3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _pids() -> Set[int]:
+    try:
+        return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+    except OSError:
+        return set()
+
+
+def thread_ctx_switches(pid: int) -> Optional[Dict[str, int]]:
+    """Voluntary/involuntary context switches summed over a live process's threads."""
+    total = {"voluntary": 0, "involuntary": 0}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status", "rb") as handle:
+                for line in handle:
+                    if line.startswith(b"voluntary_ctxt_switches:"):
+                        total["voluntary"] += int(line.split()[1])
+                    elif line.startswith(b"nonvoluntary_ctxt_switches:"):
+                        total["involuntary"] += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended between listdir and open
+    return total
+
+
+class ProcessTree:
+    """The processes a command started, kept up to date cheaply from a pid -> (ppid, session) cache.
+
+    Members are the descendants of `root` (envsnap itself), and every process in the session of
+    one of root's children: run_command starts the command in a session of its own, so a process
+    the command left behind -- reparented when its parent exited -- is still found there. A
+    member leaves when its pid does.
+    """
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.ids: Dict[int, Optional[Tuple[int, int]]] = {}
+        self.members: Set[int] = set()
+
+    def refresh(self) -> Set[int]:
+        live = _pids()
+        for gone in [p for p in self.ids if p not in live]:
+            del self.ids[gone]
+        self.members &= live
+        for pid in live:
+            if pid not in self.ids:
+                self.ids[pid] = _stat_ids(pid)
+        children: Dict[int, List[int]] = {}
+        sessions: Dict[int, List[int]] = {}
+        for pid, ids in self.ids.items():
+            if ids is not None:
+                children.setdefault(ids[0], []).append(pid)
+                sessions.setdefault(ids[1], []).append(pid)
+        own = self.ids.get(self.root)
+        stack = [self.root] + list(self.members)
+        while stack:
+            pid = stack.pop()
+            found = list(children.get(pid, ()))
+            ids = self.ids.get(pid)
+            if pid != self.root and ids is not None and (own is None or ids[1] != own[1]):
+                found += sessions.get(ids[1], ())
+            for child in found:
+                if child not in self.members and child != self.root:
+                    self.members.add(child)
+                    stack.append(child)
+        return set(self.members)
+
+    def reaches_root(self, pid: int) -> bool:
+        ids = self.ids.get(pid)
+        for _ in range(64):
+            if ids is None:
+                return False
+            if ids[0] == self.root:
+                return True
+            ids = self.ids.get(ids[0])
+        return False
+
+
+# ---------------------------------------------------------------- NVML
+
+class Gpus:
+    """NVML opened once per session; samples utilisation, SM clock, power and clock-event reasons."""
+
+    def __init__(self, module: Any = None) -> None:
+        self.status = "not opened"
+        self.nvml: Any = None
+        self.handles: List[Any] = []
+        self.reasons: Dict[int, str] = {}
+        self._module = module
+
+    def open(self) -> None:
+        try:
+            nvml = self._module
+            if nvml is None:
+                import pynvml as nvml  # nvidia-ml-py: pure Python over ctypes
+            nvml.nvmlInit()
+        except Exception as exc:  # no library, no driver, no GPU: a fact, not an error
+            self.status = f"unavailable: {_nvml_error(exc)}"
+            return
+        try:
+            count = min(int(nvml.nvmlDeviceGetCount()), MAX_GPUS)
+            self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        except Exception as exc:
+            self.status = f"unavailable: {_nvml_error(exc)}"
+            _shutdown(nvml)
+            return
+        from envsnap.capture.collectors.nvidia import (
+            reason_names,  # the one decoder of NVML's reason bits
+        )
+
+        self.nvml = nvml
+        self.reasons = reason_names(nvml)
+        self.status = "nvml" if self.handles else "unavailable: NVML reports no GPU"
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            _shutdown(self.nvml)
+            self.nvml = None
+            self.handles = []
+
+    def sample(self, into: Dict[int, List[Dict[str, Any]]]) -> None:
+        """One reading per GPU, appended to into[index]; a field NVML does not answer is None."""
+        nvml = self.nvml
+        if nvml is None:
+            return
+        sm = getattr(nvml, "NVML_CLOCK_SM", 1)
+        calls = (("util", lambda h: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu)),
+                 ("sm_mhz", lambda h: float(nvml.nvmlDeviceGetClockInfo(h, sm))),
+                 ("power_w", lambda h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0),
+                 ("reasons", self._reason_mask))
+        for index, handle in enumerate(self.handles):
+            reading: Dict[str, Any] = {}
+            for name, call in calls:
+                try:
+                    reading[name] = call(handle)
+                except Exception:
+                    reading[name] = None  # Not Supported on this GPU, or a transient error
+            into.setdefault(index, []).append(reading)
+
+    def _reason_mask(self, handle: Any) -> int:
+        nvml = self.nvml
+        getter = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                  or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"))
+        return int(getter(handle))
+
+
+def _thread_cpu_s() -> Optional[float]:
+    """CPU time of the calling thread (Linux RUSAGE_THREAD), or None where there is none."""
+    who = getattr(resource, "RUSAGE_THREAD", None)
+    if who is None:
+        return None
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _nvml_error(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200]
+
+
+def _shutdown(nvml: Any) -> None:
+    try:
+        nvml.nvmlShutdown()
+    except Exception:
+        pass  # nothing to do about a failed shutdown at the end of a session
+
+
+# ---------------------------------------------------------------- one run
+
+class _Watched:
+    """A process given with --pid/--sglang: counters at the start of the run, peaks while it runs."""
+
+    def __init__(self, key: str, pid: int) -> None:
+        import psutil
+
+        self.key, self.pid = key, pid
+        self.error: Optional[str] = None
+        self.peak_rss = 0
+        self.peak_threads = 0
+        self.cpus: Set[int] = set()
+        try:
+            self.proc = psutil.Process(pid)
+            self.start_times = self.proc.cpu_times()
+        except Exception as exc:
+            self.proc, self.start_times = None, None
+            self.error = f"not readable at the start of the run: {type(exc).__name__}"
+        self.start_ctx = thread_ctx_switches(pid)
+
+    def sample(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            with self.proc.oneshot():
+                self.peak_rss = max(self.peak_rss, self.proc.memory_info().rss)
+                self.peak_threads = max(self.peak_threads, self.proc.num_threads())
+            self.cpus.update(os.sched_getaffinity(self.pid))
+        except Exception:
+            pass  # it may be ending; the end of the run says so
+
+    def finish(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"pid": self.pid}
+        if self.proc is None:
+            out["error"] = self.error
+            return out
+        self.sample()
+        try:
+            end = self.proc.cpu_times()
+        except Exception as exc:
+            out["error"] = f"gone by the end of the run: {type(exc).__name__}"
+            return out
+        out["cpu_user_s"] = round(end.user - self.start_times.user, 4)
+        out["cpu_system_s"] = round(end.system - self.start_times.system, 4)
+        end_ctx = thread_ctx_switches(self.pid)
+        if end_ctx is not None and self.start_ctx is not None:
+            # Threads that ended during the run took their counts with them: a lower bound then.
+            out["ctx_voluntary"] = max(0, end_ctx["voluntary"] - self.start_ctx["voluntary"])
+            out["ctx_involuntary"] = max(0, end_ctx["involuntary"] - self.start_ctx["involuntary"])
+        if self.peak_rss:
+            out["peak_rss_bytes"] = self.peak_rss
+            out["peak_threads"] = self.peak_threads
+        if self.cpus:
+            out["cpu_set"] = sorted(self.cpus)
+        return out
+
+
+class RunSampler:
+    """One run: counters at the start, a sampling thread while the command runs, the record at the end."""
+
+    def __init__(self, tree: ProcessTree, gpus: Gpus, watch: Mapping[str, int], interval: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.tree = tree
+        self.gpus = gpus
+        self.interval = interval
+        self.clock = clock
+        self.watched = [_Watched(key, pid) for key, pid in sorted(watch.items())]
+        self.samples = 0
+        self.peak_rss = 0
+        self.peak_threads = 0
+        self.peak_processes = 0
+        self.cpus: Set[int] = set()
+        self.gpu_series: Dict[int, List[Dict[str, Any]]] = {}
+        self.orphans: Set[int] = set()
+        self.sampler_cpu_s: Optional[float] = None
+        self._procs: Dict[int, Any] = {}  # psutil handles of the members, kept between samples
+        self._stop = threading.Event()
+        self.rusage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.started = clock()
+        self._thread = threading.Thread(target=self._loop, name="envsnap-telemetry", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        try:
+            self._sample_until_stopped()
+        finally:
+            self.sampler_cpu_s = _thread_cpu_s()
+
+    def _sample_until_stopped(self) -> None:
+        waits = list(FIRST_SAMPLES_S)
+        elapsed = 0.0
+        while True:
+            target = waits.pop(0) if waits else elapsed + self.interval
+            if self._stop.wait(max(0.0, target - (self.clock() - self.started))):
+                return
+            elapsed = self.clock() - self.started
+            try:
+                self._sample()
+            except Exception:
+                pass  # a sample lost is a shorter series, never a failed run
+
+    def _sample(self) -> None:
+        import psutil
+
+        members = self.tree.refresh()
+        for gone in [pid for pid in self._procs if pid not in members]:
+            del self._procs[gone]
+        rss = threads = 0
+        for pid in members:
+            try:
+                proc = self._procs.get(pid)
+                if proc is None:
+                    proc = self._procs[pid] = psutil.Process(pid)
+                with proc.oneshot():
+                    rss += proc.memory_info().rss
+                    threads += proc.num_threads()
+                if not self.tree.reaches_root(pid):
+                    self.orphans.add(pid)
+                self.cpus.update(os.sched_getaffinity(pid))
+            except Exception:
+                continue  # ended between the listing and the read
+        if members:
+            self.samples += 1
+            self.peak_rss = max(self.peak_rss, rss)
+            self.peak_threads = max(self.peak_threads, threads)
+            self.peak_processes = max(self.peak_processes, len(members))
+        for watched in self.watched:
+            watched.sample()
+        self.gpus.sample(self.gpu_series)
+
+    def stop(self) -> None:
+        """End the sampling thread (idempotent; also on Ctrl-C, so no thread outlives its run)."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+
+    def finish(self, wall_s: float) -> Dict[str, Any]:
+        """Stop sampling; the run's record (call after the command has been reaped)."""
+        self.stop()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before = self.rusage
+        record: Dict[str, Any] = {
+            "wall_s": round(wall_s, 4),
+            "cpu_user_s": round(after.ru_utime - before.ru_utime, 4),
+            "cpu_system_s": round(after.ru_stime - before.ru_stime, 4),
+            "ctx_voluntary": int(after.ru_nvcsw - before.ru_nvcsw),
+            "ctx_involuntary": int(after.ru_nivcsw - before.ru_nivcsw),
+            "samples": self.samples,
+            "interval_s": self.interval,
+        }
+        if self.sampler_cpu_s is not None:
+            record["sampler_cpu_s"] = round(self.sampler_cpu_s, 5)  # what sampling this run cost
+        if after.ru_maxrss > before.ru_maxrss:
+            record["max_rss_bytes"] = int(after.ru_maxrss) * 1024  # Linux reports KiB
+        if self.samples:
+            record.update(peak_rss_bytes=self.peak_rss, peak_threads=self.peak_threads,
+                          peak_processes=self.peak_processes)
+        if self.cpus:
+            record["cpu_set"], record["cpu_set_source"] = sorted(self.cpus), "sampled"
+        else:
+            record["cpu_set"], record["cpu_set_source"] = sorted(os.sched_getaffinity(0)), "inherited"
+        notes = []
+        if self.orphans:
+            notes.append(f"{len(self.orphans)} process(es) of the command outlived their parent: their CPU "
+                         "time is in the totals only if something reaped them")
+        if self.watched:
+            record["watched"] = {w.key: w.finish() for w in self.watched}
+        record["gpu"] = self.gpus.status
+        gpus = {str(i): summarize_gpu(series, self.gpus.reasons) for i, series in sorted(self.gpu_series.items())}
+        gpus = {i: g for i, g in gpus.items() if g}
+        if gpus:
+            record["gpus"] = gpus
+        if notes:
+            record["notes"] = notes
+        return record
+
+
+def summarize_gpu(readings: List[Dict[str, Any]], reasons: Dict[int, str]) -> Dict[str, Any]:
+    """Per GPU: utilisation, SM clock and power over the run, and the share of readings each
+    clock-event reason was on.
+
+    "active" figures cover the span from the first to the last reading with any utilisation: a
+    benchmark process spends its first seconds importing and initialising with the GPU idle (and
+    clocked down), which would otherwise read as idle time of the work itself.
+    """
+    out: Dict[str, Any] = {}
+
+    def values(name: str, span: Sequence[Dict[str, Any]]) -> List[float]:
+        return [r[name] for r in span if r.get(name) is not None]
+
+    util = values("util", readings)
+    if util:
+        out["samples"] = len(util)
+        out["util_pct_mean"] = round(statistics.fmean(util), 2)
+        out["util_pct_median"] = round(statistics.median(util), 2)
+        out["util_pct_min"] = min(util)
+        busy = [i for i, r in enumerate(readings) if (r.get("util") or 0) > 0]
+        if busy:
+            active = readings[busy[0]:busy[-1] + 1]
+            out["active_samples"] = len(active)
+            out["util_pct_active_mean"] = round(statistics.fmean(values("util", active)), 2)
+            clocks = values("sm_mhz", active)
+            if clocks:
+                out["sm_clock_mhz_active_median"] = round(statistics.median(clocks), 1)
+    clocks = values("sm_mhz", readings)
+    if clocks:
+        out["sm_clock_mhz_median"] = round(statistics.median(clocks), 1)
+        out["sm_clock_mhz_min"] = min(clocks)
+        out["sm_clock_mhz_max"] = max(clocks)
+    power = values("power_w", readings)
+    if power:
+        out["power_w_median"] = round(statistics.median(power), 2)
+        out["power_w_max"] = round(max(power), 2)
+    masks = values("reasons", readings)
+    if masks:
+        from envsnap.capture.collectors.nvidia import decode_reasons
+
+        share: Dict[str, int] = {}
+        for mask in masks:
+            for name in decode_reasons(mask, reasons):
+                share[name] = share.get(name, 0) + 1
+        out["clock_event_reasons"] = {name: round(n / len(masks), 3) for name, n in sorted(share.items())}
+    return out
+
+
+class Telemetry:
+    """The sampler of one `envsnap run` session: NVML opened once, the process cache kept between runs.
+
+    watch: {process key: pid} of processes given with --pid/--sglang (the server).
+    """
+
+    def __init__(self, watch: Optional[Mapping[str, int]] = None, interval: float = SAMPLE_INTERVAL_S,
+                 nvml: Any = None) -> None:
+        self.watch = dict(watch or {})
+        self.interval = interval
+        self.tree = ProcessTree(os.getpid())
+        self.gpus = Gpus(nvml)
+        self._opened = False
+
+    def begin(self) -> RunSampler:
+        if not self._opened:
+            self._opened = True
+            self.gpus.open()
+            self.tree.refresh()  # fill the pid cache before the run, not during it
+        return RunSampler(self.tree, self.gpus, self.watch, self.interval)
+
+    def close(self) -> None:
+        self.gpus.close()
