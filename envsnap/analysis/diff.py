@@ -123,11 +123,11 @@ class Comparison:
     good: View
     bad: View
     usable: Set[str]
-    parts: List["Comparison"] = field(default_factory=list)
+    parts: List[Comparison] = field(default_factory=list)
     pairing: Optional[nodes_mod.Pairing] = None
     node: Optional[str] = None
 
-    def node_parts(self) -> List["Comparison"]:
+    def node_parts(self) -> List[Comparison]:
         """Each node's comparison; the comparison itself for single-node snapshots (or when no node pairs)."""
         return self.parts or [self]
 

@@ -64,7 +64,8 @@ class Subject:
             untracked, submodules, stash, commit, branch...; gpu/process/nccl: the field path)
     item: the file inside a repository (git dirty/untracked/submodules), else ""
     variable: the environment variable's name when the key is one, else None
-    node: the node of a multi-node snapshot the key belongs to, else None
+    node: the node of a merged multi-node snapshot the key belongs to (a difference found on several:
+          "node-a,node-c", or "*" on every node compared; analysis/nodes.py), else None
     """
     where: str
     entity: str

@@ -174,3 +174,10 @@ def test_rank_over_clusters_ranks_the_node_qualified_key(tmp_path):
     top = result["associations"][0]
     assert (top["key"], top["node"], top["values"]) == ("*/env.NCCL_ALGO", "*", ["Ring", "Tree", "Ring", "Tree"])
     assert [a["key"] for a in result["associations"]].count("*/env.NCCL_ALGO") == 1
+
+
+def test_bisect_refuses_a_merged_snapshot_instead_of_finding_nothing(clusters, tmp_path):
+    proc = run_envsnap("bisect", clusters["good"], clusters["bad"], "--dry-run", "--journal", tmp_path / "j.jsonl",
+                       "--", "true")
+    assert proc.returncode == 2 and "is a merged multi-node snapshot" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "j.jsonl").exists()

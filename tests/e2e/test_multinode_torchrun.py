@@ -44,7 +44,7 @@ def _namespaces_usable() -> str:
     if shutil.which("unshare") is None:
         return "unshare (util-linux) is not installed"
     probe = subprocess.run(["unshare", "-u", "sh", "-c", IN_NODE, "sh", "node-probe", "true"],
-                           capture_output=True, text=True, timeout=30)
+                           capture_output=True, text=True, timeout=30, check=False)
     if probe.returncode != 0:
         return f"unshare -u is refused here: {probe.stderr.strip()[:200]}"
     return ""
@@ -54,8 +54,8 @@ def _readme_lines():
     """The README's torchrun line (with its continuation) and its merge line."""
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     section = text[text.index("### Several nodes"):]
-    torchrun = re.search(r"^    (torchrun .*\\\n\s+.*)$", section, re.M)
-    merge = re.search(r"^    (envsnap merge .*)$", section, re.M)
+    torchrun = re.search(r"^    (torchrun .*\\\n\s+.*)$", section, re.MULTILINE)
+    merge = re.search(r"^    (envsnap merge .*)$", section, re.MULTILINE)
     assert torchrun and merge, "README: the multi-node recipe lost its torchrun or merge line"
     return torchrun.group(1).replace("\\\n", " "), merge.group(1)
 
@@ -115,7 +115,7 @@ def recipe(tmp_path_factory):
         for rc, out, err in _on_nodes(capture):
             assert rc == 0, err[-3000:]
         merged = subprocess.run(["bash", "-c", merge_line], cwd=where, env=clean_env(PATH=path),
-                                capture_output=True, text=True, timeout=120)
+                                capture_output=True, text=True, timeout=120, check=False)
         assert merged.returncode == 0, merged.stderr
         clusters[name] = where / "cluster.json"
     return {"clusters": clusters, "torchrun_line": torchrun_line}

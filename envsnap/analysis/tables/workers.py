@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.nodes import Pairing
-from envsnap.analysis.tables.common import as_dict, data, sections
+from envsnap.analysis.tables.common import data, sections
 from envsnap.model.workers import SeenProcess, seen_processes
 
 _UNSET = object()
