@@ -8,6 +8,9 @@ on one side only are reported (and not compared), since half a comparison would 
 Merged multi-node snapshots are compared node by node (analysis/nodes.py pairs the nodes by host
 name and qualifies every key by its node, "node-a/workers.env.NCCL_ALGO"); the same change on
 several nodes reads as one difference ("*/workers.env.NCCL_ALGO" when it is on every node).
+
+Over 400 lines on purpose: the Difference type, how two views compare, how the per-node
+comparisons combine and how a Difference displays are one contract that every renderer reads.
 """
 from __future__ import annotations
 
