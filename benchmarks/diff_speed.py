@@ -16,8 +16,10 @@ diff` CLI end to end, N fresh processes alternating with `python -c pass`, media
 run without PYTHONDONTWRITEBYTECODE after a warm-up, so modules load from byte code as in an
 installed envsnap).
 Targets: analysis <= 0.3 s (issue 4); the whole CLI <= 0.3 s on the 2-core machine (issue 16).
+With --nodes N, each side is an N-node cluster of that snapshot (`envsnap merge` of N copies under host
+names node-0..): diff compares node by node, so the analysis target is N x 0.3 s.
 
-    .venv/bin/python benchmarks/diff_speed.py [--runs 7] [--check]
+    .venv/bin/python benchmarks/diff_speed.py [--runs 7] [--check] [--nodes N]
 """
 from __future__ import annotations
 
@@ -125,15 +127,31 @@ def make_pair(seed: int = 7):
     return good, bad
 
 
+def make_cluster(snap, nodes: int):
+    """The snapshot as an N-node cluster: N copies under host names node-0.., merged as `envsnap merge` does."""
+    from envsnap.model import merge
+
+    copies = []
+    for index in range(nodes):
+        node = copy.deepcopy(snap)
+        node["host"] = f"node-{index}"
+        copies.append(node)
+    return merge.merge(copies, [f"node-{i}.json" for i in range(nodes)], "2026-12-01T00:00:00Z")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--check", action="store_true", help=f"exit 1 when the median exceeds {TARGET_S} s")
+    parser.add_argument("--check", action="store_true", help=f"exit 1 when the median exceeds {TARGET_S} s per node")
+    parser.add_argument("--nodes", type=int, default=1, help="compare N-node clusters of the pair (merged copies)")
     args = parser.parse_args()
     from envsnap.analysis import result as result_mod
     from envsnap.model import store
 
     good, bad = make_pair()
+    target = TARGET_S * max(1, args.nodes)
+    if args.nodes > 1:
+        good, bad = make_cluster(good, args.nodes), make_cluster(bad, args.nodes)
     times = []
     for _ in range(args.runs):
         # analyze() never mutates its inputs, but fresh copies keep every run cold for caches keyed on objects.
@@ -142,9 +160,10 @@ def main() -> int:
         result = result_mod.analyze(g, b)
         times.append(time.perf_counter() - start)
     median = statistics.median(times)
-    print("pair: 600 packages, 20000 integrity entries, 8 workers x 300 vars, 8 GPUs, 1000 files, 10 runs/side")
+    print("pair: 600 packages, 20000 integrity entries, 8 workers x 300 vars, 8 GPUs, 1000 files, 10 runs/side"
+          + (f"; {args.nodes}-node clusters of it" if args.nodes > 1 else ""))
     print(f"analysis (diff + ranking), median of {args.runs}: {median * 1000:.0f} ms "
-          f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}); target <= {TARGET_S * 1000:.0f} ms")
+          f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}); target <= {target * 1000:.0f} ms")
     print(f"  {len(result['differences'])} differences, {len(result['causes'])} causes, "
           f"top: {result['causes'][0]['key']} ({result['causes'][0]['score']})")
     with tempfile.TemporaryDirectory() as tmp:
@@ -184,8 +203,8 @@ def main() -> int:
         print(f"`envsnap diff` CLI end to end (interpreter start, imports, load, analysis, text), median of "
               f"{args.runs}: {wall * 1000:.0f} ms (min {min(walls['cli']) * 1000:.0f}; exit {exit_code}); "
               f"`python -c pass`: {statistics.median(walls['floor']) * 1000:.0f} ms; target <= {TARGET_S * 1000:.0f} ms")
-    if args.check and (median > TARGET_S or wall > TARGET_S):
-        print(f"FAIL: analysis {median:.3f} s, CLI {wall:.3f} s; target {TARGET_S} s")
+    if args.check and (median > target or wall > target):
+        print(f"FAIL: analysis {median:.3f} s, CLI {wall:.3f} s; target {target} s")
         return 1
     return 0
 

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from envsnap.analysis import diff as diff_mod
 from envsnap.analysis import evidence as evidence_mod
 from envsnap.analysis import knowledge
+from envsnap.analysis import nodes as nodes_mod
 from envsnap.analysis.knowledge import (
     COMMUNICATION,
     CPU_HOST,
@@ -116,7 +117,7 @@ def _change_text(d: diff_mod.Difference) -> str:
 
 def _score(d: diff_mod.Difference, ctx: _Ctx) -> Tuple[float, str, str, List[str]]:
     """(raw score, component, why, evidence) of one difference."""
-    rule = knowledge.rule_for(d.key)
+    rule = knowledge.rule_for(d.base_key)
     prior, component = rule.weight, rule.component
     why = rule.why or f"{d.key} changed"
     evidence: List[str] = [_change_text(d)]
@@ -154,6 +155,11 @@ def _score(d: diff_mod.Difference, ctx: _Ctx) -> Tuple[float, str, str, List[str
         evidence.append("the same change on every GPU")
     elif d.where == "section":
         why = "a section was captured on one side only: what it holds cannot be compared"
+    node = d.subject.node
+    if node == nodes_mod.EVERY_NODE:
+        evidence.append("the same change on every node compared")
+    elif node and "," in node:
+        evidence.append(f"the same change on nodes {node.replace(',', ', ')}")
     side_factor = SIDE_WEIGHTS.get(ctx.side or "", {}).get(component, 1.0)
     if ctx.side in SIDE_WEIGHTS and component != NONE:
         if side_factor < 1.0:
@@ -235,7 +241,7 @@ def _score_in_process(d: diff_mod.Difference, name: str, why: str, evidence: Lis
     Where the same change already shows as the workers' own environment or as the server parent's
     late setting, this key names the mechanism (who set it, in-process) and ranks below that key.
     """
-    process = d.key[len("workers."):].split(".changed_in_process.", 1)[0]
+    process = d.subject.entity
     who = "every probed process" if process == "*" else process
     why += f" \u2014 set in-process by {who} after start-up (os.environ): /proc/PID/environ never shows it"
     evidence.append("the probe saw it change between the process's start and its later records "
@@ -379,11 +385,16 @@ def _score_git(d: diff_mod.Difference, why: str, evidence: List[str], ctx: _Ctx)
 
 
 def rank_causes(comp: diff_mod.Comparison, verdict: Dict[str, Any]) -> List[Dict[str, Any]]:
-    ctx = _Ctx(comp, verdict)
-    scored = []
-    for d in ctx.diffs:
-        raw, component, why, evidence = _score(d, ctx)
-        scored.append((raw, d, component, why, evidence))
+    # Node by node (one part for single-node snapshots): the domain rules read the views of the node a
+    # difference was found on. A difference merged over several nodes keeps its best-supported score.
+    best: Dict[int, Tuple[float, diff_mod.Difference, str, str, List[str]]] = {}
+    for part in comp.node_parts():
+        ctx = _Ctx(part, verdict)
+        for d in ctx.diffs:
+            raw, component, why, evidence = _score(d, ctx)
+            if id(d) not in best or raw > best[id(d)][0]:
+                best[id(d)] = (raw, d, component, why, evidence)
+    scored = list(best.values())
     scored.sort(key=lambda t: (-round(t[0], 9), t[1].key))
     causes = []
     for index, (raw, d, component, why, evidence) in enumerate(scored, 1):

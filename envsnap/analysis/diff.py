@@ -7,16 +7,24 @@ when the values are dicts and scalars, by DeepDiff itself when a list changed (i
 matching is not reproduced here). DeepDiff is imported only then: it pulls in numpy and
 asyncio, about half of `envsnap diff`'s start-up. Sections that are usable on one side only
 are reported (and not compared), since half a comparison would mislead.
+
+Merged multi-node snapshots are compared node by node (analysis/nodes.py pairs the nodes by host
+name and qualifies every key by its node, "node-a/workers.env.NCCL_ALGO"); the same change on
+several nodes reads as one difference ("*/workers.env.NCCL_ALGO" when it is on every node).
+
+Over 400 lines on purpose: the Difference type, how two views compare, how the per-node
+comparisons combine and how a Difference displays are one contract that every renderer reads.
 """
 from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
+from envsnap.analysis import nodes as nodes_mod
 from envsnap.analysis.views import (
     _MISSING,
     CATEGORY_ORDER,
@@ -57,7 +65,7 @@ def absent_wording(subject: Subject, entity: bool = False) -> str:
 
 @dataclass
 class Difference:
-    key: str  # the readable key ("workers.env.NCCL_PROTO"): a name for people, never parsed
+    key: str  # the readable key ("workers.env.NCCL_PROTO", "node-a/workers.env.NCCL_PROTO"): for people, never parsed
     category: str
     change: str  # changed | added | removed
     good: Any  # raw view value (None when absent)
@@ -66,6 +74,11 @@ class Difference:
     flat_keys: List[str]
     subject: Subject  # what the key is about, as fields
     absent: str = "unset"  # how the missing side reads (absent_wording)
+    base_key: str = ""  # the key without its node qualifier: what the knowledge rules match (default: key)
+
+    def __post_init__(self) -> None:
+        if not self.base_key:
+            self.base_key = self.key
 
     @property
     def variable(self) -> Optional[str]:
@@ -99,19 +112,52 @@ def value_text(change: str, side: str, shown: Any, absent: str) -> str:
 
 @dataclass
 class Comparison:
+    """Differences and warnings between two snapshots, with the views they were found in.
+
+    For merged multi-node snapshots, `parts` holds one Comparison per node compared on both sides
+    (its own views, and the differences that concern that node: a difference merged over several
+    nodes is in each of their parts), plus one with empty views for the nodes on one side only;
+    `good`/`bad` are empty: use node_parts()."""
     differences: List[Difference]
     warnings: List[str]
     good: View
     bad: View
     usable: Set[str]
+    parts: List[Comparison] = field(default_factory=list)
+    pairing: Optional[nodes_mod.Pairing] = None
+    node: Optional[str] = None
+
+    def node_parts(self) -> List[Comparison]:
+        """Each node's comparison; the comparison itself for single-node snapshots (or when no node pairs)."""
+        return self.parts or [self]
 
 
 # ---------------------------------------------------------------- comparing views
 
 def compare(good: Dict[str, Any], bad: Dict[str, Any]) -> Comparison:
-    """All differences (volatile ones flagged) and warnings between good and bad."""
+    """All differences (volatile ones flagged) and warnings between good and bad, node by node."""
+    pairing = nodes_mod.pair_nodes(good, bad)
+    if pairing.mode == "single":
+        comp = _compare_one(good, bad, None)
+        comp.pairing = pairing
+        return comp
+    parts = [_compare_one(p.good, p.bad, p.name) for p in pairing.pairs if p.good is not None and p.bad is not None]
+    diffs = _merge_nodes(parts, pairing.compared)
+    one_sided = [_node_presence(p) for p in pairing.pairs if p.good is None or p.bad is None]
+    diffs.extend(one_sided)
+    order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
+    diffs.sort(key=lambda d: (order.get(d.category, len(order)), d.key))
+    warnings = list(pairing.notes) + _node_warnings(parts, pairing.compared)
+    usable: Set[str] = set().union(*(p.usable for p in parts)) if parts else set()
+    if one_sided:
+        parts.append(Comparison(one_sided, [], View(), View(), set()))
+    return Comparison(diffs, warnings, View(), View(), usable, parts=parts, pairing=pairing)
+
+
+def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str]) -> Comparison:
+    """Two single-node snapshots (or two nodes' own): keys qualified by `node` when given."""
     usable = usable_sections([good, bad])
-    va, vb = build_view(good, usable), build_view(bad, usable)
+    va, vb = build_view(good, usable, node), build_view(bad, usable, node)
     diffs: List[Difference] = []
     for category in CATEGORY_ORDER:
         a, b = va.values[category], vb.values[category]
@@ -122,8 +168,69 @@ def compare(good: Dict[str, Any], bad: Dict[str, Any]) -> Comparison:
     diffs = _merge_instances(diffs, va, vb)
     order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
     diffs.sort(key=lambda d: (order.get(d.category, len(order)), d.key))
-    warnings = _warnings(good, bad, va, vb)
-    return Comparison(diffs, warnings, va, vb, usable)
+    if node is not None:
+        diffs = [replace(d, key=nodes_mod.qualify(node, d.key), subject=replace(d.subject, node=node)) for d in diffs]
+    warnings = _warnings(good, bad, va, vb, compare_hosts=node is None)
+    return Comparison(diffs, warnings, va, vb, usable, node=node)
+
+
+def _merge_nodes(parts: List[Comparison], everyone: List[str]) -> List[Difference]:
+    """The same change on several nodes is one difference ("*/env.NCCL_ALGO" on every node compared,
+    "node-a,node-c/env.NCCL_ALGO" on some); each part then holds the merged differences of its node."""
+    groups: Dict[Tuple[Any, ...], List[Difference]] = {}
+    for part in parts:
+        for d in part.differences:
+            sig = (d.base_key, d.category, d.change, _canon(d.good), _canon(d.bad), d.volatile, d.absent)
+            groups.setdefault(sig, []).append(d)
+    merged_of: Dict[int, Difference] = {}
+    out: List[Difference] = []
+    for members in groups.values():
+        merged = members[0]
+        if len(members) > 1:
+            label = nodes_mod.label([str(m.subject.node) for m in members], everyone)
+            merged = replace(merged, key=nodes_mod.qualify(label, merged.base_key),
+                             flat_keys=sorted({f for m in members for f in m.flat_keys}),
+                             subject=replace(merged.subject, node=label))
+        for member in members:
+            merged_of[id(member)] = merged
+        out.append(merged)
+    for part in parts:
+        seen: Set[int] = set()
+        mine = []
+        for d in part.differences:
+            merged = merged_of[id(d)]
+            if id(merged) not in seen:
+                seen.add(id(merged))
+                mine.append(merged)
+        part.differences = mine
+    return out
+
+
+def _node_presence(pair: nodes_mod.NodePair) -> Difference:
+    """A node in one snapshot only: a difference of its own (its sections are not compared)."""
+    snap = pair.good if pair.good is not None else pair.bad
+    sections = (snap or {}).get("sections") or {}
+    ok = sum(1 for section in sections.values() if isinstance(section, dict) and section.get("status") == "ok")
+    value = f"{ok}/{len(sections)} sections captured"
+    name = str(pair.name)
+    good, bad, change = (value, None, "removed") if pair.bad is None else (None, value, "added")
+    return Difference(nodes_mod.qualify(name, "node"), "sections", change, good, bad, False, [f"nodes.{name}"],
+                      Subject("node", name, node=name), NOT_CAPTURED, base_key="node")
+
+
+def _node_warnings(parts: List[Comparison], everyone: List[str]) -> List[str]:
+    """Each node's warnings, named by node; one line for a warning every node compared has."""
+    found: Dict[str, List[str]] = {}
+    for part in parts:
+        for warning in part.warnings:
+            found.setdefault(warning, []).append(str(part.node))
+    out = []
+    for warning, names in found.items():
+        label = nodes_mod.label(names, everyone)
+        where = ("every node" if label == nodes_mod.EVERY_NODE
+                 else f"node{'s' if len(names) > 1 else ''} {label}")
+        out.append(f"{where}: {warning}")
+    return out
 
 
 def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View, vb: View) -> List[Difference]:
@@ -292,7 +399,7 @@ def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View) -> List[str]:
+def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View, compare_hosts: bool = True) -> List[str]:
     out: List[str] = []
     ga, ba = good.get("sections") or {}, bad.get("sections") or {}
     for name in sorted(set(ga) | set(ba)):
@@ -334,11 +441,8 @@ def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View) -> 
         if view.workers and view.worker_env_source == "proc":
             out.append(f"{side}: workers' environments come from /proc/PID/environ (as at exec); changes made "
                        "in-process (engine.py, sitecustomize.py) are invisible without the probe (--probe-dir)")
-    if good.get("host") and bad.get("host") and good.get("host") != bad.get("host"):
+    if compare_hosts and good.get("host") and bad.get("host") and good.get("host") != bad.get("host"):
         out.append(f"good and bad come from different hosts ({good.get('host')} vs {bad.get('host')})")
-    for side, snap in (("good", good), ("bad", bad)):
-        if snap.get("nodes"):
-            out.append(f"{side} is a multi-node snapshot: only its local node's sections are compared")
     return out
 
 

@@ -553,6 +553,11 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _k("workers.*.status", "workers", NONE, 0.2, "a worker's state changed"),
     # --- Watched files (`--watch`): configs, launch scripts, model files ---
     _k("files.*", "files", NONE, 0.15, "a watched file changed"),
+    # --- Merged multi-node snapshots (analysis/nodes.py): a node in one of them only. The job ran on another
+    # set of machines: cross-node collectives take other network paths (NCCL env page: NCCL_SOCKET_IFNAME,
+    # NCCL_IB_HCA select per-machine interfaces), and that machine's own state was never compared ---
+    _k("node", "sections", COMMUNICATION, 0.4, "a node in one snapshot only: the job ran on another set of "
+       "machines, and that node's sections could not be compared"),
 ]
 
 # Fallback: category from the section name, low prior weight.

@@ -46,6 +46,8 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
     result = {"schema_version": SCHEMA_VERSION, "good": _meta(good, good_file), "bad": _meta(bad, bad_file),
               "verdict": verdict, "causes": causes, "differences": differences, "patches": patches,
               "warnings": list(dict.fromkeys(warnings))}
+    if comp.pairing is not None and comp.pairing.mode != "single":
+        result["nodes"] = comp.pairing.to_json()  # which node was compared with which (also a warning line)
     if tables:
-        result["tables"] = build_tables(good, bad)
+        result["tables"] = build_tables(good, bad, comp.pairing)
     return result

@@ -12,7 +12,7 @@ else the capturing shell.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import (
     Any,
     Callable,
@@ -75,7 +75,8 @@ class Subject:
             untracked, submodules, stash, commit, branch...; gpu/process/nccl: the field path)
     item: the file inside a repository (git dirty/untracked/submodules), else ""
     variable: the environment variable's name when the key is one, else None
-    node: the node of a multi-node snapshot the key belongs to, else None
+    node: the node of a merged multi-node snapshot the key belongs to (a difference found on several:
+          "node-a,node-c", or "*" on every node compared; analysis/nodes.py), else None
     """
     where: str
     entity: str
@@ -114,12 +115,13 @@ class View:
     # Who read each environment variable (evidence for the ranking, never compared): see env_read_evidence.
     env_reads: Dict[str, Dict[str, int]] = field(default_factory=dict)
     env_read_tracked: List[str] = field(default_factory=list)
+    node: Optional[str] = None  # the node of a multi-node snapshot this view is of (Subject.node of its keys)
 
     def put(self, category: str, key: str, value: Any, flats: Sequence[str], subject: Subject,
             aggregate: bool = False, presence: bool = False) -> None:
         self.values[category][key] = value
         self.flats[key] = tuple(flats)
-        self.subjects[key] = subject
+        self.subjects[key] = subject if self.node is None else replace(subject, node=self.node)
         if aggregate:
             self.aggregate.add(key)
         if presence:
@@ -137,7 +139,7 @@ class View:
     def subject_of(self, key: str) -> Optional[Subject]:
         found = self.subjects.get(key)
         if found is None and key.startswith("integrity.") and key in self.values["integrity"]:
-            return Subject("integrity", key[len("integrity."):])  # the bulk entries put() skipped
+            return Subject("integrity", key[len("integrity."):], node=self.node)  # the bulk entries put() skipped
         return found
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -190,8 +192,9 @@ def usable_sections(snaps: Sequence[Dict[str, Any]]) -> Set[str]:
     return {n for n in names if all(_ok(s, n) for s in snaps)}
 
 
-def build_view(snap: Dict[str, Any], usable: Set[str]) -> View:
-    view = View()
+def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = None) -> View:
+    """The view of one snapshot (or of one node of a merged snapshot: `node` names it in every Subject)."""
+    view = View(node=node)
     data = {name: section_data(snap, name) for name in usable}
     if "env" in data:
         _env_view(view, data["env"])

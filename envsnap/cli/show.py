@@ -8,7 +8,9 @@ import click
 @click.argument("snapshot_file", metavar="FILE")
 @click.option("--verbose", "-v", is_flag=True, help="Also list every section's main facts.")
 def show(snapshot_file: str, verbose: bool) -> None:
-    """Print a readable summary of a snapshot: what was captured, what was not and why."""
+    """Print a readable summary of a snapshot: what was captured, what was not and why.
+
+    A merged multi-node snapshot (`envsnap merge`) is shown node by node."""
     from envsnap.capture import collectors
     from envsnap.model import store
     from envsnap.render.show import render_show

@@ -482,8 +482,8 @@ def _files_view(table: Dict[str, Any]) -> Dict[str, Any]:
     return {"rows": _capped_rows(table, row), "differing": table.get("differing", 0)}
 
 
-def _code_view(result: Dict[str, Any]) -> Dict[str, Any]:
-    code = _dict(_dict(result.get("tables")).get("code"))
+def _code_view(tables: Dict[str, Any]) -> Dict[str, Any]:
+    code = _dict(tables.get("code"))
     return {
         "integrity": _integrity_view(_dict(code.get("integrity"))),
         "packages": _packages_view(_dict(code.get("packages"))),
@@ -522,8 +522,8 @@ def _status_text(status: Any) -> str:
     return f"{status.get('status')}: {fmt_value(reason, 160)}" if reason else str(status.get("status") or "?")
 
 
-def _gpu_host_view(result: Dict[str, Any]) -> Dict[str, Any]:
-    hw = _dict(_dict(result.get("tables")).get("hardware"))
+def _gpu_host_view(tables: Dict[str, Any]) -> Dict[str, Any]:
+    hw = _dict(tables.get("hardware"))
     gpus = _dict(hw.get("gpus"))
     rows, same = [], []
     for raw in (r for r in _list(gpus.get("rows")) if isinstance(r, dict)):
@@ -637,14 +637,41 @@ def _provenance_view(result: Dict[str, Any]) -> Dict[str, Any]:
     # Labels, hosts, times and files always differ: only a difference in how the data was made is marked.
     rows = [{"label": label, "good": sides["good"][label], "bad": sides["bad"][label], "differs": label in differing}
             for label in sides["good"]]
-    statuses = [{"label": fmt_value(r.get("section"), 60), "good": _status_text(r.get("good")),
-                 "bad": _status_text(r.get("bad")), "differs": bool(r.get("differs"))}
-                for r in _list(tables.get("sections")) if isinstance(r, dict)]
+    statuses = [{"label": fmt_value(f"{node}: {r.get('section')}" if node else r.get("section"), 200),
+                 "good": _status_text(r.get("good")), "bad": _status_text(r.get("bad")),
+                 "differs": bool(r.get("differs"))}
+                for node, part in _node_tables(tables) for r in _list(part.get("sections")) if isinstance(r, dict)]
     return {"rows": rows, "sections": statuses, "banners": banners,
             # the header and <title> get a short form; the provenance table has the label in full
             "good_label": _cut(sides["good"]["Label"], 80), "bad_label": _cut(sides["bad"]["Label"], 80),
             "good_host": sides["good"]["Host"], "bad_host": sides["bad"]["Host"],
             "good_created": sides["good"]["Captured"], "bad_created": sides["bad"]["Captured"]}
+
+
+# ---------------------------------------------------------------- nodes
+
+def _node_tables(tables: Dict[str, Any]) -> List[Tuple[Optional[str], Dict[str, Any]]]:
+    """(node, its code/hardware/sections tables): one per node of merged snapshots, else (None, tables)."""
+    nodes = [n for n in _list(tables.get("nodes")) if isinstance(n, dict)]
+    if not nodes:
+        return [(None, tables)]
+    return [(str(n.get("node")), n) for n in nodes]
+
+
+def _node_parts(result: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Code state and GPU/host per node compared (one untitled part for two single-node snapshots)."""
+    tables = _dict(result.get("tables"))
+    parts = []
+    for node, part in _node_tables(tables):
+        title = ""
+        if node is not None:
+            hosts = {side: part.get(f"{side}_host") for side in ("good", "bad")}
+            missing = [side for side, host in hosts.items() if host is None]
+            detail = (f"{missing[0]}: no such node, not captured" if missing else
+                      f"good {hosts['good']}, bad {hosts['bad']}" if hosts["good"] != hosts["bad"] else "")
+            title = f"node {fmt_value(node, 200)}" + (f" ({fmt_value(detail, 300)})" if detail else "")
+        parts.append({"node": node, "title": title, "code": _code_view(part), "gpu_host": _gpu_host_view(part)})
+    return parts
 
 
 # ---------------------------------------------------------------- rendering
@@ -686,8 +713,7 @@ def build_view(result: Dict[str, Any]) -> Dict[str, Any]:
         "patches": _patches_view(result),
         "runs": _charts_view(result),
         "workers": _workers_view(result),
-        "code": _code_view(result),
-        "gpu_host": _gpu_host_view(result),
+        "node_parts": _node_parts(result),
         "differences": _differences_view(result),
         "envsnap_version": __version__,
         "caps": {"shown": ROWS_SHOWN, "more": ROWS_MORE},

@@ -1,10 +1,11 @@
 """Text rendering of one snapshot for `envsnap show` (pure: returns strings).
 
 Each section's summary lines come from its collector (`summarize(data)` beside the collector);
-the CLI passes them in, so rendering never imports a collector."""
+the CLI passes them in, so rendering never imports a collector. A merged multi-node snapshot is
+shown node by node."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 _MARK = {"ok": "ok", "unavailable": "--", "error": "!!", "timeout": "!!"}
 
@@ -12,15 +13,46 @@ _MARK = {"ok": "ok", "unavailable": "--", "error": "!!", "timeout": "!!"}
 def render_show(snap: Dict[str, Any], verbose: bool = False,
                 summarize: Callable[[str, Dict[str, Any]], List[str]] = lambda name, data: [],
                 order: Sequence[str] = ()) -> str:
+    """A snapshot's header, each section's status and summary, its runs; a merged multi-node
+    snapshot (`envsnap merge`) shows each node's sections under its host name."""
     lines = []
     label = snap.get("label") or "(no label)"
-    lines.append(f"snapshot {label}  host {snap.get('host', '?')}  created {snap.get('created', '?')}")
+    nodes = snap.get("nodes") if isinstance(snap.get("nodes"), dict) else {}
+    where = (f"cluster of {len(nodes)} node{'s' if len(nodes) != 1 else ''} ({', '.join(nodes)})" if nodes
+             else f"host {snap.get('host', '?')}")
+    lines.append(f"snapshot {label}  {where}  created {snap.get('created', '?')}")
     lines.append(f"envsnap {snap.get('envsnap_version', '?')}  schema {snap.get('schema_version')}  "
                  f"redaction {snap.get('redaction', '?')}")
     if snap.get("provenance"):
         lines.append(f"provenance: {snap['provenance'].get('note', snap['provenance'])}")
-    lines.append("")
-    raw_sections = snap.get("sections", {})
+    runs = snap.get("runs") or []
+    if not nodes:
+        lines.append("")
+        body, tally = _sections(snap.get("sections", {}), verbose, summarize, order, "  ")
+        lines.extend(body)
+        lines.extend(_runs(runs))
+        lines.append("")
+        lines.append(tally)
+        return "\n".join(lines)
+    for host, node in nodes.items():
+        node = node if isinstance(node, dict) else {}
+        facts = [f"{word} {node[k]}" for k, word in (("label", "label"), ("created", "captured"),
+                                                    ("envsnap_version", "envsnap")) if node.get(k)]
+        if node.get("file"):
+            facts.append(f"merged from {node['file']}")
+        lines.append("")
+        lines.append(f"node {host}" + (f"  ({', '.join(facts)})" if facts else ""))
+        body, tally = _sections(node.get("sections") or {}, verbose, summarize, order, "    ")
+        lines.extend(body)
+        lines.append(f"  {tally}")
+    lines.extend(_runs(runs, by_host=True))
+    return "\n".join(lines)
+
+
+def _sections(raw_sections: Dict[str, Any], verbose: bool, summarize: Callable[[str, Dict[str, Any]], List[str]],
+              order: Sequence[str], indent: str) -> Tuple[List[str], str]:
+    """Each section's status line (and its summary with verbose), and the tally line."""
+    lines = []
     order_of = {name: i for i, name in enumerate(order)}
     sections = {n: raw_sections[n] for n in sorted(raw_sections, key=lambda n: (order_of.get(n, len(order_of)), n))}
     width = max([len(n) for n in sections] + [8])
@@ -32,31 +64,39 @@ def render_show(snap: Dict[str, Any], verbose: bool = False,
         detail = section.get("reason") or section.get("error") or ""
         summary = summarize(name, section.get("data") or {}) if status == "ok" or section.get("data") else []
         head = summary[0] if summary else ""
-        lines.append(f"  {_MARK.get(status, '??')} {name:<{width}} {timing}  {detail or head}")
+        lines.append(f"{indent}{_MARK.get(status, '??')} {name:<{width}} {timing}  {detail or head}")
         if verbose:
             # The head line is shown above unless the reason took its place (and then only if it says more).
             skip = 1 if not detail or summary[:1] == [detail] else 0
             for extra in summary[skip:]:
-                lines.append(f"     {'':<{width}}          {extra}")
+                lines.append(f"{indent}   {'':<{width}}          {extra}")
         if status in ("error", "timeout"):
             problems.append(f"{name}: {detail}")
-    runs = snap.get("runs") or []
-    if runs:
-        good = [r for r in runs if r.get("ok", True)]
-        lines.append("")
-        lines.append(f"runs: {len(runs)} ({len(runs) - len(good)} failed)")
-        names = sorted({m for r in good for m in (r.get("metrics") or {})})
-        for metric in names:
-            values = sorted(r["metrics"][metric] for r in good if metric in (r.get("metrics") or {}))
-            if values:
-                median = values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
-                lines.append(f"  {metric:<28} median {median:.4g}  (n={len(values)}, min {values[0]:.4g}, max {values[-1]:.4g})")
     ok_count = sum(1 for s in sections.values() if s.get("status") == "ok")
     unavailable_count = sum(1 for s in sections.values() if s.get("status") == "unavailable")
-    lines.append("")
-    lines.append(f"{ok_count}/{len(sections)} sections captured, {unavailable_count} unavailable or not requested (--), "
-                 f"{len(problems)} failed (!!)" + (f": {'; '.join(problems)}" if problems else ""))
-    return "\n".join(lines)
+    tally = (f"{ok_count}/{len(sections)} sections captured, {unavailable_count} unavailable or not requested (--), "
+             f"{len(problems)} failed (!!)" + (f": {'; '.join(problems)}" if problems else ""))
+    return lines, tally
+
+
+def _runs(runs: List[Dict[str, Any]], by_host: bool = False) -> List[str]:
+    if not runs:
+        return []
+    good = [r for r in runs if r.get("ok", True)]
+    head = f"runs: {len(runs)} ({len(runs) - len(good)} failed)"
+    if by_host:
+        hosts: Dict[str, int] = {}
+        for run in runs:
+            hosts[str(run.get("host", "?"))] = hosts.get(str(run.get("host", "?")), 0) + 1
+        head += " from " + ", ".join(f"{host} {count}" for host, count in sorted(hosts.items()))
+    lines = ["", head]
+    names = sorted({m for r in good for m in (r.get("metrics") or {})})
+    for metric in names:
+        values = sorted(r["metrics"][metric] for r in good if metric in (r.get("metrics") or {}))
+        if values:
+            median = values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+            lines.append(f"  {metric:<28} median {median:.4g}  (n={len(values)}, min {values[0]:.4g}, max {values[-1]:.4g})")
+    return lines
 
 
 def summary_line(snap: Dict[str, Any], path: str) -> str:

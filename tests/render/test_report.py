@@ -124,7 +124,9 @@ def test_workers_matrix_marks_disagreements():
 def test_gpu_host_and_code_state(normal):
     result, good, bad, html = normal
     view = build_view(result)
-    gpu_rows = {r["label"]: r for r in view["gpu_host"]["gpu_rows"]}
+    [part] = view["node_parts"]  # two single-node snapshots: one untitled part
+    assert part["node"] is None and part["title"] == ""
+    gpu_rows = {r["label"]: r for r in part["gpu_host"]["gpu_rows"]}
     assert gpu_rows["clocks.max.sm"]["differs"]
     assert gpu_rows["clocks.max.sm"]["cells"][5] == {"same": False, "good": "1980", "bad": "1755"}
     # throttle reasons are shown; when the field table calls them volatile, as "at capture", not as a difference
@@ -132,13 +134,13 @@ def test_gpu_host_and_code_state(normal):
     assert reasons["cells"][5] == {"same": False, "good": "GpuIdle", "bad": "GpuIdle, HwSlowdown"}
     assert reasons["volatile"] == knowledge.is_volatile("nvidia.gpus.5.clock_event_reasons")
     assert reasons["differs"] == (not reasons["volatile"])
-    topo = view["gpu_host"]["topology"]
+    topo = part["gpu_host"]["topology"]
     assert topo["differing"] == 2
     assert [c["text"] for c in topo["sides"][1]["rows"][2]["cells"]][6] == "SYS"
-    host = {r["label"]: r for r in view["gpu_host"]["host"]["main"]}
+    host = {r["label"]: r for r in part["gpu_host"]["host"]["main"]}
     assert host["cpu.governor"]["differs"] and host["cpu.governor"]["bad"] == "powersave"
     assert "memory.available_bytes" not in host  # volatile host field left out
-    code = view["code"]
+    code = part["code"]
     row = code["integrity"]["rows"]["shown"][0]
     assert (row["path"], row["good"], row["bad"], row["recorded"]) == (
         "sglang/srt/layers/moe/topk.py", "matches RECORD", "e" * 12, "d" * 12)
@@ -319,11 +321,23 @@ def test_multi_node_snapshot():
     merged = {k: v for k, v in bad.items() if k != "sections"}
     merged["sections"] = {}
     merged["nodes"] = {"node-b2": {"sections": copy.deepcopy(good["sections"])}, "node-b1": {"sections": bad["sections"]}}
-    view = build_view(contract_result(good, merged))
+    # good's host (h200-node-a) is none of bad's nodes: good is compared with each of them.
+    result = contract_result(good, merged)
+    view = build_view(result)
     columns = [c["key"] for c in view["workers"]["sides"][1]["columns"]]
     assert len(columns) == 22 and columns[0] == "node-b1/sglang-main" and columns[11] == "node-b2/sglang-main"
+    assert [c["key"] for c in view["workers"]["sides"][0]["columns"]] == columns  # good against each node
     nodes = {r["label"]: r for r in view["provenance"]["rows"]}["Nodes"]
     assert nodes["bad"].startswith("2: node-b1, node-b2") and nodes["good"] == "single node"
-    # GPU and host facts come from the first node instead of vanishing
-    assert {r["label"]: r for r in view["gpu_host"]["host"]["main"]}["cpu.governor"]["bad"] == "powersave"
-    assert "node-b2/scheduler_TP7" in render_report(contract_result(good, merged))
+    # GPU, host and code state per node: node-b1 holds the bad sections, node-b2 good's own
+    parts = {p["node"]: p for p in view["node_parts"]}
+    assert list(parts) == ["node-b1", "node-b2"]
+    assert parts["node-b1"]["title"] == "node node-b1 (good h200-node-a, bad node-b1)"
+    governor = {n: {r["label"]: r for r in p["gpu_host"]["host"]["main"]}["cpu.governor"] for n, p in parts.items()}
+    assert governor["node-b1"]["bad"] == "powersave" and governor["node-b1"]["differs"]
+    assert not governor["node-b2"]["differs"]
+    assert parts["node-b1"]["code"]["integrity"]["rows"]["shown"][0]["bad"] == "e" * 12
+    assert all(c["node"] == "node-b1" and c["key"].startswith("node-b1/") for c in result["causes"])
+    assert any("compared with each of bad's nodes" in w for w in view["warnings"])
+    html = render_report(result)
+    assert "node-b2/scheduler_TP7" in html and "node node-b2 (good h200-node-a, bad node-b2)" in html

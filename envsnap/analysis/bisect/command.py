@@ -144,6 +144,13 @@ def run_bisect(
     say = progress or (lambda line: None)
     good = store.load(good_path)
     bad = store.load(bad_path)
+    for path, snap in ((good_path, good), (bad_path, bad)):
+        nodes = snap.get("nodes")
+        if isinstance(nodes, dict) and nodes:
+            # Its top-level sections are empty: bisecting it would find nothing to switch, silently.
+            raise EnvsnapError(f"{path} is a merged multi-node snapshot ({', '.join(nodes)}): bisect switches "
+                               "variables and files on this machine, so give it this node's own snapshot "
+                               "(the one `envsnap merge` read)")
     environ = dict(os.environ if environ is None else environ)
     custom, metric_notes = reuse_metric_specs(good, bad, metric, custom)
     delta_set = collect_deltas(good, bad, environ)

@@ -7,18 +7,40 @@ is edited identically on both sides does not need 20,000 rows to say so).
 """
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
+from envsnap.analysis import nodes
 from envsnap.analysis.tables import code, hardware, runs, workers
 
+# A side that has no such node: every section "not captured".
+_NO_NODE: Dict[str, Any] = {"sections": {}}
 
-def build_tables(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
-    """Every side-by-side table of the report for two loaded snapshots."""
-    return {
+
+def build_tables(good: Dict[str, Any], bad: Dict[str, Any], pairing: Optional[nodes.Pairing] = None) -> Dict[str, Any]:
+    """Every side-by-side table of the report for two loaded snapshots.
+
+    Two single-node snapshots give one "code", "hardware" and "sections" table each. Merged
+    multi-node snapshots give them per node instead, under "nodes" (one entry per node pair of
+    analysis/nodes.py, a side that lacks the node shown as not captured); the workers matrix has
+    one group of columns per node ("node/process").
+    """
+    pairing = pairing or nodes.pair_nodes(good, bad)
+    out = {
         "runs": runs.runs_table(good, bad),
-        "workers": workers.workers_table(good, bad),
-        "code": code.code_tables(good, bad),
-        "hardware": hardware.hardware_tables(good, bad),
-        "sections": runs.section_table(good, bad),
+        "workers": workers.workers_table(pairing),
         "provenance": runs.provenance_table(good, bad),
     }
+    if pairing.mode == "single":
+        out.update(code=code.code_tables(good, bad), hardware=hardware.hardware_tables(good, bad),
+                   sections=runs.section_table(good, bad))
+        return out
+    out["nodes"] = []
+    for pair in pairing.pairs:
+        g = pair.good if pair.good is not None else _NO_NODE
+        b = pair.bad if pair.bad is not None else _NO_NODE
+        out["nodes"].append({
+            "node": pair.name, "good_host": None if pair.good is None else pair.good.get("host"),
+            "bad_host": None if pair.bad is None else pair.bad.get("host"),
+            "code": code.code_tables(g, b), "hardware": hardware.hardware_tables(g, b),
+            "sections": runs.section_table(g, b)})
+    return out

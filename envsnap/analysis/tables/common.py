@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 # Rows that are the same on both sides, listed before the rest are only counted.
 SAME_ROWS = 440
@@ -20,18 +20,9 @@ def natural_key(text: Any) -> Tuple[Any, ...]:
     return tuple(int(part) if part.isdecimal() else part for part in re.split(r"(\d+)", str(text)))
 
 
-def first_node(snap: Dict[str, Any]) -> Optional[str]:
-    nodes = as_dict(snap.get("nodes"))
-    return sorted(nodes)[0] if nodes else None
-
-
 def sections(snap: Dict[str, Any]) -> Dict[str, Any]:
-    """The snapshot's sections; for a merged multi-node snapshot (empty top level), its first node's."""
-    found = as_dict(snap.get("sections"))
-    node = first_node(snap)
-    if not found and node:
-        return as_dict(as_dict(as_dict(snap.get("nodes")).get(node)).get("sections"))
-    return found
+    """The snapshot's sections (a node's own, for a node of a merged snapshot: tables/__init__.py pairs them)."""
+    return as_dict(snap.get("sections"))
 
 
 def data(sections_: Dict[str, Any], name: str) -> Dict[str, Any]:

@@ -1,7 +1,8 @@
 """The workers matrix: every environment variable x every process, on both sides.
 
 Columns are the processes of each side (model/workers.py decides which environment each ran with
-and orders them); a merged multi-node snapshot gets one group of columns per node ("host/key").
+and orders them); merged multi-node snapshots get one group of columns per node ("node/key", the
+node pairs of analysis/nodes.py, so a column is compared with the same node's on the other side).
 A cell is flagged where the process differs from its parent (`vs_parent`), where it disagrees with
 its peers (same kind under the same parent: the TP schedulers of one server, `vs_peers`), and
 where the value was changed inside the process after exec (probe vs /proc, `in_process`). A row
@@ -14,19 +15,22 @@ from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.analysis import knowledge
-from envsnap.analysis.tables.common import as_dict, data, sections
+from envsnap.analysis.nodes import Pairing
+from envsnap.analysis.tables.common import data, sections
 from envsnap.model.workers import SeenProcess, seen_processes
 
 _UNSET = object()
 
 
-def _columns(snap: Dict[str, Any]) -> Dict[str, Tuple[SeenProcess, Optional[str]]]:
-    """(process, parent column) per column key; nodes of a merged snapshot prefixed "host/"."""
-    nodes = as_dict(snap.get("nodes"))
-    sources = ([(f"{host}/", as_dict(as_dict(node).get("sections"))) for host, node in sorted(nodes.items())]
-               if nodes else [("", sections(snap))])
+def _columns(pairing: Pairing, side: str) -> Dict[str, Tuple[SeenProcess, Optional[str]]]:
+    """(process, parent column) per column key of one side; each node's prefixed "node/"."""
     out: Dict[str, Tuple[SeenProcess, Optional[str]]] = {}
-    for prefix, node_sections in sources:
+    for pair in pairing.pairs:
+        snap = pair.good if side == "good" else pair.bad
+        if snap is None:
+            continue
+        prefix = "" if pair.name is None else f"{pair.name}/"
+        node_sections = sections(snap)
         for key, process in seen_processes(data(node_sections, "processes"), data(node_sections, "probe")).items():
             out[prefix + key] = (process, prefix + process.parent if process.parent else None)
     return out
@@ -80,8 +84,8 @@ def _flagged(cell: Dict[str, Any]) -> bool:
         flag in cell for flag in ("vs_parent", "vs_peers", "in_process")))
 
 
-def workers_table(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
-    sides = {"good": _columns(good), "bad": _columns(bad)}
+def workers_table(pairing: Pairing) -> Dict[str, Any]:
+    sides = {"good": _columns(pairing, "good"), "bad": _columns(pairing, "bad")}
     names = sorted({str(n) for columns in sides.values() for process, _ in columns.values()
                     for env in (process.env, process.exec_env) if env for n in env})
     rows, quiet = [], []
