@@ -6,7 +6,7 @@ distributions, this host, this process tree) and are grown where a real capture 
 cannot reach the sizes the targets are about: 600 distributions, 20,000 modified
 installed files (integrity entries), 8 worker processes with 300 environment variables
 each (each with its probe record), plus five measured runs a side. The grown parts
-follow the team contract's section layouts; GOOD and BAD differ in a realistic way
+follow the snapshot format's section layouts (model/schema.py); GOOD and BAD differ in a realistic way
 (5 versions, 50 integrity entries, a few variables, one worker variable, a GPU power
 limit, the runs' metric); a stress pair where a tenth of everything differs is timed too.
 

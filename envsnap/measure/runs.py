@@ -1,6 +1,6 @@
 """Run a benchmark command, parse its metrics, and build run records.
 
-A run record (snapshot["runs"] items, the team contract):
+A run record (snapshot["runs"] items; model/types.py Run, model/schema.py _RUN):
 
     {"ok": bool, "exit_code": int|None, "duration_s": float, "started": "...Z",
      "metrics": {name: float}, "output_tail": str, "command": [argv, redacted],

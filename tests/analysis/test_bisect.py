@@ -77,7 +77,7 @@ def _snap(env, workers=None, probe=None, files=None, dirty=None):
 
 
 def test_collect_deltas_env_workers_probe_redaction_and_unswitchable_parts():
-    # Shapes as the contract's section layouts (processes.*.environ, probe.records.*.env_at_init).
+    # Shapes as the snapshot format's section layouts (processes.*.environ, probe.records.*.env_at_init).
     good = _snap({"X": "1", "GONE": "yes", "SAME": "s", "HF_TOKEN": fingerprint(GOOD_TOKEN),
                   "API_KEY": fingerprint("k-good")},
                  workers={"scheduler_TP0": {"SAME": "s"}, "scheduler_TP1": {"SAME": "s"}},

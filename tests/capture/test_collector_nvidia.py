@@ -1,7 +1,7 @@
 """The nvidia collector: NVML answers of a real H200 mapped to the section, NVML absent
 for real, and the nvidia-smi fallback with real subprocesses (hanging, garbage, the
 real H200 XML). No GPU here: NVML's answers come from tests/helpers/nvml.py, which
-replays ../shared/data/h200/nvml-dump.json."""
+replays tests/data/nvidia/nvml-dump.json."""
 from __future__ import annotations
 
 import json

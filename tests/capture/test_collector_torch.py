@@ -40,7 +40,7 @@ def _sentinel(site):
 def h200_site(tmp_path):
     """A site-packages laid out like the H200's pip-installed torch 2.11.0+cu130.
 
-    Versions from ../shared/data/h200/torch-collect-env.txt (torch 2.11.0+cu130, CUDA 13.0,
+    Versions from tests/data/nvidia/torch-collect-env.txt (torch 2.11.0+cu130, CUDA 13.0,
     nvidia-nccl-cu13 2.28.9, nvidia-cudnn-cu13 9.19.0.56, nvidia-cublas 13.1.0.3); the
     version.py layout is that of the torch wheel installed here (annotated assignments);
     the git hash is a placeholder (collect_env does not print it).

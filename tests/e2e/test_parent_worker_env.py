@@ -5,7 +5,7 @@ schedulers. /proc/<parent>/environ (the environment at exec) never shows it; the
 records of the parent (exit) and the children it started afterwards (the detokenizer) do; the
 TP workers' env_at_init lacks it. `envsnap diff` must rank workers.parent_only.<var> first.
 
-Unit tests on hand-built sections (the contract's layouts, with the quirks of real captures:
+Unit tests on hand-built sections (the snapshot format's layouts, with the quirks of real captures:
 the probe keys the launcher "sglang-main" where the process walk says "python-0", and the
 detokenizer's probe record is "python-1" because it wrote before setproctitle); then end to end
 with benchmarks/tp2_allreduce.py (spawned, titled workers, real gloo communicator) captured by

@@ -1,7 +1,7 @@
 """On a real NVIDIA GPU (skipped elsewhere): the nvidia and torch sections against
 `nvidia-smi` run at the same time. Nothing here hard-codes a GPU's values: NVML (via
 envsnap) and nvidia-smi must agree on whatever card this is. Written to pass on the
-single-GPU H200 VM described in ../shared/data/h200/ (no NVLink peers there: NVML
+single-GPU H200 VM whose outputs are in tests/data/nvidia/ (no NVLink peers there: NVML
 answers NotSupported for every link, which counts as filled)."""
 from __future__ import annotations
 

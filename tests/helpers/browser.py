@@ -1,8 +1,8 @@
 """Helpers for the report tests: contract-shaped inputs and a real headless Chromium.
 
-Inputs: snapshots and a diff/rank result following the team contract's data layouts
+Inputs: snapshots and a diff/rank result in the snapshot format (model/schema.py)
 (/tmp/envsnap-contract.md, "Section data layouts" and "diff/rank result"). GPU facts mirror the real
-H200 reference in shared/data/h200/ (nvml-dump.json: driver 580.159.04, H200 clocks 1980/3201 MHz,
+H200 reference in tests/data/nvidia/ (nvml-dump.json: driver 580.159.04, H200 clocks 1980/3201 MHz,
 18 NVLink links, PCIe gen5 x16, 700 W limit); everything else is what a capture would record.
 
 Browser: Chromium driven over the DevTools protocol through --remote-debugging-pipe (requests on the
@@ -58,7 +58,7 @@ def _runs(values: Dict[str, List[float]], failed: int = 0) -> List[Dict[str, Any
 
 
 def _gpu(index: int, *, max_sm: int = 1980, reasons: Optional[List[str]] = None, pcie_width: int = 16) -> Dict[str, Any]:
-    # Shape per the contract's nvidia section; values from shared/data/h200/nvml-dump.json.
+    # Shape of the nvidia section (model/schema.py); values from tests/data/nvidia/nvml-dump.json.
     return {
         "name": "NVIDIA H200", "uuid": f"GPU-cabf0297-3e97-3267-b67c-a0368cb0df{index:02x}",
         "pci_bus_id": f"00000000:{0x18 + index * 0x10:02X}:00.0",

@@ -1,4 +1,4 @@
-"""Small snapshots in the contract layout for diff/rank unit tests.
+"""Small snapshots in the snapshot format (model/schema.py) for diff/rank unit tests.
 
 Unit tests of the diff/rank logic need exact, minimal inputs; the end-to-end behaviour on
 real captures is covered by tests/test_planted_cause.py and tests/test_examples.py.

@@ -281,7 +281,7 @@ def rich_snapshot(label: str = "good", seed: int = 0, *, packages: int = 40, env
     """A snapshot with every section in its contract shape (see /tmp contract), sized by the arguments.
 
     Used where a real capture cannot reach a size (20k integrity entries, 8 workers): the
-    shapes follow the section layouts in the team contract, values vary with `seed`.
+    shapes follow the section layouts of model/schema.py, values vary with `seed`.
     """
     rnd = random.Random(seed)
     env = {f"APP_VAR_{i}": f"v{i}" for i in range(env_vars)}

@@ -1,6 +1,6 @@
 """Parse NCCL's `NCCL_DEBUG=INFO` output: the settings NCCL says it actually used, per rank.
 
-Line shapes (from real logs: /work/shared/data/h200/nccl-info-*.log, NCCL 2.28.9, and
+Line shapes (from real logs: tests/data/nccl/h200-*.log, NCCL 2.28.9, and
 multi-rank logs quoted in NVIDIA/nccl issues #1189, #1538, #1595):
 
   <host>:<pid>:<tid> [<cuda dev>] NCCL INFO <message>

@@ -4,9 +4,9 @@ NVML is the stable interface; nvidia-smi's text changes between driver releases,
 these parsers read only the core fields and tolerate missing or renamed elements
 (an old driver's `clocks_throttle_reasons` as well as the current
 `clocks_event_reasons`). They are pure: text in, the nvidia section's data layout out
-(see the contract in the README), `ValueError` for text that is not nvidia-smi output.
+(the nvidia section's layout, model/schema.py), `ValueError` for text that is not nvidia-smi output.
 The element names follow a real H200 (driver 580.159.04):
-../shared/data/h200/nvidia-smi-q.xml and nvidia-smi-topo-m.txt.
+tests/data/nvidia/nvidia-smi-q.xml and nvidia-smi-topo-m.txt.
 """
 from __future__ import annotations
 
