@@ -147,4 +147,4 @@ def _group_and_rank(items: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], 
 
 
 def _lookup(view: views_mod.View, category: str, key: str) -> Any:
-    return view.values[category].get(key)
+    return view.values.get(category, {}).get(key)

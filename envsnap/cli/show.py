@@ -10,8 +10,8 @@ import click
 def show(snapshot_file: str, verbose: bool) -> None:
     """Print a readable summary of a snapshot: what was captured, what was not and why."""
     from envsnap.capture import collectors
-    from envsnap.model import store
+    from envsnap.cli.options import load_snapshot
     from envsnap.render.show import render_show
 
-    snap = store.load(snapshot_file)
+    snap = load_snapshot(snapshot_file)
     click.echo(render_show(snap, verbose=verbose, summarize=collectors.summarize, order=collectors.COLLECTOR_NAMES))

@@ -21,7 +21,21 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
 from envsnap.model.names import canonical_name
+from envsnap.model.rules import COMMUNICATION, KERNELS, NONE, SectionRules, rule
 from envsnap.subproc import run_command
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+SHAPE = {"installed": "scalar", "version": "str", "cuda": "str", "git_version": "str", "location": "str",
+         "deep": "dict"}
+RULES = SectionRules(category="packages", component=NONE, compares="the torch build", rules=(
+    # torch.version / torch.cuda / torch.nccl as the torch collector reads them (torch/version.py, torch.cuda.nccl):
+    # the build that runs every kernel, CUDA graph and collective.
+    rule("torch.cuda", "packages", KERNELS, 0.55, "torch's CUDA version changed"),
+    rule("torch.nccl", "packages", COMMUNICATION, 0.6, "the NCCL version torch links changed"),
+    rule("torch.version", "packages", KERNELS, 0.55, "PyTorch changed"),
+    rule("torch.*", "packages", KERNELS, 0.3, "a torch build detail changed"),
+))
 
 try:
     from importlib import metadata as importlib_metadata
