@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 import sys
 import time
@@ -422,6 +421,8 @@ def _collect_targets(ctx: CaptureContext, editable: Dict[str, str]) -> List[Tupl
 
 
 def collect(ctx: CaptureContext) -> Dict[str, Any]:
+    import shutil
+
     if shutil.which("git") is None:
         return unavailable("git is not installed (not on PATH)")
     git = _Git(internal_deadline(ctx))

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import glob
 import os
-import platform
 import re
 import resource
-import shutil
 from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -148,6 +146,8 @@ def _uniform(values: List[str]) -> Any:
 
 
 def os_info(rec: _Recorder) -> Dict[str, Any]:
+    import platform
+
     info: Dict[str, Any] = {"system": platform.system(), "machine": platform.machine()}
     text = rec.read("/etc/os-release", "os.release", None)
     if text is None:
@@ -193,6 +193,8 @@ def _cpuinfo(rec: _Recorder) -> Tuple[Dict[str, str], set, int]:
 
 
 def cpu_info(rec: _Recorder, cpuinfo: Tuple[Dict[str, str], set, int]) -> Dict[str, Any]:
+    import platform
+
     import psutil
 
     fields, flags, sockets = cpuinfo
@@ -432,6 +434,8 @@ def cgroup_info(rec: _Recorder) -> Dict[str, Any]:
 # --- containers and VMs ---------------------------------------------------------------
 
 def _detect_virt(ctx: CaptureContext, rec: _Recorder) -> Dict[str, Any]:
+    import shutil
+
     if shutil.which("systemd-detect-virt") is None:
         rec.unknown["container.virt"] = "systemd-detect-virt is not installed"
         return {"virt_vm": UNKNOWN, "virt_container": UNKNOWN}

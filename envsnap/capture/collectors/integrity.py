@@ -27,9 +27,7 @@ an unchanged torch venv does one stat per file.
 """
 from __future__ import annotations
 
-import base64
 import binascii
-import csv
 import hashlib
 import os
 import posixpath
@@ -105,6 +103,8 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
     every line of every RECORD (24,000 in a torch venv), so it avoids per-line
     os.path work for the common plain relative path.
     """
+    import csv
+
     entries: List[Entry] = []
     unhashable: List[str] = []
     errors: Dict[str, str] = {}
@@ -443,6 +443,8 @@ def _urlsafe(digest: bytes) -> str:
 
 
 def _recorded_hex(value: str) -> str:
+    import base64
+
     return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
 
 

@@ -15,9 +15,7 @@ either source read the same; power is in W, clocks in MHz, memory in bytes.
 """
 from __future__ import annotations
 
-import ctypes
 import os
-import shutil
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
@@ -185,6 +183,8 @@ def cpu_list(cpus: List[int]) -> str:
 
 def _affinity_to_cpus(array: Any) -> str:
     """NVML's CPU bitmask (an array of unsigned longs, CPU n = bit n%w of word n//w)."""
+    import ctypes
+
     element = getattr(array, "_type_", ctypes.c_ulong)
     bits = ctypes.sizeof(element) * 8
     cpus = [word_index * bits + bit
@@ -477,6 +477,8 @@ def _nvml_init(module: Any) -> Optional[str]:
 
 def collect_from(module: Any, ctx: CaptureContext, nvidia_smi: Optional[str] = None) -> Dict[str, Any]:
     """The collector with its NVML binding given (tests pass a stand-in)."""
+    import shutil
+
     reason = _nvml_init(module)
     if reason is None:
         try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import stat
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -55,6 +54,8 @@ def _env_change(before: Dict[str, str], after: Dict[str, str]) -> Dict[str, Any]
 
 def read_records(directory: str) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
     """Every probe record in `directory` (own process excluded), and per-file errors."""
+    import socket
+
     records: List[Dict[str, Any]] = []
     errors: Dict[str, str] = {}
     me = (socket.gethostname(), os.getpid())

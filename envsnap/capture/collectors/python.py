@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -39,7 +38,8 @@ SHAPE = {"executable": "str", "version": "str", "implementation": "str", "prefix
                                    "content": CONTENT_SHAPE}),
          "startup_env_changes": ("map", ("map", "str"))}
 RULES = SectionRules(category="startup", component=NONE, compares="the interpreter and start-up hooks", rules=(
-    # Python docs "sys" (sys.version, sys.implementation, sys.executable, sys.path): the interpreter and where it imports from.
+    # Python docs "sys" (sys.version, sys.implementation, sys.executable, sys.path) and "site" (start-up hooks):
+    # the interpreter, where it imports from, and the code every Python process runs before its own.
     rule("python.version", "python", CPU_HOST, 0.35, "a different Python interpreter version"),
     rule("python.implementation", "python", CPU_HOST, 0.35, "a different Python implementation"),
     rule("python.executable", "python", NONE, 0.15, "a different interpreter/venv"),
@@ -164,6 +164,8 @@ def interpreter_facts(ctx: CaptureContext) -> Dict[str, Any]:
 
 
 def _ask_interpreter(target: str, ctx: CaptureContext) -> Dict[str, Any]:
+    import shutil
+
     exe = shutil.which(target) or target
     if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
         return {"error": f"{TARGET_ENV_VAR}={target}: not an executable file"}
