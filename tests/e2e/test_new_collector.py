@@ -5,7 +5,7 @@ collectors/ and adds it to the copy's explicit list -- and nothing else: a byte 
 two trees proves it. The real CLI, run from the copy, then captures the new section, validates it
 on load with the shape the module declares, shows it with the module's summary, and diffs it:
 its changed field is a difference and a cause carrying the module's rule (category, component,
-reason), its timestamp a volatile difference.
+reason), its timestamp a volatile difference; the HTML report lists it too.
 """
 from __future__ import annotations
 
@@ -113,6 +113,8 @@ def test_a_collector_added_by_its_module_and_the_list_is_captured_validated_show
     assert cause["component"] == "cpu/host" and cause["why"].startswith("the toy service's knob changed")
     proc = run_envsnap("diff", good, bad, "--no-pip-cache", env=env, cwd=tmp_path)
     assert "toy.knob" in proc.stdout and "toy.read_at" not in proc.stdout  # volatile: hidden without --all
+    proc = run_envsnap("report", good, bad, "-o", tmp_path / "report.html", "--no-pip-cache", env=env, cwd=tmp_path)
+    assert proc.returncode == 0 and "toy.knob" in (tmp_path / "report.html").read_text(), proc.stderr
 
     # Validated on load, by the shape the module declares: a wrong type is one line and exit 2 ...
     corrupt = json.loads(bad.read_text())

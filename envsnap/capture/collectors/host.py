@@ -11,7 +11,7 @@ Read from /proc and /sys, psutil and `resource`; the only subprocess is
 recorded as "unknown" with the reason under `unknown` (feature absent, e.g. no
 cpufreq in a VM) or `errors` (it exists but reading failed) — never a crash.
 Fields that move on their own (free memory, load, boot time, current MHz) sit under
-keys the volatile rules in knowledge.py name: host.memory.available*,
+keys the volatile rules below (RULES) name: host.memory.available*,
 host.load_avg, host.boot_time, host.cpu.current_mhz, host.cgroup.path; so do the memory
 totals (MemTotal of the host and of each NUMA node moves with a VM's memory balloon or
 virtio-mem: `memory.hotplug` names the driver) and HugePages_Total (it counts surplus pages;

@@ -345,7 +345,7 @@ def _gpu(nv: _Nvml, handle: Any, reasons: Dict[int, str]) -> Dict[str, Any]:
         "nvlink": _nvlink(nv, handle),
         "cpu_affinity": nv.call("nvmlDeviceGetCpuAffinity", handle, cpu_words, convert=_affinity_to_cpus),
         "numa_node": nv.call("nvmlDeviceGetNumaNodeId", handle, convert=int),
-        # Volatile: change with load (knowledge.VOLATILE_RULES).
+        # Volatile: change with load (the volatile rules in RULES above).
         "temperature": {"gpu_c": nv.call("nvmlDeviceGetTemperature", handle, nv.const("NVML_TEMPERATURE_GPU", 0),
                                           convert=int)},
         "utilization": nv.call("nvmlDeviceGetUtilizationRates", handle,

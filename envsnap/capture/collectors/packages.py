@@ -58,9 +58,9 @@ RULES = SectionRules(category="packages", component=NONE, compares="installed pa
     rule("integrity.sglang/srt/layers/*", "integrity", KERNELS, 0.7, "edited model layer code"),
     rule("integrity.sglang/srt/models/*", "integrity", KERNELS, 0.7, "edited model definition"),
     # _set_envs_and_config sets the workers' NCCL/CUDA env (sglang 0.5.5 srt/entrypoints/engine.py:676,
-    # 0.5.23 srt/entrypoints/engine.py:1878; ENGINE_SET_ENV above lists what each version sets).
+    # 0.5.23 srt/entrypoints/engine.py:1878; analysis/knowledge.py ENGINE_SET_ENV lists what each version sets).
     rule("integrity.sglang/srt/entrypoints/engine.py", "integrity", COMMUNICATION, 0.7,
-       "edited engine.py: its _set_envs_and_config sets NCCL_NVLS_ENABLE/NCCL_CUMEM_ENABLE/CUDA_DEVICE_MAX_CONNECTIONS for the workers"),
+         "edited engine.py: its _set_envs_and_config sets NCCL_NVLS_ENABLE/NCCL_CUMEM_ENABLE/CUDA_DEVICE_MAX_CONNECTIONS for the workers"),
     # sglang/srt/managers/scheduler.py: the scheduler loop (CPU overhead per decode step).
     rule("integrity.sglang/srt/managers/*", "integrity", CPU_HOST, 0.6, "edited scheduler/manager code: CPU work on every decode step"),
     rule("integrity.sglang/*", "integrity", KERNELS, 0.55, "edited SGLang code"),
