@@ -27,6 +27,7 @@ an unchanged torch venv does one stat per file.
 """
 from __future__ import annotations
 
+import base64
 import binascii
 import hashlib
 import os
@@ -443,8 +444,6 @@ def _urlsafe(digest: bytes) -> str:
 
 
 def _recorded_hex(value: str) -> str:
-    import base64
-
     return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
 
 
