@@ -146,6 +146,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1, help="compare N-node clusters of the pair (merged copies)")
     args = parser.parse_args()
     from envsnap.analysis import result as result_mod
+    from envsnap.capture.collectors import SECTION_SHAPES
     from envsnap.model import store
 
     good, bad = make_pair()
@@ -179,7 +180,7 @@ def main() -> int:
                 continue
             saved, store._orjson = store._orjson, fast
             try:
-                loads[parser_name] = _median_time(lambda: [store.load(p) for p in paths], args.runs)
+                loads[parser_name] = _median_time(lambda: [store.load(p, SECTION_SHAPES) for p in paths], args.runs)
             finally:
                 store._orjson = saved
         for parser_name, seconds in loads.items():

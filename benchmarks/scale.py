@@ -136,20 +136,21 @@ _STEP = r"""
 import json, resource, sys, time
 from envsnap.model import store
 from envsnap.analysis import result as result_mod
+from envsnap.capture.collectors import SECTION_SHAPES
 from envsnap.render import text as text_mod
 step, good_path, bad_path, repeat = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 best = float("inf")
 extra = {}
 good = bad = result = None
 if step != "load":
-    good, bad = store.load(good_path), store.load(bad_path)
+    good, bad = store.load(good_path, SECTION_SHAPES), store.load(bad_path, SECTION_SHAPES)
 if step in ("text", "report"):
     result = result_mod.analyze(good, bad, tables=step == "report")
 first = None
 for _ in range(repeat):
     t0 = time.perf_counter()
     if step == "load":
-        store.load(good_path); store.load(bad_path)
+        store.load(good_path, SECTION_SHAPES); store.load(bad_path, SECTION_SHAPES)
     elif step == "diff_rank":
         out = result_mod.analyze(good, bad)
         extra = {"differences": len(out["differences"]), "causes": len(out["causes"])}

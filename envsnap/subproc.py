@@ -2,16 +2,18 @@
 
 `nvidia-smi` can hang for minutes on a wedged GPU and `git` on a dead NFS mount:
 every external command goes through `run_command` with a timeout, and the child
-(with its whole process group) is killed when the time is up.
+(with its whole process group) is killed when the time is up. subprocess is imported when a
+command runs: importing this module (every collector does) costs nothing at start-up.
 """
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import time
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 @dataclass
@@ -38,6 +40,8 @@ def run_command(
     input_text: Optional[str] = None,
 ) -> CommandResult:
     """Run argv; return a CommandResult. Never raises."""
+    import subprocess  # here, not at the top: the collectors' declarations import this module cheaply
+
     argv = [str(a) for a in argv]
     result = CommandResult(argv=argv)
     start = time.monotonic()
@@ -82,7 +86,9 @@ def run_command(
     return result
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
+    import signal
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):

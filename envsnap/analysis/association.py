@@ -190,7 +190,7 @@ def _varying(node: Optional[str], views: List[views_mod.View]) -> List[_Candidat
             keys.setdefault(key, category)
     out: List[_Candidate] = []
     for key in sorted(keys):
-        raw = [view.values[keys[key]].get(key) for view in views]
+        raw = [view.values.get(keys[key], {}).get(key) for view in views]
         if len({json.dumps(v, sort_keys=True, default=str) for v in raw}) < 2:
             continue  # constant everywhere: says nothing
         flats = sorted({f for view in views for f in view.flats.get(key, ())})

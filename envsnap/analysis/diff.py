@@ -32,17 +32,9 @@ from envsnap.analysis.views import (
     View,
     _leaves,
     build_view,
+    categories,
     usable_sections,
 )
-
-# What each section lets us compare, for the "can't compare" warning.
-SECTION_WHAT = {
-    "host": "host settings", "python": "the interpreter and start-up hooks", "packages": "installed packages",
-    "git": "source checkouts", "env": "the environment", "nvidia": "GPU state", "torch": "the torch build",
-    "files": "watched files", "processes": "worker processes", "probe": "in-process worker environments",
-    "nccl": "NCCL's effective settings", "sglang": "SGLang server args",
-}
-
 
 # How a value missing on one side reads, per category. NCCL logs a variable only when it reads
 # it, so no line is "not logged", never "unset"; a file absent from a checkout's dirty list is clean.
@@ -159,8 +151,8 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
     usable = usable_sections([good, bad])
     va, vb = build_view(good, usable, node), build_view(bad, usable, node)
     diffs: List[Difference] = []
-    for category in CATEGORY_ORDER:
-        a, b = va.values[category], vb.values[category]
+    for category in categories(va, vb):
+        a, b = va.values.get(category, {}), vb.values.get(category, {})
         if a == b:  # the cheap check: most categories are identical
             continue
         diffs.extend(_diff_category(category, a, b, va, vb))
@@ -349,7 +341,7 @@ def _section_differences(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Diff
         st_a, st_b = sa.get("status"), sb.get("status")
         if (st_a == "ok") == (st_b == "ok"):
             continue
-        category = knowledge.SECTION_CATEGORIES.get(name, (name, knowledge.NONE))[0]
+        category = knowledge.section_category(name)[0]
         change = "changed" if st_a is not None and st_b is not None else ("added" if st_a is None else "removed")
         out.append(Difference(f"{name}.status", category, change, _status_text(sa), _status_text(sb),
                               False, [f"{name}.status"], Subject("section", name, "status"), NOT_CAPTURED))
@@ -410,7 +402,7 @@ def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View, com
         status = section.get("status") or "absent"
         detail = section.get("reason") or section.get("error")
         out.append(f"{name} {status} in {side}{f' ({detail})' if detail else ''}: "
-                   f"can't compare {SECTION_WHAT.get(name, name)}")
+                   f"can't compare {knowledge.section_compares(name)}")
     for side, view in (("good", va), ("bad", vb)):
         if view.unreadable_workers:
             out.append(f"{side}: environment of {len(view.unreadable_workers)} worker(s) unreadable "

@@ -1,83 +1,45 @@
 """ONE table of field rules, read by capture (volatility), diff, rank and report alike.
 
-Each rule matches flattened snapshot keys (see snapshot.flatten: "<section>.<path>")
-with an fnmatch pattern and says: which category the key belongs to, which part of
-the inference stack it acts on, how likely a change in it is to change speed (prior
-weight 0..1), whether it changes on every capture (volatile: ignored by diff unless
---all), and why it matters. The first matching rule wins: specific rules first.
+Each rule (envsnap/model/rules.py: FieldRule) matches flattened snapshot keys (see
+snapshot.flatten: "<section>.<path>") or the readable keys of a diff's view with an fnmatch
+pattern and says: which category the key belongs to, which part of the inference stack it acts
+on, how likely a change in it is to change speed (prior weight 0..1), whether it changes on
+every capture (volatile: ignored by diff unless --all), and why it matters. The first matching
+rule wins: specific rules first.
+
+The table is assembled from two places: this module holds what no one section owns (volatile
+fields of any section, and the environment-variable rules, which match wherever a variable shows
+up: shell, workers, NCCL's log); each collector module declares the rules of its own fields
+(`RULES = SectionRules(...)`, gathered by the explicit list in envsnap/capture/collectors). They are
+read when the first key is looked up, so analysis depends on the collectors' declarations only, not
+on their code (the collector modules import nothing heavy at their top level).
 """
 from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Tuple
 
-# Components a difference can act on (the EAGLE-3 decomposition groups them).
-COMMUNICATION = "communication"
-KERNELS = "attention/kernels"
-GRAPHS = "cuda-graphs/launch"
-DRAFTER = "drafter"
-MEMORY = "memory"
-CPU_HOST = "cpu/host"
-NONE = "none"
+from envsnap.model.rules import (  # noqa: F401  (the components and the type are part of this module's API)
+    COMMUNICATION,
+    CPU_HOST,
+    DRAFTER,
+    GRAPHS,
+    KERNELS,
+    MEMORY,
+    NONE,
+    FieldRule,
+    SectionRules,
+)
+from envsnap.model.rules import rule as _rule
+from envsnap.model.rules import volatile as _v
 
-
-@dataclass(frozen=True)
-class FieldRule:
-    pattern: str
-    category: str
-    component: str = NONE
-    weight: float = 0.1
-    volatile: bool = False
-    why: str = ""
-
-
-def _v(pattern: str, why: str) -> FieldRule:
-    """A volatile field: changes on every capture, says nothing about the environment."""
-    return FieldRule(pattern, category="volatile", volatile=True, weight=0.0, why=why)
-
-
-# Volatile fields: timestamps, pids, durations, temperatures, memory in use, current clocks.
+# Volatile fields of any section: timestamps, pids, durations, thread counts. A section's own volatile
+# fields (temperatures, memory in use, current clocks...) are declared by its collector.
 VOLATILE_RULES: List[FieldRule] = [
     _v("*.elapsed_s", "how long the collector took"),
     _v("*.elapsed_ms", "how long the collector took"),
-    _v("host.boot_time*", "changes at every reboot"),
-    _v("host.uptime*", "grows every second"),
-    _v("host.load_avg*", "instantaneous load"),
-    _v("host.memory.available*", "memory in use"),
-    _v("host.memory.free*", "memory in use"),
-    _v("host.memory.used*", "memory in use"),
-    _v("host.memory.buffers*", "memory in use"),
-    _v("host.memory.cached*", "memory in use"),
-    # MemTotal is not a constant on VMs: a virtio-balloon without VIRTIO_BALLOON_F_DEFLATE_ON_OOM takes the
-    # pages it inflates out of MemTotal (Linux drivers/virtio/virtio_balloon.c, adjust_managed_page_count), and
-    # virtio-mem plugs and unplugs memory blocks while the guest runs (Linux Documentation/admin-guide/mm/
-    # memory-hotplug.rst): two captures moments apart differ. `host.memory.hotplug` says which is present.
-    _v("host.memory.total_bytes", "MemTotal moves with memory ballooning/hotplug on VMs (see host.memory.hotplug)"),
-    _v("host.numa.nodes.*.memory_total_bytes", "a NUMA node's MemTotal moves with memory ballooning/hotplug on VMs"),
-    # Linux Documentation/admin-guide/mm/hugetlbpage.rst: HugePages_Total counts surplus pages too (allocated
-    # on demand up to nr_overcommit_hugepages and freed again); the configured pool is
-    # host.memory.hugepages_configured (/proc/sys/vm/nr_hugepages).
-    _v("host.memory.hugepages_total", "HugePages_Total includes surplus pages allocated and freed on demand"),
-    _v("host.cpu.freq_current*", "current CPU clock"),
-    _v("host.cpu.current_mhz*", "current CPU clock"),
-    _v("host.cgroup.path", "the cgroup path names the container instance (a new id per container start)"),
-    _v("nvidia.gpus.*.temperature*", "GPU temperature"),
-    _v("nvidia.gpus.*.fan*", "fan speed"),
-    _v("nvidia.gpus.*.power.usage*", "current power draw"),
-    _v("nvidia.gpus.*.power.draw*", "current power draw"),
-    _v("nvidia.gpus.*.memory.used*", "GPU memory in use"),
-    _v("nvidia.gpus.*.memory.free*", "GPU memory in use"),
-    _v("nvidia.gpus.*.memory.reserved*", "GPU memory in use"),
-    _v("nvidia.gpus.*.utilization*", "current utilisation"),
-    _v("nvidia.gpus.*.clocks.current*", "current clocks move with load"),
-    _v("nvidia.gpus.*.processes*", "processes using the GPU right now"),
-    _v("nvidia.gpus.*.performance_state", "P-state follows load"),
-    _v("nvidia.gpus.*.energy*", "energy counter grows"),
-    _v("nvidia.gpus.*.clock_event_reasons*", "clock-event reasons follow load at the moment of capture (GpuIdle when idle)"),
-    _v("nvidia.gpus.*.pcie.current_gen", "the PCIe link trains down to a lower generation when the GPU idles"),
     _v("*.pid", "process ids differ per run"),
     _v("*.ppid", "process ids differ per run"),
     _v("*.create_time", "process start time"),
@@ -91,35 +53,19 @@ VOLATILE_RULES: List[FieldRule] = [
     _v("*.atime", "access time"),
     _v("*.hash_cache*", "where the capture's file hashes came from (the hash cache's hits and misses), "
                         "not what they are"),
-    _v("sglang.internal_states*.last_gen_throughput", "a running measurement, not configuration"),
-    _v("probe.records.*.written_at", "a timestamp"),
-    _v("probe.dir", "where this capture's probe records lay"),
     _v("*.ENVSNAP_PROBE_DIR", "where the probe writes its records: a fresh directory per launch by design "
                               "(and `envsnap run --probe-dir` sets it for the command)"),
-    _v("probe.records.*.file", "probe record file names carry pids"),
-    _v("probe.records.*.host", "host name of the record (compared through the top-level host)"),
-    _v("probe.records.*.forked_from", "pid of the forking parent"),
-    _v("probe.records.*.argv*", "multiprocessing spawn arguments carry fd numbers"),
-    _v("processes.processes.*.cmdline*", "multiprocessing spawn arguments carry fd numbers"),
-    _v("nccl.logs*", "paths of the logs read"),
-    _v("nccl.ranks.*.host", "host name (compared through the top-level host)"),
-    _v("sglang.startup_time", "a timestamp"),
-    _v("sglang.internal_states*.memory_usage*", "memory in use"),
-    _v("sglang.server_args.random_seed", "random per launch unless given"),
 ]
 
 # Knowledge about what matters for speed: ONE table read by diff (categories), rank (prior
-# weight, component, reason) and the report. Patterns match the readable difference keys of
+# weight, component, reason) and the report; here the environment variables, each collector's own
+# fields in its module. Patterns match the readable difference keys of
 # envsnap.diff ("env.NCCL_PROTO", "workers.env.NCCL_PROTO", "nccl.env.NCCL_PROTO",
 # "integrity.sglang/srt/...", "packages.torch", "gpu.0.clocks.max.sm", "sglang.args.tp_size"...);
 # the "*.NAME" environment rules match the flattened snapshot keys too ("env.vars.NAME",
 # "processes.processes.scheduler_TP0.environ.NAME"). First match wins: specific rules first.
 # Weights are priors (0..1): how likely a change in that field is to move decode speed on an
 # EAGLE-3 tensor-parallel server, before any evidence from runs.
-
-
-def _k(pattern: str, category: str, component: str, weight: float, why: str) -> FieldRule:
-    return FieldRule(pattern, category=category, component=component, weight=weight, why=why)
 
 
 def _env(name: str, component: str, weight: float, why: str) -> FieldRule:
@@ -370,207 +316,47 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _env("PYTHONSTARTUP", NONE, 0.05, "interactive start-up file (not read by scripts)"),
     # Hugging Face tokenizers docs: TOKENIZERS_PARALLELISM toggles the Rust thread pool.
     _env("TOKENIZERS_PARALLELISM", CPU_HOST, 0.15, "TOKENIZERS_PARALLELISM toggles tokenizer threads"),
-
-    # --- Edited installed files (pip RECORD hashes): the code that actually ran ---
-    # sglang 0.5.5 and 0.5.23 trees: sglang/srt/layers/attention/ (flashinfer_mla_backend.py...) are the attention kernels' drivers.
-    _k("integrity.sglang/srt/layers/attention/*", "integrity", KERNELS, 0.8, "edited attention backend: runs in every verify and draft forward"),
-    # sglang/srt/speculative/ (eagle_worker.py, spec_utils.py): the EAGLE drafter and tree verification.
-    _k("integrity.sglang/srt/speculative/*", "integrity", DRAFTER, 0.8, "edited speculative-decoding code (EAGLE drafter, tree building)"),
-    # sglang/srt/distributed/ (parallel_state.py, custom_all_reduce.py): all TP communication.
-    _k("integrity.sglang/srt/distributed/*", "integrity", COMMUNICATION, 0.85, "edited tensor-parallel communication code"),
-    # sglang/srt/model_executor/cuda_graph_runner.py: capture and replay of decode CUDA graphs.
-    _k("integrity.sglang/srt/model_executor/*", "integrity", GRAPHS, 0.8, "edited model runner / CUDA-graph runner"),
-    # sglang/srt/layers/moe/ (topk.py, fused_moe_triton/): expert routing and MoE kernels.
-    _k("integrity.sglang/srt/layers/moe/*", "integrity", KERNELS, 0.75, "edited MoE routing/kernels"),
-    _k("integrity.sglang/srt/layers/*", "integrity", KERNELS, 0.7, "edited model layer code"),
-    _k("integrity.sglang/srt/models/*", "integrity", KERNELS, 0.7, "edited model definition"),
-    # _set_envs_and_config sets the workers' NCCL/CUDA env (sglang 0.5.5 srt/entrypoints/engine.py:676,
-    # 0.5.23 srt/entrypoints/engine.py:1878; ENGINE_SET_ENV above lists what each version sets).
-    _k("integrity.sglang/srt/entrypoints/engine.py", "integrity", COMMUNICATION, 0.7,
-       "edited engine.py: its _set_envs_and_config sets NCCL_NVLS_ENABLE/NCCL_CUMEM_ENABLE/CUDA_DEVICE_MAX_CONNECTIONS for the workers"),
-    # sglang/srt/managers/scheduler.py: the scheduler loop (CPU overhead per decode step).
-    _k("integrity.sglang/srt/managers/*", "integrity", CPU_HOST, 0.6, "edited scheduler/manager code: CPU work on every decode step"),
-    _k("integrity.sglang/*", "integrity", KERNELS, 0.55, "edited SGLang code"),
-    _k("integrity.sgl_kernel/*", "integrity", KERNELS, 0.75, "edited sgl-kernel (custom all-reduce, sampling, attention kernels)"),
-    _k("integrity.flashinfer/*", "integrity", KERNELS, 0.75, "edited FlashInfer (attention/sampling kernels)"),
-    _k("integrity.torch/*", "integrity", KERNELS, 0.6, "edited PyTorch file"),
-    _k("integrity.triton/*", "integrity", KERNELS, 0.55, "edited Triton file"),
-    _k("integrity.nvidia/nccl/*", "integrity", COMMUNICATION, 0.8, "replaced/edited NCCL library file"),
-    _k("integrity.nvidia/*", "integrity", KERNELS, 0.55, "replaced/edited CUDA library file"),
-    _k("integrity.numpy/*", "integrity", CPU_HOST, 0.55, "edited numpy file"),
-    _k("integrity.*", "integrity", NONE, 0.3, "an installed file differs from what pip installed"),
-
-    # --- Packages (version / origin changes) ---
-    _k("packages.sglang", "packages", KERNELS, 0.6, "SGLang itself changed"),
-    _k("packages.sgl-kernel", "packages", KERNELS, 0.6, "sgl-kernel changed (custom all-reduce, sampling, MoE kernels)"),
-    _k("packages.flashinfer*", "packages", KERNELS, 0.6, "FlashInfer changed (attention kernels)"),
-    _k("packages.torch", "packages", KERNELS, 0.55, "PyTorch changed (kernels, CUDA graphs, allocator)"),
-    _k("packages.triton", "packages", KERNELS, 0.5, "Triton changed (generated kernels)"),
-    _k("packages.nvidia-nccl-*", "packages", COMMUNICATION, 0.65, "the NCCL library changed"),
-    _k("packages.nvidia-cublas*", "packages", KERNELS, 0.45, "cuBLAS changed (GEMM kernels)"),
-    _k("packages.nvidia-cudnn*", "packages", KERNELS, 0.35, "cuDNN changed"),
-    _k("packages.nvidia-cuda-runtime*", "packages", GRAPHS, 0.4, "the CUDA runtime changed"),
-    _k("packages.nvidia-*", "packages", KERNELS, 0.3, "a CUDA library wheel changed"),
-    _k("packages.cuda-python", "packages", GRAPHS, 0.3, "CUDA Python bindings changed"),
-    _k("packages.xgrammar", "packages", CPU_HOST, 0.25, "grammar backend changed (CPU work per step)"),
-    _k("packages.numpy", "packages", CPU_HOST, 0.35, "numpy changed (its BLAS too)"),
-    _k("packages.scipy-openblas*", "packages", CPU_HOST, 0.4, "the OpenBLAS build changed"),
-    _k("packages.transformers", "packages", NONE, 0.2, "transformers changed (config/tokenizer code)"),
-    _k("torch.cuda", "packages", KERNELS, 0.55, "torch's CUDA version changed"),
-    _k("torch.nccl", "packages", COMMUNICATION, 0.6, "the NCCL version torch links changed"),
-    _k("torch.version", "packages", KERNELS, 0.55, "PyTorch changed"),
-    _k("torch.*", "packages", KERNELS, 0.3, "a torch build detail changed"),
-    _k("python.version", "python", CPU_HOST, 0.35, "a different Python interpreter version"),
-    _k("python.implementation", "python", CPU_HOST, 0.35, "a different Python implementation"),
-    _k("python.executable", "python", NONE, 0.15, "a different interpreter/venv"),
-    _k("python.sys_path", "python", NONE, 0.2, "a different import path (other code may be imported)"),
-    _k("startup.*", "startup", CPU_HOST, 0.45, "code that runs at start-up in every Python process (workers too)"),
-
-    # --- GPU, driver and topology (NVML API reference, docs.nvidia.com/deploy/nvml-api) ---
-    _k("gpu.*.name", "gpu", KERNELS, 0.8, "a different GPU model"),
-    _k("gpu.driver_version", "gpu", KERNELS, 0.5, "the NVIDIA driver changed"),
-    _k("gpu.cuda_driver_version", "gpu", KERNELS, 0.45, "the CUDA driver API version changed"),
-    _k("gpu.count", "gpu", COMMUNICATION, 0.6, "a different number of GPUs"),
-    # nvmlDeviceGetMaxClockInfo / GetApplicationsClock: a locked or lowered clock slows every kernel.
-    _k("gpu.*.clocks.max*", "gpu", KERNELS, 0.6, "maximum GPU clocks changed"),
-    _k("gpu.*.clocks.application*", "gpu", KERNELS, 0.6, "application clocks changed (locked clocks)"),
-    # nvmlDeviceGetCurrentClocksEventReasons: power/thermal capping slows the GPU.
-    _k("gpu.*.clock_event_reasons*", "gpu", KERNELS, 0.5, "the GPU reports clock throttling reasons"),
-    # nvmlDeviceGetPowerManagementLimit: a lower power cap lowers sustained clocks.
-    _k("gpu.*.power.*limit*", "gpu", KERNELS, 0.6, "the GPU power limit changed"),
-    _k("gpu.*.persistence_mode", "gpu", GRAPHS, 0.25, "persistence mode changed (driver load latency)"),
-    _k("gpu.*.compute_mode", "gpu", KERNELS, 0.35, "compute mode changed (exclusive/shared)"),
-    _k("gpu.*.mig_mode*", "gpu", KERNELS, 0.75, "MIG partitioning changed (a fraction of the GPU)"),
-    _k("gpu.*.ecc*", "gpu", MEMORY, 0.3, "ECC mode changed (memory bandwidth/capacity)"),
-    _k("gpu.*.pcie.*width*", "gpu", COMMUNICATION, 0.5, "PCIe link width changed"),
-    _k("gpu.*.pcie.*", "gpu", COMMUNICATION, 0.4, "PCIe link changed"),
-    _k("gpu.*.nvlink*", "gpu", COMMUNICATION, 0.75, "NVLink state changed (TP all-reduces run over NVLink)"),
-    _k("gpu.topology*", "gpu", COMMUNICATION, 0.7, "GPU interconnect topology changed"),
-    _k("gpu.*.cpu_affinity", "gpu", CPU_HOST, 0.3, "GPU-near CPU set changed"),
-    _k("gpu.*.numa_node", "gpu", CPU_HOST, 0.3, "GPU NUMA node changed"),
-    _k("gpu.*.memory.total*", "gpu", MEMORY, 0.3, "GPU memory size changed"),
-    _k("gpu.*.uuid", "gpu", KERNELS, 0.2, "a different physical GPU"),
-    _k("gpu.*.pci_bus_id", "gpu", COMMUNICATION, 0.2, "a different GPU slot"),
-    _k("gpu.*.vbios_version", "gpu", KERNELS, 0.3, "the GPU's VBIOS changed"),
-
-    # --- Host (kernel docs: admin-guide/pm/cpufreq.rst, admin-guide/mm/transhuge.rst, cgroup-v2.rst) ---
-    _k("host.cpu.governor*", "host", CPU_HOST, 0.45, "CPU frequency governor changed (powersave slows the launch path)"),
-    _k("host.cpu.boost*", "host", CPU_HOST, 0.35, "CPU turbo/boost changed"),
-    _k("host.cpu.logical", "host", CPU_HOST, 0.45, "a different number of CPUs"),
-    _k("host.cpu.physical", "host", CPU_HOST, 0.4, "a different number of CPU cores"),
-    _k("host.cpu.model", "host", CPU_HOST, 0.4, "a different CPU"),
-    _k("host.cgroup*", "host", CPU_HOST, 0.45, "cgroup limits changed (CPU quota throttles the scheduler/launch threads)"),
-    _k("host.thp*", "host", MEMORY, 0.25, "transparent huge pages setting changed"),
-    _k("host.numa_nodes", "host", CPU_HOST, 0.3, "NUMA layout changed"),
-    # NCCL docs (troubleshooting): pinned memory needs a high memlock limit.
-    _k("host.ulimits.memlock*", "host", COMMUNICATION, 0.3, "memlock limit changed (pinned/registered memory)"),
-    _k("host.kernel*", "host", CPU_HOST, 0.25, "the Linux kernel changed"),
-    _k("host.container*", "host", CPU_HOST, 0.25, "container setup changed"),
-    # Linux Documentation/admin-guide/mm/hugetlbpage.rst: the persistent huge page pool (nr_hugepages) and
-    # how far it may grow on demand (nr_overcommit_hugepages): configuration, unlike HugePages_Total/Free.
-    _k("host.memory.hugepages_configured", "host", MEMORY, 0.2, "the configured huge page pool changed"),
-    _k("host.memory.hugepages_overcommit", "host", MEMORY, 0.1, "the huge page overcommit limit changed"),
-
-    # --- SGLang server args (line numbers: sglang 0.5.5 sglang/srt/server_args.py, ServerArgs dataclass lines
-    # 240-500; sglang 0.5.23 keeps the same names in sglang/srt/arg_groups/fields/{exec_,parallel,spec,schedule,
-    # model}.py and splits cuda_graph_max_bs / cuda_graph_bs into *_decode and *_prefill) ---
-    # sglang 0.5.5 server_args.py:478 disable_custom_all_reduce: decode all-reduces then go through NCCL.
-    _k("sglang.args.disable_custom_all_reduce", "sglang", COMMUNICATION, 0.85, "custom all-reduce on/off: small decode all-reduces switch between SGLang's kernel and NCCL"),
-    _k("sglang.args.tp_size", "sglang", COMMUNICATION, 0.9, "a different tensor-parallel size"),
-    _k("sglang.args.dp_size", "sglang", COMMUNICATION, 0.7, "a different data-parallel size"),
-    _k("sglang.args.ep_size", "sglang", COMMUNICATION, 0.6, "a different expert-parallel size"),
-    _k("sglang.args.enable_dp_attention", "sglang", COMMUNICATION, 0.7, "DP attention changes the attention/communication layout"),
-    # sglang 0.5.5 server_args.py:472-480 enable_nccl_nvls / enable_symm_mem / enable_mscclpp: alternative all-reduce paths.
-    _k("sglang.args.enable_nccl_nvls", "sglang", COMMUNICATION, 0.6, "NCCL NVLS all-reduce on/off"),
-    _k("sglang.args.enable_symm_mem", "sglang", COMMUNICATION, 0.55, "symmetric-memory all-reduce on/off"),
-    _k("sglang.args.enable_mscclpp", "sglang", COMMUNICATION, 0.55, "MSCCL++ all-reduce on/off"),
-    _k("sglang.args.enable_torch_symm_mem", "sglang", COMMUNICATION, 0.5, "torch symmetric-memory all-reduce on/off"),
-    _k("sglang.args.enable_flashinfer_allreduce_fusion", "sglang", COMMUNICATION, 0.6, "FlashInfer all-reduce fusion on/off"),
-    # sglang 0.5.5 server_args.py:371-382 speculative_*: the EAGLE-3 drafter's shape.
-    _k("sglang.args.speculative_algorithm", "sglang", DRAFTER, 0.9, "a different speculative algorithm"),
-    _k("sglang.args.speculative_draft_model_path", "sglang", DRAFTER, 0.85, "a different draft model"),
-    _k("sglang.args.speculative_draft_model_revision", "sglang", DRAFTER, 0.7, "a different draft model revision"),
-    _k("sglang.args.speculative_num_steps", "sglang", DRAFTER, 0.8, "draft steps per cycle changed"),
-    _k("sglang.args.speculative_eagle_topk", "sglang", DRAFTER, 0.8, "draft tree width changed"),
-    _k("sglang.args.speculative_num_draft_tokens", "sglang", DRAFTER, 0.8, "tokens verified per cycle changed"),
-    _k("sglang.args.speculative_accept_threshold*", "sglang", DRAFTER, 0.6, "acceptance threshold changed"),
-    _k("sglang.args.speculative_*", "sglang", DRAFTER, 0.5, "a speculative-decoding setting changed"),
-    # sglang 0.5.5 server_args.py:361-364: kernel backends.
-    _k("sglang.args.attention_backend", "sglang", KERNELS, 0.75, "a different attention backend"),
-    _k("sglang.args.decode_attention_backend", "sglang", KERNELS, 0.75, "a different decode attention backend"),
-    _k("sglang.args.prefill_attention_backend", "sglang", KERNELS, 0.4, "a different prefill attention backend"),
-    _k("sglang.args.sampling_backend", "sglang", KERNELS, 0.35, "a different sampling backend"),
-    _k("sglang.args.moe_runner_backend", "sglang", KERNELS, 0.6, "a different MoE kernel backend"),
-    # sglang 0.5.5 server_args.py:466-468, 488: CUDA graphs and torch.compile.
-    _k("sglang.args.disable_cuda_graph", "sglang", GRAPHS, 0.9, "CUDA graphs on/off (launch overhead of every decode step)"),
-    _k("sglang.args.cuda_graph_max_bs_prefill", "sglang", GRAPHS, 0.4, "largest prefill batch captured in CUDA graphs changed"),
-    _k("sglang.args.cuda_graph_max_bs*", "sglang", GRAPHS, 0.7, "largest batch captured in CUDA graphs changed"),
-    _k("sglang.args.cuda_graph_bs_prefill", "sglang", GRAPHS, 0.35, "captured prefill CUDA-graph batch sizes changed"),
-    _k("sglang.args.cuda_graph_bs*", "sglang", GRAPHS, 0.6, "captured CUDA-graph batch sizes changed"),
-    _k("sglang.args.disable_cuda_graph_padding", "sglang", GRAPHS, 0.5, "CUDA-graph padding changed"),
-    _k("sglang.args.enable_torch_compile", "sglang", GRAPHS, 0.6, "torch.compile on/off"),
-    _k("sglang.args.torch_compile_max_bs", "sglang", GRAPHS, 0.4, "torch.compile batch limit changed"),
-    _k("sglang.args.enable_piecewise_cuda_graph", "sglang", GRAPHS, 0.5, "piecewise CUDA graphs on/off"),
-    _k("sglang.args.disable_overlap_schedule", "sglang", CPU_HOST, 0.6, "CPU/GPU overlap scheduling on/off"),
-    _k("sglang.args.num_continuous_decode_steps", "sglang", CPU_HOST, 0.4, "decode steps per scheduling round changed"),
-    # sglang 0.5.5 server_args.py:247-263: precision and memory.
-    _k("sglang.args.model_path", "sglang", KERNELS, 0.9, "a different model"),
-    _k("sglang.args.dtype", "sglang", KERNELS, 0.7, "a different compute dtype"),
-    _k("sglang.args.quantization", "sglang", KERNELS, 0.75, "a different quantization"),
-    _k("sglang.args.kv_cache_dtype", "sglang", KERNELS, 0.6, "a different KV-cache dtype"),
-    _k("sglang.args.mem_fraction_static", "sglang", MEMORY, 0.45, "static memory fraction changed (KV cache size, graph capture)"),
-    _k("sglang.args.max_running_requests", "sglang", CPU_HOST, 0.45, "batch size limit changed"),
-    _k("sglang.args.chunked_prefill_size", "sglang", CPU_HOST, 0.35, "prefill chunking changed"),
-    _k("sglang.args.page_size", "sglang", MEMORY, 0.35, "KV page size changed"),
-    _k("sglang.args.schedule_policy", "sglang", CPU_HOST, 0.3, "scheduling policy changed"),
-    _k("sglang.args.log_level*", "sglang", NONE, 0.05, "logging verbosity"),
-    _k("sglang.args.*", "sglang", NONE, 0.1, "an SGLang server argument changed"),
-    _k("sglang.version", "sglang", KERNELS, 0.6, "the running SGLang version changed"),
-
-    # --- Source checkouts (git) ---
-    _k("git.*.commit", "git", NONE, 0.3, "the checkout is at another commit"),
-    _k("git.*.dirty.*", "git", NONE, 0.25, "an uncommitted change in the checkout"),
-    _k("git.*.untracked.*", "git", NONE, 0.1, "an untracked file in the checkout"),
-    _k("git.*.stash", "git", NONE, 0.1, "the stash changed (not in the working tree itself)"),
-    _k("git.*", "git", NONE, 0.1, "the checkout changed"),
-    # --- NCCL's own log (nccl section, NCCL_DEBUG=INFO): what it actually used ---
-    # NCCL env page "NCCL_DEBUG_SUBSYS=TUNING": the algorithm/protocol chosen per collective size.
-    _k("nccl.algorithms", "nccl", COMMUNICATION, 0.55, "NCCL chose other collective algorithms (e.g. NVLS vs Ring)"),
-    _k("nccl.protocols", "nccl", COMMUNICATION, 0.5, "NCCL chose other protocols (LL/LL128/Simple)"),
-    _k("nccl.transports*", "nccl", COMMUNICATION, 0.6, "NCCL moved traffic to another transport (P2P/SHM/NET)"),
-    _k("nccl.channel*", "nccl", COMMUNICATION, 0.45, "NCCL set up a different number of channels"),
-    _k("nccl.version", "nccl", COMMUNICATION, 0.6, "the NCCL library the workers loaded changed"),
-    _k("nccl.ranks", "nccl", COMMUNICATION, 0.5, "a different set of NCCL ranks"),
-    _k("nccl.*", "nccl", COMMUNICATION, 0.3, "NCCL's logged setup changed"),
-    # --- Worker processes (processes/probe sections): how each TP worker was started ---
-    # sched_setaffinity(2): workers squeezed onto fewer CPUs starve the launch/scheduler threads.
-    _k("workers.*.cpu_affinity", "workers", CPU_HOST, 0.4, "the workers' CPU affinity changed"),
-    _k("workers.*.nice", "workers", CPU_HOST, 0.3, "the workers' scheduling priority changed"),
-    _k("workers.*.gpus", "workers", COMMUNICATION, 0.5, "the workers use other GPUs"),
-    _k("workers.*.init", "workers", COMMUNICATION, 0.6, "the workers' distributed init changed (backend, world size)"),
-    _k("workers.*.exe", "workers", CPU_HOST, 0.35, "the workers run another interpreter"),
-    _k("workers.*.cmdline", "workers", NONE, 0.3, "the workers were launched with other arguments"),
-    _k("workers.*.status", "workers", NONE, 0.2, "a worker's state changed"),
-    # --- Watched files (`--watch`): configs, launch scripts, model files ---
-    _k("files.*", "files", NONE, 0.15, "a watched file changed"),
-    # --- Merged multi-node snapshots (analysis/nodes.py): a node in one of them only. The job ran on another
-    # set of machines: cross-node collectives take other network paths (NCCL env page: NCCL_SOCKET_IFNAME,
-    # NCCL_IB_HCA select per-machine interfaces), and that machine's own state was never compared ---
-    _k("node", "sections", COMMUNICATION, 0.4, "a node in one snapshot only: the job ran on another set of "
-       "machines, and that node's sections could not be compared"),
 ]
 
-# Fallback: category from the section name, low prior weight.
-SECTION_CATEGORIES = {
-    "host": ("host", CPU_HOST), "python": ("startup", NONE), "packages": ("packages", NONE),
-    "git": ("git", NONE), "env": ("env", NONE), "nvidia": ("gpu", NONE), "torch": ("packages", NONE),
-    "files": ("files", NONE), "processes": ("workers", NONE), "probe": ("workers", NONE),
-    "nccl": ("nccl", COMMUNICATION), "sglang": ("sglang", NONE),
-}
+# Rules about no one section: a node of a merged multi-node snapshot that one side lacks
+# (analysis/nodes.py). The job ran on another set of machines: cross-node collectives take other
+# network paths (NCCL env page: NCCL_SOCKET_IFNAME, NCCL_IB_HCA select per-machine interfaces), and
+# that machine's own state was never compared.
+CROSS_SECTION_RULES: List[FieldRule] = [
+    _rule("node", "sections", COMMUNICATION, 0.4, "a node in one snapshot only: the job ran on another set of "
+          "machines, and that node's sections could not be compared"),
+]
+
+
+@lru_cache(maxsize=None)
+def section_rules() -> Dict[str, SectionRules]:
+    """{section: its collector's SectionRules}, from the explicit list of collectors."""
+    from envsnap.capture.collectors import SECTION_RULES
+
+    return dict(SECTION_RULES)
+
+
+def section_category(name: str) -> Tuple[str, str]:
+    """(category, component) of a section's status and of its keys no rule names (the section's name
+    and no component for a section no collector declares)."""
+    declared = section_rules().get(name)
+    return (declared.category, declared.component) if declared is not None else (name, NONE)
+
+
+def section_compares(name: str) -> str:
+    """What a section lets diff compare, for its "can't compare ..." warning (its name when undeclared)."""
+    declared = section_rules().get(name)
+    return declared.compares if declared is not None and declared.compares else name
 
 
 def all_rules() -> List[FieldRule]:
-    return VOLATILE_RULES + KNOWLEDGE_RULES
+    """The whole table in match order: volatile rules first (any section's, then each collector's), then
+    the environment-variable rules (a variable is the same knob wherever it shows up), then each
+    collector's own fields, in the order of the explicit list."""
+    sections = section_rules().values()
+    volatile = VOLATILE_RULES + [r for s in sections for r in s.rules if r.volatile]
+    fields = [r for s in sections for r in s.rules if not r.volatile]
+    return volatile + KNOWLEDGE_RULES + fields + CROSS_SECTION_RULES
 
 
 _WILDCARDS = frozenset("*?[")
@@ -629,7 +415,7 @@ def rule_for(key: str) -> FieldRule:
             best = exact
     if best is not None:
         return rules[best]
-    category, component = SECTION_CATEGORIES.get(head, (head, NONE))
+    category, component = section_category(head)
     return FieldRule("*", category=category, component=component, weight=0.05)
 
 

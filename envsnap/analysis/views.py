@@ -119,7 +119,10 @@ class View:
 
     def put(self, category: str, key: str, value: Any, flats: Sequence[str], subject: Subject,
             aggregate: bool = False, presence: bool = False) -> None:
-        self.values[category][key] = value
+        try:
+            self.values[category][key] = value
+        except KeyError:  # a category no view of its own uses (a new collector's): after the known ones
+            self.values[category] = {key: value}
         self.flats[key] = tuple(flats)
         self.subjects[key] = subject if self.node is None else replace(subject, node=self.node)
         if aggregate:
@@ -196,39 +199,32 @@ def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = Non
     """The view of one snapshot (or of one node of a merged snapshot: `node` names it in every Subject)."""
     view = View(node=node)
     data = {name: section_data(snap, name) for name in usable}
-    if "env" in data:
-        _env_view(view, data["env"])
-    if "python" in data:
-        _python_view(view, data["python"])
-    if "packages" in data:
-        _packages_view(view, data["packages"])
-    if "torch" in data:
-        _leaf_view(view, "packages", "torch", data["torch"])
-    if "git" in data:
-        _git_view(view, data["git"])
-    if "files" in data:
-        for path, info in sorted((data["files"].get("entries") or {}).items()):
-            view.put("files", f"files.{path}", _norm(without_text(info)), (f"files.entries.{path}",),
-                     Subject("files", path))
-    if "nvidia" in data:
-        _gpu_view(view, data["nvidia"])
-    if "host" in data:
-        _leaf_view(view, "host", "host", data["host"])
-    if "sglang" in data:
-        _sglang_view(view, data["sglang"])
-    if "nccl" in data:
-        _nccl_view(view, data["nccl"])
+    declared = knowledge.section_rules()
+    # The sections with a view of their own first; then every other section a collector declares, leaf
+    # by leaf (a new collector's fields are compared without a line here).
+    for name, builder in _BUILDERS:
+        if name in data:
+            builder(view, data[name])
+    for name in sorted(n for n in data if n in declared and n not in _CUSTOM):
+        _leaf_view(view, declared[name].category, name, data[name])
     _workers_view(view, data.get("processes"), data.get("probe"))
     view.env_reads, view.env_read_tracked = env_read_evidence(snap)
     return view
 
 
 def _leaf_view(view: "View", category: str, section: str, data: Dict[str, Any]) -> None:
-    """Every leaf of a section as its own difference key, `<section>.<path>` (torch, host)."""
+    """Every leaf of a section as its own difference key, `<section>.<path>` (torch, host, and any
+    section without a view of its own)."""
     for path, value in _leaves(data):
         if path:
             key = f"{section}.{'.'.join(path)}"
             view.put(category, key, value, (key,), Subject(section, ".".join(path)))
+
+
+def _files_view(view: View, files: Dict[str, Any]) -> None:
+    for path, info in sorted((files.get("entries") or {}).items()):
+        view.put("files", f"files.{path}", _norm(without_text(info)), (f"files.entries.{path}",),
+                 Subject("files", path))
 
 
 def _env_view(view: View, env: Dict[str, Any]) -> None:
@@ -571,6 +567,16 @@ def _nccl_subject(path: str, split: bool) -> Subject:
     return Subject("nccl", path, aspect)
 
 
+# Sections with a view of their own, in building order; processes and probe are viewed together as the
+# workers (always, after the rest). Any other section a collector declares (host, torch, a new one) is
+# viewed leaf by leaf, in the category its RULES name.
+_BUILDERS: Tuple[Tuple[str, Callable[[View, Dict[str, Any]], None]], ...] = (
+    ("env", _env_view), ("python", _python_view), ("packages", _packages_view), ("git", _git_view),
+    ("files", _files_view), ("nvidia", _gpu_view), ("sglang", _sglang_view), ("nccl", _nccl_view),
+)
+_CUSTOM = frozenset(name for name, _ in _BUILDERS) | {"processes", "probe"}
+
+
 # Who stands for NCCL in the read evidence: NCCL logs a variable ("X set by environment to Y")
 # only when it reads it with getenv, so each such line is a read by NCCL (nccl_log.py).
 NCCL_READER = "NCCL"
@@ -613,9 +619,16 @@ def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], 
     return {name: dict(sorted(per.items())) for name, per in sorted(reads.items())}, tracked
 
 
+def categories(*views: View) -> List[str]:
+    """The categories of these views in display order: CATEGORY_ORDER, then any other (a collector's
+    own category) by name."""
+    extra = {c for view in views for c in view.values} - set(CATEGORY_ORDER)
+    return list(CATEGORY_ORDER) + sorted(extra)
+
+
 def iter_keys(view: View) -> Iterable[Tuple[str, str]]:
     """(category, key) of every non-presence key in a view."""
-    for category in CATEGORY_ORDER:
+    for category in categories(view):
         for key in view.values[category]:
             if key not in view.presence:
                 yield category, key

@@ -36,7 +36,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import stat
 import threading
 import time
@@ -53,6 +52,12 @@ MAX_FILES = 8  # cache files kept (one per host and venv); the least recently us
 RACY_WINDOW_NS = 3_000_000_000
 _PREFIX = "hashes-"
 _SUFFIX = ".cache"
+
+
+def _hostname() -> str:
+    import socket  # here: importing this module (through the collectors' declarations) stays cheap
+
+    return socket.gethostname()
 
 
 def cache_dir() -> Optional[str]:
@@ -103,7 +108,7 @@ class HashCache:
         directory = cache_dir()
         if directory is None:
             return cls(None, {}, "no cache directory (no home directory and no XDG_CACHE_HOME)")
-        name = hashlib.sha256("\0".join([socket.gethostname(), *sorted(set(scope))])
+        name = hashlib.sha256("\0".join([_hostname(), *sorted(set(scope))])
                               .encode("utf-8", "surrogateescape")).hexdigest()[:20]
         path = os.path.join(directory, f"{_PREFIX}{name}{_SUFFIX}")
         try:
@@ -329,7 +334,7 @@ def parse_cache(data: bytes) -> Dict[str, str]:
         raise CacheRefused(f"format version {header.get('version')!r}, this envsnap reads {VERSION}")
     if hasattr(os, "geteuid") and header.get("uid") != os.geteuid():
         raise CacheRefused(f"written by uid {header.get('uid')!r}, not this user")
-    if header.get("host") != socket.gethostname():
+    if header.get("host") != _hostname():
         raise CacheRefused("written on another host")
     payload = data[end + 1:]
     if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
@@ -357,7 +362,7 @@ def write_cache_file(path: str, entries: Dict[str, str]) -> None:
     if len(payload) > MAX_BYTES - 4096:
         raise ValueError(f"cache would exceed {MAX_BYTES >> 20} MiB; not written")
     header = {"format": FORMAT, "version": VERSION, "uid": os.geteuid() if hasattr(os, "geteuid") else None,
-              "host": socket.gethostname(), "entries": len(entries), "written_at_ns": time.time_ns(),
+              "host": _hostname(), "entries": len(entries), "written_at_ns": time.time_ns(),
               "sha256": hashlib.sha256(payload).hexdigest()}
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     data = json.dumps(header, sort_keys=True).encode("utf-8") + b"\n" + payload

@@ -13,7 +13,7 @@ import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext
-from envsnap.capture.collectors import COLLECTORS, content
+from envsnap.capture.collectors import COLLECTORS, SECTION_SHAPES, content
 from envsnap.model import schema
 from envsnap.model import snapshot as snapshot_mod
 from envsnap.model.snapshot import utc_now
@@ -70,7 +70,7 @@ def _finish_section(name: str, section: Dict[str, Any], redact: bool) -> Dict[st
         content.hold(name, section)  # file text was redacted by the rules for file text already
         section = scrub(section, redact=redact)
         content.release(name, section)
-        problem = schema.section_problem(name, section)
+        problem = schema.section_problem(name, section, SECTION_SHAPES.get(name, "dict"))
     except RecursionError:
         problem = "nested too deeply to record"
     if problem is None:

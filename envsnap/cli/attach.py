@@ -18,6 +18,7 @@ def attach(snapshot_file, metric_values, note, direction_specs) -> None:
 
     The file is rewritten in place, atomically: it is valid at every moment.
     """
+    from envsnap.cli.options import load_snapshot
     from envsnap.errors import EnvsnapError
     from envsnap.measure import runs
     from envsnap.model import store
@@ -26,7 +27,7 @@ def attach(snapshot_file, metric_values, note, direction_specs) -> None:
         raise EnvsnapError("attach rewrites a snapshot file; '-' (stdin) cannot be rewritten")
     values = runs.parse_metric_values(metric_values)
     directions = runs.parse_direction_specs(direction_specs)
-    snap = store.load(snapshot_file)
+    snap = load_snapshot(snapshot_file)
     snap.setdefault("runs", []).append(runs.attach_record(values, note))
     runs.merge_directions(snap, directions)
     # Through a symlink, rewrite its target rather than replacing the link with a file.

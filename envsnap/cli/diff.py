@@ -5,7 +5,7 @@ from typing import Optional
 
 import click
 
-from envsnap.cli.options import emit, pristine_texts, wheels_options
+from envsnap.cli.options import emit, load_snapshot, pristine_texts, wheels_options
 from envsnap.errors import EnvsnapError
 
 _FORMATS = click.Choice(["text", "json", "html"])
@@ -36,8 +36,8 @@ def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: 
         store.check_writable(output, force)
     if good_file == "-" and bad_file == "-":
         raise EnvsnapError("only one of GOOD and BAD can be read from stdin ('-')")
-    good = store.load(good_file)
-    bad = store.load(bad_file)
+    good = load_snapshot(good_file)
+    bad = load_snapshot(bad_file)
     result = result_mod.analyze(good, bad, metric=metric, include_volatile=show_all, good_file=good_file,
                                 bad_file=bad_file, top=top if fmt != "text" else None, tables=fmt != "text",
                                 pristine=pristine_texts(good, bad, wheels, pip_cache))

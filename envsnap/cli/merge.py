@@ -11,12 +11,13 @@ import click
 @click.option("--label", "-l", default=None, help="Label of the merged snapshot (default: the nodes' common label).")
 def merge(snapshots, output, force, label) -> None:
     """Join per-node snapshots (one per host) into one cluster snapshot for diff."""
+    from envsnap.cli.options import load_snapshot
     from envsnap.model import merge as merge_mod
     from envsnap.model import store
     from envsnap.model.snapshot import utc_now
 
     store.check_writable(output, force)
-    loaded = [store.load(path) for path in snapshots]
+    loaded = [load_snapshot(path) for path in snapshots]
     merged = merge_mod.merge(loaded, list(snapshots), utc_now(), label=label)
     store.save(merged, output, force=force)
     if output != "-":

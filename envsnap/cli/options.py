@@ -1,4 +1,4 @@
-"""What several commands share: the capture options (`capture`, `run`) and writing output (`diff`, `rank`)."""
+"""What several commands share: the capture options (`capture`, `run`), loading snapshots and writing output."""
 from __future__ import annotations
 
 import functools
@@ -92,6 +92,15 @@ def pristine_texts(good: Dict[str, Any], bad: Dict[str, Any], wheels: Sequence[s
 
     redact = not (good.get("redaction") == "off" and bad.get("redaction") == "off")
     return lookup(needs, list(wheels), use_pip_cache=pip_cache, redact=redact)
+
+
+def load_snapshot(path: str) -> Dict[str, Any]:
+    """A snapshot file, each section's data checked against its collector's SHAPE (the model layer
+    knows no collector: the shapes are passed down from the explicit list)."""
+    from envsnap.capture.collectors import SECTION_SHAPES
+    from envsnap.model import store
+
+    return store.load(path, shapes=SECTION_SHAPES)
 
 
 def emit(text: str, output: Optional[str], force: bool) -> None:

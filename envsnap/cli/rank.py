@@ -5,7 +5,7 @@ from typing import Optional, Tuple
 
 import click
 
-from envsnap.cli.options import emit
+from envsnap.cli.options import emit, load_snapshot
 from envsnap.errors import EnvsnapError
 
 
@@ -33,7 +33,7 @@ def rank_command(snapshot_files: Tuple[str, ...], metric: Optional[str], fmt: st
                            "(use `envsnap diff GOOD BAD` for two)")
     if sum(1 for f in snapshot_files if f == "-") > 1:
         raise EnvsnapError("only one snapshot can be read from stdin ('-')")
-    snaps = [store.load(f) for f in snapshot_files]
+    snaps = [load_snapshot(f) for f in snapshot_files]
     result = association.associate(snaps, list(snapshot_files), metric=metric)
     if top:  # the N strongest units: a group of keys that cannot be told apart counts once
         result["associations"] = [a for a in result["associations"] if a["rank"] <= top]

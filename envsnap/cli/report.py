@@ -5,7 +5,7 @@ import os
 
 import click
 
-from envsnap.cli.options import pristine_texts, wheels_options
+from envsnap.cli.options import load_snapshot, pristine_texts, wheels_options
 
 
 @click.command()
@@ -26,8 +26,8 @@ def report(good_file: str, bad_file: str, output: str, force: bool, metric, whee
     from envsnap.render.html import render_report
 
     store.check_writable(output, force)  # before the work: a refused overwrite costs nothing
-    good = store.load(good_file)
-    bad = store.load(bad_file)
+    good = load_snapshot(good_file)
+    bad = load_snapshot(bad_file)
     result = result_mod.analyze(good, bad, metric=metric, good_file=good_file, bad_file=bad_file, tables=True,
                                 pristine=pristine_texts(good, bad, wheels, pip_cache))
     html = render_report(result)

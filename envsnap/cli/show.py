@@ -12,8 +12,8 @@ def show(snapshot_file: str, verbose: bool) -> None:
 
     A merged multi-node snapshot (`envsnap merge`) is shown node by node."""
     from envsnap.capture import collectors
-    from envsnap.model import store
+    from envsnap.cli.options import load_snapshot
     from envsnap.render.show import render_show
 
-    snap = store.load(snapshot_file)
+    snap = load_snapshot(snapshot_file)
     click.echo(render_show(snap, verbose=verbose, summarize=collectors.summarize, order=collectors.COLLECTOR_NAMES))

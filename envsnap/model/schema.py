@@ -1,4 +1,4 @@
-"""The snapshot's shape: one table of section shapes and the validator that checks a loaded file.
+"""The snapshot's shape: the shape language, the top-level and run shapes, and the validator of a loaded file.
 
 A snapshot is a dict:
 
@@ -12,7 +12,17 @@ so readers downstream can trust the types they get.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Tuple,
+)
 
 from envsnap import __version__
 from envsnap.errors import EnvsnapError
@@ -24,86 +34,28 @@ def _join_path(path: str, key: Any) -> str:
 
 
 # --- shapes --------------------------------------------------------------------------------------
-# The section layouts of the team contract, as data: what every consumer (show, diff, rank,
-# report, merge, bisect) may rely on once a snapshot has passed `validate`. Only types are
-# checked, and only where a field is present: a missing field or an unknown extra one is
-# fine (older and newer collectors), a field of the wrong type is a corrupt snapshot.
-# Specs: "str" (or null), "num" (int/float, not bool, or null), "scalar" (any non-container),
+# The section layouts, as data: what every consumer (show, diff, rank, report, merge, bisect) may
+# rely on once a snapshot has passed `validate`. Each collector declares its section's shape
+# (`SHAPE` in its module); the explicit list of collectors gathers them (SECTION_SHAPES in
+# envsnap/capture/collectors) and whoever loads a snapshot passes them in (`shapes`): the model
+# knows no collector. Only types are checked, and only where a field is present: a missing field or
+# an unknown extra one is fine (older and newer collectors), a field of the wrong type is a corrupt
+# snapshot. Specs: "str" (or null), "num" (int/float, not bool, or null), "scalar" (any non-container),
 # "any" (any JSON, depth-bounded), "dict" (an object of anything), ("map", spec) (an object
 # whose values all match spec), ("list", spec), and {field: spec} (an object; other keys any).
 
 _MAX_DEPTH = 48  # real snapshots nest ~12 deep; consumers recurse, so bound it well below 1000
 _SCALARS = (str, int, float, bool, type(None))
 
-_ENV = ("map", "str")
-_STATS_DICT = "dict"
-_PROCESS = {
-    "pid": "num", "ppid": "num", "parent_key": "str", "title": "str", "cmdline": ("list", "str"), "exe": "str",
-    "cwd": "str", "role": {"kind": "str", "tp": "int", "dp": "int", "pp": "int", "ep": "int"},
-    "cpu_affinity": ("list", "num"), "nice": "num", "num_threads": "num", "gpus": ("list", "scalar"),
-    "status": "str", "environ_status": "str", "environ_note": "str", "environ": _ENV,
-    "divergence": {"added": _ENV, "removed": ("list", "str"), "changed": ("map", {"parent": "str", "child": "str"})},
-}
-_ENV_CHANGE = {"added": _ENV, "removed": ("list", "str"), "changed": ("map", {"before": "str", "after": "str"})}
-_PROBE_RECORD = {
-    "pid": "num", "ppid": "num", "argv": ("list", "str"), "title": "str", "env_at_start": _ENV,
-    "env_at_init": _ENV, "env_at_exit": _ENV, "init": "dict", "host": "str",
-    "changed_before_init": _ENV_CHANGE, "changed_before_exit": _ENV_CHANGE,
-    # What the process's Python code read: {name: reads}, whole-environment walks, names over the cap;
-    # when the probe started; which `envsnap run` run the process belonged to (1-based, or "warmup N").
-    "env_reads": ("map", "num"), "env_copies": "num", "env_reads_dropped": "num", "started_at": "num",
-    "run": "scalar",
-}
+# Shapes several sections share (each section's own shape is its collector's SHAPE).
+ENV_SHAPE = ("map", "str")  # an environment: {name: value}
 # A file's text (envsnap/capture/collectors/content.py): "content" of a file's entry, "patch" of a git
 # file or stash entry.
-_CONTENT = {"status": "str", "text": "str", "size": "num", "sha256": "str", "redacted": "scalar", "error": "str"}
+CONTENT_SHAPE = {"status": "str", "text": "str", "size": "num", "sha256": "str", "redacted": "scalar",
+                 "error": "str"}
 # Where a section's file hashes came from (capture/hashcache.py): bookkeeping, not a fact
-# about the environment (knowledge.VOLATILE_RULES marks it volatile).
-_HASH_CACHE = {"used": "scalar", "hits": "num", "misses": "num", "racy": "num", "path": "str", "note": "str"}
-SECTION_SHAPES: Dict[str, Any] = {
-    "env": {"count": "num", "vars": _ENV},
-    "host": {"os": "dict", "cpu": "dict", "thp": "dict", "numa_nodes": "num", "memory": "dict", "cgroup": "dict",
-             "container": "dict", "ulimits": "dict"},
-    "python": {"executable": "str", "version": "str", "implementation": "str", "prefix": "str", "base_prefix": "str",
-               "in_venv": "scalar", "sys_path": ("list", "str"), "env": _ENV,
-               "startup_hooks": ("map", {"kind": "str", "sha256": "str", "size": "num", "import_lines": ("list", "str"),
-                                         "touches_env": "scalar", "env_mentions": ("list", "str"),
-                                         "content": _CONTENT}),
-               "startup_env_changes": ("map", ("map", "str"))},
-    "packages": {"count": "num",
-                 "dists": ("map", {"name": "str", "version": "str", "installer": "str", "location": "str",
-                                   "origin": {"kind": "str", "url": "str", "commit": "str", "editable": "scalar"}}),
-                 "integrity": {"mode": "str", "checked_files": "num",
-                               "modified": ("map", {"dist": "str", "recorded_sha256": "str", "actual_sha256": "str",
-                                                    "recorded_size": "num", "actual_size": "num",
-                                                    "content": _CONTENT}),
-                               "missing": ("map", "dict"), "rewritten_scripts": ("map", "dict"),
-                               "unhashable": "dict", "errors": "dict"},
-                 "hash_cache": _HASH_CACHE},
-    "git": {"repos": ("map", {"roles": ("list", "str"), "head": "str", "branch": "str", "detached": "scalar",
-                              "upstream": "str", "ahead": "num", "behind": "num",
-                              "dirty": ("map", {"status": "str", "sha256": "str", "content": _CONTENT, "patch": _CONTENT}),
-                              "untracked": ("map", {"sha256": "str", "content": _CONTENT}),
-                              "stash": ("map", {"sha": "str", "message": "str", "patch": _CONTENT}),
-                              "submodules": ("map", "dict"),
-                              "errors": "dict"}),
-            "errors": "dict", "python": "str"},
-    "files": {"entries": ("map", {"size": "num", "sha256": "str", "error": "str", "content": _CONTENT}),
-              "roots": ("list", "str"),
-              "errors": "dict"},
-    "nvidia": {"driver_version": "str", "nvml_version": "str", "cuda_driver_version": "str", "count": "num",
-               "gpus": ("map", "dict"), "topology": {"matrix": ("map", ("map", "scalar"))}, "source": "str"},
-    "torch": {"installed": "scalar", "version": "str", "cuda": "str", "git_version": "str", "location": "str",
-              "deep": "dict"},
-    "processes": {"processes": ("map", _PROCESS), "roots": ("list", "str"), "errors": "dict"},
-    "probe": {"dir": "str", "records": ("map", _PROBE_RECORD), "env_at_init_common": _ENV, "records_from_runs": "num",
-              "run_records": ("map", _PROBE_RECORD), "compared_run": "num"},
-    "nccl": {"logs": ("list", "str"), "version": "str", "env": _ENV,
-             "ranks": ("map", {"host": "str", "pid": "num", "version": "str", "env": _ENV, "transports": "dict",
-                               "channels": "num", "init": "dict"})},
-    "sglang": {"url": "str", "endpoint": "str", "version": "str", "server_args": "dict",
-               "internal_states": ("list", "dict")},
-}
+# about the environment (analysis/knowledge.py's VOLATILE_RULES mark it volatile).
+HASH_CACHE_SHAPE = {"used": "scalar", "hits": "num", "misses": "num", "racy": "num", "path": "str", "note": "str"}
 # What a run did (envsnap/measure/telemetry.py): counters of the command's process tree, of the
 # --pid/--sglang processes (deltas over the run), and GPU samples.
 _USAGE = {"cpu_user_s": "num", "cpu_system_s": "num", "ctx_voluntary": "num", "ctx_involuntary": "num",
@@ -338,7 +290,8 @@ def _check(value: Any, spec: Any, depth: int, limit: float = _INF) -> None:
     _checker(spec, limit)(value, depth)
 
 
-def _check_sections(sections: Any, where: str, source: str, limit: float = _INF) -> None:
+def _check_sections(sections: Any, where: str, source: str, limit: float = _INF,
+                    shapes: Optional[Mapping[str, Any]] = None) -> None:
     if not isinstance(sections, dict):
         raise EnvsnapError(f"{source}: '{where}' must be an object, not {_kind(sections)}")
     for name, section in sections.items():
@@ -358,16 +311,17 @@ def _check_sections(sections: Any, where: str, source: str, limit: float = _INF)
             data = section["data"]
             if not isinstance(data, dict):
                 raise EnvsnapError(f"{source}: section {_short(name)} data must be an object, not {_kind(data)}")
-            _check_shape(data, SECTION_SHAPES.get(name, "dict"), f"{where}.{name}.data", source, limit)
+            _check_shape(data, shapes.get(name, "dict") if shapes else "dict", f"{where}.{name}.data", source,
+                         limit)
         if limit != _INF:  # fields beside data are not checked, but a fast parser's big float is looked for
             _check_shape({k: v for k, v in section.items() if k not in _SECTION_FIELDS}, "any", where, source,
                          limit)
 
 
-def section_problem(name: str, section: Any) -> Optional[str]:
-    """Why `validate` would refuse this section (one line), or None when it passes."""
+def section_problem(name: str, section: Any, shape: Any = "dict") -> Optional[str]:
+    """Why `validate` would refuse this section, its data of `shape` (one line), or None when it passes."""
     try:
-        _check_sections({name: section}, "sections", "section")
+        _check_sections({name: section}, "sections", "section", shapes={name: shape})
     except EnvsnapError as exc:
         return str(exc).split(": ", 1)[-1]
     return None
@@ -396,9 +350,12 @@ def _short_path(path: str) -> str:
     return repr(path) if len(path) <= 100 else repr(path[:97] + "...")
 
 
-def validate(data: Any, source: str = "<input>", float_limit: float = _INF) -> Dict[str, Any]:
+def validate(data: Any, source: str = "<input>", float_limit: float = _INF,
+             shapes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Check that data is a snapshot this envsnap can read, down to the types of the fields
     every consumer relies on; raise EnvsnapError naming the first thing that is wrong.
+    `shapes` ({section: shape}, the collectors' SECTION_SHAPES) types each section's data; without
+    it (or for a section it does not name) a section's data is checked as any JSON object.
     `float_limit` (FAST_PARSER_FLOAT_LIMIT for orjson's output) also refuses finite floats
     that big, so that store.parse can re-read such a text with the exact parser."""
     if not isinstance(data, dict):
@@ -413,7 +370,7 @@ def validate(data: Any, source: str = "<input>", float_limit: float = _INF) -> D
         raise EnvsnapError(
             f"{source}: schema_version {version} is not supported by envsnap {__version__} (reads {supported})"
         )
-    _check_sections(data.get("sections", {}), "sections", source, float_limit)
+    _check_sections(data.get("sections", {}), "sections", source, float_limit, shapes)
     for key in ("label", "host", "created"):
         if key in data and data[key] is not None and not isinstance(data[key], str):
             raise EnvsnapError(f"{source}: '{key}' must be a string")
@@ -437,7 +394,7 @@ def validate(data: Any, source: str = "<input>", float_limit: float = _INF) -> D
         for host, node in nodes.items():
             if not isinstance(node, dict):
                 raise EnvsnapError(f"{source}: node {_short(host)} must be an object, not {_kind(node)}")
-            _check_sections(node.get("sections", {}), f"nodes.{host}.sections", source, float_limit)
+            _check_sections(node.get("sections", {}), f"nodes.{host}.sections", source, float_limit, shapes)
             _check_shape({k: v for k, v in node.items() if k != "sections"}, _TOP, f"nodes.{host}", source,
                          float_limit)
     return data

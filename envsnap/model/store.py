@@ -3,7 +3,8 @@
 Writing is atomic (anonymous temp file, fsync, link, rename), never overwrites without
 force, and keeps the replaced file's mode; `-` is stdout. Reading is bounded (size cap,
 devices and FIFOs refused), strict (duplicate keys, NaN, lone surrogates, non-UTF-8
-refused) and validated against the shape table (schema.py) before anyone sees the data.
+refused) and validated (schema.py, with the collectors' section shapes the caller passes) before
+anyone sees the data.
 Same input gives byte-identical output: keys are sorted, collectors sort their lists.
 
 Parsing: the standard library's json with hooks is the reference. When orjson is installed
@@ -24,7 +25,7 @@ import os
 import re
 import stat
 import sys
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from envsnap.errors import EnvsnapError
 from envsnap.model.schema import (
@@ -233,19 +234,21 @@ def _reject_constant(name: str):
     raise ValueError(f"invalid number {name}")
 
 
-def parse(text: str, source: str = "<input>") -> Dict[str, Any]:
-    """Parse and validate snapshot text; raise EnvsnapError naming what is wrong."""
-    fast = _fast_parse(text, source)
+def parse(text: str, source: str = "<input>", shapes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """Parse and validate snapshot text (sections typed by `shapes`, see schema.validate); raise
+    EnvsnapError naming what is wrong."""
+    fast = _fast_parse(text, source, shapes)
     if fast is not None:
         return fast
-    return _parse_exact(text, source)
+    return _parse_exact(text, source, shapes)
 
 
 _COLON = {str: ":", bytes: b":"}
 _UNICODE_ESCAPE = {str: "\\u003", bytes: b"\\u003"}
 
 
-def _fast_parse(doc: Union[str, bytes], source: str) -> Optional[Dict[str, Any]]:
+def _fast_parse(doc: Union[str, bytes], source: str, shapes: Optional[Mapping[str, Any]] = None
+                ) -> Optional[Dict[str, Any]]:
     """orjson's reading of a snapshot when it is provably the reference's; None otherwise."""
     if _orjson is None:
         return None
@@ -259,12 +262,12 @@ def _fast_parse(doc: Union[str, bytes], source: str) -> Optional[Dict[str, Any]]
         # key was repeated. Colons inside strings are the same on both sides.
         if doc.count(_COLON[kind]) != _orjson.dumps(data).count(b":"):
             return None
-        return validate(data, source, float_limit=FAST_PARSER_FLOAT_LIMIT)
+        return validate(data, source, float_limit=FAST_PARSER_FLOAT_LIMIT, shapes=shapes)
     except Exception:  # noqa: BLE001 - refused, too deep to re-serialise, or odd: the reference decides
         return None
 
 
-def _parse_exact(text: str, source: str) -> Dict[str, Any]:
+def _parse_exact(text: str, source: str, shapes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The reference reading: the standard library's json, strict by hooks."""
     if not text.strip():
         raise EnvsnapError(f"{source}: empty file, not a snapshot")
@@ -278,7 +281,7 @@ def _parse_exact(text: str, source: str) -> Dict[str, Any]:
         raise EnvsnapError(f"{source}: not valid JSON{hint}: {msg}") from None
     if _SURROGATE_ESCAPE.search(text):
         _reject_lone_surrogates(data, source)
-    return validate(data, source)
+    return validate(data, source, shapes=shapes)
 
 
 # JSON may spell a lone UTF-16 surrogate (\udcff): valid JSON, but not text: no UTF-8 output
@@ -310,8 +313,10 @@ def _check_text(text: str, path: str, source: str) -> None:
                            f"(\\u{ord(bad):04x}), not text; not a snapshot envsnap wrote") from None
 
 
-def load(path: str) -> Dict[str, Any]:
-    """Read and validate a snapshot file (`-` reads stdin)."""
+def load(path: str, shapes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """Read and validate a snapshot file (`-` reads stdin). `shapes` ({section: shape}: the collectors'
+    SECTION_SHAPES, which every envsnap command passes) types each section's data; without it a
+    section's data is checked as any JSON object (depth and numbers only)."""
     source = "<stdin>" if path == "-" else path
     try:
         if path == "-":
@@ -335,14 +340,14 @@ def load(path: str) -> Dict[str, Any]:
         raise EnvsnapError(f"{source}: no such file") from None
     except OSError as exc:
         raise EnvsnapError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    fast = _fast_parse(raw, source)
+    fast = _fast_parse(raw, source, shapes)
     if fast is not None:
         return fast
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise EnvsnapError(f"{source}: not UTF-8 text (byte {exc.start}), not a snapshot") from None
-    return _parse_exact(text, source)
+    return _parse_exact(text, source, shapes)
 
 
 def _read_capped(handle: Any, source: str, size: int = 0) -> bytes:

@@ -8,6 +8,7 @@ import pytest
 from helpers import REPO_ROOT
 
 from envsnap.analysis import knowledge
+from envsnap.capture.collectors import SECTION_RULES, SECTION_SHAPES
 from envsnap.model import snapshot, store
 
 COMPONENTS = {knowledge.COMMUNICATION, knowledge.KERNELS, knowledge.GRAPHS, knowledge.DRAFTER, knowledge.MEMORY,
@@ -19,7 +20,7 @@ SOURCE_HINTS = ("docs.nvidia.com", "pytorch.org", "sglang", "NCCL env page", "CU
 
 
 def test_knowledge_table_has_at_least_60_sound_entries():
-    rules = [r for r in knowledge.KNOWLEDGE_RULES if not r.volatile]
+    rules = [r for r in knowledge.all_rules() if not r.volatile]
     assert len(rules) >= 60
     patterns = [r.pattern for r in knowledge.all_rules()]
     assert len(patterns) == len(set(patterns)), "a duplicate pattern can never match (first match wins)"
@@ -40,30 +41,53 @@ def test_knowledge_table_has_at_least_60_sound_entries():
         assert knowledge.rule_for(f"sglang.args.{arg}").pattern in (f"sglang.args.{arg}", f"sglang.args.{arg}*")
 
 
-def test_every_rule_sits_under_a_source_comment():
+def _rule_blocks():
+    """The source text of every table of priors: knowledge.py's (environment variables) and each
+    collector's RULES (its own fields)."""
     source = (REPO_ROOT / "envsnap" / "analysis" / "knowledge.py").read_text()
     block = source[source.index("KNOWLEDGE_RULES: List[FieldRule] = ["):]
-    block = block[: block.index("\n]\n")]
-    last_comment = None
+    yield "knowledge.py", block[: block.index("\n]\n")]
+    for name in SECTION_RULES:
+        source = (REPO_ROOT / "envsnap" / "capture" / "collectors" / f"{name}.py").read_text()
+        block = source[source.index("RULES = SectionRules("):]
+        end = block.find("\n))\n")  # a section with no rules of its own is one line
+        yield f"{name}.py", block[:end] if end >= 0 else block.split("\n", 1)[0]
+
+
+def test_every_rule_sits_under_a_source_comment():
     checked = 0
-    for line in block.splitlines()[1:]:
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            last_comment = stripped
-        elif re.match(r"_(k|env|v)\(", stripped):
-            assert last_comment is not None, f"rule without a source comment above it: {stripped}"
-            checked += 1
+    comments = []
+    for where, block in _rule_blocks():
+        last_comment = None
+        for line in block.splitlines()[1:]:
+            stripped = line.strip()
+            if stripped.startswith("#"):
+                last_comment = stripped
+            elif re.match(r"(_env|_v|rule)\(", stripped):
+                assert last_comment is not None, f"{where}: rule without a source comment above it: {stripped}"
+                checked += 1
+        # A comment is a run of consecutive comment lines: a long explanation is one comment, one source.
+        current = []
+        for line in block.splitlines():
+            if line.strip().startswith("#"):
+                current.append(line.strip())
+            elif current:
+                comments.append(" ".join(current))
+                current = []
     assert checked >= 60
-    # A comment is a run of consecutive comment lines: a long explanation is one comment, one source.
-    comments, current = [], []
-    for line in block.splitlines():
-        if line.strip().startswith("#"):
-            current.append(line.strip())
-        elif current:
-            comments.append(" ".join(current))
-            current = []
     sourced = [c for c in comments if any(h in c for h in SOURCE_HINTS)]
     assert len(sourced) >= 0.8 * len(comments), [c for c in comments if c not in sourced]
+
+
+def test_each_collector_declares_its_section():
+    """A collector's module says what its section is: its shape and its rules; its rules name its own keys."""
+    for name, declared in SECTION_RULES.items():
+        assert declared.category and declared.compares, name
+        assert declared.component in COMPONENTS, name
+        for rule in declared.rules:
+            assert rule.volatile or rule.category, (name, rule)
+            assert not rule.pattern.startswith("*."), (name, rule.pattern)  # cross-cutting: knowledge.py's
+    assert set(SECTION_RULES) == set(SECTION_SHAPES)
 
 
 def _naive_rule(key):

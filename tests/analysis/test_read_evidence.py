@@ -10,13 +10,14 @@ from helpers import TEST_DATA
 
 from envsnap.analysis import views
 from envsnap.capture.base import CaptureContext
+from envsnap.capture.collectors import SECTION_SHAPES
 from envsnap.capture.collectors import nccl as nccl_collector
 from envsnap.capture.collectors import probe as probe_collector
 from envsnap.model.schema import validate
 
 
 def _snapshot(**sections):
-    return validate({"schema_version": 1, "sections": sections})
+    return validate({"schema_version": 1, "sections": sections}, shapes=SECTION_SHAPES)
 
 
 def test_nccl_log_lines_are_reads_by_nccl_counted_per_rank():

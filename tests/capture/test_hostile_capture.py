@@ -26,6 +26,7 @@ from typing import Dict, Optional, Tuple
 import pytest
 from helpers.hardening import run_measured, wait_for
 
+from envsnap.capture.collectors import SECTION_SHAPES
 from envsnap.model import store
 
 # Start-up of the interpreter, the scrub and the atomic write come on top of --timeout;
@@ -67,7 +68,7 @@ def fake_tool(bindir: Path, name: str, body: str) -> Path:
 
 
 def sections(out: Path) -> Dict:
-    snap = store.load(str(out))  # valid: the loader's full validation passes
+    snap = store.load(str(out), shapes=SECTION_SHAPES)  # valid: the loader's full validation passes
     return snap["sections"]
 
 

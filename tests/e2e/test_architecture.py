@@ -2,12 +2,13 @@
 
 Every `import` and `from ... import` in envsnap/ (at any depth: lazy imports inside functions
 count) is read with ast, and the arrows between layers are checked:
-  * analysis/ never imports render/ or cli/;
+  * analysis/ never imports render/ or cli/, and from capture/ only the collectors' declarations;
   * model/ imports nothing above it (only model/, redact, errors, format, subproc);
   * render/ never imports a collector (capture/), the probe runtime or measure/;
   * probe/runtime.py is stdlib only (it runs inside other people's processes), and redact.py too
     (the probe copies it);
-  * only cli/ imports click.
+  * only cli/ imports click;
+  * every snapshot reader above model/ passes the collectors' section shapes to the loader.
 """
 from __future__ import annotations
 
@@ -95,3 +96,41 @@ def test_probe_runtime_and_redact_are_stdlib_only():
 def test_only_the_cli_imports_click():
     users = {m for m, imports in _graph().items() if any(name.split(".")[0] == "click" for name in imports)}
     assert users and all(_layer(m) == "cli" for m in users), users
+
+
+def test_analysis_reads_only_the_collectors_declarations_from_capture():
+    """analysis/ may read what the collectors declare about their sections (knowledge.py: their rules;
+    bisect: their shapes, to load), never the capture machinery itself (runner, base, hash cache...)."""
+    bad = {(m, t) for m, imports in _graph().items() if _layer(m) == "analysis"
+           for t in _envsnap_targets(imports) if _layer(t) == "capture"
+           and t not in ("envsnap.capture", "envsnap.capture.collectors")}
+    assert bad == set()
+
+
+def _loader_calls(tree: ast.AST):
+    """Calls of store.load / store.parse / schema.validate / validate in a module."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                (func.value.id, func.attr) in (("store", "load"), ("store", "parse"), ("schema", "validate")):
+            yield node
+        elif isinstance(func, ast.Name) and func.id == "validate":
+            yield node
+
+
+def test_every_reader_above_the_model_passes_the_section_shapes():
+    """The model knows no collector: a snapshot is typed section by section only with the shapes its
+    reader passes (the collectors' SECTION_SHAPES). A reader that forgot them would hand consumers
+    unchecked data, so every load above model/ names them."""
+    found, missing = 0, []
+    for path in PACKAGE.rglob("*.py"):
+        module = _module_name(path)
+        if _layer(module) == "model":
+            continue
+        for call in _loader_calls(ast.parse(path.read_text(encoding="utf-8"))):
+            found += 1
+            if not any(k.arg == "shapes" for k in call.keywords):
+                missing.append(f"{module}:{call.lineno}")
+    assert found >= 2 and missing == []

@@ -1,8 +1,9 @@
 """Each command imports what it uses (issue 16's start-up budget), checked on the module table.
 
 `envsnap --version` answers without click; `capture` loads no analysis, rendering or DeepDiff;
-`diff` loads no collector, no jinja2, and DeepDiff only when a list changed. Run in fresh
-interpreters: what a command imports is the point.
+`diff` loads the collectors' declarations (each section's shape and rules) but none of what
+collecting needs (the runner, psutil, NVML, subprocess, importlib.metadata...), no jinja2, and
+DeepDiff only when a list changed. Run in fresh interpreters: what a command imports is the point.
 """
 from __future__ import annotations
 
@@ -46,7 +47,13 @@ def test_capture_loads_no_analysis_nor_rendering(tmp_path):
         assert heavy not in modules, heavy
 
 
-def test_diff_loads_no_collector_nor_jinja2_and_deepdiff_only_for_changed_lists(tmp_path):
+# What collecting needs and reading never does: a collector module imports these inside the
+# functions that use them, so that diff and show can read its SHAPE and RULES cheaply.
+CAPTURE_ONLY = ("envsnap.capture.runner", "psutil", "pynvml", "subprocess", "importlib.metadata", "email.parser",
+                "xml.etree.ElementTree", "zipfile", "ctypes", "socket", "shutil", "csv")
+
+
+def test_diff_loads_collector_declarations_only_no_jinja2_and_deepdiff_only_for_changed_lists(tmp_path):
     good = rich_snapshot("good", seed=1, packages=5, env_vars=8, integrity=3, workers=2, worker_vars=5, metric=90.0)
     bad = json.loads(json.dumps(good))
     bad["label"] = "bad"
@@ -55,7 +62,8 @@ def test_diff_loads_no_collector_nor_jinja2_and_deepdiff_only_for_changed_lists(
         (tmp_path / f"{name}.json").write_text(json.dumps(snap))
     code, out, modules = _modules("diff", tmp_path / "good.json", tmp_path / "bad.json")
     assert code == 1 and "NCCL_PROTO" in out
-    for heavy in ("deepdiff", "jinja2", "envsnap.capture.collectors", "envsnap.capture.runner", "psutil"):
+    assert "envsnap.capture.collectors" in modules  # the sections' shapes and rules
+    for heavy in ("deepdiff", "jinja2") + CAPTURE_ONLY:
         assert heavy not in modules, heavy
     # A changed list (the interpreter's sys.path) is what DeepDiff is still asked about.
     good["sections"]["python"] = {"status": "ok", "data": {"sys_path": ["/a", "/b"]}}

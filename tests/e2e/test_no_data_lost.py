@@ -28,6 +28,7 @@ from typing import List
 import pytest
 from helpers.hardening import rich_snapshot
 
+from envsnap.capture.collectors import SECTION_SHAPES
 from envsnap.model import store
 
 PY = sys.executable
@@ -53,7 +54,7 @@ def assert_old_or_complete(path: Path, old: bytes, what: str) -> str:
     data = path.read_bytes()
     if data == old:
         return "old"
-    store.load(str(path))  # complete and valid, or this raises
+    store.load(str(path), shapes=SECTION_SHAPES)  # complete and valid, or this raises
     return "new"
 
 

@@ -574,12 +574,12 @@ class Consumers:
 # --- snapshots generated from the shape table: everything they produce passes validate -------------
 
 def shape_strategies():
-    """Hypothesis strategies: (snapshot) built from envsnap.model.schema.SECTION_SHAPES, so each one
+    """Hypothesis strategies: (snapshot) built from the collectors' SECTION_SHAPES, so each one
     is a valid snapshot whose values are arbitrary within their types. A crash on one of
     them is a consumer's bug, not a loader's."""
     from hypothesis import strategies as st
 
-    from envsnap.model import schema
+    from envsnap.capture.collectors import SECTION_SHAPES
     from envsnap.model import snapshot as snapshot_mod
 
     words = st.sampled_from(["", "ok", "NotSupported", "redacted:0123abcd", "main", "scheduler", "M", "??", "gone",
@@ -617,7 +617,7 @@ def shape_strategies():
         return st.fixed_dictionaries({}, optional={k: build(v) for k, v in spec.items()})
 
     def section(name):
-        shape = schema.SECTION_SHAPES.get(name, "dict")
+        shape = SECTION_SHAPES.get(name, "dict")
         return st.fixed_dictionaries({"status": st.sampled_from(snapshot_mod.SECTION_STATUSES)},
                                      optional={"data": build(shape), "reason": text, "error": text,
                                                "elapsed_s": st.floats(0, 1e6)})
@@ -632,7 +632,7 @@ def shape_strategies():
         optional={"ok": st.one_of(st.booleans(), st.none()), "exit_code": num, "duration_s": num,
                   "started": text, "output_tail": text, "command": st.lists(text, max_size=3), "source": text,
                   "parsers": st.lists(text, max_size=2), "error": text, "note": text, "host": text})
-    sections = st.fixed_dictionaries({}, optional={n: section(n) for n in schema.SECTION_SHAPES})
+    sections = st.fixed_dictionaries({}, optional={n: section(n) for n in SECTION_SHAPES})
     snap = st.fixed_dictionaries(
         {"schema_version": st.just(1), "sections": sections, "runs": st.lists(run, max_size=5)},
         optional={"label": st.one_of(st.none(), text), "host": st.one_of(st.none(), text),

@@ -95,6 +95,7 @@ def test_written_files_get_a_normal_mode_and_keep_a_replaced_files_mode(tmp_path
 
 
 def test_new_optional_fields_are_typed_and_old_snapshots_still_load():
+    from envsnap.capture.collectors import SECTION_SHAPES
     from envsnap.model.schema import validate
 
     run = {"ok": True, "metrics": {"tok_s": 1.0},
@@ -104,7 +105,7 @@ def test_new_optional_fields_are_typed_and_old_snapshots_still_load():
     probe = {"status": "ok", "data": {"records": {"python-0": {"pid": 1, "env_reads": {"X": 2}, "env_copies": 1,
                                                                "started_at": 1.0, "run": 1}},
                                       "records_from_runs": 1}}
-    validate({"schema_version": 1, "runs": [run], "sections": {"probe": probe}})
+    validate({"schema_version": 1, "runs": [run], "sections": {"probe": probe}}, shapes=SECTION_SHAPES)
     validate({"schema_version": 1, "runs": [{"ok": True, "metrics": {"tok_s": 1.0}}]})  # no telemetry: fine
     for bad, where in ((dict(run, telemetry=dict(run["telemetry"], cpu_set="0-1")), "telemetry.cpu_set"),
                        (dict(run, telemetry=dict(run["telemetry"], gpus={"0": {"util_pct_mean": "high"}})),
@@ -113,4 +114,4 @@ def test_new_optional_fields_are_typed_and_old_snapshots_still_load():
             validate({"schema_version": 1, "runs": [bad]})
     probe["data"]["records"]["python-0"]["env_reads"] = {"X": "often"}
     with pytest.raises(EnvsnapError, match="env_reads"):
-        validate({"schema_version": 1, "sections": {"probe": probe}})
+        validate({"schema_version": 1, "sections": {"probe": probe}}, shapes=SECTION_SHAPES)

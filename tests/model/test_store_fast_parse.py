@@ -15,6 +15,7 @@ import pytest
 from helpers import REPO_ROOT
 from helpers.hardening import mutate_bytes, rich_snapshot
 
+from envsnap.capture.collectors import SECTION_SHAPES
 from envsnap.errors import EnvsnapError
 from envsnap.model import store
 
@@ -75,12 +76,12 @@ def test_fast_path_answers_exactly_as_the_strict_reading():
     for doc in _documents():
         reference = _outcome(store._parse_exact, doc)
         assert _outcome(store.parse, doc) == reference, doc[:200]
-        fast = store._fast_parse(doc, "doc.json")
+        fast = store._fast_parse(doc, "doc.json", SECTION_SHAPES)
         if fast is not None:
             fast_answers += 1
             assert ("ok", repr(fast)) == reference, doc[:200]
         raw = doc.encode("utf-8", "surrogatepass")
-        fast_raw = store._fast_parse(raw, "doc.json")
+        fast_raw = store._fast_parse(raw, "doc.json", SECTION_SHAPES)
         if fast_raw is not None:
             assert ("ok", repr(fast_raw)) == reference, doc[:200]
     assert fast_answers > 50  # the fast path is really taken, not always declined
@@ -91,8 +92,8 @@ def test_load_of_a_big_snapshot_takes_the_fast_path_and_equals_the_reference(tmp
     path = tmp_path / "big.json"
     store.save(snap, str(path))
     text = path.read_text()
-    assert store._fast_parse(path.read_bytes(), str(path)) is not None
-    assert repr(store.load(str(path))) == repr(store._parse_exact(text, str(path)))
+    assert store._fast_parse(path.read_bytes(), str(path), SECTION_SHAPES) is not None
+    assert repr(store.load(str(path), SECTION_SHAPES)) == repr(store._parse_exact(text, str(path), SECTION_SHAPES))
 
 
 def test_duplicate_keys_hidden_by_the_fast_parser_are_still_refused(tmp_path):

@@ -39,6 +39,7 @@ from envsnap.analysis.bisect.search import (
     NotDistinguishable,
 )
 from envsnap.analysis.bisect.sources import WheelFinder, pip_cache_dir
+from envsnap.capture.collectors import SECTION_SHAPES
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics as metrics_mod
 from envsnap.measure.parsers import MetricSpec, parse_metric_specs
@@ -142,8 +143,8 @@ def run_bisect(
     if "-" in (good_path, bad_path):
         raise EnvsnapError("bisect reads two snapshot files; '-' (stdin) is not supported here")
     say = progress or (lambda line: None)
-    good = store.load(good_path)
-    bad = store.load(bad_path)
+    good = store.load(good_path, shapes=SECTION_SHAPES)
+    bad = store.load(bad_path, shapes=SECTION_SHAPES)
     for path, snap in ((good_path, good), (bad_path, bad)):
         nodes = snap.get("nodes")
         if isinstance(nodes, dict) and nodes:

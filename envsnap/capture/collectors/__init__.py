@@ -1,11 +1,19 @@
 """The explicit list of collectors, in the order their sections appear in `show`.
 
-Each module has one function `collect(ctx: CaptureContext) -> dict` (see base.py).
-A new collector is added here by name: no registry, no import-time side effects.
+Each module describes its own section (see base.py for the collect contract):
+  collect(ctx) -> dict   the data (ok / unavailable / failed), never raises
+  SHAPE                  its data's shape, in model/schema.py's shape language (checked on load)
+  RULES                  a model.rules.SectionRules: its category, what diff can compare with it,
+                         and its fields' rules (volatile fields, priors) for analysis/knowledge.py
+  summarize(data)        optional: its lines in `show`
+A new collector is its module plus one line here: no registry, no import-time side effects. The
+tables below are read by whoever needs them (the CLI's loader passes SECTION_SHAPES to
+model/store.load; analysis/knowledge.py reads SECTION_RULES), so the modules keep their top level
+cheap: declarations and light imports only, anything heavy imported inside the function using it.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 from envsnap.capture.collectors import (
     env,
@@ -21,28 +29,33 @@ from envsnap.capture.collectors import (
     sglang,
     torch,
 )
+from envsnap.model.rules import SectionRules
 
-COLLECTORS = [
-    ("host", host.collect),
-    ("python", python.collect),
-    ("packages", packages.collect),
-    ("git", git.collect),
-    ("env", env.collect),
-    ("nvidia", nvidia.collect),
-    ("torch", torch.collect),
-    ("files", files.collect),
-    ("processes", processes.collect),
-    ("probe", probe.collect),
-    ("nccl", nccl.collect),
-    ("sglang", sglang.collect),
+SECTIONS = [
+    ("host", host),
+    ("python", python),
+    ("packages", packages),
+    ("git", git),
+    ("env", env),
+    ("nvidia", nvidia),
+    ("torch", torch),
+    ("files", files),
+    ("processes", processes),
+    ("probe", probe),
+    ("nccl", nccl),
+    ("sglang", sglang),
 ]
 
-COLLECTOR_NAMES = [name for name, _ in COLLECTORS]
+COLLECTORS: List[Tuple[str, Callable[..., Dict[str, Any]]]] = [(name, module.collect) for name, module in SECTIONS]
+COLLECTOR_NAMES = [name for name, _ in SECTIONS]
+SECTION_SHAPES: Dict[str, Any] = {name: module.SHAPE for name, module in SECTIONS}
+SECTION_RULES: Dict[str, SectionRules] = {name: module.RULES for name, module in SECTIONS}
+_MODULES = dict(SECTIONS)
 
 
 def summarize(name: str, data: Dict[str, Any]) -> List[str]:
     """The `show` lines of one section, from its collector's own `summarize(data)` (if it has one)."""
-    summarizer = getattr(globals().get(name), "summarize", None)
+    summarizer = getattr(_MODULES.get(name), "summarize", None)
     if summarizer is None:
         return [f"{len(data)} fields"] if data else []
     try:

@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from email.parser import HeaderParser
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import unquote, urlparse
 
 from envsnap.model.names import canonical_name
 
-try:
-    from importlib import metadata as importlib_metadata
-except ImportError:  # pragma: no cover - Python < 3.8
-    import importlib_metadata  # type: ignore
+# importlib.metadata and the email parser (with zipfile, socket, ...) are imported where they are used:
+# the packages and git collectors import this module, and every command that reads the collectors'
+# declarations (diff, show) imports those.
 
 
 def iter_distributions(path: Optional[List[str]] = None) -> Iterator[Any]:
@@ -30,6 +28,8 @@ def iter_distributions(path: Optional[List[str]] = None) -> Iterator[Any]:
     seen = set()
     if path is None:
         path = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
+    from importlib import metadata as importlib_metadata
+
     for dist in importlib_metadata.distributions(path=path):
         name = name_and_version(dist)[0]
         if not name:
@@ -65,6 +65,8 @@ def name_and_version(dist: Any) -> Tuple[Optional[str], Optional[str]]:
             if len(found) == 2:
                 break
     if len(found) < 2 or not all(found.values()):
+        from email.parser import HeaderParser
+
         headers = HeaderParser().parsestr(text.replace("\r\n", "\n").split("\n\n", 1)[0])
         for key in ("Name", "Version"):
             if not found.get(key) and headers.get(key):

@@ -10,7 +10,14 @@ import os
 from typing import Any, Dict
 
 from envsnap.capture.base import CaptureContext, ok
+from envsnap.model.rules import NONE, SectionRules
+from envsnap.model.schema import ENV_SHAPE
 from envsnap.redact import redact_env
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+SHAPE = {"count": "num", "vars": ENV_SHAPE}
+RULES = SectionRules(category="env", component=NONE, compares="the environment")
 
 
 def collect(ctx: CaptureContext) -> Dict[str, Any]:

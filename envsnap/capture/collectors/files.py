@@ -29,6 +29,18 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.model.rules import NONE, SectionRules, rule
+from envsnap.model.schema import CONTENT_SHAPE
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+SHAPE = {"entries": ("map", {"size": "num", "sha256": "str", "error": "str", "content": CONTENT_SHAPE}),
+         "roots": ("list", "str"),
+         "errors": "dict"}
+RULES = SectionRules(category="files", component=NONE, compares="watched files", rules=(
+    # --- Watched files (`--watch`): configs, launch scripts, model files ---
+    rule("files.*", "files", NONE, 0.15, "a watched file changed"),
+))
 
 CHUNK = 1 << 20  # bytes per read: memory per hashing thread stays at about this
 SKIP_DIRS = (".git",)

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 import sys
 import time
@@ -53,7 +52,29 @@ from envsnap.capture.collectors.files import (
 )
 from envsnap.capture.collectors.python import interpreter_facts, target_python
 from envsnap.model import patchtext
+from envsnap.model.rules import NONE, SectionRules, rule
+from envsnap.model.schema import CONTENT_SHAPE
 from envsnap.subproc import CommandResult, run_command
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+SHAPE = {"repos": ("map", {"roles": ("list", "str"), "head": "str", "branch": "str", "detached": "scalar",
+                           "upstream": "str", "ahead": "num", "behind": "num",
+                           "dirty": ("map", {"status": "str", "sha256": "str", "content": CONTENT_SHAPE,
+                                             "patch": CONTENT_SHAPE}),
+                           "untracked": ("map", {"sha256": "str", "content": CONTENT_SHAPE}),
+                           "stash": ("map", {"sha": "str", "message": "str", "patch": CONTENT_SHAPE}),
+                           "submodules": ("map", "dict"),
+                           "errors": "dict"}),
+         "errors": "dict", "python": "str"}
+RULES = SectionRules(category="git", component=NONE, compares="source checkouts", rules=(
+    # --- Source checkouts (git) ---
+    rule("git.*.commit", "git", NONE, 0.3, "the checkout is at another commit"),
+    rule("git.*.dirty.*", "git", NONE, 0.25, "an uncommitted change in the checkout"),
+    rule("git.*.untracked.*", "git", NONE, 0.1, "an untracked file in the checkout"),
+    rule("git.*.stash", "git", NONE, 0.1, "the stash changed (not in the working tree itself)"),
+    rule("git.*", "git", NONE, 0.1, "the checkout changed"),
+))
 
 # Variables that would point every git call at one repository, whatever -C says.
 _GIT_LOCATION_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
@@ -400,6 +421,8 @@ def _collect_targets(ctx: CaptureContext, editable: Dict[str, str]) -> List[Tupl
 
 
 def collect(ctx: CaptureContext) -> Dict[str, Any]:
+    import shutil
+
     if shutil.which("git") is None:
         return unavailable("git is not installed (not on PATH)")
     git = _Git(internal_deadline(ctx))

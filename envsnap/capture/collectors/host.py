@@ -11,7 +11,7 @@ Read from /proc and /sys, psutil and `resource`; the only subprocess is
 recorded as "unknown" with the reason under `unknown` (feature absent, e.g. no
 cpufreq in a VM) or `errors` (it exists but reading failed) — never a crash.
 Fields that move on their own (free memory, load, boot time, current MHz) sit under
-keys the volatile rules in knowledge.py name: host.memory.available*,
+keys the volatile rules below (RULES) name: host.memory.available*,
 host.load_avg, host.boot_time, host.cpu.current_mhz, host.cgroup.path; so do the memory
 totals (MemTotal of the host and of each NUMA node moves with a VM's memory balloon or
 virtio-mem: `memory.hotplug` names the driver) and HugePages_Total (it counts surplus pages;
@@ -21,15 +21,67 @@ from __future__ import annotations
 
 import glob
 import os
-import platform
 import re
 import resource
-import shutil
 from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, ok
+from envsnap.model.rules import (
+    COMMUNICATION,
+    CPU_HOST,
+    MEMORY,
+    SectionRules,
+    rule,
+    volatile,
+)
 from envsnap.subproc import run_command
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+SHAPE = {"os": "dict", "cpu": "dict", "thp": "dict", "numa_nodes": "num", "memory": "dict", "cgroup": "dict",
+         "container": "dict", "ulimits": "dict"}
+RULES = SectionRules(category="host", component=CPU_HOST, compares="host settings", rules=(
+    volatile("host.boot_time*", "changes at every reboot"),
+    volatile("host.uptime*", "grows every second"),
+    volatile("host.load_avg*", "instantaneous load"),
+    volatile("host.memory.available*", "memory in use"),
+    volatile("host.memory.free*", "memory in use"),
+    volatile("host.memory.used*", "memory in use"),
+    volatile("host.memory.buffers*", "memory in use"),
+    volatile("host.memory.cached*", "memory in use"),
+    # MemTotal is not a constant on VMs: a virtio-balloon without VIRTIO_BALLOON_F_DEFLATE_ON_OOM takes the
+    # pages it inflates out of MemTotal (Linux drivers/virtio/virtio_balloon.c, adjust_managed_page_count), and
+    # virtio-mem plugs and unplugs memory blocks while the guest runs (Linux Documentation/admin-guide/mm/
+    # memory-hotplug.rst): two captures moments apart differ. `host.memory.hotplug` says which is present.
+    volatile("host.memory.total_bytes", "MemTotal moves with memory ballooning/hotplug on VMs (see host.memory.hotplug)"),
+    volatile("host.numa.nodes.*.memory_total_bytes", "a NUMA node's MemTotal moves with memory ballooning/hotplug on VMs"),
+    # Linux Documentation/admin-guide/mm/hugetlbpage.rst: HugePages_Total counts surplus pages too (allocated
+    # on demand up to nr_overcommit_hugepages and freed again); the configured pool is
+    # host.memory.hugepages_configured (/proc/sys/vm/nr_hugepages).
+    volatile("host.memory.hugepages_total", "HugePages_Total includes surplus pages allocated and freed on demand"),
+    volatile("host.cpu.freq_current*", "current CPU clock"),
+    volatile("host.cpu.current_mhz*", "current CPU clock"),
+    volatile("host.cgroup.path", "the cgroup path names the container instance (a new id per container start)"),
+
+    # --- Host (kernel docs: admin-guide/pm/cpufreq.rst, admin-guide/mm/transhuge.rst, cgroup-v2.rst) ---
+    rule("host.cpu.governor*", "host", CPU_HOST, 0.45, "CPU frequency governor changed (powersave slows the launch path)"),
+    rule("host.cpu.boost*", "host", CPU_HOST, 0.35, "CPU turbo/boost changed"),
+    rule("host.cpu.logical", "host", CPU_HOST, 0.45, "a different number of CPUs"),
+    rule("host.cpu.physical", "host", CPU_HOST, 0.4, "a different number of CPU cores"),
+    rule("host.cpu.model", "host", CPU_HOST, 0.4, "a different CPU"),
+    rule("host.cgroup*", "host", CPU_HOST, 0.45, "cgroup limits changed (CPU quota throttles the scheduler/launch threads)"),
+    rule("host.thp*", "host", MEMORY, 0.25, "transparent huge pages setting changed"),
+    rule("host.numa_nodes", "host", CPU_HOST, 0.3, "NUMA layout changed"),
+    # NCCL docs (troubleshooting): pinned memory needs a high memlock limit.
+    rule("host.ulimits.memlock*", "host", COMMUNICATION, 0.3, "memlock limit changed (pinned/registered memory)"),
+    rule("host.kernel*", "host", CPU_HOST, 0.25, "the Linux kernel changed"),
+    rule("host.container*", "host", CPU_HOST, 0.25, "container setup changed"),
+    # Linux Documentation/admin-guide/mm/hugetlbpage.rst: the persistent huge page pool (nr_hugepages) and
+    # how far it may grow on demand (nr_overcommit_hugepages): configuration, unlike HugePages_Total/Free.
+    rule("host.memory.hugepages_configured", "host", MEMORY, 0.2, "the configured huge page pool changed"),
+    rule("host.memory.hugepages_overcommit", "host", MEMORY, 0.1, "the huge page overcommit limit changed"),
+))
 
 UNKNOWN = "unknown"
 SYS_CPU = "/sys/devices/system/cpu"
@@ -94,6 +146,8 @@ def _uniform(values: List[str]) -> Any:
 
 
 def os_info(rec: _Recorder) -> Dict[str, Any]:
+    import platform
+
     info: Dict[str, Any] = {"system": platform.system(), "machine": platform.machine()}
     text = rec.read("/etc/os-release", "os.release", None)
     if text is None:
@@ -139,6 +193,8 @@ def _cpuinfo(rec: _Recorder) -> Tuple[Dict[str, str], set, int]:
 
 
 def cpu_info(rec: _Recorder, cpuinfo: Tuple[Dict[str, str], set, int]) -> Dict[str, Any]:
+    import platform
+
     import psutil
 
     fields, flags, sockets = cpuinfo
@@ -378,6 +434,8 @@ def cgroup_info(rec: _Recorder) -> Dict[str, Any]:
 # --- containers and VMs ---------------------------------------------------------------
 
 def _detect_virt(ctx: CaptureContext, rec: _Recorder) -> Dict[str, Any]:
+    import shutil
+
     if shutil.which("systemd-detect-virt") is None:
         rec.unknown["container.virt"] = "systemd-detect-virt is not installed"
         return {"virt_vm": UNKNOWN, "virt_container": UNKNOWN}

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import csv
 import hashlib
 import os
 import posixpath
@@ -105,6 +104,8 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
     every line of every RECORD (24,000 in a torch venv), so it avoids per-line
     os.path work for the common plain relative path.
     """
+    import csv
+
     entries: List[Entry] = []
     unhashable: List[str] = []
     errors: Dict[str, str] = {}

@@ -9,6 +9,27 @@ import time
 from typing import Any, Dict, List
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.model.rules import COMMUNICATION, SectionRules, rule, volatile
+from envsnap.model.schema import ENV_SHAPE
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+SHAPE = {"logs": ("list", "str"), "version": "str", "env": ENV_SHAPE,
+         "ranks": ("map", {"host": "str", "pid": "num", "version": "str", "env": ENV_SHAPE, "transports": "dict",
+                           "channels": "num", "init": "dict"})}
+RULES = SectionRules(category="nccl", component=COMMUNICATION, compares="NCCL's effective settings", rules=(
+    volatile("nccl.logs*", "paths of the logs read"),
+    volatile("nccl.ranks.*.host", "host name (compared through the top-level host)"),
+    # --- NCCL's own log (nccl section, NCCL_DEBUG=INFO): what it actually used ---
+    # NCCL env page "NCCL_DEBUG_SUBSYS=TUNING": the algorithm/protocol chosen per collective size.
+    rule("nccl.algorithms", "nccl", COMMUNICATION, 0.55, "NCCL chose other collective algorithms (e.g. NVLS vs Ring)"),
+    rule("nccl.protocols", "nccl", COMMUNICATION, 0.5, "NCCL chose other protocols (LL/LL128/Simple)"),
+    rule("nccl.transports*", "nccl", COMMUNICATION, 0.6, "NCCL moved traffic to another transport (P2P/SHM/NET)"),
+    rule("nccl.channel*", "nccl", COMMUNICATION, 0.45, "NCCL set up a different number of channels"),
+    rule("nccl.version", "nccl", COMMUNICATION, 0.6, "the NCCL library the workers loaded changed"),
+    rule("nccl.ranks", "nccl", COMMUNICATION, 0.5, "a different set of NCCL ranks"),
+    rule("nccl.*", "nccl", COMMUNICATION, 0.3, "NCCL's logged setup changed"),
+))
 
 
 def collect(ctx: CaptureContext) -> Dict[str, Any]:

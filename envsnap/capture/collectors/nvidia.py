@@ -15,13 +15,70 @@ either source read the same; power is in W, clocks in MHz, memory in bytes.
 """
 from __future__ import annotations
 
-import ctypes
 import os
-import shutil
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.model.rules import (
+    COMMUNICATION,
+    CPU_HOST,
+    GRAPHS,
+    KERNELS,
+    MEMORY,
+    NONE,
+    SectionRules,
+    rule,
+    volatile,
+)
 from envsnap.subproc import run_command
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+SHAPE = {"driver_version": "str", "nvml_version": "str", "cuda_driver_version": "str", "count": "num",
+         "gpus": ("map", "dict"), "topology": {"matrix": ("map", ("map", "scalar"))}, "source": "str"}
+RULES = SectionRules(category="gpu", component=NONE, compares="GPU state", rules=(
+    volatile("nvidia.gpus.*.temperature*", "GPU temperature"),
+    volatile("nvidia.gpus.*.fan*", "fan speed"),
+    volatile("nvidia.gpus.*.power.usage*", "current power draw"),
+    volatile("nvidia.gpus.*.power.draw*", "current power draw"),
+    volatile("nvidia.gpus.*.memory.used*", "GPU memory in use"),
+    volatile("nvidia.gpus.*.memory.free*", "GPU memory in use"),
+    volatile("nvidia.gpus.*.memory.reserved*", "GPU memory in use"),
+    volatile("nvidia.gpus.*.utilization*", "current utilisation"),
+    volatile("nvidia.gpus.*.clocks.current*", "current clocks move with load"),
+    volatile("nvidia.gpus.*.processes*", "processes using the GPU right now"),
+    volatile("nvidia.gpus.*.performance_state", "P-state follows load"),
+    volatile("nvidia.gpus.*.energy*", "energy counter grows"),
+    volatile("nvidia.gpus.*.clock_event_reasons*", "clock-event reasons follow load at the moment of capture (GpuIdle when idle)"),
+    volatile("nvidia.gpus.*.pcie.current_gen", "the PCIe link trains down to a lower generation when the GPU idles"),
+
+    # --- GPU, driver and topology (NVML API reference, docs.nvidia.com/deploy/nvml-api) ---
+    rule("gpu.*.name", "gpu", KERNELS, 0.8, "a different GPU model"),
+    rule("gpu.driver_version", "gpu", KERNELS, 0.5, "the NVIDIA driver changed"),
+    rule("gpu.cuda_driver_version", "gpu", KERNELS, 0.45, "the CUDA driver API version changed"),
+    rule("gpu.count", "gpu", COMMUNICATION, 0.6, "a different number of GPUs"),
+    # nvmlDeviceGetMaxClockInfo / GetApplicationsClock: a locked or lowered clock slows every kernel.
+    rule("gpu.*.clocks.max*", "gpu", KERNELS, 0.6, "maximum GPU clocks changed"),
+    rule("gpu.*.clocks.application*", "gpu", KERNELS, 0.6, "application clocks changed (locked clocks)"),
+    # nvmlDeviceGetCurrentClocksEventReasons: power/thermal capping slows the GPU.
+    rule("gpu.*.clock_event_reasons*", "gpu", KERNELS, 0.5, "the GPU reports clock throttling reasons"),
+    # nvmlDeviceGetPowerManagementLimit: a lower power cap lowers sustained clocks.
+    rule("gpu.*.power.*limit*", "gpu", KERNELS, 0.6, "the GPU power limit changed"),
+    rule("gpu.*.persistence_mode", "gpu", GRAPHS, 0.25, "persistence mode changed (driver load latency)"),
+    rule("gpu.*.compute_mode", "gpu", KERNELS, 0.35, "compute mode changed (exclusive/shared)"),
+    rule("gpu.*.mig_mode*", "gpu", KERNELS, 0.75, "MIG partitioning changed (a fraction of the GPU)"),
+    rule("gpu.*.ecc*", "gpu", MEMORY, 0.3, "ECC mode changed (memory bandwidth/capacity)"),
+    rule("gpu.*.pcie.*width*", "gpu", COMMUNICATION, 0.5, "PCIe link width changed"),
+    rule("gpu.*.pcie.*", "gpu", COMMUNICATION, 0.4, "PCIe link changed"),
+    rule("gpu.*.nvlink*", "gpu", COMMUNICATION, 0.75, "NVLink state changed (TP all-reduces run over NVLink)"),
+    rule("gpu.topology*", "gpu", COMMUNICATION, 0.7, "GPU interconnect topology changed"),
+    rule("gpu.*.cpu_affinity", "gpu", CPU_HOST, 0.3, "GPU-near CPU set changed"),
+    rule("gpu.*.numa_node", "gpu", CPU_HOST, 0.3, "GPU NUMA node changed"),
+    rule("gpu.*.memory.total*", "gpu", MEMORY, 0.3, "GPU memory size changed"),
+    rule("gpu.*.uuid", "gpu", KERNELS, 0.2, "a different physical GPU"),
+    rule("gpu.*.pci_bus_id", "gpu", COMMUNICATION, 0.2, "a different GPU slot"),
+    rule("gpu.*.vbios_version", "gpu", KERNELS, 0.3, "the GPU's VBIOS changed"),
+))
 
 NOT_SUPPORTED = "NotSupported"
 ERROR_PREFIX = "error: "
@@ -126,6 +183,8 @@ def cpu_list(cpus: List[int]) -> str:
 
 def _affinity_to_cpus(array: Any) -> str:
     """NVML's CPU bitmask (an array of unsigned longs, CPU n = bit n%w of word n//w)."""
+    import ctypes
+
     element = getattr(array, "_type_", ctypes.c_ulong)
     bits = ctypes.sizeof(element) * 8
     cpus = [word_index * bits + bit
@@ -286,7 +345,7 @@ def _gpu(nv: _Nvml, handle: Any, reasons: Dict[int, str]) -> Dict[str, Any]:
         "nvlink": _nvlink(nv, handle),
         "cpu_affinity": nv.call("nvmlDeviceGetCpuAffinity", handle, cpu_words, convert=_affinity_to_cpus),
         "numa_node": nv.call("nvmlDeviceGetNumaNodeId", handle, convert=int),
-        # Volatile: change with load (knowledge.VOLATILE_RULES).
+        # Volatile: change with load (the volatile rules in RULES above).
         "temperature": {"gpu_c": nv.call("nvmlDeviceGetTemperature", handle, nv.const("NVML_TEMPERATURE_GPU", 0),
                                           convert=int)},
         "utilization": nv.call("nvmlDeviceGetUtilizationRates", handle,
@@ -418,6 +477,8 @@ def _nvml_init(module: Any) -> Optional[str]:
 
 def collect_from(module: Any, ctx: CaptureContext, nvidia_smi: Optional[str] = None) -> Dict[str, Any]:
     """The collector with its NVML binding given (tests pass a stand-in)."""
+    import shutil
+
     reason = _nvml_init(module)
     if reason is None:
         try:

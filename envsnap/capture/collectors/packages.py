@@ -19,6 +19,77 @@ from envsnap.capture.collectors import content, integrity
 from envsnap.capture.collectors import distributions as distributions_mod
 from envsnap.capture.collectors.python import interpreter_facts
 from envsnap.model.names import canonical_name
+from envsnap.model.rules import (
+    COMMUNICATION,
+    CPU_HOST,
+    DRAFTER,
+    GRAPHS,
+    KERNELS,
+    NONE,
+    SectionRules,
+    rule,
+)
+from envsnap.model.schema import CONTENT_SHAPE, HASH_CACHE_SHAPE
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+SHAPE = {"count": "num",
+         "dists": ("map", {"name": "str", "version": "str", "installer": "str", "location": "str",
+                           "origin": {"kind": "str", "url": "str", "commit": "str", "editable": "scalar"}}),
+         "integrity": {"mode": "str", "checked_files": "num",
+                       "modified": ("map", {"dist": "str", "recorded_sha256": "str", "actual_sha256": "str",
+                                            "recorded_size": "num", "actual_size": "num",
+                                            "content": CONTENT_SHAPE}),
+                       "missing": ("map", "dict"), "rewritten_scripts": ("map", "dict"),
+                       "unhashable": "dict", "errors": "dict"},
+         "hash_cache": HASH_CACHE_SHAPE}
+RULES = SectionRules(category="packages", component=NONE, compares="installed packages", rules=(
+    # --- Edited installed files (pip RECORD hashes): the code that actually ran ---
+    # sglang 0.5.5 and 0.5.23 trees: sglang/srt/layers/attention/ (flashinfer_mla_backend.py...) are the attention kernels' drivers.
+    rule("integrity.sglang/srt/layers/attention/*", "integrity", KERNELS, 0.8, "edited attention backend: runs in every verify and draft forward"),
+    # sglang/srt/speculative/ (eagle_worker.py, spec_utils.py): the EAGLE drafter and tree verification.
+    rule("integrity.sglang/srt/speculative/*", "integrity", DRAFTER, 0.8, "edited speculative-decoding code (EAGLE drafter, tree building)"),
+    # sglang/srt/distributed/ (parallel_state.py, custom_all_reduce.py): all TP communication.
+    rule("integrity.sglang/srt/distributed/*", "integrity", COMMUNICATION, 0.85, "edited tensor-parallel communication code"),
+    # sglang/srt/model_executor/cuda_graph_runner.py: capture and replay of decode CUDA graphs.
+    rule("integrity.sglang/srt/model_executor/*", "integrity", GRAPHS, 0.8, "edited model runner / CUDA-graph runner"),
+    # sglang/srt/layers/moe/ (topk.py, fused_moe_triton/): expert routing and MoE kernels.
+    rule("integrity.sglang/srt/layers/moe/*", "integrity", KERNELS, 0.75, "edited MoE routing/kernels"),
+    rule("integrity.sglang/srt/layers/*", "integrity", KERNELS, 0.7, "edited model layer code"),
+    rule("integrity.sglang/srt/models/*", "integrity", KERNELS, 0.7, "edited model definition"),
+    # _set_envs_and_config sets the workers' NCCL/CUDA env (sglang 0.5.5 srt/entrypoints/engine.py:676,
+    # 0.5.23 srt/entrypoints/engine.py:1878; analysis/knowledge.py ENGINE_SET_ENV lists what each version sets).
+    rule("integrity.sglang/srt/entrypoints/engine.py", "integrity", COMMUNICATION, 0.7,
+         "edited engine.py: its _set_envs_and_config sets NCCL_NVLS_ENABLE/NCCL_CUMEM_ENABLE/CUDA_DEVICE_MAX_CONNECTIONS for the workers"),
+    # sglang/srt/managers/scheduler.py: the scheduler loop (CPU overhead per decode step).
+    rule("integrity.sglang/srt/managers/*", "integrity", CPU_HOST, 0.6, "edited scheduler/manager code: CPU work on every decode step"),
+    rule("integrity.sglang/*", "integrity", KERNELS, 0.55, "edited SGLang code"),
+    rule("integrity.sgl_kernel/*", "integrity", KERNELS, 0.75, "edited sgl-kernel (custom all-reduce, sampling, attention kernels)"),
+    rule("integrity.flashinfer/*", "integrity", KERNELS, 0.75, "edited FlashInfer (attention/sampling kernels)"),
+    rule("integrity.torch/*", "integrity", KERNELS, 0.6, "edited PyTorch file"),
+    rule("integrity.triton/*", "integrity", KERNELS, 0.55, "edited Triton file"),
+    rule("integrity.nvidia/nccl/*", "integrity", COMMUNICATION, 0.8, "replaced/edited NCCL library file"),
+    rule("integrity.nvidia/*", "integrity", KERNELS, 0.55, "replaced/edited CUDA library file"),
+    rule("integrity.numpy/*", "integrity", CPU_HOST, 0.55, "edited numpy file"),
+    rule("integrity.*", "integrity", NONE, 0.3, "an installed file differs from what pip installed"),
+
+    # --- Packages (version / origin changes) ---
+    rule("packages.sglang", "packages", KERNELS, 0.6, "SGLang itself changed"),
+    rule("packages.sgl-kernel", "packages", KERNELS, 0.6, "sgl-kernel changed (custom all-reduce, sampling, MoE kernels)"),
+    rule("packages.flashinfer*", "packages", KERNELS, 0.6, "FlashInfer changed (attention kernels)"),
+    rule("packages.torch", "packages", KERNELS, 0.55, "PyTorch changed (kernels, CUDA graphs, allocator)"),
+    rule("packages.triton", "packages", KERNELS, 0.5, "Triton changed (generated kernels)"),
+    rule("packages.nvidia-nccl-*", "packages", COMMUNICATION, 0.65, "the NCCL library changed"),
+    rule("packages.nvidia-cublas*", "packages", KERNELS, 0.45, "cuBLAS changed (GEMM kernels)"),
+    rule("packages.nvidia-cudnn*", "packages", KERNELS, 0.35, "cuDNN changed"),
+    rule("packages.nvidia-cuda-runtime*", "packages", GRAPHS, 0.4, "the CUDA runtime changed"),
+    rule("packages.nvidia-*", "packages", KERNELS, 0.3, "a CUDA library wheel changed"),
+    rule("packages.cuda-python", "packages", GRAPHS, 0.3, "CUDA Python bindings changed"),
+    rule("packages.xgrammar", "packages", CPU_HOST, 0.25, "grammar backend changed (CPU work per step)"),
+    rule("packages.numpy", "packages", CPU_HOST, 0.35, "numpy changed (its BLAS too)"),
+    rule("packages.scipy-openblas*", "packages", CPU_HOST, 0.4, "the OpenBLAS build changed"),
+    rule("packages.transformers", "packages", NONE, 0.2, "transformers changed (config/tokenizer code)"),
+))
 
 # Seconds kept back from the capture deadline to assemble the result after hashing.
 ASSEMBLY_MARGIN_S = 0.25

@@ -10,11 +10,36 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import stat
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.model.rules import NONE, SectionRules, volatile
+from envsnap.model.schema import ENV_SHAPE
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+_ENV_CHANGE_SHAPE = {"added": ENV_SHAPE, "removed": ("list", "str"),
+                     "changed": ("map", {"before": "str", "after": "str"})}
+_RECORD_SHAPE = {
+    "pid": "num", "ppid": "num", "argv": ("list", "str"), "title": "str", "env_at_start": ENV_SHAPE,
+    "env_at_init": ENV_SHAPE, "env_at_exit": ENV_SHAPE, "init": "dict", "host": "str",
+    "changed_before_init": _ENV_CHANGE_SHAPE, "changed_before_exit": _ENV_CHANGE_SHAPE,
+    # What the process's Python code read: {name: reads}, whole-environment walks, names over the cap;
+    # when the probe started; which `envsnap run` run the process belonged to (1-based, or "warmup N").
+    "env_reads": ("map", "num"), "env_copies": "num", "env_reads_dropped": "num", "started_at": "num",
+    "run": "scalar",
+}
+SHAPE = {"dir": "str", "records": ("map", _RECORD_SHAPE), "env_at_init_common": ENV_SHAPE, "records_from_runs": "num",
+         "run_records": ("map", _RECORD_SHAPE), "compared_run": "num"}
+RULES = SectionRules(category="workers", component=NONE, compares="in-process worker environments", rules=(
+    volatile("probe.records.*.written_at", "a timestamp"),
+    volatile("probe.dir", "where this capture's probe records lay"),
+    volatile("probe.records.*.file", "probe record file names carry pids"),
+    volatile("probe.records.*.host", "host name of the record (compared through the top-level host)"),
+    volatile("probe.records.*.forked_from", "pid of the forking parent"),
+    volatile("probe.records.*.argv*", "multiprocessing spawn arguments carry fd numbers"),
+))
 
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 
@@ -29,6 +54,8 @@ def _env_change(before: Dict[str, str], after: Dict[str, str]) -> Dict[str, Any]
 
 def read_records(directory: str) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
     """Every probe record in `directory` (own process excluded), and per-file errors."""
+    import socket
+
     records: List[Dict[str, Any]] = []
     errors: Dict[str, str] = {}
     me = (socket.gethostname(), os.getpid())

@@ -8,6 +8,39 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.model.rules import (
+    COMMUNICATION,
+    CPU_HOST,
+    NONE,
+    SectionRules,
+    rule,
+    volatile,
+)
+from envsnap.model.schema import ENV_SHAPE
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+_PROCESS_SHAPE = {
+    "pid": "num", "ppid": "num", "parent_key": "str", "title": "str", "cmdline": ("list", "str"), "exe": "str",
+    "cwd": "str", "role": {"kind": "str", "tp": "int", "dp": "int", "pp": "int", "ep": "int"},
+    "cpu_affinity": ("list", "num"), "nice": "num", "num_threads": "num", "gpus": ("list", "scalar"),
+    "status": "str", "environ_status": "str", "environ_note": "str", "environ": ENV_SHAPE,
+    "divergence": {"added": ENV_SHAPE, "removed": ("list", "str"),
+                   "changed": ("map", {"parent": "str", "child": "str"})},
+}
+SHAPE = {"processes": ("map", _PROCESS_SHAPE), "roots": ("list", "str"), "errors": "dict"}
+RULES = SectionRules(category="workers", component=NONE, compares="worker processes", rules=(
+    volatile("processes.processes.*.cmdline*", "multiprocessing spawn arguments carry fd numbers"),
+    # --- Worker processes (processes/probe sections): how each TP worker was started ---
+    # sched_setaffinity(2): workers squeezed onto fewer CPUs starve the launch/scheduler threads.
+    rule("workers.*.cpu_affinity", "workers", CPU_HOST, 0.4, "the workers' CPU affinity changed"),
+    rule("workers.*.nice", "workers", CPU_HOST, 0.3, "the workers' scheduling priority changed"),
+    rule("workers.*.gpus", "workers", COMMUNICATION, 0.5, "the workers use other GPUs"),
+    rule("workers.*.init", "workers", COMMUNICATION, 0.6, "the workers' distributed init changed (backend, world size)"),
+    rule("workers.*.exe", "workers", CPU_HOST, 0.35, "the workers run another interpreter"),
+    rule("workers.*.cmdline", "workers", NONE, 0.3, "the workers were launched with other arguments"),
+    rule("workers.*.status", "workers", NONE, 0.2, "a worker's state changed"),
+))
 
 
 def _gpus_by_pid() -> Tuple[Optional[Dict[int, List[int]]], str]:

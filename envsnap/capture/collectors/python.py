@@ -18,15 +18,34 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok
 from envsnap.capture.collectors import content
+from envsnap.model.rules import CPU_HOST, NONE, SectionRules, rule
+from envsnap.model.schema import CONTENT_SHAPE, ENV_SHAPE
 from envsnap.redact import redact_env
 from envsnap.subproc import run_command
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+SHAPE = {"executable": "str", "version": "str", "implementation": "str", "prefix": "str", "base_prefix": "str",
+         "in_venv": "scalar", "sys_path": ("list", "str"), "env": ENV_SHAPE,
+         "startup_hooks": ("map", {"kind": "str", "sha256": "str", "size": "num", "import_lines": ("list", "str"),
+                                   "touches_env": "scalar", "env_mentions": ("list", "str"),
+                                   "content": CONTENT_SHAPE}),
+         "startup_env_changes": ("map", ("map", "str"))}
+RULES = SectionRules(category="startup", component=NONE, compares="the interpreter and start-up hooks", rules=(
+    # Python docs "sys" (sys.version, sys.implementation, sys.executable, sys.path) and "site" (start-up hooks):
+    # the interpreter, where it imports from, and the code every Python process runs before its own.
+    rule("python.version", "python", CPU_HOST, 0.35, "a different Python interpreter version"),
+    rule("python.implementation", "python", CPU_HOST, 0.35, "a different Python implementation"),
+    rule("python.executable", "python", NONE, 0.15, "a different interpreter/venv"),
+    rule("python.sys_path", "python", NONE, 0.2, "a different import path (other code may be imported)"),
+    rule("startup.*", "startup", CPU_HOST, 0.45, "code that runs at start-up in every Python process (workers too)"),
+))
 
 TARGET_ENV_VAR = "ENVSNAP_PYTHON"
 HOOK_SCAN_BYTES = 1 << 20  # hooks are small; a huge one is hashed whole but scanned only this far
@@ -145,6 +164,8 @@ def interpreter_facts(ctx: CaptureContext) -> Dict[str, Any]:
 
 
 def _ask_interpreter(target: str, ctx: CaptureContext) -> Dict[str, Any]:
+    import shutil
+
     exe = shutil.which(target) or target
     if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
         return {"error": f"{TARGET_ENV_VAR}={target}: not an executable file"}

@@ -20,6 +20,85 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.model.rules import (
+    COMMUNICATION,
+    CPU_HOST,
+    DRAFTER,
+    GRAPHS,
+    KERNELS,
+    MEMORY,
+    NONE,
+    SectionRules,
+    rule,
+    volatile,
+)
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+SHAPE = {"url": "str", "endpoint": "str", "version": "str", "server_args": "dict",
+         "internal_states": ("list", "dict")}
+RULES = SectionRules(category="sglang", component=NONE, compares="SGLang server args", rules=(
+    volatile("sglang.internal_states*.last_gen_throughput", "a running measurement, not configuration"),
+    volatile("sglang.startup_time", "a timestamp"),
+    volatile("sglang.internal_states*.memory_usage*", "memory in use"),
+    volatile("sglang.server_args.random_seed", "random per launch unless given"),
+
+    # --- SGLang server args (line numbers: sglang 0.5.5 sglang/srt/server_args.py, ServerArgs dataclass lines
+    # 240-500; sglang 0.5.23 keeps the same names in sglang/srt/arg_groups/fields/{exec_,parallel,spec,schedule,
+    # model}.py and splits cuda_graph_max_bs / cuda_graph_bs into *_decode and *_prefill) ---
+    # sglang 0.5.5 server_args.py:478 disable_custom_all_reduce: decode all-reduces then go through NCCL.
+    rule("sglang.args.disable_custom_all_reduce", "sglang", COMMUNICATION, 0.85, "custom all-reduce on/off: small decode all-reduces switch between SGLang's kernel and NCCL"),
+    rule("sglang.args.tp_size", "sglang", COMMUNICATION, 0.9, "a different tensor-parallel size"),
+    rule("sglang.args.dp_size", "sglang", COMMUNICATION, 0.7, "a different data-parallel size"),
+    rule("sglang.args.ep_size", "sglang", COMMUNICATION, 0.6, "a different expert-parallel size"),
+    rule("sglang.args.enable_dp_attention", "sglang", COMMUNICATION, 0.7, "DP attention changes the attention/communication layout"),
+    # sglang 0.5.5 server_args.py:472-480 enable_nccl_nvls / enable_symm_mem / enable_mscclpp: alternative all-reduce paths.
+    rule("sglang.args.enable_nccl_nvls", "sglang", COMMUNICATION, 0.6, "NCCL NVLS all-reduce on/off"),
+    rule("sglang.args.enable_symm_mem", "sglang", COMMUNICATION, 0.55, "symmetric-memory all-reduce on/off"),
+    rule("sglang.args.enable_mscclpp", "sglang", COMMUNICATION, 0.55, "MSCCL++ all-reduce on/off"),
+    rule("sglang.args.enable_torch_symm_mem", "sglang", COMMUNICATION, 0.5, "torch symmetric-memory all-reduce on/off"),
+    rule("sglang.args.enable_flashinfer_allreduce_fusion", "sglang", COMMUNICATION, 0.6, "FlashInfer all-reduce fusion on/off"),
+    # sglang 0.5.5 server_args.py:371-382 speculative_*: the EAGLE-3 drafter's shape.
+    rule("sglang.args.speculative_algorithm", "sglang", DRAFTER, 0.9, "a different speculative algorithm"),
+    rule("sglang.args.speculative_draft_model_path", "sglang", DRAFTER, 0.85, "a different draft model"),
+    rule("sglang.args.speculative_draft_model_revision", "sglang", DRAFTER, 0.7, "a different draft model revision"),
+    rule("sglang.args.speculative_num_steps", "sglang", DRAFTER, 0.8, "draft steps per cycle changed"),
+    rule("sglang.args.speculative_eagle_topk", "sglang", DRAFTER, 0.8, "draft tree width changed"),
+    rule("sglang.args.speculative_num_draft_tokens", "sglang", DRAFTER, 0.8, "tokens verified per cycle changed"),
+    rule("sglang.args.speculative_accept_threshold*", "sglang", DRAFTER, 0.6, "acceptance threshold changed"),
+    rule("sglang.args.speculative_*", "sglang", DRAFTER, 0.5, "a speculative-decoding setting changed"),
+    # sglang 0.5.5 server_args.py:361-364: kernel backends.
+    rule("sglang.args.attention_backend", "sglang", KERNELS, 0.75, "a different attention backend"),
+    rule("sglang.args.decode_attention_backend", "sglang", KERNELS, 0.75, "a different decode attention backend"),
+    rule("sglang.args.prefill_attention_backend", "sglang", KERNELS, 0.4, "a different prefill attention backend"),
+    rule("sglang.args.sampling_backend", "sglang", KERNELS, 0.35, "a different sampling backend"),
+    rule("sglang.args.moe_runner_backend", "sglang", KERNELS, 0.6, "a different MoE kernel backend"),
+    # sglang 0.5.5 server_args.py:466-468, 488: CUDA graphs and torch.compile.
+    rule("sglang.args.disable_cuda_graph", "sglang", GRAPHS, 0.9, "CUDA graphs on/off (launch overhead of every decode step)"),
+    rule("sglang.args.cuda_graph_max_bs_prefill", "sglang", GRAPHS, 0.4, "largest prefill batch captured in CUDA graphs changed"),
+    rule("sglang.args.cuda_graph_max_bs*", "sglang", GRAPHS, 0.7, "largest batch captured in CUDA graphs changed"),
+    rule("sglang.args.cuda_graph_bs_prefill", "sglang", GRAPHS, 0.35, "captured prefill CUDA-graph batch sizes changed"),
+    rule("sglang.args.cuda_graph_bs*", "sglang", GRAPHS, 0.6, "captured CUDA-graph batch sizes changed"),
+    rule("sglang.args.disable_cuda_graph_padding", "sglang", GRAPHS, 0.5, "CUDA-graph padding changed"),
+    rule("sglang.args.enable_torch_compile", "sglang", GRAPHS, 0.6, "torch.compile on/off"),
+    rule("sglang.args.torch_compile_max_bs", "sglang", GRAPHS, 0.4, "torch.compile batch limit changed"),
+    rule("sglang.args.enable_piecewise_cuda_graph", "sglang", GRAPHS, 0.5, "piecewise CUDA graphs on/off"),
+    rule("sglang.args.disable_overlap_schedule", "sglang", CPU_HOST, 0.6, "CPU/GPU overlap scheduling on/off"),
+    rule("sglang.args.num_continuous_decode_steps", "sglang", CPU_HOST, 0.4, "decode steps per scheduling round changed"),
+    # sglang 0.5.5 server_args.py:247-263: precision and memory.
+    rule("sglang.args.model_path", "sglang", KERNELS, 0.9, "a different model"),
+    rule("sglang.args.dtype", "sglang", KERNELS, 0.7, "a different compute dtype"),
+    rule("sglang.args.quantization", "sglang", KERNELS, 0.75, "a different quantization"),
+    rule("sglang.args.kv_cache_dtype", "sglang", KERNELS, 0.6, "a different KV-cache dtype"),
+    rule("sglang.args.mem_fraction_static", "sglang", MEMORY, 0.45, "static memory fraction changed (KV cache size, graph capture)"),
+    rule("sglang.args.max_running_requests", "sglang", CPU_HOST, 0.45, "batch size limit changed"),
+    rule("sglang.args.chunked_prefill_size", "sglang", CPU_HOST, 0.35, "prefill chunking changed"),
+    rule("sglang.args.page_size", "sglang", MEMORY, 0.35, "KV page size changed"),
+    rule("sglang.args.schedule_policy", "sglang", CPU_HOST, 0.3, "scheduling policy changed"),
+    rule("sglang.args.log_level*", "sglang", NONE, 0.05, "logging verbosity"),
+    rule("sglang.args.*", "sglang", NONE, 0.1, "an SGLang server argument changed"),
+    rule("sglang.version", "sglang", KERNELS, 0.6, "the running SGLang version changed"),
+))
 
 MAX_BYTES = 32 * 1024 * 1024
 ENDPOINTS = ("/server_info", "/get_server_info")

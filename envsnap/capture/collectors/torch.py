@@ -11,22 +11,29 @@ the NCCL it really loaded, torch.__config__.show().
 from __future__ import annotations
 
 import ast
-import importlib.machinery
 import json
 import os
 import re
-import shutil
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
 from envsnap.model.names import canonical_name
+from envsnap.model.rules import COMMUNICATION, KERNELS, NONE, SectionRules, rule
 from envsnap.subproc import run_command
 
-try:
-    from importlib import metadata as importlib_metadata
-except ImportError:  # pragma: no cover - Python < 3.8
-    import importlib_metadata  # type: ignore
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+SHAPE = {"installed": "scalar", "version": "str", "cuda": "str", "git_version": "str", "location": "str",
+         "deep": "dict"}
+RULES = SectionRules(category="packages", component=NONE, compares="the torch build", rules=(
+    # PyTorch's build facts as this collector reads them (torch/version.py: __version__, cuda; and
+    # torch.cuda.nccl.version()): the build that runs every kernel, CUDA graph and collective.
+    rule("torch.cuda", "packages", KERNELS, 0.55, "torch's CUDA version changed"),
+    rule("torch.nccl", "packages", COMMUNICATION, 0.6, "the NCCL version torch links changed"),
+    rule("torch.version", "packages", KERNELS, 0.55, "PyTorch changed"),
+    rule("torch.*", "packages", KERNELS, 0.3, "a torch build detail changed"),
+))
 
 VERSION_PY_NAMES = ("__version__", "debug", "cuda", "git_version", "hip", "rocm", "xpu")
 DEEP_MARKER = "ENVSNAP_TORCH_DEEP "
@@ -124,6 +131,9 @@ def _search_path(path: Optional[List[str]]) -> List[str]:
 
 
 def _first_dist(name: str, path: List[str]) -> Any:
+    # Heavy (the email parser, zipfile...): imported when a capture needs it.
+    from importlib import metadata as importlib_metadata
+
     try:
         for dist in importlib_metadata.distributions(name=name, path=path):
             return dist
@@ -189,6 +199,8 @@ def _pick(libs: Dict[str, Optional[str]], prefix: str, path: List[str]) -> Tuple
 
 def inspect_torch(path: Optional[List[str]] = None) -> Optional[Dict[str, Any]]:
     """The static facts about the torch `import torch` would load, or None if there is none."""
+    import importlib.machinery
+
     search = _search_path(path)
     spec = importlib.machinery.PathFinder.find_spec("torch", search)
     dist = _first_dist("torch", search)
@@ -241,6 +253,8 @@ def described_interpreter(ctx: CaptureContext) -> Tuple[Optional[List[str]], str
     server's own interpreter, whose sys.path that collector has already asked for.
     Raises ValueError with one line when that interpreter cannot be asked.
     """
+    import shutil
+
     from envsnap.capture.collectors import python as python_collector
 
     target = python_collector.target_python(ctx)
