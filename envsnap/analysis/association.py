@@ -89,7 +89,7 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
     snapshots = [{"file": f, "label": s.get("label"), "host": s.get("host"), "created": s.get("created"),
                   "median": stats._r(m), "n": len(v[name])} for f, s, v, m in zip(files, snaps, values, medians)]
     warnings = list(node_warnings)
-    floor = min((it["p_value"] for it in items), default=1.0)
+    floor = min((float(it["p_value"]) for it in items), default=1.0)
     if len(snaps) < 5:
         warnings.append(f"{len(snaps)} snapshots: the smallest possible permutation p-value is large "
                         f"(best here {floor:.2g}); treat the order as a hint, not proof")

@@ -375,8 +375,8 @@ def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Differ
             continue
         instances = sorted((m.subject.entity for m in members), key=lambda s: (len(s), s))
         if where == "gpu":
-            everyone = {v.subject_of(k).entity for v in (va, vb) for k in v.presence
-                        if k.startswith("gpu.") and v.subject_of(k) is not None}
+            everyone = {subject.entity for v in (va, vb) for k in v.presence if k.startswith("gpu.")
+                        for subject in [v.subject_of(k)] if subject is not None}
         else:
             everyone = set(va.workers) | set(vb.workers)
         label = "*" if set(instances) >= everyone else ",".join(instances)

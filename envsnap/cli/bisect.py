@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from typing import Dict
 
 import click
 
@@ -85,7 +86,7 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     def progress(line: str) -> None:
         click.echo(f"envsnap bisect: {line}", err=True)
 
-    journal_box = {}
+    journal_box: Dict[str, str] = {}
     previous = _interrupt_on_termination()
     try:
         result = command_mod.run_bisect(

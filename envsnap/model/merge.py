@@ -8,7 +8,7 @@ one entry per host; runs of every node are kept at the top level, each tagged wi
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from envsnap.errors import EnvsnapError
 from envsnap.model import schema
@@ -47,7 +47,7 @@ def merge(snapshots: Sequence[Dict[str, Any]], sources: Sequence[str], created: 
     return schema.validate(merged, "<merged>")
 
 
-def _nodes_of(snap: Dict[str, Any], source: str):
+def _nodes_of(snap: Dict[str, Any], source: str) -> Iterator[Tuple[str, Dict[str, Any], List[Dict[str, Any]]]]:
     """(host, node entry, runs) for a node snapshot, or for each node of a merged one."""
     if isinstance(snap.get("nodes"), dict) and snap["nodes"]:
         by_host: Dict[str, List[Dict[str, Any]]] = {}

@@ -133,7 +133,7 @@ def _check_depth(value: Any, depth: int, limit: float = _INF) -> None:
             raise _ShapeError("finite", item)
 
 
-_LEAF_TYPES = {
+_LEAF_TYPES: Dict[str, FrozenSet[type]] = {
     "str": frozenset({str, type(None)}),
     "num": frozenset({int, float, type(None)}),  # type() is exact: a bool is not a number here
     "int": frozenset({int}),  # ranks: consumers sort by them, so null is not allowed
@@ -209,7 +209,7 @@ def _compile_collection(kind: str, inner: Any, limit: float) -> _Checker:
     def items(value: Any) -> Iterable[Tuple[Any, Any]]:
         if not isinstance(value, container):
             raise _ShapeError(word, value)
-        return value.items() if container is dict else enumerate(value)
+        return value.items() if isinstance(value, dict) else enumerate(value)
 
     def label(key: Any) -> str:
         return f"[{key}]" if container is list else str(key)

@@ -25,7 +25,7 @@ import os
 import re
 import stat
 import sys
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from envsnap.errors import EnvsnapError
 from envsnap.model.schema import (
@@ -38,7 +38,7 @@ from envsnap.model.schema import (
 try:  # optional: see the module docstring
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]
 
 # A snapshot over this size is not something envsnap wrote: refuse instead of exhausting memory.
 MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024
@@ -219,7 +219,7 @@ def save(snapshot: Dict[str, Any], path: str, force: bool = False) -> None:
     atomic_write_text(path, dumps(snapshot), force=force)
 
 
-def _reject_duplicates(pairs):
+def _reject_duplicates(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):  # rare: find which key, for the message
         seen = set()
@@ -230,7 +230,7 @@ def _reject_duplicates(pairs):
     return out
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> None:
     raise ValueError(f"invalid number {name}")
 
 
@@ -243,8 +243,8 @@ def parse(text: str, source: str = "<input>", shapes: Optional[Mapping[str, Any]
     return _parse_exact(text, source, shapes)
 
 
-_COLON = {str: ":", bytes: b":"}
-_UNICODE_ESCAPE = {str: "\\u003", bytes: b"\\u003"}
+_COLON: Dict[type, Any] = {str: ":", bytes: b":"}
+_UNICODE_ESCAPE: Dict[type, Any] = {str: "\\u003", bytes: b"\\u003"}
 
 
 def _fast_parse(doc: Union[str, bytes], source: str, shapes: Optional[Mapping[str, Any]] = None
@@ -355,7 +355,7 @@ def _read_capped(handle: Any, source: str, size: int = 0) -> bytes:
     input at the cap, before either costs memory. A regular file's `size` (within the cap) is
     read in one piece first: one buffer instead of a fresh one per MiB (page faults cost more
     than the copy)."""
-    chunks = []
+    chunks: List[bytes] = []
     total = 0
     first = size + 1 if 0 < size < MAX_SNAPSHOT_BYTES else 1 << 20
     while True:

@@ -121,7 +121,7 @@ def write_atomically(path: str, data: bytes, mode: int, owner: Optional[Tuple[in
 # The manifest
 # ---------------------------------------------------------------------------------------
 
-def _lock(handle) -> None:
+def _lock(handle: Any) -> None:
     try:
         import fcntl
 
@@ -252,7 +252,7 @@ def _restore_one(directory: str, path: str, entry: Mapping[str, Any]) -> str:
         if stat.S_IMODE(st.st_mode) == mode and (times_ns is None or st.st_mtime_ns == times_ns[1]):
             return "unchanged"
     owner = tuple(entry["owner"]) if isinstance(entry.get("owner"), list) and len(entry["owner"]) == 2 else None
-    write_atomically(path, data, mode, owner, times_ns)  # type: ignore[arg-type]
+    write_atomically(path, data, mode, owner, times_ns)
     return "restored"
 
 

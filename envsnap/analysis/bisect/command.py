@@ -102,7 +102,7 @@ def restore_files(journal_path: str) -> Tuple[List[str], int]:
     return lines, 0 if report.clean else 1
 
 
-def _restored_line(report, directory: str) -> str:
+def _restored_line(report: Any, directory: str) -> str:
     n = len(report.restored) + len(report.unchanged)
     text = f"restored {len(report.restored)} files an interrupted bisect had switched"
     if report.unchanged:
@@ -268,7 +268,7 @@ def run_bisect(
     return finished
 
 
-def _leave_benchmark_outputs(file_set, command: Sequence[str]) -> None:
+def _leave_benchmark_outputs(file_set: Any, command: Sequence[str]) -> None:
     """A file the benchmark itself appends to (bench_serving's --output-file, ...) differs between
     two captures for that reason alone: switching it would make every run look like a user's edit."""
     outputs = {os.path.realpath(p) for p in result_files(command, os.getcwd())}
@@ -287,8 +287,8 @@ def _leave_benchmark_outputs(file_set, command: Sequence[str]) -> None:
     file_set.not_applicable.sort(key=lambda d: d.name)
 
 
-def _search(result: Dict[str, Any], bisector: Bisector, overrides: Mapping[str, str], max_runs: int, delta_set,
-            file_set) -> Dict[str, Any]:
+def _search(result: Dict[str, Any], bisector: Bisector, overrides: Mapping[str, str], max_runs: int, delta_set: Any,
+            file_set: Any) -> Dict[str, Any]:
     try:
         bisector.baselines()
     except NotDistinguishable:

@@ -98,7 +98,7 @@ class FileDelta:
         return "modified"
 
     def public(self) -> Dict[str, Any]:
-        out = {"name": self.name, "kind": "file", "source": self.source, "change": self.change,
+        out: Dict[str, Any] = {"name": self.name, "kind": "file", "source": self.source, "change": self.change,
                "where": self.where, "good": self.good.describe(), "bad": self.bad.describe(),
                "good_sha256": self.good.sha256, "bad_sha256": self.bad.sha256}
         if self.current:

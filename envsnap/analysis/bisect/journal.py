@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 import os
-from typing import Any, Dict, List
+from typing import Any, BinaryIO, Dict, List, Optional, Tuple
 
 from envsnap.errors import EnvsnapError
 
@@ -35,7 +35,7 @@ def default_journal_path(bad_path: str) -> str:
     return os.path.join(os.getcwd(), name)
 
 
-def _sha(obj) -> str:
+def _sha(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogateescape")).hexdigest()
 
 
@@ -58,8 +58,8 @@ def _usable_run(entry: object) -> bool:
 
 def _completed_configurations(header: Dict[str, Any], data: bytes) -> int:
     """Configurations of a journal with --repeat successful runs (1 for a header without repeat)."""
-    repeat = header.get("repeat") if isinstance(header.get("repeat"), int) and header["repeat"] > 0 else 1
-    ok: Dict[tuple[Any], int] = {}
+    repeat: int = header["repeat"] if isinstance(header.get("repeat"), int) and header["repeat"] > 0 else 1
+    ok: Dict[Tuple[Any, ...], int] = {}
     for line in data.decode("utf-8", "replace").splitlines()[1:]:
         try:
             entry = json.loads(line)
@@ -80,7 +80,7 @@ class Journal:
         self.runs: List[Dict[str, Any]] = []
         self.dropped_partial = False
         self.replaced: str = ""  # why an earlier bisect's journal was replaced
-        self._handle = None
+        self._handle: Optional[BinaryIO] = None
 
     def open(self) -> "Journal":
         directory = os.path.dirname(self.path)

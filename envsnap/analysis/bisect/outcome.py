@@ -44,7 +44,7 @@ def _summary_values(values: Sequence[float]) -> Dict[str, Any]:
             "values": list(values)}
 
 
-def finish(result: Dict[str, Any], status: str, exit_code: int, message: str, bisector,
+def finish(result: Dict[str, Any], status: str, exit_code: int, message: str, bisector: Any,
            overrides: Mapping[str, str], minimal: Optional[List[str]] = None) -> Dict[str, Any]:
     result["status"] = status
     result["exit_code"] = exit_code
@@ -112,7 +112,7 @@ def finish(result: Dict[str, Any], status: str, exit_code: int, message: str, bi
     return result
 
 
-def _one_minimal(bisector, minimal: Sequence[str]) -> bool:
+def _one_minimal(bisector: Any, minimal: Sequence[str]) -> bool:
     """Removing any one delta of the set was measured and found GOOD."""
     for name in minimal:
         smaller = tuple(sorted(x for x in minimal if x != name))
@@ -126,7 +126,7 @@ def _one_minimal(bisector, minimal: Sequence[str]) -> bool:
 # What to do with the minimal set
 # ---------------------------------------------------------------------------------------
 
-def _env_command(delta, value: Optional[str], recorded: Optional[str]) -> str:
+def _env_command(delta: Any, value: Optional[str], recorded: Optional[str]) -> str:
     if value is None:
         return f"unset {delta.name}"
     if recorded is not None and recorded != value:
@@ -172,7 +172,7 @@ def _file_command(delta: FileDelta, version: Version, side_name: str, saver: _Sa
 
 def _diff(delta: FileDelta) -> Optional[str]:
     """GOOD -> BAD unified diff of a file whose versions are text; None for binary ones."""
-    texts = []
+    texts: List[str] = []
     for version in (delta.good, delta.bad):
         if not version.present:
             texts.append([])

@@ -107,7 +107,7 @@ class Bisector:
         self.good_key: Key = ()
         self.bad_key: Key = tuple(self.names)
         self.current: List[str] = list(self.names)
-        self._pending = {}
+        self._pending: Dict[Key, List[Dict[str, Any]]] = {}
         for entry in journal.runs:
             key = tuple(sorted(entry["config"]))
             if set(key) <= set(self.names):

@@ -25,7 +25,7 @@ def build_tables(good: Dict[str, Any], bad: Dict[str, Any], pairing: Optional[no
     one group of columns per node ("node/process").
     """
     pairing = pairing or nodes.pair_nodes(good, bad)
-    out = {
+    out: Dict[str, Any] = {
         "runs": runs.runs_table(good, bad),
         "workers": workers.workers_table(pairing),
         "provenance": runs.provenance_table(good, bad),

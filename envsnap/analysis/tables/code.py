@@ -2,7 +2,7 @@
 hooks, git checkouts and watched files."""
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Set
 
 from envsnap.analysis.tables.common import (
     as_dict,
@@ -114,7 +114,7 @@ def _git(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Dict[str, Any]]:
                   "differs": (gf or {}).get(name) != (bf or {}).get(name)}
                  for name in GIT_FACTS if not (name == "errors" and not (gf or {}).get(name) and not (bf or {}).get(name))]
         # A file of a checkout captured on one side only is "not captured" on the other, never "clean".
-        names = set()
+        names: Set[str] = set()
         for repo in (g_repo, b_repo):
             names.update(as_dict(repo.get("dirty")), as_dict(repo.get("untracked")))
         files = []

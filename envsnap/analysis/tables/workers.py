@@ -46,7 +46,7 @@ def _cells(columns: Dict[str, Tuple[SeenProcess, Optional[str]]], name: str) -> 
     for key, (process, parent) in columns.items():
         if process.env is not None:
             groups.setdefault(_peer_group(process, parent), []).append(key)
-    majority: Dict[Tuple[str, str], Tuple[Counter, int]] = {}
+    majority: Dict[Tuple[str, str], Tuple[Counter[Any], int]] = {}
     for group, keys in groups.items():
         if len(keys) >= 2:
             counts = Counter(readable[k].env.get(name, _UNSET) for k in keys)  # type: ignore[union-attr]
@@ -59,9 +59,9 @@ def _cells(columns: Dict[str, Tuple[SeenProcess, Optional[str]]], name: str) -> 
         value = process.env.get(name, _UNSET)
         cell: Dict[str, Any] = {"readable": True, "set": value is not _UNSET,
                                 "value": None if value is _UNSET else value}
-        parent = readable.get(parent_key or "")
-        if parent is not None:
-            parent_value = parent.env.get(name, _UNSET)  # type: ignore[union-attr]
+        parent_process = readable.get(parent_key or "")
+        if parent_process is not None and parent_process.env is not None:
+            parent_value = parent_process.env.get(name, _UNSET)
             cell["has_parent"] = True
             if parent_value != value:
                 cell["vs_parent"] = {"set": parent_value is not _UNSET,
