@@ -1,0 +1,112 @@
+"""Causes the snapshots cannot tell apart, and how to tell them apart: `envsnap bisect`.
+
+Causes with equal evidence share a rank (causes.py). Each such group is reported once, with the bisect
+command that separates them by measurement and its estimated cost: bisect re-runs the benchmark with
+subsets of the differing variables and files switched to BAD (Zeller's ddmin); one cause among n
+deltas takes about 2*log2(n) configurations (ddmin.configurations_for_one_cause), each run --repeat
+times (3 by default). The command is the one the snapshots' runs measured (run_session), when known.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any, Dict, List, Mapping, Optional
+
+from envsnap.analysis.bisect.candidates import (
+    git_candidates,
+    installed_candidates,
+    startup_candidates,
+    watched_candidates,
+)
+from envsnap.analysis.bisect.ddmin import configurations_for_one_cause
+from envsnap.analysis.bisect.deltas import collect_deltas
+
+BISECT_REPEAT = 3  # `envsnap bisect --repeat` default (cli/bisect.py)
+# What bisect can switch per run: environment variables and files (analysis/bisect: deltas, files).
+SWITCHABLE_FILES = ("integrity", "startup", "files")
+
+
+def switchable(cause: Mapping[str, Any]) -> bool:
+    """Can `envsnap bisect` re-create this difference per run (a variable, or a file)?"""
+    if cause.get("variable"):
+        return True
+    if cause.get("where") in SWITCHABLE_FILES:
+        return True
+    return cause.get("where") == "git" and cause.get("aspect") in ("dirty", "untracked")
+
+
+def _delta_count(good: Mapping[str, Any], bad: Mapping[str, Any]) -> int:
+    """The variables and files bisect would search (an estimate: this machine's files are not read)."""
+    env = collect_deltas(good, bad, environ={})
+    notes: List[str] = []
+    paths = set()
+    for gather in (git_candidates, installed_candidates, startup_candidates, watched_candidates):
+        paths.update(os.path.abspath(c.path) for c in gather(good, bad, notes))
+    return len(env.applicable) + len(env.not_applicable) + len(paths)
+
+
+def _command(good: Mapping[str, Any], bad: Mapping[str, Any]) -> Optional[str]:
+    for snap in (bad, good):
+        session = snap.get("run_session")
+        command = session.get("command") if isinstance(session, dict) else None
+        if isinstance(command, list) and command and all(isinstance(a, str) for a in command):
+            return shlex.join(command)
+    return None
+
+
+def bisect_hint(good: Mapping[str, Any], bad: Mapping[str, Any], good_file: Optional[str],
+                bad_file: Optional[str]) -> Dict[str, Any]:
+    """The bisect command for these two snapshots and its estimated cost."""
+    deltas = _delta_count(good, bad)
+    configurations = configurations_for_one_cause(deltas)
+    command = _command(good, bad)
+    files = " ".join(shlex.quote(f) if f and f != "-" else placeholder
+                     for f, placeholder in ((good_file, "GOOD.json"), (bad_file, "BAD.json")))
+    return {"command": f"envsnap bisect {files} -- {command or 'BENCHMARK-COMMAND'}",
+            "command_known": command is not None, "deltas": deltas, "configurations": configurations,
+            "repeat": BISECT_REPEAT, "runs": configurations * BISECT_REPEAT}
+
+
+def tie_groups(causes: List[Dict[str, Any]], hint: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Every group of two or more causes that share a rank, with the bisect command where it can help."""
+    by_rank: Dict[int, List[Dict[str, Any]]] = {}
+    for cause in causes:
+        by_rank.setdefault(cause["rank"], []).append(cause)
+    groups = []
+    for rank in sorted(by_rank):
+        members = by_rank[rank]
+        if len(members) < 2:
+            continue
+        can = [m["key"] for m in members if switchable(m)]
+        changes = {_change_of(m) for m in members}
+        group: Dict[str, Any] = {"rank": rank, "size": len(members), "score": members[0]["score"],
+                                 "keys": [m["key"] for m in members],
+                                 "line": f"these {len(members)} cannot be told apart from the snapshots "
+                                         "(equal evidence)"}
+        if len(changes) == 1:
+            group["line"] = (f"these {len(members)} are one change ({next(iter(changes))}) seen in "
+                             f"{len(members)} places, with equal evidence")
+        elif can and hint and hint["deltas"]:
+            group["bisect"] = dict(hint, switchable=can)
+            group["bisect_line"] = bisect_line(hint, len(can), len(members))
+        groups.append(group)
+    return groups
+
+
+def _change_of(cause: Mapping[str, Any]) -> str:
+    """What one change is, whichever key shows it: the variable, the file, else the key itself."""
+    if cause.get("variable"):
+        return str(cause["variable"])
+    if cause.get("where") == "git" and cause.get("item"):
+        return str(cause["item"])
+    return str(cause.get("key"))
+
+
+def bisect_line(hint: Mapping[str, Any], switchable_count: int, size: int) -> str:
+    text = (f"to tell them apart: {hint['command']}  (about {hint['runs']} runs: {hint['configurations']} "
+            f"configurations x {hint['repeat']} over {hint['deltas']} variables and files)")
+    if switchable_count < size:
+        text += f"; {size - switchable_count} of them (host, packages, GPU facts) cannot be switched by bisect"
+    if not hint.get("command_known"):
+        text += "; put the benchmark command after --"
+    return text
