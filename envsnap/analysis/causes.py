@@ -64,6 +64,8 @@ class _Ranking:
         why = prior.why or rule.why or f"{d.key} changed"
         if prior.sized:
             component = RESOURCE_COMPONENTS[knowledge.RESOURCE_KEYS[d.key]]
+        elif prior.component:
+            component = prior.component
         component, why = self._domain(d, rule, component, why, score, notes)
         found = context_mod.context_factor(d.key, self.context)
         if found is not None:

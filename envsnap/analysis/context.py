@@ -144,11 +144,12 @@ def _both(part: str, good: Presence, bad: Presence) -> Presence:
 def build_context(good: Mapping[str, Any], bad: Mapping[str, Any]) -> Context:
     """What both snapshots show in play (see the module doc)."""
     gpu_g, gpu_b = _gpu_side(good), _gpu_side(bad)
-    return Context({
-        GPU_CONTEXT: _both(GPU_CONTEXT, gpu_g, gpu_b),
-        NCCL_CONTEXT: _both(NCCL_CONTEXT, _nccl_side(good, gpu_g), _nccl_side(bad, gpu_b)),
-        SGLANG_CONTEXT: _both(SGLANG_CONTEXT, _sglang_side(good), _sglang_side(bad)),
-    })
+    gpu = _both(GPU_CONTEXT, gpu_g, gpu_b)
+    nccl = _both(NCCL_CONTEXT, _nccl_side(good, gpu_g), _nccl_side(bad, gpu_b))
+    if gpu.state == ABSENT:  # say why in GPU terms: that is the fact the snapshots show
+        nccl = Presence(ABSENT, f"{gpu.why}: NCCL runs only on GPUs")
+    return Context({GPU_CONTEXT: gpu, NCCL_CONTEXT: nccl,
+                    SGLANG_CONTEXT: _both(SGLANG_CONTEXT, _sglang_side(good), _sglang_side(bad))})
 
 
 def context_factor(key: str, context: Context) -> Optional[Tuple[str, str]]:

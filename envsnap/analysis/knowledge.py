@@ -814,17 +814,18 @@ class VariableKind:
     name: str
     prior: float
     why: str
+    component: str = NONE  # what such a setting acts on, where its kind says
 
 
 VARIABLE_KINDS: Dict[str, VariableKind] = {k.name: k for k in [
     # ld.so(8): the dynamic linker decides which libraries (allocator, BLAS, CUDA) every process loads.
     VariableKind("linker", 0.4, "a dynamic-linker setting (ld.so(8)): which libraries load"),
-    # mallopt(3) ENVIRONMENT, tunables(7): allocator tuning changes the cost of every allocation.
-    VariableKind("allocator", 0.35, "an allocator setting (mallopt(3), tunables(7))"),
-    # Python docs "Command line and environment": PYTHON* variables change how the interpreter runs.
-    VariableKind("interpreter", 0.3, "an interpreter setting (Python docs, Command line and environment)"),
+    # mallopt(3) ENVIRONMENT, tunables(7): allocator tuning changes the cost of every allocation (CPU time).
+    VariableKind("allocator", 0.35, "an allocator setting (mallopt(3), tunables(7))", CPU_HOST),
+    # Python docs "Command line and environment": PYTHON* variables change how the interpreter runs (host side).
+    VariableKind("interpreter", 0.3, "an interpreter setting (Python docs, Command line and environment)", CPU_HOST),
     # OpenMP spec OMP_NUM_THREADS and its imitators: thread counts are the classic performance knob.
-    VariableKind("threads", 0.3, "a thread or worker count"),
+    VariableKind("threads", 0.3, "a thread or worker count", CPU_HOST),
     VariableKind("switch", 0.15, "a switch (a boolean, or an ENABLE/DISABLE/USE name)"),
     VariableKind("count", 0.15, "a count or size (a small integer, a size, a NUM/SIZE/LIMIT/MAX name)"),
     VariableKind("mode", 0.12, "a mode (one word from a small set, or a MODE/LEVEL/POLICY/BACKEND name)"),

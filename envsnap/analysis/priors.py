@@ -161,6 +161,7 @@ class Prior:
     source: str  # where it comes from, for the evidence line "prior 0.15 (SOURCE)"
     why: str = ""  # the cause's reason when no rule gives one
     sized: bool = False  # a host resource change, sized
+    component: str = ""  # what it acts on, when the prior's source says (else the rule's)
 
 
 def prior_for(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Prior:
@@ -187,7 +188,8 @@ def prior_for(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Pri
         how = {"name": f"its name marks {noun}", "values": f"its values ({values}) look like {noun}",
                "nothing": "nothing in its name or values says what it sets"}[shown_by]
         return Prior(entry.prior, f"unknown variable: {noun}, by its {shown_by}" if shown_by != "nothing"
-                     else "unknown variable: free text", f"{d.variable} is not in the knowledge table; {how}")
+                     else "unknown variable: free text", f"{d.variable} is not in the knowledge table; {how}",
+                     component=entry.component)
     return Prior(rule.weight, "no rule names it: the section's default")
 
 
