@@ -323,6 +323,6 @@ def file_kind(path: str) -> Optional[Tuple[str, float]]:
     for suffixes, kind, multiplier in knowledge.FILE_KINDS:
         if lower.endswith(suffixes):
             return kind, multiplier
-    if base in ("readme", "license", "copying", "changelog", "authors", "notice", ".gitignore"):
-        return "documentation or data", 0.2
+    if base in knowledge.DOCUMENTATION_NAMES:
+        return next((kind, m) for suffixes, kind, m in knowledge.FILE_KINDS if ".md" in suffixes)
     return None

@@ -38,7 +38,7 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     # A rule for a part that is not there cannot act (NCCL without a GPU, SGLang where it is not installed).
     Factor("out_of_context", 0.1, "the part of the stack it acts on is absent from both snapshots"),
     # The part could be there but no process was seen using it (GPU present, no process initialised NCCL).
-    Factor("not_seen_in_play", 0.35, "no measured process was seen using the part of the stack it acts on"),
+    Factor("not_seen_in_play", 0.25, "no measured process was seen using the part of the stack it acts on"),
 
     # ---- who read it (views.env_read_evidence: the probe's per-process read counts, NCCL's log lines) ----
     Factor("read_by_process", 2.0, "a measured process read it: the change reached running code"),

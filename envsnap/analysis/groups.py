@@ -45,12 +45,22 @@ def _delta_count(good: Mapping[str, Any], bad: Mapping[str, Any]) -> int:
     return len(env.applicable) + len(env.not_applicable) + len(paths)
 
 
-def _command(good: Mapping[str, Any], bad: Mapping[str, Any]) -> Optional[str]:
-    for snap in (bad, good):
-        session = snap.get("run_session")
-        command = session.get("command") if isinstance(session, dict) else None
-        if isinstance(command, list) and command and all(isinstance(a, str) for a in command):
-            return shlex.join(command)
+def run_command(snap: Mapping[str, Any]) -> Optional[str]:
+    """The benchmark command a snapshot's runs measured (`envsnap run`), as one shell line."""
+    session = snap.get("run_session")
+    command = session.get("command") if isinstance(session, dict) else None
+    if isinstance(command, list) and command and all(isinstance(a, str) for a in command):
+        return shlex.join(command)
+    return None
+
+
+def commands_differ(good: Mapping[str, Any], bad: Mapping[str, Any]) -> Optional[str]:
+    """A warning when GOOD's and BAD's runs measured different commands: a difference no key shows,
+    and one bisect cannot switch."""
+    g, b = run_command(good), run_command(bad)
+    if g and b and g != b:
+        return (f"GOOD and BAD ran different benchmark commands ({g!r} vs {b!r}): the command line is a "
+                "difference of its own, which no cause below accounts for and bisect cannot switch")
     return None
 
 
@@ -59,7 +69,7 @@ def bisect_hint(good: Mapping[str, Any], bad: Mapping[str, Any], good_file: Opti
     """The bisect command for these two snapshots and its estimated cost."""
     deltas = _delta_count(good, bad)
     configurations = configurations_for_one_cause(deltas)
-    command = _command(good, bad)
+    command = run_command(bad) or run_command(good)
     files = " ".join(shlex.quote(f) if f and f != "-" else placeholder
                      for f, placeholder in ((good_file, "GOOD.json"), (bad_file, "BAD.json")))
     return {"command": f"envsnap bisect {files} -- {command or 'BENCHMARK-COMMAND'}",

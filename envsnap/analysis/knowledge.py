@@ -864,6 +864,26 @@ RESOURCE_KEYS: Dict[str, str] = {
     "host.cgroup.cpu_limit_cores": "cpu_quota", "host.cgroup.memory_limit_bytes": "memory", "host.cpu.smt": "smt",
 }
 
+
+@dataclass(frozen=True)
+class SizedPrior:
+    """prior = min(ceiling, floor + slope * share taken away); `raised` when the resource grew."""
+    floor: float
+    slope: float
+    ceiling: float
+    raised: float
+    unknown_share: float  # the share assumed when the old amount was unlimited ("max")
+
+
+# A CPU-bound program on half its CPUs runs up to twice as long (Amdahl): the share of CPUs taken away is
+# the size of the candidate; more CPUs rarely slow a program (more threads contend). Memory limits slow by
+# reclaim and swap under pressure (cgroup-v2.rst "memory.max", "memory.high"), less directly.
+CPU_SIZED = SizedPrior(floor=0.3, slope=0.7, ceiling=0.85, raised=0.15, unknown_share=0.5)
+MEMORY_SIZED = SizedPrior(floor=0.2, slope=0.5, ceiling=0.7, raised=0.1, unknown_share=0.5)
+# sysfs devices/system/cpu/smt/control: turning SMT off halves the logical CPUs (per core, less than 2x work).
+SMT_OFF_PRIOR = 0.35
+SMT_OTHER_PRIOR = 0.2
+
 # Files (git dirty/untracked entries, watched files) by what they are: code runs, documentation never does.
 # Multipliers of the rule's prior.
 FILE_KINDS: List[Tuple[Tuple[str, ...], str, float]] = [
@@ -873,3 +893,4 @@ FILE_KINDS: List[Tuple[Tuple[str, ...], str, float]] = [
     ((".md", ".rst", ".txt", ".adoc", ".html", ".ipynb", ".png", ".jpg", ".svg", ".pdf", ".csv", ".log"),
      "documentation or data", 0.2),
 ]
+DOCUMENTATION_NAMES = ("readme", "license", "copying", "changelog", "authors", "notice", ".gitignore")

@@ -30,7 +30,7 @@ _RUN_PREFIX = re.compile(r"(\d+)/(.+)")
 # ---------------------------------------------------------------- who read it
 
 def _readers(comp: Comparison, name: str) -> Dict[str, Tuple[int, int]]:
-    """{process: (reads, runs it was seen reading in)} over both sides; a process of another run of
+    """{process: (reads, records that read it)} over both sides; a process of another run of
     `envsnap run` ("3/python-0") counts as the same process. NCCL's count is its ranks that logged the
     variable, the larger side's."""
     out: Dict[str, Tuple[int, int]] = {}
@@ -49,8 +49,7 @@ def _readers_text(readers: Dict[str, Tuple[int, int]]) -> str:
         if process == NCCL_READER:
             parts.append(f"NCCL (logged by {reads} rank{'s' if reads != 1 else ''})")
         else:
-            where = f" in {runs} runs" if runs > 1 else ""
-            parts.append(f"{process} ({reads} read{'s' if reads != 1 else ''}{where})")
+            parts.append(f"{process} ({reads} read{'s' if reads != 1 else ''})")
     more = len(readers) - len(parts)
     return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
 

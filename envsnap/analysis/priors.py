@@ -41,7 +41,7 @@ def value_kind(value: Any) -> Optional[str]:
     if isinstance(value, bool):
         return "switch"
     if isinstance(value, (int, float)):
-        return "count" if abs(value) < 1e8 else "bookkeeping"
+        return "count" if len(str(abs(int(value)))) < 9 else "bookkeeping"
     text = str(value).strip()
     if not text:
         return "switch"  # set-but-empty reads as "on" to most code that checks presence
@@ -120,6 +120,10 @@ def _bytes(value: Any) -> Optional[float]:
     return float("inf") if value == "max" else None
 
 
+def _sized(sizing: knowledge.SizedPrior, share: float) -> float:
+    return min(sizing.ceiling, sizing.floor + sizing.slope * share)
+
+
 def resource_prior(resource: str, d: Difference, comp: Comparison) -> Optional[Tuple[float, str]]:
     """(prior, source) for a sized host resource change, None when its values cannot be sized."""
     good, bad = d.good, d.bad
@@ -131,20 +135,20 @@ def resource_prior(resource: str, d: Difference, comp: Comparison) -> Optional[T
         label = {"cpus": "usable CPUs", "cpuset": "CPU set", "cpu_quota": "CPU quota"}[resource]
         if b < g:
             share = 1.0 - b / g
-            return min(0.85, 0.3 + 0.7 * share), f"{label} {g:g} \u2192 {b:g}: {share:.0%} of them taken away"
-        return 0.15, f"{label} {g:g} \u2192 {b:g}: more CPUs rarely slow a program down"
+            return _sized(knowledge.CPU_SIZED, share), f"{label} {g:g} \u2192 {b:g}: {share:.0%} of them taken away"
+        return knowledge.CPU_SIZED.raised, f"{label} {g:g} \u2192 {b:g}: more CPUs rarely slow a program down"
     if resource == "memory":
         g, b = _bytes(good), _bytes(bad)
         if g is None or b is None or g <= 0:
             return None
         if b < g:
-            share = 1.0 - b / g if g != float("inf") else 0.5  # from unlimited: how far is not known
-            return min(0.7, 0.2 + 0.5 * share), "memory limit lowered: reclaim and swapping under pressure"
-        return 0.1, "memory limit raised"
+            share = 1.0 - b / g if g != float("inf") else knowledge.MEMORY_SIZED.unknown_share
+            return _sized(knowledge.MEMORY_SIZED, share), "memory limit lowered: reclaim and swapping under pressure"
+        return knowledge.MEMORY_SIZED.raised, "memory limit raised"
     if resource == "smt":
         if good == "on" and bad != "on":
-            return 0.35, "SMT turned off: half the logical CPUs gone"
-        return 0.2, f"SMT {good} \u2192 {bad}"
+            return knowledge.SMT_OFF_PRIOR, "SMT turned off: half the logical CPUs gone"
+        return knowledge.SMT_OTHER_PRIOR, f"SMT {good} \u2192 {bad}"
     return None
 
 

@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional
 from envsnap.analysis import diff as diff_mod
 from envsnap.analysis.causes import rank_causes
 from envsnap.analysis.context import build_context
-from envsnap.analysis.groups import bisect_hint, tie_groups
+from envsnap.analysis.groups import bisect_hint, commands_differ, tie_groups
 from envsnap.analysis.tables import build_tables
 from envsnap.analysis.verdict import build_verdict
 
@@ -42,6 +42,9 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
         groups = [g for g in groups if g["rank"] in shown]
     differences = [d.to_json() for d in comp.differences if include_volatile or not d.volatile]
     warnings = list(comp.warnings) + run_warnings
+    differ = commands_differ(good, bad)
+    if differ:
+        warnings.append(differ)
     for side, snap in (("good", good), ("bad", bad)):
         prov = snap.get("provenance")
         if isinstance(prov, dict) and prov.get("kind") == "illustrative":
