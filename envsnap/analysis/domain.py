@@ -90,13 +90,16 @@ def score_variable(d: diff_mod.Difference, component: str, why: str, facts: Fact
     if where == "workers":
         why = _workers(d, name, why, places, facts, score, notes)
     elif where == "env" and facts.workers_both:
+        tp = facts.comp.good.workers_are_tp or facts.comp.bad.workers_are_tp
+        own = (f"the workers' own value (workers.env.{name}) is what the server uses" if tp
+               else f"the measured processes' own value (workers.env.{name}) is what ran")
         if "workers" in places:
-            score.apply("shell_behind_workers", f"the capturing shell's copy: the workers' own value "
-                                                f"(workers.env.{name}) is what the server uses")
-            why += f" \u2014 the workers' own value (workers.env.{name}) is what the server uses"
+            score.apply("shell_behind_workers", f"the capturing shell's copy: {own}")
+            why += f" \u2014 {own}"
         else:
             score.apply("shell_only")
-            why = f"{name} changed only in the capturing shell: the running workers did not see it"
+            why = (f"{name} changed only in the capturing shell: the running "
+                   f"{'workers' if tp else 'measured processes'} did not see it")
     elif where == "in_process":
         why = _in_process(d, name, why, places, score, notes)
     elif where == "parent_only" and server_parent_only(d):
@@ -131,9 +134,11 @@ def _workers(d: diff_mod.Difference, name: str, why: str, places: Dict[str, diff
     comp = facts.comp
     source = {"probe": "seen by the in-process probe", "proc": "from /proc/PID/environ"}.get(
         comp.bad.worker_env_source or comp.good.worker_env_source, "")
-    why += f" \u2014 changed in the TP workers' own environment{f' ({source})' if source else ''}"
+    tp = comp.good.workers_are_tp or comp.bad.workers_are_tp
+    who = "the TP workers'" if tp else "the measured processes'"
+    why += f" \u2014 changed in {who} own environment{f' ({source})' if source else ''}"
     if d.subject.aspect == "disagree":
-        why += "; the workers disagree with each other"
+        why += f"; the {'workers' if tp else 'processes'} disagree with each other"
     if "nccl" in places:
         logged = places["nccl"]
         if logged.good is not None and logged.bad is not None:
