@@ -118,12 +118,28 @@ def _sglang_side(snap: Mapping[str, Any]) -> Presence:
         return Presence(IN_PLAY, f"SGLang processes captured ({', '.join(titled[:3])})")
     if _section(snap, "packages")[0] != "ok":
         return Presence(UNKNOWN, "no package list to show whether SGLang is installed")
-    dists = (section_data(snap, "packages") or {}).get("dists") or {}
+    packages = section_data(snap, "packages") or {}
+    dists = packages.get("dists") or {}
     if not any(canonical_name(str(name)) == "sglang" for name in dists):
-        return Presence(ABSENT, "SGLang is not installed in the captured interpreter")
+        described = str(packages.get("python") or "")
+        if described and described in _interpreters_that_ran(snap, seen):
+            return Presence(ABSENT, f"SGLang is not installed in the interpreter that ran ({described})")
+        # The package list may describe envsnap's own interpreter, not the server's (--python): weaker.
+        return Presence(NOT_SEEN, f"SGLang is not installed in the interpreter envsnap described ({described or '?'}),"
+                                  " and no SGLang process was captured")
     if seen:
         return Presence(NOT_SEEN, "SGLang is installed, but none of the captured processes is SGLang's")
     return Presence(UNKNOWN, "SGLang is installed; no server or process was captured to show it ran")
+
+
+def _interpreters_that_ran(snap: Mapping[str, Any], seen: Mapping[str, Dict[str, Any]]) -> List[str]:
+    """Executables the snapshot shows running: probed processes, walked processes, the runs' command."""
+    found = [str(entry.get("executable") or entry.get("exe") or "") for entry in seen.values()]
+    session = snap.get("run_session")
+    command = session.get("command") if isinstance(session, dict) else None
+    if isinstance(command, list) and command and isinstance(command[0], str) and command[0].startswith("/"):
+        found.append(command[0])
+    return [f for f in found if f]
 
 
 def _both(part: str, good: Presence, bad: Presence) -> Presence:

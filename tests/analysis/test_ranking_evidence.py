@@ -76,10 +76,17 @@ def test_an_nccl_init_record_puts_nccl_in_play_and_unknown_context_moves_nothing
 
 
 def test_sglang_settings_need_sglang():
-    pkgs = {"dists": {"torch": {"version": "2.13.0"}}, "integrity": {}}
+    pkgs = {"python": "/venv/bin/python", "dists": {"torch": {"version": "2.13.0"}}, "integrity": {}}
     good, bad = _pair({}, {"SGLANG_ENABLE_SPEC_V2": "1"}, packages=pkgs)
+    # Nothing shows that the described interpreter is the one that ran (it may be envsnap's own): weaker.
     assert _has(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"],
-                "x0.1 out of context: no SGLang captured on either side (SGLang is not installed")
+                "x0.25 not seen in play: SGLang not seen in use on either side (SGLang is not installed in the "
+                "interpreter envsnap described (/venv/bin/python)")
+    for side in (good, bad):
+        side["run_session"] = {"command": ["/venv/bin/python", "bench.py"]}
+    assert _has(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"],
+                "x0.1 out of context: no SGLang captured on either side (SGLang is not installed in the interpreter "
+                "that ran (/venv/bin/python))")
     with_sglang = {"dists": {"sglang": {"version": "0.5.23"}}, "integrity": {}}
     good, bad = _pair({}, {"SGLANG_ENABLE_SPEC_V2": "1"}, packages=with_sglang, sglang={"server_args": {"tp_size": 2}})
     assert not _has(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"], "x0.1 out of context")
