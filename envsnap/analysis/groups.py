@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 from envsnap.analysis.bisect.candidates import (
     git_candidates,
@@ -77,8 +77,10 @@ def bisect_hint(good: Mapping[str, Any], bad: Mapping[str, Any], good_file: Opti
             "repeat": BISECT_REPEAT, "runs": configurations * BISECT_REPEAT}
 
 
-def tie_groups(causes: List[Dict[str, Any]], hint: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Every group of two or more causes that share a rank, with the bisect command where it can help."""
+def tie_groups(causes: List[Dict[str, Any]],
+               hint: Union[None, Dict[str, Any], Callable[[], Dict[str, Any]]]) -> List[Dict[str, Any]]:
+    """Every group of two or more causes that share a rank, with the bisect command where it can help
+    (`hint`: the bisect hint, or a function that makes it, called only when a group needs it)."""
     by_rank: Dict[int, List[Dict[str, Any]]] = {}
     for cause in causes:
         by_rank.setdefault(cause["rank"], []).append(cause)
@@ -92,13 +94,16 @@ def tie_groups(causes: List[Dict[str, Any]], hint: Optional[Dict[str, Any]]) -> 
         group: Dict[str, Any] = {"rank": rank, "size": len(members), "score": members[0]["score"],
                                  "keys": [m["key"] for m in members],
                                  "line": f"these {len(members)} cannot be told apart from the snapshots "
-                                         "(equal evidence)"}
+                                         "(the evidence scores them equally)"}
         if len(changes) == 1:
             group["line"] = (f"these {len(members)} are one change ({next(iter(changes))}) seen in "
-                             f"{len(members)} places, with equal evidence")
-        elif can and hint and hint["deltas"]:
-            group["bisect"] = dict(hint, switchable=can)
-            group["bisect_line"] = bisect_line(hint, len(can), len(members))
+                             f"{len(members)} places, scored equally")
+        elif can and hint:
+            if callable(hint):
+                hint = hint()
+            if hint["deltas"]:
+                group["bisect"] = dict(hint, switchable=can)
+                group["bisect_line"] = bisect_line(hint, len(can), len(members))
         groups.append(group)
     return groups
 

@@ -216,7 +216,7 @@ def test_equal_evidence_is_one_group_with_the_bisect_command_never_an_order_by_n
     assert {c["rank"] for c in flags} == {1} and all(len(c["tied_with"]) == 2 for c in flags)
     group = result["groups"][0]
     assert group["rank"] == 1 and group["size"] == 3 and sorted(group["keys"]) == [c["key"] for c in flags]
-    assert group["line"] == "these 3 cannot be told apart from the snapshots (equal evidence)"
+    assert group["line"] == "these 3 cannot be told apart from the snapshots (the evidence scores them equally)"
     bisect = group["bisect"]
     assert bisect["command"] == "envsnap bisect g.json b.json -- python bench.py '--fast path'"
     assert bisect["deltas"] == 4 and bisect["configurations"] == configurations_for_one_cause(4)
@@ -230,7 +230,7 @@ def test_one_change_seen_in_several_places_is_not_sent_to_bisect():
     from envsnap.analysis.groups import tie_groups
 
     group = tie_groups(causes, {"deltas": 3, "command": "c", "runs": 1, "configurations": 1, "repeat": 1})[0]
-    assert group["line"] == "these 2 are one change (X) seen in 2 places, with equal evidence"
+    assert group["line"] == "these 2 are one change (X) seen in 2 places, scored equally"
     assert "bisect" not in group
 
 
