@@ -13,7 +13,8 @@ of evidence is a named factor (factors.py) applied to it and listed in its evide
   runs       how sure the runs are that something got worse (same for every cause).
 
 score = 1 - exp(-2.3 * prior * factors). Causes with equal evidence share one rank and are reported
-as a group ("tied_with"), never ordered by name: the snapshots cannot tell them apart.
+as a group ("tied": how many others share the rank; result["groups"] lists them), never ordered by name:
+the snapshots cannot tell them apart.
 """
 from __future__ import annotations
 
@@ -147,10 +148,8 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Dict[str, Any],
     group: List[Dict[str, Any]] = []
 
     def close(members: List[Dict[str, Any]]) -> None:
-        if len(members) > 1:
-            keys = [m["key"] for m in members]
-            for member in members:
-                member["tied_with"] = [k for k in keys if k != member["key"]]
+        for member in members:  # how many others share its rank (the group's keys: result["groups"])
+            member["tied"] = len(members) - 1
 
     for score, cause in scored:
         signature = score.signature()

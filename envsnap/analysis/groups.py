@@ -8,7 +8,6 @@ times (3 by default). The command is the one the snapshots' runs measured (run_s
 """
 from __future__ import annotations
 
-import os
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
@@ -19,7 +18,6 @@ from envsnap.analysis.bisect.candidates import (
     watched_candidates,
 )
 from envsnap.analysis.bisect.ddmin import configurations_for_one_cause
-from envsnap.analysis.bisect.deltas import collect_deltas
 
 BISECT_REPEAT = 3  # `envsnap bisect --repeat` default (cli/bisect.py)
 # What bisect can switch per run: environment variables and files (analysis/bisect: deltas, files).
@@ -35,14 +33,11 @@ def switchable(cause: Mapping[str, Any]) -> bool:
     return cause.get("where") == "git" and cause.get("aspect") in ("dirty", "untracked")
 
 
-def _delta_count(good: Mapping[str, Any], bad: Mapping[str, Any]) -> int:
-    """The variables and files bisect would search (an estimate: this machine's files are not read)."""
-    env = collect_deltas(good, bad, environ={})
-    notes: List[str] = []
-    paths = set()
-    for gather in (git_candidates, installed_candidates, startup_candidates, watched_candidates):
-        paths.update(os.path.abspath(c.path) for c in gather(good, bad, notes))
-    return len(env.applicable) + len(env.not_applicable) + len(paths)
+def _delta_count(causes: List[Dict[str, Any]]) -> int:
+    """About how many deltas bisect would search: the differing variables and files among the causes (an
+    estimate from the comparison: bisect itself resolves each against this machine)."""
+    changes = {_change_of(c) for c in causes if switchable(c)}
+    return len(changes)
 
 
 def run_command(snap: Mapping[str, Any]) -> Optional[str]:
@@ -65,9 +60,9 @@ def commands_differ(good: Mapping[str, Any], bad: Mapping[str, Any]) -> Optional
 
 
 def bisect_hint(good: Mapping[str, Any], bad: Mapping[str, Any], good_file: Optional[str],
-                bad_file: Optional[str]) -> Dict[str, Any]:
+                bad_file: Optional[str], causes: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The bisect command for these two snapshots and its estimated cost."""
-    deltas = _delta_count(good, bad)
+    deltas = _delta_count(causes)
     configurations = configurations_for_one_cause(deltas)
     command = run_command(bad) or run_command(good)
     files = " ".join(shlex.quote(f) if f and f != "-" else placeholder
@@ -113,7 +108,7 @@ def _change_of(cause: Mapping[str, Any]) -> str:
     if cause.get("variable"):
         return str(cause["variable"])
     if cause.get("where") == "git" and cause.get("item"):
-        return str(cause["item"])
+        return f"{cause.get('entity')}/{cause['item']}"
     return str(cause.get("key"))
 
 

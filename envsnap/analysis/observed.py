@@ -20,6 +20,7 @@ from envsnap import format as fmt
 from envsnap.analysis import knowledge
 from envsnap.analysis.diff import Comparison, Difference
 from envsnap.analysis.factors import Score
+from envsnap.analysis.priors import cpu_count
 from envsnap.analysis.views import NCCL_READER
 
 SERIES_WORDS = {knowledge.CPU_SET: "CPU set", knowledge.PEAK_THREADS: "peak threads",
@@ -83,6 +84,7 @@ def apply_reads(d: Difference, comp: Comparison, score: Score, notes: List[str],
 # ---------------------------------------------------------------- the mechanism
 
 def _number(value: Any) -> Optional[float]:
+    """A setting's size: a number, or how many CPUs a CPU list names (affinity, cpuset)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -90,7 +92,7 @@ def _number(value: Any) -> Optional[float]:
     try:
         return float(str(value))
     except (TypeError, ValueError):
-        return None
+        return cpu_count(value)
 
 
 def _direction(good: Any, bad: Any) -> Optional[int]:

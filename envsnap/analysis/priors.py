@@ -96,6 +96,13 @@ def _short(value: Any) -> str:
 
 # ---------------------------------------------------------------- host resources
 
+def cpu_count(value: Any) -> Optional[float]:
+    """How many CPUs a value names: a count, a list of CPUs, a cpu list string ("0-3,8"); else None."""
+    if isinstance(value, list):
+        return float(len(value))
+    return _cpus(value, None)
+
+
 def _cpus(value: Any, logical: Any) -> Optional[float]:
     """A CPU amount: a count, a cpu list ("0-3,8"), a quota in cores; "max" = every logical CPU."""
     if isinstance(value, bool):

@@ -35,7 +35,7 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
     comp = diff_mod.compare(good, bad)
     context = build_context(good, bad)
     causes = rank_causes(comp, verdict, context)
-    groups = tie_groups(causes, lambda: bisect_hint(good, bad, good_file, bad_file))
+    groups = tie_groups(causes, lambda: bisect_hint(good, bad, good_file, bad_file, causes))
     if top is not None:
         causes = causes[:max(0, top)]
         shown = {c["rank"] for c in causes}

@@ -181,7 +181,7 @@ def _causes_view(result: Dict[str, Any]) -> Dict[str, Any]:
             "good_absent": _missing_words(raw, "good"), "bad_absent": _missing_words(raw, "bad"),
             "why": fmt_value(raw.get("why"), 500) if raw.get("why") else "",
             "evidence": [fmt_value(e, 500) for e in _list(raw.get("evidence"))[:20]],
-            "tied": bool(raw.get("tied_with")), "group_note": "", "bisect_line": "",
+            "tied": bool(raw.get("tied")), "group_note": "", "bisect_line": "",
         })
     _group_notes(result, causes[:MAX_CAUSES_SHOWN])
     _group_notes(result, causes[MAX_CAUSES_SHOWN:])

@@ -53,7 +53,7 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
         width = len(str(max(c["rank"] for c in causes)))
         groups = {g["rank"]: g for g in result.get("groups") or []}
         for index, cause in enumerate(causes):
-            mark = "=" if cause.get("tied_with") else "."
+            mark = "=" if cause.get("tied") else "."
             lines.append(f"  {cause['rank']:>{width}}{mark} [{cause['score']:.2f}] {cause['key']}  {_change(cause)}"
                          f"  ({cause['component']})")
             lines.append(f"  {'':>{width}}  why: {cause['why']}")

@@ -187,9 +187,10 @@ def test_cli_json_shape_top_all_and_html(tmp_path):
     assert [c["rank"] for c in top["causes"]] == [1, 2, 3]
     cause = top["causes"][0]
     subject_fields = {"where", "entity", "aspect", "item", "variable", "node"}
-    # factors: the prior and every factor that moved the score, with its value (issue 13 item 7).
+    # factors: the prior and every factor that moved the score, with its value (issue 13 item 7); tied: how many
+    # other causes share its rank (item 5).
     assert set(cause) == {"rank", "key", "category", "component", "score", "good", "bad", "change", "absent", "why",
-                          "evidence", "factors"} | subject_fields
+                          "evidence", "factors", "tied"} | subject_fields
     assert cause["factors"][0]["factor"] == "prior" and all("value" in f and f["why"] for f in cause["factors"])
     assert 0 <= cause["score"] <= 1 and "\n" not in cause["why"]
     assert set(top["verdict"]) >= {"metric", "direction", "good", "bad", "change_pct", "significant", "p_value",

@@ -154,7 +154,9 @@ def test_scores_bounded_deterministic_and_ordered():
     ranks = [c["rank"] for c in first["causes"]]
     assert ranks[0] == 1 and all(b - a in (0, 1) for a, b in zip(ranks, ranks[1:]))
     for a, b in zip(first["causes"], first["causes"][1:]):
-        assert (a["rank"] == b["rank"]) == (a["score"] == b["score"] and b["key"] in a.get("tied_with", []))
+        assert (a["rank"] == b["rank"]) == (a["score"] == b["score"] and a["tied"] > 0)
+    assert [g["keys"] for g in first["groups"]] == [[c["key"] for c in first["causes"] if c["rank"] == g["rank"]]
+                                                    for g in first["groups"]]
 
 
 def test_metric_choice_and_failed_runs():

@@ -213,7 +213,7 @@ def test_equal_evidence_is_one_group_with_the_bisect_command_never_an_order_by_n
     good["run_session"] = bad["run_session"] = {"command": ["python", "bench.py", "--fast path"]}
     result = result_mod.analyze(good, bad, good_file="g.json", bad_file="b.json")
     flags = [c for c in result["causes"] if c["key"].endswith("_FLAG")]
-    assert {c["rank"] for c in flags} == {1} and all(len(c["tied_with"]) == 2 for c in flags)
+    assert {c["rank"] for c in flags} == {1} and all(c["tied"] == 2 for c in flags)
     group = result["groups"][0]
     assert group["rank"] == 1 and group["size"] == 3 and sorted(group["keys"]) == [c["key"] for c in flags]
     assert group["line"] == "these 3 cannot be told apart from the snapshots (the evidence scores them equally)"

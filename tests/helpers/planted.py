@@ -130,7 +130,7 @@ def figures(name: str, result: Dict, planted: Callable[[Dict], bool]) -> Dict:
     first = mine[0]
     innocent = next((c for c in causes if not planted(c)), None)
     out = {"scenario": name, "rank": first["rank"], "key": first["key"], "score": first["score"],
-           "tied": len(first.get("tied_with") or []),
+           "tied": first.get("tied", 0),
            "innocent": innocent["key"] if innocent else None,
            "innocent_score": innocent["score"] if innocent else 0.0,
            "differences": len([d for d in result["differences"] if not d["volatile"]])}
