@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Tuple
 
@@ -429,3 +430,261 @@ def is_performance_variable(name: str) -> bool:
     and the report's "performance variables" rows."""
     rule = rule_for(f"env.{name}")
     return not rule.volatile and (rule.component != NONE or rule.weight >= 0.3)
+
+
+# ================================================================ evidence tables
+# What the ranking (analysis/causes.py and the modules it reads: context, priors, observed) needs to know
+# besides each field's prior: where a rule can act at all, who reads a variable, which run counter a
+# setting would move, and what an unknown difference looks like. Data with sources, like the rules above;
+# the factors they lead to (how much each moves a score) are named entries of analysis/factors.py.
+
+# --- Context: the part of the stack a key needs in play (analysis/context.py decides it from the snapshots) ---
+GPU_CONTEXT = "gpu"
+NCCL_CONTEXT = "nccl"
+SGLANG_CONTEXT = "sglang"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    pattern: str  # fnmatch over the readable difference key, like FieldRule.pattern
+    context: str  # GPU_CONTEXT | NCCL_CONTEXT | SGLANG_CONTEXT
+    why: str
+
+
+REQUIREMENTS: List[Requirement] = [
+    # NCCL env page: "NCCL reads its environment variables at communicator initialization"; a process that
+    # never creates an NCCL communicator (no GPU, gloo, a single-GPU job) never reads them. torch's
+    # ProcessGroupNCCL (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp) reads TORCH_NCCL_* for its NCCL groups.
+    Requirement("*.NCCL_*", NCCL_CONTEXT, "NCCL settings act only where a process initialises NCCL"),
+    Requirement("*.TORCH_NCCL_*", NCCL_CONTEXT, "torch's NCCL process-group settings act only on NCCL groups"),
+    Requirement("*.EP_REUSE_NCCL_COMM", NCCL_CONTEXT, "DeepEP's NCCL communicator reuse needs NCCL"),
+    Requirement("nccl.*", NCCL_CONTEXT, "what NCCL logged it did"),
+    Requirement("torch.nccl", NCCL_CONTEXT, "the NCCL torch links"),
+    # CUDA env vars (docs.nvidia.com/cuda/cuda-c-programming-guide, "CUDA Environment Variables"), cuBLAS and
+    # cuDNN docs, PyTorch CUDA semantics ("Memory management"), NVSHMEM docs: read by the CUDA driver/runtime
+    # and GPU libraries, which do nothing on a machine without a GPU.
+    Requirement("*.CUDA_*", GPU_CONTEXT, "CUDA settings act only where a GPU runs the work"),
+    Requirement("*.CUBLAS*", GPU_CONTEXT, "cuBLAS runs only on a GPU"),
+    Requirement("*.CUDNN_*", GPU_CONTEXT, "cuDNN runs only on a GPU"),
+    Requirement("*.NVIDIA_TF32_OVERRIDE", GPU_CONTEXT, "TF32 is GPU tensor-core math"),
+    Requirement("*.PYTORCH_CUDA_ALLOC_CONF", GPU_CONTEXT, "the CUDA caching allocator manages GPU memory"),
+    Requirement("*.PYTORCH_NO_CUDA_MEMORY_CACHING", GPU_CONTEXT, "the CUDA caching allocator manages GPU memory"),
+    Requirement("*.NVSHMEM_*", GPU_CONTEXT, "NVSHMEM moves GPU memory between GPUs"),
+    Requirement("*.FLASHINFER_*", GPU_CONTEXT, "FlashInfer's kernels run on GPUs"),
+    Requirement("*.CUTE_DSL_*", GPU_CONTEXT, "CuTe DSL kernels run on GPUs"),
+    Requirement("*.DG_JIT_*", GPU_CONTEXT, "DeepGEMM's kernels run on GPUs"),
+    Requirement("*.TRTLLM_ENABLE_PDL", GPU_CONTEXT, "programmatic dependent launch is a GPU launch feature"),
+    Requirement("*.MC_FORCE_TCP", GPU_CONTEXT, "Mooncake moves GPU KV cache between servers"),
+    Requirement("integrity.nvidia/*", GPU_CONTEXT, "CUDA library files are loaded only for GPU work"),
+    Requirement("packages.nvidia-*", GPU_CONTEXT, "CUDA library wheels are loaded only for GPU work"),
+    Requirement("integrity.flashinfer/*", GPU_CONTEXT, "FlashInfer's kernels run on GPUs"),
+    Requirement("packages.flashinfer*", GPU_CONTEXT, "FlashInfer's kernels run on GPUs"),
+    Requirement("torch.cuda", GPU_CONTEXT, "torch's CUDA build matters only with a GPU"),
+    # sglang 0.5.5 srt/environ.py and 0.5.23 srt/environ.py (Envs): SGLANG_*/SGL_* are read by SGLang's own
+    # processes; edits of SGLang's files act only where SGLang runs.
+    Requirement("*.SGLANG_*", SGLANG_CONTEXT, "SGLang settings act only in SGLang's processes"),
+    Requirement("*.SGL_*", SGLANG_CONTEXT, "SGLang settings act only in SGLang's processes"),
+    Requirement("integrity.sglang/*", SGLANG_CONTEXT, "SGLang's files run only in SGLang's processes"),
+    Requirement("integrity.sgl_kernel/*", SGLANG_CONTEXT, "sgl-kernel runs only in SGLang's processes"),
+    Requirement("packages.sglang", SGLANG_CONTEXT, "SGLang's version matters only where SGLang runs"),
+    Requirement("packages.sgl-kernel", SGLANG_CONTEXT, "sgl-kernel's version matters only where SGLang runs"),
+]
+
+
+@lru_cache(maxsize=100_000)
+def requirement_for(key: str) -> "Requirement | None":
+    """The first requirement whose pattern matches the key (None: the key needs nothing in particular)."""
+    for requirement in REQUIREMENTS:
+        if fnmatch.fnmatchcase(key, requirement.pattern):
+            return requirement
+    return None
+
+
+# --- Who reads a variable besides Python code: the probe counts os.environ reads; C, C++ and Rust code reads
+# with getenv(3), unseen. A variable no measured process's Python read keeps its rule's weight when one of
+# these readers reads it. First match wins. ---
+NATIVE_READERS: List[Tuple[str, str]] = [
+    # NCCL env page: read with getenv at communicator init (and logged "X set by environment to Y" with NCCL_DEBUG=INFO).
+    ("NCCL_*", "libnccl"),
+    # PyTorch torch_nccl_environment_variables: torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (getCvarBool/getCvarInt).
+    ("TORCH_NCCL_*", "torch's ProcessGroupNCCL (C++)"),
+    # PyTorch distributed docs "TORCH_DISTRIBUTED_DEBUG": torch/csrc/distributed/c10d/debug.cpp.
+    ("TORCH_DISTRIBUTED_DEBUG", "torch's c10d (C++)"),
+    # CUDA env vars (CUDA programming guide, "CUDA Environment Variables"): read by the driver and runtime.
+    ("CUDA_*", "the CUDA driver/runtime"),
+    # cuBLAS docs "NVIDIA_TF32_OVERRIDE", "CUBLAS_WORKSPACE_CONFIG"; cuDNN docs (CUDNN_* logging/tuning).
+    ("NVIDIA_TF32_OVERRIDE", "cuBLAS/cuDNN"),
+    ("CUBLAS*", "cuBLAS"),
+    ("CUDNN_*", "cuDNN"),
+    # PyTorch CUDA semantics "Memory management": c10/cuda/CUDAAllocatorConfig.cpp parses these with getenv.
+    ("PYTORCH_CUDA_ALLOC_CONF", "torch's CUDA caching allocator (C++)"),
+    ("PYTORCH_ALLOC_CONF", "torch's caching allocator (C++)"),
+    ("PYTORCH_NO_CUDA_MEMORY_CACHING", "torch's CUDA caching allocator (C++)"),
+    # NVSHMEM docs, "Environment variables": read by libnvshmem at init.
+    ("NVSHMEM_*", "libnvshmem"),
+    # OpenMP spec "Environment Variables" (OMP_*); GNU libgomp manual (GOMP_*); Intel OpenMP (KMP_*).
+    ("OMP_*", "the OpenMP runtime"),
+    ("GOMP_*", "GNU OpenMP (libgomp)"),
+    ("KMP_*", "Intel OpenMP (libiomp)"),
+    # OpenBLAS README "Setting the number of threads using environment variables", OPENBLAS_CORETYPE.
+    ("OPENBLAS_*", "OpenBLAS"),
+    ("GOTO_*", "OpenBLAS"),
+    # oneMKL developer reference, "Using Environment Variables" (MKL_NUM_THREADS, MKL_ENABLE_INSTRUCTIONS...).
+    ("MKL_*", "oneMKL"),
+    # ld.so(8) ENVIRONMENT: LD_PRELOAD, LD_LIBRARY_PATH, LD_BIND_NOW... read by the dynamic linker.
+    ("LD_*", "the dynamic linker (ld.so)"),
+    # mallopt(3) "ENVIRONMENT" (MALLOC_ARENA_MAX, MALLOC_TOP_PAD_...), tunables(7) GLIBC_TUNABLES; jemalloc(3)
+    # MALLOC_CONF; gperftools tcmalloc docs TCMALLOC_*.
+    ("MALLOC_*", "the C allocator (glibc/jemalloc)"),
+    ("GLIBC_TUNABLES", "glibc"),
+    ("TCMALLOC_*", "tcmalloc"),
+    # Python docs "Command line and environment": PYTHON* variables are read by the interpreter's C start-up code
+    # (Python/initconfig.c), before any Python code could count a read.
+    ("PYTHON*", "the interpreter's start-up (C)"),
+    # Hugging Face tokenizers (Rust, tokenizers/src/utils/parallelism.rs) reads TOKENIZERS_PARALLELISM with std::env.
+    ("TOKENIZERS_PARALLELISM", "tokenizers (Rust)"),
+    # rayon docs (ThreadPoolBuilder::num_threads): RAYON_NUM_THREADS.
+    ("RAYON_NUM_THREADS", "rayon (Rust)"),
+]
+
+
+@lru_cache(maxsize=100_000)
+def native_reader(name: str) -> "str | None":
+    """Which C/C++/Rust library reads the variable NAME with getenv (None: none known)."""
+    for pattern, reader in NATIVE_READERS:
+        if fnmatch.fnmatchcase(name, pattern):
+            return reader
+    return None
+
+
+# --- Which run counter (analysis/mechanism.py series) a setting acts through: when the runs recorded that
+# counter on both sides, it either moved (the setting acted) or held (it did not act here). ---
+PEAK_THREADS = "peak_threads"
+CPU_SET = "cpus"
+BUSY_CPUS = "busy_cpus"
+
+
+@dataclass(frozen=True)
+class SeriesLink:
+    pattern: str
+    series: str  # a series of analysis/mechanism.py
+    why: str
+
+
+SERIES_LINKS: List[SeriesLink] = [
+    # OpenMP spec OMP_NUM_THREADS; OpenBLAS README (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS); oneMKL MKL_NUM_THREADS;
+    # numexpr docs NUMEXPR_NUM_THREADS; rayon RAYON_NUM_THREADS; Hugging Face tokenizers TOKENIZERS_PARALLELISM:
+    # each sizes a thread pool, so where it acts the processes' thread count follows it.
+    SeriesLink("*.OMP_NUM_THREADS", PEAK_THREADS, "it sizes OpenMP's thread pool"),
+    SeriesLink("*.OPENBLAS_NUM_THREADS", PEAK_THREADS, "it sizes OpenBLAS's thread pool"),
+    SeriesLink("*.GOTO_NUM_THREADS", PEAK_THREADS, "it sizes OpenBLAS's thread pool"),
+    SeriesLink("*.MKL_NUM_THREADS", PEAK_THREADS, "it sizes oneMKL's thread pool"),
+    SeriesLink("*.NUMEXPR_NUM_THREADS", PEAK_THREADS, "it sizes numexpr's thread pool"),
+    SeriesLink("*.RAYON_NUM_THREADS", PEAK_THREADS, "it sizes rayon's thread pool"),
+    SeriesLink("*.TOKENIZERS_PARALLELISM", PEAK_THREADS, "it turns the tokenizers' thread pool on or off"),
+    SeriesLink("*_NUM_THREADS", PEAK_THREADS, "a thread count: where it acts, the thread count follows it"),
+    # sched_setaffinity(2), taskset(1), cgroup-v2.rst "cpuset.cpus.effective": the CPUs a process may run on.
+    SeriesLink("host.cpu.usable", CPU_SET, "the CPUs the capturing process (and the command it started) may use"),
+    SeriesLink("host.cgroup.cpuset", CPU_SET, "the cgroup's CPU set"),
+    SeriesLink("workers.*.cpu_affinity", CPU_SET, "the processes' CPU affinity"),
+    # Linux Documentation/admin-guide/cgroup-v2.rst "cpu.max": a quota caps the CPU time per period, i.e. how
+    # many CPUs the group keeps busy.
+    SeriesLink("host.cgroup.cpu_limit_cores", BUSY_CPUS, "a CPU quota caps how many CPUs stay busy"),
+]
+
+
+@lru_cache(maxsize=100_000)
+def series_link(key: str) -> "SeriesLink | None":
+    for link in SERIES_LINKS:
+        if fnmatch.fnmatchcase(key, link.pattern):
+            return link
+    return None
+
+
+# --- Unknown variables (no rule above names them): what their name and value look like. Kinds and their priors;
+# a prior here is the chance such a change moves speed, before any evidence (analysis/priors.py). ---
+@dataclass(frozen=True)
+class VariableKind:
+    name: str
+    prior: float
+    why: str
+    component: str = NONE  # what such a setting acts on, where its kind says
+
+
+VARIABLE_KINDS: Dict[str, VariableKind] = {k.name: k for k in [
+    # ld.so(8): the dynamic linker decides which libraries (allocator, BLAS, CUDA) every process loads.
+    VariableKind("linker", 0.4, "a dynamic-linker setting (ld.so(8)): which libraries load"),
+    # mallopt(3) ENVIRONMENT, tunables(7): allocator tuning changes the cost of every allocation (CPU time).
+    VariableKind("allocator", 0.35, "an allocator setting (mallopt(3), tunables(7))", CPU_HOST),
+    # Python docs "Command line and environment": PYTHON* variables change how the interpreter runs (host side).
+    VariableKind("interpreter", 0.3, "an interpreter setting (Python docs, Command line and environment)", CPU_HOST),
+    # OpenMP spec OMP_NUM_THREADS and its imitators: thread counts are the classic performance knob.
+    VariableKind("threads", 0.3, "a thread or worker count", CPU_HOST),
+    VariableKind("switch", 0.15, "a switch (a boolean, or an ENABLE/DISABLE/USE name)"),
+    VariableKind("count", 0.15, "a count or size (a small integer, a size, a NUM/SIZE/LIMIT/MAX name)"),
+    VariableKind("mode", 0.12, "a mode (one word from a small set, or a MODE/LEVEL/POLICY/BACKEND name)"),
+    VariableKind("text", 0.05, "free text: it configures nothing that a name or value shows"),
+    VariableKind("bookkeeping", 0.02, "bookkeeping (a path, URL, id, hash, timestamp or a DIR/PATH/HOME/ID name)"),
+]}
+
+# Name families of unknown variables, first match wins (the value's shape decides where none matches, and a
+# bookkeeping-shaped value -- a path, an id -- overrides a knob-like name, except for the linker, allocator
+# and interpreter families, whose values are often paths).
+NAME_FAMILIES: List[Tuple[str, str]] = [
+    ("LD_*", "linker"),
+    ("MALLOC_*", "allocator"), ("GLIBC_TUNABLES", "allocator"), ("*MALLOC_CONF", "allocator"),
+    ("PYTHON*", "interpreter"),
+    ("*_DIR", "bookkeeping"), ("*_DIRS", "bookkeeping"), ("*_PATH", "bookkeeping"), ("*_FILE", "bookkeeping"),
+    ("*_HOME", "bookkeeping"), ("*_ROOT", "bookkeeping"), ("*_URL", "bookkeeping"), ("*_URI", "bookkeeping"),
+    ("*_HOST", "bookkeeping"), ("*_HOSTNAME", "bookkeeping"), ("*_PORT", "bookkeeping"), ("*_ID", "bookkeeping"),
+    ("*_NAME", "bookkeeping"), ("*_USER", "bookkeeping"), ("*_EMAIL", "bookkeeping"), ("*_TOKEN", "bookkeeping"),
+    ("*_KEY", "bookkeeping"), ("*_VERSION", "bookkeeping"), ("*_TAG", "bookkeeping"), ("*_PROMPT", "bookkeeping"),
+    ("*_NUM_THREADS", "threads"), ("*_THREADS", "threads"), ("*_NUM_WORKERS", "threads"), ("*_WORKERS", "threads"),
+    ("*_PARALLELISM", "threads"),
+    ("*_DISABLE*", "switch"), ("*_ENABLE*", "switch"), ("DISABLE_*", "switch"), ("ENABLE_*", "switch"),
+    ("*_USE_*", "switch"), ("USE_*", "switch"),
+    ("*_NUM_*", "count"), ("*_SIZE", "count"), ("*_BYTES", "count"), ("*_LIMIT", "count"), ("*_MAX", "count"),
+    ("*_MAX_*", "count"), ("*_MIN", "count"), ("*_MIN_*", "count"), ("*_CAPACITY", "count"),
+    ("*_MODE", "mode"), ("*_LEVEL", "mode"), ("*_POLICY", "mode"), ("*_BACKEND", "mode"), ("*_ALGO*", "mode"),
+    ("*_IMPL", "mode"),
+]
+KNOB_FREE_FAMILIES = ("linker", "allocator", "interpreter")  # a path value is still a setting for these
+
+# Host resources whose change is sized (analysis/priors.py): a resource taken away ranks by how much of it.
+# sched_setaffinity(2)/taskset(1) (usable CPUs), cgroup-v2.rst cpu.max / cpuset.cpus.effective / memory.max,
+# cpufreq.rst (governor), Documentation/admin-guide/hw-vuln/core-scheduling.rst and sysfs smt/control (SMT).
+RESOURCE_KEYS: Dict[str, str] = {
+    "host.cpu.usable": "cpus", "host.cpu.logical": "cpus", "host.cgroup.cpuset": "cpuset",
+    "host.cgroup.cpu_limit_cores": "cpu_quota", "host.cgroup.memory_limit_bytes": "memory", "host.cpu.smt": "smt",
+}
+
+
+@dataclass(frozen=True)
+class SizedPrior:
+    """prior = min(ceiling, floor + slope * share taken away); `raised` when the resource grew."""
+    floor: float
+    slope: float
+    ceiling: float
+    raised: float
+    unknown_share: float  # the share assumed when the old amount was unlimited ("max")
+
+
+# A CPU-bound program on half its CPUs runs up to twice as long (Amdahl): the share of CPUs taken away is
+# the size of the candidate; more CPUs rarely slow a program (more threads contend). Memory limits slow by
+# reclaim and swap under pressure (cgroup-v2.rst "memory.max", "memory.high"), less directly.
+CPU_SIZED = SizedPrior(floor=0.3, slope=0.7, ceiling=0.85, raised=0.15, unknown_share=0.5)
+MEMORY_SIZED = SizedPrior(floor=0.2, slope=0.5, ceiling=0.7, raised=0.1, unknown_share=0.5)
+# sysfs devices/system/cpu/smt/control: turning SMT off halves the logical CPUs (per core, less than 2x work).
+SMT_OFF_PRIOR = 0.35
+SMT_OTHER_PRIOR = 0.2
+
+# Files (git dirty/untracked entries, watched files) by what they are: code runs, documentation never does.
+# Multipliers of the rule's prior.
+FILE_KINDS: List[Tuple[Tuple[str, ...], str, float]] = [
+    ((".py", ".pyx", ".pxd", ".pyi", ".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hpp", ".so", ".pth",
+      ".sh", ".rs", ".go", ".js", ".ts", ".triton", ".ptx"), "code", 1.0),
+    ((".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".conf", ".env", ".jinja", ".j2"), "configuration", 0.8),
+    ((".md", ".rst", ".txt", ".adoc", ".html", ".ipynb", ".png", ".jpg", ".svg", ".pdf", ".csv", ".log"),
+     "documentation or data", 0.2),
+]
+DOCUMENTATION_NAMES = ("readme", "license", "copying", "changelog", "authors", "notice", ".gitignore")

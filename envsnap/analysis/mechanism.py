@@ -314,7 +314,9 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
     if not _up(wall) and not _up(cpu):
         if wall is None:
             return "unknown", "no wall time in the telemetry", {}
-        return "unknown", "run telemetry shows no change beyond the runs' spread" + gpu_note, {}
+        # Worded apart from the verdict's "no change": the metric may well have moved while no counter did.
+        return "unknown", "no run counter (CPU time, CPU set, switches, threads) moved beyond the runs' spread" \
+            + gpu_note, {}
     extra_wall = (wall["bad"] - wall["good"]) if wall else 0.0
     cpu_wall = ((cpu["bad"] - cpu["good"]) / max(busy["good"], 1e-9)) if (cpu and busy) else 0.0
     set_note = "CPU set unchanged" if "cpus" in f and not f["cpus"]["beyond_noise"] else (

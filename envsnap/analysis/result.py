@@ -1,5 +1,7 @@
-"""The whole good-vs-bad analysis in one result: verdict, ranked causes, differences, warnings
-(the shape `envsnap diff --format json` prints and every renderer formats)."""
+"""The whole good-vs-bad analysis in one result: verdict (with the runs' mechanism), ranked causes, the
+groups of causes the snapshots cannot tell apart (with the bisect command that can), the context (which
+parts of the stack were in play), differences, warnings: the shape `envsnap diff --format json` prints
+and every renderer formats."""
 from __future__ import annotations
 
 from typing import Any, Dict, Optional
@@ -7,6 +9,8 @@ from typing import Any, Dict, Optional
 from envsnap.analysis import diff as diff_mod
 from envsnap.analysis import patches as patches_mod
 from envsnap.analysis.causes import rank_causes
+from envsnap.analysis.context import build_context
+from envsnap.analysis.groups import bisect_hint, commands_differ, tie_groups
 from envsnap.analysis.tables import build_tables
 from envsnap.analysis.verdict import build_verdict
 
@@ -32,19 +36,27 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
     """
     verdict, run_warnings = build_verdict(good, bad, metric)
     comp = diff_mod.compare(good, bad)
-    causes = rank_causes(comp, verdict)
+    context = build_context(good, bad)
+    causes = rank_causes(comp, verdict, context)
     patches = patches_mod.build(good, bad, pristine)
     patches_mod.link(causes, patches)
+    groups = tie_groups(causes, lambda: bisect_hint(good, bad, good_file, bad_file, causes))
     if top is not None:
         causes = causes[:max(0, top)]
+        shown = {c["rank"] for c in causes}
+        groups = [g for g in groups if g["rank"] in shown]
     differences = [d.to_json() for d in comp.differences if include_volatile or not d.volatile]
     warnings = list(comp.warnings) + run_warnings
+    differ = commands_differ(good, bad)
+    if differ:
+        warnings.append(differ)
     for side, snap in (("good", good), ("bad", bad)):
         prov = snap.get("provenance")
         if isinstance(prov, dict) and prov.get("kind") == "illustrative":
             warnings.append(f"{side} is illustrative: {prov.get('note', 'not a measurement')}")
     result = {"schema_version": SCHEMA_VERSION, "good": _meta(good, good_file), "bad": _meta(bad, bad_file),
-              "verdict": verdict, "causes": causes, "differences": differences, "patches": patches,
+              "verdict": verdict, "causes": causes, "groups": groups, "context": context.to_json(),
+              "differences": differences, "patches": patches,
               "warnings": list(dict.fromkeys(warnings))}
     if comp.pairing is not None and comp.pairing.mode != "single":
         result["nodes"] = comp.pairing.to_json()  # which node was compared with which (also a warning line)

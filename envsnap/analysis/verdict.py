@@ -12,7 +12,7 @@ the verdict line is made of) a bootstrap interval of the median change (stats.py
   unknown                           no change to speak of (a side without runs)
 
 The main metric is --metric, else the throughput metric, else the first common one. Text, JSON and
-HTML all print the verdict's `headline`, `noise` and `summary`; none of them decides anything.
+HTML all print the verdict's `headline`, `noise`, `summary` and `mechanism` line; none of them decides anything.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import eagle3, stats
+from envsnap.analysis import mechanism as mechanism_mod
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics
 
@@ -143,7 +144,15 @@ def _directions(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, str]:
 
 def build_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = None
                   ) -> Tuple[Dict[str, Any], List[str]]:
-    """(verdict, warnings) of two snapshots' runs."""
+    """(verdict, warnings) of two snapshots' runs: the metrics' outcome, and the mechanism (how the runs'
+    telemetry changed: mechanism.py), which every output states and the ranking weighs."""
+    verdict, warnings = _metric_verdict(good, bad, metric)
+    verdict["mechanism"] = mechanism_mod.mechanism(good, bad)
+    return verdict, warnings
+
+
+def _metric_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str]
+                    ) -> Tuple[Dict[str, Any], List[str]]:
     good_runs, bad_runs = run_metrics(good), run_metrics(bad)
     gv, bv = run_values(good), run_values(bad)
     warnings: List[str] = []
@@ -192,3 +201,12 @@ def build_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[st
 def worse(entry: Dict[str, Any]) -> bool:
     """Did this metric (or the verdict) move the bad way, whatever the test says?"""
     return metrics.is_worse(str(entry.get("direction")), entry.get("change_pct"))
+
+
+def mechanism_line(verdict: Dict[str, Any]) -> str:
+    """The mechanism's one line, when the verdict measured something: what text and HTML print (JSON carries
+    the whole mechanism under verdict.mechanism)."""
+    mechanism = verdict.get("mechanism")
+    if not verdict.get("metric") or not isinstance(mechanism, dict):
+        return ""
+    return str(mechanism.get("line") or "")

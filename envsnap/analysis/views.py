@@ -104,6 +104,7 @@ class View:
     workers: List[str] = field(default_factory=list)  # TP workers whose env could be read
     unreadable_workers: List[str] = field(default_factory=list)
     worker_env_source: str = ""  # "probe" | "proc" | "" (none)
+    workers_are_tp: bool = False  # the workers are TP schedulers (else every probed/walked process stands in)
     parent_env: Dict[str, Any] = field(default_factory=dict)
     # Evidence behind the keys (not compared): each TP worker's env and where it came from,
     # what the server's parent process showed for each workers.parent_only.X of its kind, and
@@ -342,7 +343,9 @@ def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Option
     if not procs and not records:
         return
     seen = seen_processes(processes or {}, probe or {})
-    workers = tp_workers(seen, role_kinds(processes or {}, probe or {}))
+    kinds = role_kinds(processes or {}, probe or {})
+    workers = tp_workers(seen, kinds)
+    view.workers_are_tp = any(kinds.get(k) == "scheduler" for k in workers)
     envs: Dict[str, Dict[str, Any]] = {}
     flat_of: Dict[str, str] = {}
     sources: Set[str] = set()

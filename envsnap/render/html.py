@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from envsnap import __version__
 from envsnap import format as fmt
 from envsnap.analysis.diff import value_text
+from envsnap.analysis.verdict import mechanism_line
 from envsnap.analysis.views import CATEGORY_ORDER
 from envsnap.errors import EnvsnapError
 
@@ -138,12 +139,31 @@ def _verdict_view(result: Dict[str, Any]) -> Dict[str, Any]:
             "explanation": raw_dec.get("explanation") or "",
         }
     return {"metric": main, "others": others, "decomposition": decomposition,
+            "mechanism": mechanism_line(verdict),
             "summary": verdict.get("summary") or "", "headline": verdict.get("headline") or "",
             "noise": verdict.get("noise") or "", "too_few_runs": verdict.get("too_few_runs") or "",
             "outcome": main["css"] if main else "unknown"}
 
 
 # ---------------------------------------------------------------- 2. causes
+
+def _group_notes(result: Dict[str, Any], causes: List[Dict[str, Any]]) -> None:
+    """The note of each group of causes that cannot be told apart, on its last cause shown in a list
+    (the bisect command on the first group only: it is the same command for every group)."""
+    groups = {g.get("rank"): g for g in _list(result.get("groups")) if isinstance(g, dict)}
+    told = False
+    for index, cause in enumerate(causes):
+        group = groups.get(cause["rank"])
+        last = index + 1 == len(causes) or causes[index + 1]["rank"] != cause["rank"]
+        if not group or not last:
+            continue
+        shown = sum(1 for c in causes if c["rank"] == cause["rank"])
+        hidden = f", {group.get('size', shown) - shown} of them not shown" if shown < group.get("size", shown) else ""
+        cause["group_note"] = fmt_value(f"{group.get('line', '')}{hidden}", 500)
+        if group.get("bisect_line") and not told:
+            cause["bisect_line"] = fmt_value(group["bisect_line"], 800)
+            told = True
+
 
 def _causes_view(result: Dict[str, Any]) -> Dict[str, Any]:
     causes = []
@@ -162,7 +182,10 @@ def _causes_view(result: Dict[str, Any]) -> Dict[str, Any]:
             "why": fmt_value(raw.get("why"), 500) if raw.get("why") else "",
             "evidence": [fmt_value(e, 500) for e in _list(raw.get("evidence"))[:20]],
             "patches": [p for p in _list(raw.get("patches")) if isinstance(p, str) and _PATCH_ID.fullmatch(p)],
+            "tied": bool(raw.get("tied")), "group_note": "", "bisect_line": "",
         })
+    _group_notes(result, causes[:MAX_CAUSES_SHOWN])
+    _group_notes(result, causes[MAX_CAUSES_SHOWN:])
     total = len(_list(result.get("causes")))
     return {"shown": causes[:MAX_CAUSES_SHOWN], "more": causes[MAX_CAUSES_SHOWN:],
             "hidden": max(0, total - MAX_CAUSES), "total": total}

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from envsnap import format as fmt
 from envsnap.analysis.diff import value_text
+from envsnap.analysis.verdict import mechanism_line
 from envsnap.analysis.views import CATEGORY_ORDER
 from envsnap.redact import redact_text
 
@@ -39,6 +40,9 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
     decomposition = verdict.get("decomposition")
     if decomposition and decomposition.get("side") not in (None, "unclear"):
         lines.append(f"EAGLE-3: {decomposition['explanation']}")
+    line = mechanism_line(verdict)
+    if line:
+        lines.append(f"mechanism: {line}")
     if result["warnings"]:
         lines.append("")
         lines.append("warnings:")
@@ -46,10 +50,12 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
     causes = result["causes"][:top] if top else result["causes"]
     lines.append("")
     if causes:
-        lines.append("likely causes (most likely first):")
-        width = len(str(len(causes)))
-        for cause in causes:
-            lines.append(f"  {cause['rank']:>{width}}. [{cause['score']:.2f}] {cause['key']}  {_change(cause)}"
+        lines.append("likely causes (most likely first; causes that share a rank cannot be told apart):")
+        width = len(str(max(c["rank"] for c in causes)))
+        groups = {g["rank"]: g for g in result.get("groups") or []}
+        for index, cause in enumerate(causes):
+            mark = "=" if cause.get("tied") else "."
+            lines.append(f"  {cause['rank']:>{width}}{mark} [{cause['score']:.2f}] {cause['key']}  {_change(cause)}"
                          f"  ({cause['component']})")
             lines.append(f"  {'':>{width}}  why: {cause['why']}")
             if verbose:
@@ -57,6 +63,14 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
                     lines.append(f"  {'':>{width}}   - {line}")
             elif cause.get("patches"):
                 lines.append(f"  {'':>{width}}  patch: {', '.join(cause['patches'])} (-v shows it)")
+            last_of_group = index + 1 == len(causes) or causes[index + 1]["rank"] != cause["rank"]
+            group = groups.get(cause["rank"])
+            if group and last_of_group:
+                shown = sum(1 for c in causes if c["rank"] == cause["rank"])
+                hidden = f", {group['size'] - shown} of them not shown" if shown < group["size"] else ""
+                lines.append(f"  {'':>{width}}  \u21b3 {group['line']}{hidden}")
+                if group.get("bisect_line"):
+                    lines.append(f"  {'':>{width}}    {group['bisect_line']}")
         more = len(result["causes"]) - len(causes)
         if more > 0:
             lines.append(f"  … {more} more (--top N, or --format json)")

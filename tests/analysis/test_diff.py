@@ -171,8 +171,9 @@ def test_cli_output_file_is_atomic_and_not_overwritten(tmp_path):
     first = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "-o", out)
     assert first.returncode == 1 and first.stdout == ""
     result = json.loads(out.read_text())
-    assert set(result) == {"schema_version", "good", "bad", "verdict", "causes", "differences", "patches",
-                           "warnings", "tables"}
+    # groups (causes that cannot be told apart) and context (parts of the stack in play): issue 13.
+    assert set(result) == {"schema_version", "good", "bad", "verdict", "causes", "groups", "context", "differences",
+                           "patches", "warnings", "tables"}
     out.write_text("precious")
     refused = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "-o", out)
     assert refused.returncode == 2 and "--force" in refused.stderr and out.read_text() == "precious"
@@ -186,11 +187,14 @@ def test_cli_json_shape_top_all_and_html(tmp_path):
     assert [c["rank"] for c in top["causes"]] == [1, 2, 3]
     cause = top["causes"][0]
     subject_fields = {"where", "entity", "aspect", "item", "variable", "node"}
+    # factors: the prior and every factor that moved the score, with its value (issue 13 item 7); tied: how many
+    # other causes share its rank (item 5).
     assert set(cause) == {"rank", "key", "category", "component", "score", "good", "bad", "change", "absent", "why",
-                          "evidence", "patches"} | subject_fields
+                          "evidence", "factors", "tied", "patches"} | subject_fields
+    assert cause["factors"][0]["factor"] == "prior" and all("value" in f and f["why"] for f in cause["factors"])
     assert 0 <= cause["score"] <= 1 and "\n" not in cause["why"]
     assert set(top["verdict"]) >= {"metric", "direction", "good", "bad", "change_pct", "significant", "p_value",
-                                   "method", "summary", "metrics", "decomposition"}
+                                   "method", "summary", "metrics", "decomposition", "mechanism"}
     assert set(top["differences"][0]) == {"key", "category", "change", "good", "bad", "absent", "volatile",
                                           "flat_keys"} | subject_fields
     assert not any(d["volatile"] for d in top["differences"])

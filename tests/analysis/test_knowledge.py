@@ -195,3 +195,48 @@ def test_sglang_0523_variables_have_their_own_rules(name, weighted):
     rule = knowledge.rule_for(f"workers.env.{name}")
     assert rule.pattern != "*" and not rule.pattern.startswith("*.SGLANG"), rule
     assert (rule.weight >= 0.25 and rule.component != knowledge.NONE) if weighted else rule.weight <= 0.1, rule
+
+
+@pytest.mark.parametrize("table,entry", [
+    ("REQUIREMENTS: List[Requirement] = [", r"Requirement\("),
+    ("NATIVE_READERS: List[Tuple[str, str]] = [", r"\(\""),
+    ("SERIES_LINKS: List[SeriesLink] = [", r"SeriesLink\("),
+    ("VARIABLE_KINDS: Dict[str, VariableKind] = {k.name: k for k in [", r"VariableKind\(\"(linker|allocator|interp)"),
+])
+def test_every_evidence_table_entry_sits_under_a_source_comment(table, entry):
+    """The ranking's evidence tables (issue 13) stand on sources like the field rules do."""
+    source = (REPO_ROOT / "envsnap" / "analysis" / "knowledge.py").read_text()
+    block = source[source.index(table):]
+    block = block[: block.index("\n]")]
+    last_comment, checked, comments, current = None, 0, [], []
+    for line in block.splitlines()[1:]:
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            last_comment = stripped
+            current.append(stripped)
+            continue
+        if current:
+            comments.append(" ".join(current))
+            current = []
+        if re.match(entry, stripped):
+            assert last_comment is not None, f"{table}: entry without a source comment above it: {stripped}"
+            checked += 1
+    assert checked >= 3
+    hints = SOURCE_HINTS + ("mallopt", "tunables", "rayon", "numexpr", "cgroup-v2", "taskset", "oneMKL", "cuDNN",
+                            "CUDA programming guide", "Python/initconfig.c", "tokenizers")
+    assert all(any(h in c for h in hints) for c in comments), [c for c in comments if not any(h in c for h in hints)]
+
+
+def test_evidence_lookups_first_match_and_sanity():
+    assert knowledge.requirement_for("workers.env.NCCL_PROTO").context == knowledge.NCCL_CONTEXT
+    assert knowledge.requirement_for("workers.scheduler_TP0.changed_in_process.CUDA_LAUNCH_BLOCKING").context == \
+        knowledge.GPU_CONTEXT
+    assert knowledge.requirement_for("env.EDITOR") is None
+    assert knowledge.native_reader("NCCL_ALGO") == "libnccl" and knowledge.native_reader("APP_FLAG") is None
+    assert knowledge.native_reader("PYTHONMALLOC").startswith("the interpreter")
+    assert knowledge.series_link("env.OMP_NUM_THREADS").series == knowledge.PEAK_THREADS
+    assert knowledge.series_link("env.NCCL_NTHREADS") is None  # GPU threads per block, not a host thread pool
+    assert knowledge.series_link("host.cpu.usable").series == knowledge.CPU_SET
+    for kind in knowledge.VARIABLE_KINDS.values():
+        assert 0 < kind.prior < 0.5 and kind.component in COMPONENTS
+    assert {kind for _, kind in knowledge.NAME_FAMILIES} <= set(knowledge.VARIABLE_KINDS)

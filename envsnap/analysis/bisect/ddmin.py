@@ -49,3 +49,27 @@ def ddmin(items: Sequence[str], test: Callable[[Key], str]) -> List[str]:
                 break
             n = min(len(current), 2 * n)
     return current
+
+
+def configurations_for_one_cause(n: int, samples: int = 64) -> int:
+    """How many configurations `envsnap bisect` runs to isolate one cause among n deltas, at worst: ddmin
+    with an exact oracle for the cause at (up to `samples` evenly spread) positions, plus the GOOD and BAD
+    baselines bisect measures first. benchmarks/bisect_runs.py measures the same, with real runs."""
+    if n <= 0:
+        return 0
+    if n == 1:
+        return 2
+    names = [f"d{i:06d}" for i in range(n)]
+    step = max(1, n // samples)
+    worst = 0
+    for index in sorted(set(range(0, n, step)) | {n - 1}):
+        cause = names[index]
+        seen = set()
+
+        def test(key: Key, cause: str = cause) -> str:
+            seen.add(key)
+            return BAD if cause in key else GOOD
+
+        ddmin(names, test)
+        worst = max(worst, len(seen))
+    return worst + 2
