@@ -91,6 +91,9 @@ VOLATILE_RULES: List[FieldRule] = [
     _v("*.atime", "access time"),
     _v("*.hash_cache*", "where the capture's file hashes came from (the hash cache's hits and misses), "
                         "not what they are"),
+    # envsnap/capture/deepcache.py: whether torch's --deep probe result was reused, and from when.
+    _v("torch.deep.cached*", "the --deep probe's result came from the cache (when it ran, its key), not what it is"),
+    _v("torch.deep_cache*", "whether the --deep probe ran or came from the cache, and why it ran"),
     _v("sglang.internal_states*.last_gen_throughput", "a running measurement, not configuration"),
     _v("probe.records.*.written_at", "a timestamp"),
     _v("probe.dir", "where this capture's probe records lay"),

@@ -575,10 +575,23 @@ def write_cache_file(path: str, sections: List[Tuple[str, int, bytes]]) -> None:
         raise OSError(str(exc)) from None
 
 
+def newest_change_ns(stats: bytes) -> int:
+    """The latest mtime_ns or ctime_ns among packed stats (packed_stats), for the racy rule."""
+    newest = 0
+    for _, _, _, mtime, ctime in _STAT.iter_unpack(stats):
+        newest = max(newest, mtime, ctime)
+    return newest
+
+
 def _evict(directory: str, keep: str) -> None:
-    """Keep at most MAX_FILES cache files: remove the least recently used (written or read)."""
+    evict(directory, keep, _PREFIX)
+
+
+def evict(directory: str, keep: str, prefix: str) -> None:
+    """Keep at most MAX_FILES cache files named <prefix>...: remove the least recently used
+    (written or read)."""
     try:
-        names = [n for n in os.listdir(directory) if n.startswith(_PREFIX) and n.endswith(_SUFFIX)]
+        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(_SUFFIX)]
     except OSError:
         return
     if len(names) <= MAX_FILES:
