@@ -446,13 +446,39 @@ class RunSampler:
         return record
 
 
+# NVML's utilisation covers its sample period, up to 1 s on some products
+# (nvmlDeviceGetUtilizationRates): a reading taken that soon after the run began can report work
+# done before it (the previous run's tail, back to back). On the H200 the runs of tests/gpu began
+# with busy readings at 0.05-0.3 s, then ~2 s of idle readings while torch imported.
+NVML_PERIOD_MAX_S = 1.0
+
+
+def _leftover(readings: List[Dict[str, Any]], busy: List[int]) -> Set[int]:
+    """Leading busy readings, all within NVML_PERIOD_MAX_S of the run's start and followed by an
+    idle reading before the run's own GPU work: they measured work done before the run."""
+    if not busy or not all(isinstance(r.get("t"), (int, float)) for r in readings):
+        return set()
+    group = []
+    for i in range(busy[0], len(readings)):
+        if (readings[i].get("util") or 0) <= 0:
+            break
+        group.append(i)
+    else:
+        return set()  # busy to the end: the run's own work
+    if readings[group[-1]]["t"] > NVML_PERIOD_MAX_S or busy[-1] == group[-1]:
+        return set()  # beyond the period, or no later work of the run's own to tell them apart from
+    return set(group)
+
+
 def summarize_gpu(readings: List[Dict[str, Any]], reasons: Dict[int, str]) -> Dict[str, Any]:
     """Per GPU: utilisation, SM clock and power over the run, and the share of readings each
     clock-event reason was on.
 
     "active" figures cover the span from the first to the last reading with any utilisation: a
     benchmark process spends its first seconds importing and initialising with the GPU idle (and
-    clocked down), which would otherwise read as idle time of the work itself.
+    clocked down), which would otherwise read as idle time of the work itself. Busy readings in the
+    first NVML sample period that an idle one follows are work from before the run (_leftover):
+    left out of the span and of the busy seconds.
     """
     out: Dict[str, Any] = {}
 
@@ -466,6 +492,8 @@ def summarize_gpu(readings: List[Dict[str, Any]], reasons: Dict[int, str]) -> Di
         out["util_pct_median"] = round(statistics.median(util), 2)
         out["util_pct_min"] = min(util)
         busy = [i for i, r in enumerate(readings) if (r.get("util") or 0) > 0]
+        leftover = _leftover(readings, busy)
+        busy = [i for i in busy if i not in leftover]
         if busy:
             active = readings[busy[0]:busy[-1] + 1]
             out["active_samples"] = len(active)
@@ -484,8 +512,8 @@ def summarize_gpu(readings: List[Dict[str, Any]], reasons: Dict[int, str]) -> Di
             # Seconds the GPU was busy: each reading's utilisation over the time since the previous
             # reading (NVML's own period is 1/6 s to 1 s: an unbiased sample of that interval).
             previous, busy_s = 0.0, 0.0
-            for reading, t in zip(readings, times):
-                if reading.get("util") is not None:
+            for i, (reading, t) in enumerate(zip(readings, times)):
+                if reading.get("util") is not None and i not in leftover:
                     busy_s += reading["util"] / 100.0 * max(0.0, t - previous)
                 previous = t
             out["busy_s"] = round(busy_s, 4)

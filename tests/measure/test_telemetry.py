@@ -257,3 +257,22 @@ def test_a_gpu_field_not_supported_is_not_asked_again():
     gpus.close()
     assert calls["nvmlDeviceGetPowerUsage"] == 1 and calls["nvmlDeviceGetUtilizationRates"] == 5
     assert all(r["power_w"] is None for r in series[0]) and len(series[0]) == 5
+
+
+def test_busy_readings_from_before_the_run_do_not_open_its_active_span():
+    """The H200 runs of tests/gpu ran back to back: the first readings (0.05-0.3 s) still saw the
+    previous run's GEMM loop within NVML's sample period, then torch imported for ~2 s with the GPU
+    idle. Those readings are not the run's work."""
+    def reading(t, util):
+        return {"t": t, "util": util, "sm_mhz": 1980.0}
+
+    readings = ([reading(0.05, 100.0), reading(0.15, 35.0)] + [reading(t, 0.0) for t in (0.3, 0.8, 1.3, 1.8)]
+                + [reading(2.3 + 0.5 * i, 100.0) for i in range(9)] + [reading(6.8, 20.0)])
+    out = telemetry.summarize_gpu(readings, {})
+    assert out["active_samples"] == 10 and out["util_pct_steady_mean"] == 100.0
+    assert out["busy_s"] == pytest.approx(0.5 * 100 / 100 + 8 * 0.5 + 0.5 * 0.2)
+    # Busy past the first second, or the only busy readings: the run's own.
+    late = [reading(0.5, 50.0), reading(1.2, 50.0), reading(1.7, 0.0), reading(2.2, 90.0)]
+    assert telemetry.summarize_gpu(late, {})["active_samples"] == 4
+    only = [reading(0.05, 80.0), reading(0.3, 0.0), reading(0.8, 0.0)]
+    assert telemetry.summarize_gpu(only, {})["active_samples"] == 1
