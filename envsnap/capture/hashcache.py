@@ -205,6 +205,10 @@ class HashCache:
 
     # ------------------------------------------------------------ files
 
+    def has_file_entries(self) -> bool:
+        """Whether there is any file entry to look up (a first capture has none)."""
+        return bool(self._file_entries) if self._file_entries is not None else self._raw.get(FILES, (0, b""))[0] > 0
+
     def lookup(self, path: str, algorithms: List[str]) -> Optional[Tuple[Dict[str, bytes], int]]:
         """(digests, size) from the cache when the file's stat is exactly the state they were
         taken from; None otherwise (no entry, file changed, gone or unreadable)."""

@@ -304,6 +304,8 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
     batches = [small[i:i + BATCH] for i in range(0, len(small), BATCH)]
     outcomes: Dict[str, Tuple[str, Any]] = {}
 
+    lookup = cache is not None and cache.has_file_entries()  # none on a first capture: nothing to look up
+
     def run(batch: List[str]) -> Dict[str, Tuple[str, Any]]:
         out = {}
         hits = misses = 0
@@ -313,7 +315,7 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
             elif cache is None:
                 out[path] = hash_file(path, algorithms[path], stop_at)
             else:
-                cached = cache.lookup(path, algorithms[path])
+                cached = cache.lookup(path, algorithms[path]) if lookup else None
                 if cached is not None:
                     out[path] = ("ok", cached)
                     hits += 1
