@@ -11,11 +11,12 @@ seconds, FAT two): such an entry is "racy". Like git, it is never trusted: a fil
 mtime or ctime is not older than the moment its stat was taken by more than
 RACY_WINDOW_NS is hashed again at the next capture instead of being recorded.
 
-A second kind of entry saves the rest of the work for a distribution that was found intact:
-its RECORD's sha256, what the RECORD says by itself (files listed without a hash, lines with
+A second kind of entry (a verdict) saves the rest of the work for a distribution that was
+found intact: its RECORD's identity (the RECORD file's own stat, under the same rule, or the
+sha256 of its text), what the RECORD says by itself (files listed without a hash, lines with
 an unreadable hash), and the stat of every file it lists as it was when those files' digests
-were taken and found equal to RECORD's. When the RECORD text and every one of those stats are
-unchanged, the findings are the same without parsing or hashing anything; when anything
+were taken and found equal to RECORD's. When the RECORD and every one of those stats are
+unchanged, the findings are the same without reading, parsing or hashing anything; when anything
 differs the distribution is checked file by file (the file entries still apply). Its stats
 are its own, not the file entries' (a --deep capture may renew a file entry after an edit
 that this entry must then not vouch for), and it is recorded only from non-racy file entries.
@@ -38,9 +39,8 @@ distributions are all unchanged parses only the verdicts of its own mode, never 
 entries nor the verdicts of --deep captures. A verdict keeps its files' paths and their stats
 packed into one bytes object (device, inode, size, mtime_ns, ctime_ns: 40 bytes a file), so
 checking one is nested map()s over os.stat and one bytes comparison, all in C: per file, a
-stat and no Python bytecode. A RECORD is identified by its own stat key when the
-caller passes it as a file (integrity.RecordFile: not read at all when its verdict holds), or
-by the sha256 of its text.
+stat and no Python bytecode. File entries keep their stats packed the same way; on a first
+capture they are recorded in one pass once hashing is over (record_many).
 """
 from __future__ import annotations
 
