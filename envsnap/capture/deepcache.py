@@ -14,8 +14,9 @@ checksum, owner/mode checks and atomic replacement; git's stat rule and racy win
   directory's mtime moves when an entry is added, removed or renamed: a new module that would
   shadow a loaded one). Each is known by its stat (device, inode, size, mtime_ns, ctime_ns) and
   the result is recorded only when none changed within RACY_WINDOW_NS of the probe's start;
-- the GPU set: NVML's driver version and, per GPU, UUID, compute mode and MIG mode (read here,
-  the same calls the nvidia collector makes), or why NVML could not be read;
+- the GPU set: NVML's driver version and, per GPU, UUID, compute mode, MIG mode and its MIG
+  devices' UUIDs (read here, the same calls the nvidia collector makes), or why NVML could not
+  be read;
 - the host facts a probe reads beyond files: the CPU set it may run on (sched_getaffinity:
   OpenMP sizes torch's thread pool from it), the CPU count, the CPU model and flags
   (/proc/cpuinfo: the kernels' instruction sets), the kernel release;
@@ -92,6 +93,7 @@ def _gpus() -> Any:
                     gpu[name] = str(getattr(pynvml, call)(handle))
                 except Exception as exc:  # Not Supported on this GPU: the answer is what it is
                     gpu[name] = f"error: {type(exc).__name__}: {exc}"
+            gpu["mig_devices"] = _mig_uuids(pynvml, handle)  # a MIG reconfiguration keeps the GPU's UUID
             out["gpus"].append(gpu)
         return out
     except Exception as exc:
@@ -101,6 +103,21 @@ def _gpus() -> Any:
             pynvml.nvmlShutdown()
         except Exception:
             pass
+
+
+def _mig_uuids(pynvml: Any, handle: Any) -> Any:
+    """UUIDs of the GPU's MIG devices (what CUDA enumerates in MIG mode), or why there are none."""
+    try:
+        count = int(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle))
+    except Exception as exc:  # not a MIG-capable GPU (or an older binding): the answer is the fact
+        return f"error: {type(exc).__name__}"
+    uuids = []
+    for index in range(count):
+        try:
+            uuids.append(_text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, index))))
+        except Exception:
+            continue  # no MIG device in that slot
+    return uuids
 
 
 def _text(value: Any) -> str:
@@ -155,14 +172,14 @@ def _files_of(report: Dict[str, Any]) -> List[str]:
     sys.path directories and the .pth files in them."""
     found = set()
     for path in report.get("_loaded_files") or []:
-        if isinstance(path, str) and os.path.isabs(path) and not path.startswith(_NOT_FILES):
+        if isinstance(path, str) and os.path.isabs(path) and not path.startswith(_NOT_FILES) and "\n" not in path:
             found.add(path)
             found.add(os.path.dirname(path))
     for entry in report.get("_sys_path") or []:
-        if isinstance(entry, str) and os.path.isabs(entry) and os.path.isdir(entry):
+        if isinstance(entry, str) and os.path.isabs(entry) and "\n" not in entry and os.path.isdir(entry):
             found.add(entry)
             try:
-                found.update(os.path.join(entry, n) for n in os.listdir(entry) if n.endswith(".pth"))
+                found.update(os.path.join(entry, n) for n in os.listdir(entry) if n.endswith(".pth") and "\n" not in n)
             except OSError:
                 pass
     return sorted(found)
