@@ -97,6 +97,40 @@ class Row:
                 self.cache.append(f"{cache.get('hits', '?')}/{cache.get('misses', '?')}")
 
 
+def packages_alone(python: str, cache_home: str, runs: int) -> Dict[str, float]:
+    """The warm packages collector without the rest of the capture (no other collector holds the
+    GIL meanwhile), and the floor under it: one os.stat of every file its verdicts list."""
+    sys.path.insert(0, REPO)
+    from envsnap.capture import hashcache
+    from envsnap.capture.collectors import packages
+
+    facts = json.loads(subprocess.run([python, "-c", "import json, site, sys; print(json.dumps([sys.path, "
+                                       "site.getsitepackages()]))"], capture_output=True, text=True,
+                                      check=True).stdout)
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = cache_home
+    try:
+        path, sites = [p for p in facts[0] if p], set(facts[1])
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            data = packages.describe(path, sites)
+            times.append(time.perf_counter() - start)
+        skipped = data["integrity"]["unverifiable"]
+        cache = hashcache.HashCache.open(d["location"] for k, d in data["dists"].items() if k not in skipped)
+        paths = [p for verdict in cache._verdict_table("py").values() for p in verdict.paths]
+        start = time.perf_counter()
+        hashcache.packed_stats(paths)
+        stat_s = time.perf_counter() - start
+    finally:
+        if old is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = old
+    return {"describe_s": statistics.median(times), "files": len(paths), "stat_s": stat_s,
+            "stat_us": stat_s / max(1, len(paths)) * 1e6}
+
+
 def envsnap_argv(python: str) -> List[str]:
     return [python, "-m", "envsnap"]
 
@@ -150,6 +184,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             shift = i % len(rows)
             for row in rows[shift:] + rows[:shift]:
                 row.run(measured=True)
+        alone = packages_alone(args.describe or args.python, warm_home, args.runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -170,6 +205,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         base = statistics.median(next(r for r in rows if r.name == "baseline capture").times)
         for row in rows[2:4]:
             print(f"target: {row.name} no slower than the baseline: {statistics.median(row.times) / base:.3f} x")
+    print(f"packages collector alone, warm, in this process (median of {args.runs}): {alone['describe_s']:.3f} s; "
+          f"of it one stat of each of the {alone['files']} files checked: {alone['stat_s']:.3f} s "
+          f"({alone['stat_us']:.1f} us a file)")
     if not args.no_deep:
         deep = next(r for r in rows if r.name == "capture --deep warm")
         print(f"target: --deep warm <= 1 s on the H200: {statistics.median(deep.times):.3f} s "

@@ -24,6 +24,6 @@ for name in ("/tmp/d1.json", "/tmp/d2.json"):
     print(name, "total", round(sum(x for x in secs.values() if isinstance(x, (int, float))), 2), sorted(secs.items(), key=lambda kv: -(kv[1] or 0))[:6])
     print("hash_cache", snap["sections"]["packages"]["data"].get("hash_cache"))
 PY'
-step telemetry 60 python3 benchmarks/run_telemetry.py --rounds 9
+step telemetry 90 python3 benchmarks/run_telemetry.py --rounds 21
 step startup 40 python3 benchmarks/startup.py --runs 9
 step pytest_gpu 150 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts=-ra tests

@@ -10,7 +10,7 @@ telemetry.py) and returns
 
 Every comparison is a per-run series on each side (wall time, CPU time of the command's tree plus
 the --pid/--sglang processes, CPUs kept busy, CPU set size, context switches, GPU utilisation and
-SM clock). A series moved when the two sides' runs do not overlap at all AND the change of the
+SM clock, GPU-busy seconds). A series moved when the two sides' runs do not overlap at all AND the change of the
 medians exceeds either side's own relative range (max - min over median): the runs' own spread is
 the noise, no fixed percentage. With a single run on a side there is no spread to judge by; then
 only a change of SINGLE_RUN_MIN_PCT or more counts, and "noise" says so. CPU time and counts are
@@ -18,7 +18,9 @@ preferred to wall time wherever they answer the question: another program loadin
 stretches wall time but not the CPU time of the work.
 
 Which mechanism: (1) a smaller CPU set on BAD; (2) with GPUs busy on at least one side: utilisation
-fell (launch/CPU bound) or stayed busy (GPU work slower, at a lower clock or not); (3) otherwise the
+fell (launch/CPU bound) or stayed busy (GPU work slower, at a lower clock or not); (2b) with the GPU
+busy most of the run on both sides and more GPU-busy time per run, CPU time that grew no faster than
+it is the host waiting on the GPU (CUDA's synchronisation spins): GPU work; (3) otherwise the
 extra wall time is split into what extra CPU work accounts for (extra CPU seconds over GOOD's
 CPUs-busy) and the rest, off the CPU: waiting for a CPU (involuntary switches per CPU second up),
 waiting for something else (voluntary switches up), or fewer threads at work. The components of
@@ -48,6 +50,19 @@ SINGLE_RUN_MIN_PCT = 20.0
 GPU_BUSY_PCT = 90.0
 # A GPU that never got above this in any run on either side was not used by the workload.
 GPU_ACTIVE_PCT = 1.0
+# A GPU busy at least this share of the run on both sides did most of the work: then more CPU time
+# can be the host waiting on it. Measured on an H200 (issue 13, the lead's run of tests/gpu): a loop
+# of back-to-back bf16 8192x8192 products, never idle inside, read 72% over its active span and 62%
+# over the whole run (edge readings of NVML's sample periods and the start-up dilute it); a loop
+# that sleeps 6 ms after each 1.5 ms product on the host reads ~20%. Half separates the two.
+GPU_MOSTLY_BUSY_PCT = 50.0
+# The host thread that waits for the GPU spins (cudaDeviceSynchronize / torch.cuda.synchronize and a
+# full launch queue busy-wait by default), so CPU time grows with GPU-busy time: on that H200, twice
+# the GPU work (+100% GPU-busy time) cost +62% CPU time per run. CPU time that grew no faster than
+# this multiple of the GPU-busy time's growth is the host waiting, not host work.
+HOST_WAIT_CPU_GROWTH_MAX = 1.25
+# ...and the extra GPU-busy time must account for at least this share of the extra wall time.
+GPU_SHARE_OF_EXTRA_WALL = 0.5
 # Share of the extra wall time that extra CPU work must account for to be the mechanism.
 CPU_SHARE_OF_EXTRA_WALL = 0.5
 
@@ -165,8 +180,14 @@ def _series(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, List[float
             put("ctx_involuntary_per_cpu_s", involuntary / cpu)
         put("peak_threads", _num(usage.get("peak_threads")))
         if gpus:
-            put("gpu_util_pct", _gpu_mean(usage, gpus, "util_pct_active_mean", "util_pct_mean"))
+            put("gpu_util_pct", _gpu_mean(usage, gpus, "util_pct_steady_mean", "util_pct_active_mean",
+                                          "util_pct_mean"))
             put("sm_clock_mhz", _gpu_mean(usage, gpus, "sm_clock_mhz_active_median", "sm_clock_mhz_median"))
+            busy_s = _gpu_mean(usage, gpus, "busy_s")
+            if busy_s is None and wall is not None:  # telemetry before busy_s: utilisation over the run
+                mean = _gpu_mean(usage, gpus, "util_pct_mean")
+                busy_s = None if mean is None else mean / 100.0 * wall
+            put("gpu_busy_s", busy_s)
     return out
 
 
@@ -308,6 +329,20 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
                                     "the GPU ran at a lower clock", {"table_kind": "gpu_clock"})
             held = "SM clock held" if clock else "SM clock not recorded"
             return "gpu_work", f"{both}, {held}: GPU work got slower", {}
+
+    # 2b. The GPU busy most of the run on both sides and more GPU-busy time per run: more CPU time
+    # that grew no faster than the GPU-busy time is the host waiting on the GPU (it spins), not
+    # host work; the GPU's own work grew.
+    busy_s = f.get("gpu_busy_s")
+    if (gpus and util is not None and min(util["good"], util["bad"]) >= GPU_MOSTLY_BUSY_PCT and not _down(util)
+            and _up(busy_s) and busy_s["good"] > 0 and (not wall or not _up(wall) or (busy_s["bad"] - busy_s["good"])
+                                                        >= GPU_SHARE_OF_EXTRA_WALL * (wall["bad"] - wall["good"]))):
+        busy_growth = busy_s["bad"] / busy_s["good"] - 1.0
+        cpu_growth = (cpu["bad"] / cpu["good"] - 1.0) if (cpu and cpu["good"] > 0) else 0.0
+        if not _up(cpu) or cpu_growth <= HOST_WAIT_CPU_GROWTH_MAX * busy_growth:
+            waiting = f", CPU time {_pct(cpu)} with it (the host waits on the GPU)" if _up(cpu) else f", {cpu_note}"
+            return ("gpu_work", f"GPU busy {min(util['good'], util['bad']):.0f}% on both sides, GPU-busy time per "
+                                f"run {_pct(busy_s)}{waiting}: GPU work grew", {})
 
     # 3. The CPU side: more work, or more time off the CPU (and why).
     gpu_note = f"; GPU busy {util['bad']:.0f}%" if util is not None else ""

@@ -11,11 +11,12 @@ seconds, FAT two): such an entry is "racy". Like git, it is never trusted: a fil
 mtime or ctime is not older than the moment its stat was taken by more than
 RACY_WINDOW_NS is hashed again at the next capture instead of being recorded.
 
-A second kind of entry saves the rest of the work for a distribution that was found intact:
-its RECORD's sha256, what the RECORD says by itself (files listed without a hash, lines with
+A second kind of entry (a verdict) saves the rest of the work for a distribution that was
+found intact: its RECORD's identity (the RECORD file's own stat, under the same rule, or the
+sha256 of its text), what the RECORD says by itself (files listed without a hash, lines with
 an unreadable hash), and the stat of every file it lists as it was when those files' digests
-were taken and found equal to RECORD's. When the RECORD text and every one of those stats are
-unchanged, the findings are the same without parsing or hashing anything; when anything
+were taken and found equal to RECORD's. When the RECORD and every one of those stats are
+unchanged, the findings are the same without reading, parsing or hashing anything; when anything
 differs the distribution is checked file by file (the file entries still apply). Its stats
 are its own, not the file entries' (a --deep capture may renew a file entry after an edit
 that this entry must then not vouch for), and it is recorded only from non-racy file entries.
@@ -23,26 +24,39 @@ that this entry must then not vouch for), and it is recorded only from non-racy 
 The file lives in `$XDG_CACHE_HOME/envsnap` (default `~/.cache/envsnap`), one per host and
 set of installation directories (a venv), and is bounded: at most MAX_ENTRIES entries and
 MAX_BYTES per file, at most MAX_FILES files (the least recently used go first). It starts
-with a one-line header (format, version, owner uid, host, entry count, sha256 of the rest)
-and is replaced atomically (a new file renamed over the old one, never written in place),
-so concurrent captures each read a whole file and the last writer wins. A file that is
-damaged, truncated, of another version, owned by another user or writable by others is
-ignored with a note, never trusted, and replaced by the next write. Only this module
-reads or writes it; the capture reports hits, misses and any note (`hash_cache`), and
-what it reports about the files never depends on the cache.
+with a one-line header (format, version, owner uid, host, entry count, its sections' names,
+entry counts and sizes, sha256 of the rest) and is replaced atomically (a new file renamed over
+the old one, never written in place), so concurrent captures each read a whole file and the
+last writer wins. A file that is damaged, truncated, of another version, owned by another user
+or writable by others is ignored with a note, never trusted, and replaced by the next write.
+Only this module reads or writes it; the capture reports hits, misses and any note
+(`hash_cache`), and what it reports about the files never depends on the cache.
+
+Speed (issue 16: a warm capture of a 25,000-file venv in a few hundred milliseconds at most).
+The whole file is read and its checksum verified at open (one read and one sha256: ~10 ms for
+20 MB), but each section is decoded and split only when asked for: a default capture whose
+distributions are all unchanged parses only the verdicts of its own mode, never the file
+entries nor the verdicts of --deep captures. A verdict keeps its files' paths and their stats
+packed into one bytes object (device, inode, size, mtime_ns, ctime_ns: 40 bytes a file), so
+checking one is nested map()s over os.stat and one bytes comparison, all in C: per file, a
+stat and no Python bytecode. File entries keep their stats packed the same way; on a first
+capture they are recorded in one pass once hashing is over (record_many).
 """
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import stat
+import struct
 import threading
 import time
+from operator import attrgetter
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 FORMAT = "envsnap-hash-cache"
-VERSION = 1
+VERSION = 2  # 1: one list of entries; 2: sections parsed on demand, verdicts as parallel lists
 MAX_ENTRIES = 200_000  # a deep SGLang venv holds ~38,000 installed files; a file is ~150 bytes each
 MAX_BYTES = 64 << 20  # a bigger cache file is refused unread (and never written)
 MAX_FILES = 8  # cache files kept (one per host and venv); the least recently used is removed
@@ -52,6 +66,13 @@ MAX_FILES = 8  # cache files kept (one per host and venv); the least recently us
 RACY_WINDOW_NS = 3_000_000_000
 _PREFIX = "hashes-"
 _SUFFIX = ".cache"
+FILES = "files"  # the section of file entries; verdicts are in "verdicts:<mode>"
+_VERDICTS = "verdicts:"
+
+_STAT_FIELDS = attrgetter("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
+# The same five numbers packed (40 bytes): no int-to-text conversion per file, and a whole
+# distribution's stats compare as one bytes object. Stored in the file as hex, one line per list.
+_STAT = struct.Struct("<QQQqq")
 
 
 def _hostname() -> str:
@@ -73,27 +94,60 @@ def cache_dir() -> Optional[str]:
 
 
 def stat_key(st: os.stat_result) -> str:
-    """The identity of a file's state, as stored (a trailing space ends it)."""
+    """The identity of a file's state as text: `"<dev> <ino> <size> <mtime_ns> <ctime_ns> "`."""
     return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
+
+
+def packed_stat(st: os.stat_result) -> bytes:
+    """The identity of a file's state as stored (device, inode, size, mtime_ns, ctime_ns)."""
+    return _STAT.pack(*_STAT_FIELDS(st))
+
+
+def packed_stats(paths: List[str]) -> Optional[bytes]:
+    """packed_stat of every path, concatenated in order; None when one cannot be stat'ed. The
+    loop is nested map()s: it runs in C, a stat and a tuple per path and no Python bytecode."""
+    try:
+        return b"".join(itertools.starmap(_STAT.pack, map(_STAT_FIELDS, map(os.stat, paths))))
+    except (OSError, ValueError, struct.error):
+        return None
+
+
+def is_racy(st: os.stat_result, since_ns: int) -> bool:
+    """Changed too recently, at `since_ns`, to be told apart from a later edit (see above)."""
+    return max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns - RACY_WINDOW_NS
+
+
+class _Verdict(NamedTuple):
+    head: str  # "<RECORD identity> <entries> <unhashable> <number of paths>"
+    findings: str  # JSON: {"errors": ..., "named": ...}
+    paths: List[str]
+    stats: str  # hex of the packed stats of the paths, in order
 
 
 class HashCache:
     """One cache file's entries for one capture: look up, record, save once at the end.
 
-    Entries map an absolute path to `"<dev> <ino> <size> <mtime_ns> <ctime_ns> <alg>:<hex>..."`,
-    and `"<dist>\\0<location>\\0<mode>"` to a verdict: `"<RECORD sha256> <entries> <unhashable>"`,
-    the RECORD's own findings (JSON), then path and stat of each file, all NUL-separated.
+    File entries map an absolute path to (packed stat, `"<alg>:<hex>[ <alg>:<hex>...]"`);
+    verdicts map `"<dist>\\0<location>\\0<mode>"` to what a whole RECORD's check found (its
+    identity, its own findings, and the path and stat key of every file it lists).
     `lookup` and `record` may be called from several hashing threads at once.
     """
 
-    def __init__(self, path: Optional[str], entries: Dict[str, str], note: Optional[str] = None,
-                 rewrite: bool = False) -> None:
+    def __init__(self, path: Optional[str], entries: Optional[Dict[str, str]] = None, note: Optional[str] = None,
+                 rewrite: bool = False, sections: Optional[Dict[str, Tuple[int, bytes]]] = None) -> None:
         self.path = path
         self.note = note
-        self._entries = entries
-        self._fresh: Dict[str, str] = {}  # this capture's entries: hits kept, new hashes recorded
+        self._raw: Dict[str, Tuple[int, bytes]] = dict(sections or {})  # verified, not parsed yet
+        self._file_entries: Optional[Dict[str, Tuple[bytes, str]]] = dict(entries) if entries is not None else None
+        self._verdicts: Dict[str, Dict[str, _Verdict]] = {}  # mode -> key -> verdict (parsed)
+        self._fresh: Dict[str, Tuple[bytes, str]] = {}  # this capture's file entries: hits kept, new hashes
+        self._fresh_verdicts: Dict[str, Dict[str, _Verdict]] = {}
         self._stale: Set[str] = set()  # entries this capture found out of date: not carried over
+        self._changed: Set[str] = set()  # sections whose content this capture changed
         self._dirty = rewrite  # something on disk must change (a stale entry, a damaged file)
+        # (path, stat taken before reading, digests) handed over by hashing threads; record_many
+        # records them in one pass (a per-file record() call costs as much again as the entry).
+        self.pending: List[Tuple[str, os.stat_result, Dict[str, bytes]]] = []
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -112,7 +166,7 @@ class HashCache:
                               .encode("utf-8", "surrogateescape")).hexdigest()[:20]
         path = os.path.join(directory, f"{_PREFIX}{name}{_SUFFIX}")
         try:
-            entries = read_cache_file(path)
+            sections = read_cache_file(path)
         except FileNotFoundError:
             return cls(path, {}, "cache empty: first capture of this environment with the cache")
         except CacheRefused as exc:
@@ -120,7 +174,45 @@ class HashCache:
         except OSError as exc:
             return cls(path, {}, f"cache ignored (unreadable: {exc.strerror or exc}): every file hashed",
                        rewrite=True)
-        return cls(path, entries)
+        return cls(path, sections=sections)
+
+    # ------------------------------------------------------------ the sections, parsed on demand
+
+    @property
+    def _entries(self) -> Dict[str, Tuple[bytes, str]]:
+        """The file entries read from disk (parsed the first time they are needed)."""
+        if self._file_entries is None:
+            with self._lock:
+                if self._file_entries is None:
+                    count, raw = self._raw.get(FILES, (0, b""))
+                    try:
+                        self._file_entries = _parse_files(_lines(raw), count)
+                    except ValueError:  # a sound checksum over a wrong layout: a writer's bug
+                        self._add_note("cache section of file entries unreadable: not used")
+                        self._changed.add(FILES)
+                        self._dirty = True
+                        self._file_entries = {}
+        return self._file_entries
+
+    def _verdict_table(self, mode: str) -> Dict[str, _Verdict]:
+        table = self._verdicts.get(mode)
+        if table is None:
+            count, raw = self._raw.get(_VERDICTS + mode, (0, b""))
+            try:
+                table = _parse_verdicts(_lines(raw), count)
+            except (ValueError, IndexError):
+                self._add_note(f"cache section of {mode} verdicts unreadable: not used")
+                self._changed.add(_VERDICTS + mode)
+                self._dirty = True
+                table = {}
+            self._verdicts[mode] = table
+        return table
+
+    # ------------------------------------------------------------ files
+
+    def has_file_entries(self) -> bool:
+        """Whether there is any file entry to look up (a first capture has none)."""
+        return bool(self._file_entries) if self._file_entries is not None else self._raw.get(FILES, (0, b""))[0] > 0
 
     def lookup(self, path: str, algorithms: List[str]) -> Optional[Tuple[Dict[str, bytes], int]]:
         """(digests, size) from the cache when the file's stat is exactly the state they were
@@ -130,16 +222,14 @@ class HashCache:
             return None
         try:
             st = os.stat(path)
-        except OSError:
-            self.forget(path)
-            return None
-        key = f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
-        if not value.startswith(key):
+            if _STAT.pack(*_STAT_FIELDS(st)) != value[0]:
+                raise ValueError("changed")
+        except (OSError, ValueError, struct.error):
             self.forget(path)
             return None
         digests: Dict[str, bytes] = {}
         try:
-            for part in value[len(key):].split(" "):
+            for part in value[1].split(" "):
                 name, _, hexdigest = part.partition(":")
                 digests[name] = bytes.fromhex(hexdigest)
             if len(digests) != 1 or len(algorithms) != 1:
@@ -155,65 +245,105 @@ class HashCache:
     def forget(self, path: str) -> None:
         """Drop a path's old entry (its file changed, vanished or could not be read)."""
         self._stale.add(path)
+        self._changed.add(FILES)
         self._dirty = True
 
     def record(self, path: str, st: os.stat_result, digests: Dict[str, bytes]) -> bool:
         """Remember digests of the content read after `st` was taken; False when the entry is
         racy (changed too recently to be told apart from a later edit) or not storable."""
-        if max(st.st_mtime_ns, st.st_ctime_ns) >= self.started_ns - RACY_WINDOW_NS:
+        if is_racy(st, self.started_ns):
             with self._lock:
                 self.racy += 1
             return False
         if "\n" in path or not digests:
             return False  # the file format is one line per path
+        try:
+            key = _STAT.pack(*_STAT_FIELDS(st))
+        except struct.error:
+            return False
         if len(digests) == 1:
             (name, digest), = digests.items()
-            self._fresh[path] = (f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
-                                 f"{name}:{digest.hex()}")
+            self._fresh[path] = (key, f"{name}:{digest.hex()}")
         else:
-            self._fresh[path] = stat_key(st) + " ".join(f"{name}:{d.hex()}" for name, d in sorted(digests.items()))
+            self._fresh[path] = (key, " ".join(f"{name}:{d.hex()}" for name, d in sorted(digests.items())))
+        self._changed.add(FILES)
         self._dirty = True
         return True
 
-    def verdict(self, key: str, text: str) -> Optional[Verdict]:
-        """What a whole RECORD's check found last time (every file as recorded), when the RECORD
-        text is the same and every file it lists still has the stat it had then; else None."""
-        value = self._entries.get(key)
-        if value is None:
-            return None
-        parts = value.split("\0")
-        head = parts[0].split(" ")
-        stat_of = os.stat
-        try:
-            if len(head) != 3 or head[0] != _digest_text(text) or len(parts) % 2:
-                raise ValueError("changed")
-            for i in range(2, len(parts), 2):
-                st = stat_of(parts[i])
-                if parts[i + 1] != f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} ":
-                    raise ValueError("changed")
-            findings = json.loads(parts[1])
-            found = Verdict(int(head[1]), findings["errors"], int(head[2]), findings["named"])
-        except (OSError, ValueError, KeyError, TypeError):
-            self.forget(key)
-            return None
-        self._fresh[key] = value
-        self.count(len(parts) // 2 - 1, 0)
-        return found
+    def record_many(self) -> None:
+        """record() every pending (path, stat, digests), in one pass: the same rules."""
+        pending, self.pending = self.pending, []
+        threshold = self.started_ns - RACY_WINDOW_NS
+        fresh, pack, fields = self._fresh, _STAT.pack, _STAT_FIELDS
+        racy = recorded = 0
+        for path, st, digests in pending:
+            if st.st_mtime_ns >= threshold or st.st_ctime_ns >= threshold:
+                racy += 1
+            elif len(digests) != 1 or "\n" in path:
+                recorded += self.record(path, st, digests)
+            else:
+                for name, digest in digests.items():
+                    try:
+                        fresh[path] = (pack(*fields(st)), f"{name}:{digest.hex()}")
+                        recorded += 1
+                    except struct.error:
+                        pass
+        self.racy += racy
+        if recorded:
+            self._changed.add(FILES)
+            self._dirty = True
 
-    def record_verdict(self, key: str, text: str, findings: Dict[str, Any], paths: List[str]) -> bool:
+    # ------------------------------------------------------------ verdicts (whole RECORDs)
+
+    def verdict(self, key: str, record_id: str) -> Optional[Verdict]:
+        """What a whole RECORD's check found last time (every file as recorded), when the RECORD
+        is the same (`record_id`: see record_verdict) and every file it lists still has the
+        stat it had then; else None."""
+        mode = key.rpartition("\0")[2]
+        found = self._verdict_table(mode).get(key)
+        if found is None:
+            return None
+        head = found.head.split(" ")
+        try:
+            if len(head) != 4 or head[0] != record_id or int(head[3]) != len(found.paths):
+                raise ValueError("changed")
+            if packed_stats(found.paths) != bytes.fromhex(found.stats):
+                raise ValueError("changed")
+            findings = json.loads(found.findings)
+            result = Verdict(int(head[1]), findings["errors"], int(head[2]), findings["named"])
+        except (ValueError, KeyError, TypeError):
+            self._forget_verdict(mode, key)
+            return None
+        self._fresh_verdicts.setdefault(mode, {})[key] = found
+        self.count(len(found.paths), 0)
+        return result
+
+    def _forget_verdict(self, mode: str, key: str) -> None:
+        self._verdict_table(mode).pop(key, None)
+        self._changed.add(_VERDICTS + mode)
+        self._dirty = True
+
+    def record_verdict(self, key: str, record_id: str, findings: Dict[str, Any], paths: List[str],
+                       record_stat: Optional[os.stat_result] = None) -> bool:
         """Remember that every file of a RECORD was found as recorded, under the stats its
-        digests were taken from; only when each of those entries is in the cache (not racy)."""
-        if "\n" in key:
+        digests were taken from; only when each of those entries is in the cache (not racy).
+        `record_id` names the RECORD: `sha256:<hex>` of its text, or `stat:<its stat key>` when
+        `record_stat` (taken before it was read) is given, and then only if that is not racy."""
+        if "\n" in key or " " in record_id or "\n" in record_id:
             return False
-        parts = [f"{_digest_text(text)} {findings['entries']} {findings['unhashable']}",
-                 json.dumps({"errors": findings["errors"], "named": findings["named"]}, sort_keys=True)]
-        for path in dict.fromkeys(paths):  # a RECORD may list a path twice
-            value = self._fresh.get(path)
-            if value is None:
-                return False
-            parts.append(path)
-            parts.append(_stat_part(value))
-        self._fresh[key] = "\0".join(parts)
+        if record_stat is not None and is_racy(record_stat, self.started_ns):
+            return False
+        unique = list(dict.fromkeys(paths))  # a RECORD may list a path twice
+        fresh = self._fresh
+        try:
+            stats = b"".join([fresh[path][0] for path in unique])
+        except KeyError:  # a file without an entry (racy, unreadable, not storable)
+            return False
+        head = f"{record_id} {findings['entries']} {findings['unhashable']} {len(unique)}"
+        text = json.dumps({"errors": findings["errors"], "named": findings["named"]}, sort_keys=True)
+        mode = key.rpartition("\0")[2]
+        self._fresh_verdicts.setdefault(mode, {})[key] = _Verdict(head, text, unique, stats.hex())
+        self._changed.add(_VERDICTS + mode)
         self._dirty = True
         return True
 
@@ -222,10 +352,13 @@ class HashCache:
             self.hits += hits
             self.misses += misses
 
+    # ------------------------------------------------------------ writing
+
     def save(self, stop_at: Optional[float] = None) -> None:
         """Write this capture's entries (plus older ones it did not look at, e.g. the shared
         libraries a --deep capture hashed) when anything changed; never raises. Not after
-        `stop_at` (time.monotonic()): the capture's deadline comes before the cache."""
+        `stop_at` (time.monotonic()): the capture's deadline comes before the cache. A section
+        this capture did not change is written back as it was read, without parsing it."""
         if self.path is None:
             return
         if self._dirty and stop_at is not None and time.monotonic() >= stop_at:
@@ -237,16 +370,39 @@ class HashCache:
             except OSError:
                 pass
             return
-        entries = dict(self._fresh)
-        for path, value in self._entries.items():
-            if len(entries) >= MAX_ENTRIES:
-                break
-            if path not in entries and path not in self._stale:
-                entries[path] = value
-        if len(entries) > MAX_ENTRIES:
-            entries = dict(list(entries.items())[:MAX_ENTRIES])
+        budget = MAX_ENTRIES
+        sections: List[Tuple[str, int, bytes]] = []
+        raw_files = self._raw.get(FILES)
+        if FILES in self._changed or raw_files is None or raw_files[0] > budget:
+            entries = dict(self._fresh)
+            for path, value in self._entries.items():
+                if len(entries) >= budget:
+                    break
+                if path not in entries and path not in self._stale:
+                    entries[path] = value
+            if len(entries) > budget:
+                entries = dict(itertools.islice(entries.items(), budget))
+            sections.append((FILES, len(entries), _join(_files_lines(entries))))
+        else:
+            sections.append((FILES,) + raw_files)
+        budget -= sections[0][1]
+        modes = sorted({name[len(_VERDICTS):] for name in self._raw if name.startswith(_VERDICTS)}
+                       | set(self._verdicts) | set(self._fresh_verdicts))
+        for mode in modes:
+            name = _VERDICTS + mode
+            raw = self._raw.get(name)
+            if name not in self._changed and raw is not None and raw[0] <= budget:
+                sections.append((name,) + raw)
+                budget -= raw[0]
+                continue
+            table = dict(self._fresh_verdicts.get(mode, {}))
+            for key, found in self._verdict_table(mode).items():
+                table.setdefault(key, found)
+            kept = list(itertools.islice(table.items(), max(0, budget)))
+            budget -= len(kept)
+            sections.append((name, len(kept), _join(_verdict_lines(kept))))
         try:
-            write_cache_file(self.path, entries)
+            write_cache_file(self.path, sections)
         except (OSError, ValueError) as exc:
             self._add_note(f"cache not updated: {getattr(exc, 'strerror', None) or exc}")
             return
@@ -265,12 +421,65 @@ class HashCache:
         return out
 
 
-def _stat_part(value: str) -> str:
-    """The `"<dev> <ino> <size> <mtime_ns> <ctime_ns> "` that starts a file entry."""
-    end = -1
-    for _ in range(5):
-        end = value.index(" ", end + 1)
-    return value[:end + 1]
+def _lines(raw: bytes) -> List[str]:
+    if not raw:
+        return []
+    lines = raw.decode("utf-8", "surrogateescape").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _join(lines: Iterable[str]) -> bytes:
+    text = "\n".join(lines)
+    return (text + "\n").encode("utf-8", "surrogateescape") if text else b""
+
+
+def _files_lines(entries: Dict[str, Tuple[bytes, str]]) -> List[str]:
+    """The file entries section: every path, then one line of their packed stats (hex), then
+    every digest line, in the same order."""
+    values = list(entries.values())
+    return [*entries, b"".join([v[0] for v in values]).hex(), *[v[1] for v in values]]
+
+
+def _parse_files(lines: List[str], count: int) -> Dict[str, Tuple[bytes, str]]:
+    if count == 0 and not lines:
+        return {}
+    if len(lines) != 2 * count + 1:
+        raise ValueError("file entry count")
+    stats = bytes.fromhex(lines[count])
+    size = _STAT.size
+    if len(stats) != size * count:
+        raise ValueError("stat block size")
+    return dict(zip(lines[:count], zip([stats[i:i + size] for i in range(0, len(stats), size)],
+                                       lines[count + 1:])))
+
+
+def _parse_verdicts(lines: List[str], count: int) -> Dict[str, _Verdict]:
+    """A verdicts section: per verdict its key, head and findings lines, then its paths, then
+    one line of their packed stats in hex (the head's last field says how many paths)."""
+    table: Dict[str, _Verdict] = {}
+    i = 0
+    while i < len(lines):
+        key, head, findings = lines[i], lines[i + 1], lines[i + 2]
+        n = int(head.rpartition(" ")[2])
+        start = i + 3
+        if n < 0 or start + n >= len(lines):
+            raise ValueError("truncated verdict")
+        table[key] = _Verdict(head, findings, lines[start:start + n], lines[start + n])
+        i = start + n + 1
+    if len(table) != count:
+        raise ValueError("verdict count")
+    return table
+
+
+def _verdict_lines(items: List[Tuple[str, _Verdict]]) -> List[str]:
+    lines: List[str] = []
+    for key, found in items:
+        lines += (key, found.head, found.findings)
+        lines += found.paths
+        lines.append(found.stats)
+    return lines
 
 
 class Verdict(NamedTuple):
@@ -278,10 +487,6 @@ class Verdict(NamedTuple):
     errors: Dict[str, str]  # RECORD lines with an unreadable hash
     unhashable_count: int
     unhashable_named: List[str]
-
-
-def _digest_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def disabled_summary(files: int) -> Dict[str, Any]:
@@ -294,8 +499,9 @@ class CacheRefused(Exception):
     """A cache file that exists but must not be trusted (the message says why)."""
 
 
-def read_cache_file(path: str) -> Dict[str, str]:
-    """The entries of a cache file, after every check; raises CacheRefused or OSError."""
+def read_cache_file(path: str) -> Dict[str, Tuple[int, bytes]]:
+    """The sections of a cache file ({name: (entry count, bytes)}), after every check of the
+    whole file (owner, mode, size, header, checksum); raises CacheRefused or OSError."""
     # O_NOFOLLOW: a symlink planted in place of the cache is refused, not followed.
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
@@ -320,7 +526,7 @@ def read_cache_file(path: str) -> Dict[str, str]:
     return parse_cache(data)
 
 
-def parse_cache(data: bytes) -> Dict[str, str]:
+def parse_cache(data: bytes) -> Dict[str, Tuple[int, bytes]]:
     end = data.find(b"\n")
     if end < 0:
         raise CacheRefused("damaged: no header")
@@ -336,33 +542,40 @@ def parse_cache(data: bytes) -> Dict[str, str]:
         raise CacheRefused(f"written by uid {header.get('uid')!r}, not this user")
     if header.get("host") != _hostname():
         raise CacheRefused("written on another host")
-    payload = data[end + 1:]
+    payload = memoryview(data)[end + 1:]
     if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
         raise CacheRefused("damaged: checksum mismatch")
-    lines = payload.decode("utf-8", "surrogateescape").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    table = header.get("sections")
+    try:
+        named = [(str(name), int(count), int(size)) for name, count, size in table]  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise CacheRefused("damaged: unreadable list of sections") from None
     count = header.get("entries")
-    if not isinstance(count, int) or len(lines) != 2 * count:
+    if not isinstance(count, int) or count != sum(n for _, n, _ in named) or min((n for _, n, _ in named), default=0) < 0:
         raise CacheRefused("damaged: entry count mismatch")
-    return dict(zip(lines[0::2], lines[1::2]))
+    if sum(size for _, _, size in named) != len(payload) or min((s for _, _, s in named), default=0) < 0:
+        raise CacheRefused("damaged: section sizes do not add up")
+    sections: Dict[str, Tuple[int, bytes]] = {}
+    offset = 0
+    for name, n, size in named:
+        sections[name] = (n, bytes(payload[offset:offset + size]))
+        offset += size
+    return sections
 
 
-def write_cache_file(path: str, entries: Dict[str, str]) -> None:
+def write_cache_file(path: str, sections: List[Tuple[str, int, bytes]]) -> None:
     """Replace the cache file atomically (private mode, no fsync: the checksum catches a
-    file a crash left half-written)."""
+    file a crash left half-written). `sections`: (name, entry count, bytes), in order."""
     from envsnap.errors import EnvsnapError
     from envsnap.model.store import atomic_write_bytes
 
-    parts: List[str] = []
-    for entry_path, value in entries.items():
-        parts.append(entry_path)
-        parts.append(value)
-    payload = ("\n".join(parts) + "\n").encode("utf-8", "surrogateescape") if parts else b""
+    payload = b"".join(body for _, _, body in sections)
     if len(payload) > MAX_BYTES - 4096:
         raise ValueError(f"cache would exceed {MAX_BYTES >> 20} MiB; not written")
     header = {"format": FORMAT, "version": VERSION, "uid": os.geteuid() if hasattr(os, "geteuid") else None,
-              "host": _hostname(), "entries": len(entries), "written_at_ns": time.time_ns(),
+              "host": _hostname(), "entries": sum(n for _, n, _ in sections),
+              "written_at_ns": time.time_ns(),
+              "sections": [[name, n, len(body)] for name, n, body in sections],
               "sha256": hashlib.sha256(payload).hexdigest()}
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     data = json.dumps(header, sort_keys=True).encode("utf-8") + b"\n" + payload
@@ -372,10 +585,23 @@ def write_cache_file(path: str, entries: Dict[str, str]) -> None:
         raise OSError(str(exc)) from None
 
 
+def newest_change_ns(stats: bytes) -> int:
+    """The latest mtime_ns or ctime_ns among packed stats (packed_stats), for the racy rule."""
+    newest = 0
+    for _, _, _, mtime, ctime in _STAT.iter_unpack(stats):
+        newest = max(newest, mtime, ctime)
+    return newest
+
+
 def _evict(directory: str, keep: str) -> None:
-    """Keep at most MAX_FILES cache files: remove the least recently used (written or read)."""
+    evict(directory, keep, _PREFIX)
+
+
+def evict(directory: str, keep: str, prefix: str) -> None:
+    """Keep at most MAX_FILES cache files named <prefix>...: remove the least recently used
+    (written or read)."""
     try:
-        names = [n for n in os.listdir(directory) if n.startswith(_PREFIX) and n.endswith(_SUFFIX)]
+        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(_SUFFIX)]
     except OSError:
         return
     if len(names) <= MAX_FILES:

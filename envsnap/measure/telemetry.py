@@ -19,12 +19,18 @@ Each `envsnap run` run gets a "telemetry" record:
   counts /proc/PID/status switches for the main thread only), peaks sampled;
 - with NVML (nvidia-ml-py), per GPU: utilisation, SM clock, power and clock-event reasons,
   sampled. NVML's utilisation is the share of its own sample period (1/6 s to 1 s, by product)
-  in which a kernel ran, so one reading per interval covers the run. Without NVML the record says
-  why in "gpu" and has no "gpus".
+  in which a kernel ran, so one reading per interval covers the run. Summaries: the mean over
+  the run, over its active span (first to last busy reading) and the span's steady part (its
+  edge readings left out), and the seconds the GPU was busy (each reading over the interval
+  since the previous one). Without NVML the record says why in "gpu" and has no "gpus".
 
-Cost: the tree is found from a cache of pid -> (ppid, session) filled incrementally (one listdir of /proc per
-sample, one stat read per new process), so a sample costs a few hundred microseconds, not a scan of
-every process. benchmarks/run_telemetry.py measures the overhead on a run (target <= 1%).
+Cost (benchmarks/run_telemetry.py measures it on a run; target <= 1% of one CPU): the tree is
+found from a cache of pid -> (ppid, session) with parent and session indexes kept up to date as
+pids come and go (one listdir of /proc per sample, one stat read per new process), and each member
+costs one read of /proc/PID/stat (ppid, session, threads and resident size together: psutil would
+read stat, status and statm) and one sched_getaffinity. Measured on 2 loaded cores with 16
+processes: 0.35-0.48 ms of CPU per sample, down from 2.0-2.4 ms with psutil handles. NVML is asked
+4 things per GPU per sample, and a field a GPU answers Not Supported is not asked again.
 """
 from __future__ import annotations
 
@@ -43,15 +49,29 @@ MAX_GPUS = 64
 
 # ---------------------------------------------------------------- /proc helpers
 
-def _stat_ids(pid: int) -> Optional[Tuple[int, int]]:
-    """(ppid, session id) from /proc/PID/stat (the command name may hold spaces and parentheses)."""
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _read_stat(pid: int) -> Optional[Tuple[int, int, int, int]]:
+    """(ppid, session id, threads, resident bytes) from one read of /proc/PID/stat (proc(5):
+    fields 4, 6, 20 and 24; the command name before them may hold spaces and parentheses).
+    psutil reads the same numbers from stat, status and statm: three files per process."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read()
-        fields = text[text.rindex(b")") + 2:].split(None, 5)
-        return int(fields[1]), int(fields[3])
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            text = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        fields = text[text.rindex(b")") + 2:].split(None, 22)
+        return int(fields[1]), int(fields[3]), int(fields[17]), int(fields[21]) * _PAGE_SIZE
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _stat_ids(pid: int) -> Optional[Tuple[int, int]]:
+    """(ppid, session id) from /proc/PID/stat."""
+    found = _read_stat(pid)
+    return (found[0], found[1]) if found is not None else None
 
 
 def _pids() -> Set[int]:
@@ -87,36 +107,50 @@ class ProcessTree:
     Members are the descendants of `root` (envsnap itself), and every process in the session of
     one of root's children: run_command starts the command in a session of its own, so a process
     the command left behind -- reparented when its parent exited -- is still found there. A
-    member leaves when its pid does.
+    member leaves when its pid does. The parent and session indexes are kept up to date as pids
+    come and go (a sample does work for the new and the gone pids and the members, not for every
+    process on the machine).
     """
 
     def __init__(self, root: int) -> None:
         self.root = root
         self.ids: Dict[int, Optional[Tuple[int, int]]] = {}
         self.members: Set[int] = set()
+        self._children: Dict[int, Set[int]] = {}
+        self._sessions: Dict[int, Set[int]] = {}
+
+    def _index(self, pid: int, ids: Optional[Tuple[int, int]]) -> None:
+        old = self.ids.get(pid)
+        if old is not None:
+            self._children.get(old[0], set()).discard(pid)
+            self._sessions.get(old[1], set()).discard(pid)
+        self.ids[pid] = ids
+        if ids is not None:
+            self._children.setdefault(ids[0], set()).add(pid)
+            self._sessions.setdefault(ids[1], set()).add(pid)
+
+    def update(self, pid: int, ids: Tuple[int, int]) -> None:
+        """A member's (ppid, session) as just read (a reparented process moves in the index)."""
+        if self.ids.get(pid) != ids:
+            self._index(pid, ids)
 
     def refresh(self) -> Set[int]:
         live = _pids()
         for gone in [p for p in self.ids if p not in live]:
+            self._index(gone, None)
             del self.ids[gone]
         self.members &= live
         for pid in live:
             if pid not in self.ids:
-                self.ids[pid] = _stat_ids(pid)
-        children: Dict[int, List[int]] = {}
-        sessions: Dict[int, List[int]] = {}
-        for pid, ids in self.ids.items():
-            if ids is not None:
-                children.setdefault(ids[0], []).append(pid)
-                sessions.setdefault(ids[1], []).append(pid)
+                self._index(pid, _stat_ids(pid))
         own = self.ids.get(self.root)
         stack = [self.root] + list(self.members)
         while stack:
             pid = stack.pop()
-            found = list(children.get(pid, ()))
+            found = list(self._children.get(pid, ()))
             ids = self.ids.get(pid)
             if pid != self.root and ids is not None and (own is None or ids[1] != own[1]):
-                found += sessions.get(ids[1], ())
+                found += self._sessions.get(ids[1], ())
             for child in found:
                 if child not in self.members and child != self.root:
                     self.members.add(child)
@@ -145,6 +179,9 @@ class Gpus:
         self.handles: List[Any] = []
         self.reasons: Dict[int, str] = {}
         self._module = module
+        self._calls: Optional[List[Tuple[str, Callable[[Any], Any]]]] = None
+        self._unsupported: Dict[int, Set[str]] = {}  # per GPU: fields answered Not Supported
+        self._reason_getter: Optional[Callable[[Any], Any]] = None
 
     def open(self) -> None:
         try:
@@ -176,30 +213,41 @@ class Gpus:
             self.nvml = None
             self.handles = []
 
-    def sample(self, into: Dict[int, List[Dict[str, Any]]]) -> None:
-        """One reading per GPU, appended to into[index]; a field NVML does not answer is None."""
+    def sample(self, into: Dict[int, List[Dict[str, Any]]], at: Optional[float] = None) -> None:
+        """One reading per GPU, appended to into[index]; a field NVML does not answer is None, and
+        one that answered Not Supported is not asked again this session. `at`: seconds since the
+        run started (summarize_gpu weighs each reading by the time since the previous one)."""
         nvml = self.nvml
         if nvml is None:
             return
-        sm = getattr(nvml, "NVML_CLOCK_SM", 1)
-        calls = (("util", lambda h: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu)),
-                 ("sm_mhz", lambda h: float(nvml.nvmlDeviceGetClockInfo(h, sm))),
-                 ("power_w", lambda h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0),
-                 ("reasons", self._reason_mask))
+        calls = self._calls
+        if calls is None:
+            sm = getattr(nvml, "NVML_CLOCK_SM", 1)
+            calls = self._calls = [("util", lambda h: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu)),
+                                   ("sm_mhz", lambda h: float(nvml.nvmlDeviceGetClockInfo(h, sm))),
+                                   ("power_w", lambda h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0),
+                                   ("reasons", self._reason_mask)]
         for index, handle in enumerate(self.handles):
-            reading: Dict[str, Any] = {}
+            reading: Dict[str, Any] = {"t": at}
+            unsupported = self._unsupported.setdefault(index, set())
             for name, call in calls:
+                if name in unsupported:
+                    reading[name] = None
+                    continue
                 try:
                     reading[name] = call(handle)
-                except Exception:
+                except Exception as exc:
                     reading[name] = None  # Not Supported on this GPU, or a transient error
+                    if getattr(exc, "value", None) == getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", object()):
+                        unsupported.add(name)
             into.setdefault(index, []).append(reading)
 
     def _reason_mask(self, handle: Any) -> int:
-        nvml = self.nvml
-        getter = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                  or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"))
-        return int(getter(handle))
+        if self._reason_getter is None:
+            nvml = self.nvml
+            self._reason_getter = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                                   or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"))
+        return int(self._reason_getter(handle))
 
 
 def _thread_cpu_s() -> Optional[float]:
@@ -299,7 +347,6 @@ class RunSampler:
         self.gpu_series: Dict[int, List[Dict[str, Any]]] = {}
         self.orphans: Set[int] = set()
         self.sampler_cpu_s: Optional[float] = None
-        self._procs: Dict[int, Any] = {}  # psutil handles of the members, kept between samples
         self._stop = threading.Event()
         self.rusage = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.started = clock()
@@ -326,33 +373,31 @@ class RunSampler:
                 pass  # a sample lost is a shorter series, never a failed run
 
     def _sample(self) -> None:
-        import psutil
-
         members = self.tree.refresh()
-        for gone in [pid for pid in self._procs if pid not in members]:
-            del self._procs[gone]
         rss = threads = 0
+        counted = 0
         for pid in members:
-            try:
-                proc = self._procs.get(pid)
-                if proc is None:
-                    proc = self._procs[pid] = psutil.Process(pid)
-                with proc.oneshot():
-                    rss += proc.memory_info().rss
-                    threads += proc.num_threads()
-                if not self.tree.reaches_root(pid):
-                    self.orphans.add(pid)
-                self.cpus.update(os.sched_getaffinity(pid))
-            except Exception:
+            found = _read_stat(pid)
+            if found is None:
                 continue  # ended between the listing and the read
-        if members:
+            self.tree.update(pid, (found[0], found[1]))
+            threads += found[2]
+            rss += found[3]
+            counted += 1
+            if not self.tree.reaches_root(pid):
+                self.orphans.add(pid)
+            try:
+                self.cpus.update(os.sched_getaffinity(pid))
+            except OSError:
+                pass
+        if counted:
             self.samples += 1
             self.peak_rss = max(self.peak_rss, rss)
             self.peak_threads = max(self.peak_threads, threads)
-            self.peak_processes = max(self.peak_processes, len(members))
+            self.peak_processes = max(self.peak_processes, counted)
         for watched in self.watched:
             watched.sample()
-        self.gpus.sample(self.gpu_series)
+        self.gpus.sample(self.gpu_series, self.clock() - self.started)
 
     def stop(self) -> None:
         """End the sampling thread (idempotent; also on Ctrl-C, so no thread outlives its run)."""
@@ -401,13 +446,39 @@ class RunSampler:
         return record
 
 
+# NVML's utilisation covers its sample period, up to 1 s on some products
+# (nvmlDeviceGetUtilizationRates): a reading taken that soon after the run began can report work
+# done before it (the previous run's tail, back to back). On the H200 the runs of tests/gpu began
+# with busy readings at 0.05-0.3 s, then ~2 s of idle readings while torch imported.
+NVML_PERIOD_MAX_S = 1.0
+
+
+def _leftover(readings: List[Dict[str, Any]], busy: List[int]) -> Set[int]:
+    """Leading busy readings, all within NVML_PERIOD_MAX_S of the run's start and followed by an
+    idle reading before the run's own GPU work: they measured work done before the run."""
+    if not busy or not all(isinstance(r.get("t"), (int, float)) for r in readings):
+        return set()
+    group = []
+    for i in range(busy[0], len(readings)):
+        if (readings[i].get("util") or 0) <= 0:
+            break
+        group.append(i)
+    else:
+        return set()  # busy to the end: the run's own work
+    if readings[group[-1]]["t"] > NVML_PERIOD_MAX_S or busy[-1] == group[-1]:
+        return set()  # beyond the period, or no later work of the run's own to tell them apart from
+    return set(group)
+
+
 def summarize_gpu(readings: List[Dict[str, Any]], reasons: Dict[int, str]) -> Dict[str, Any]:
     """Per GPU: utilisation, SM clock and power over the run, and the share of readings each
     clock-event reason was on.
 
     "active" figures cover the span from the first to the last reading with any utilisation: a
     benchmark process spends its first seconds importing and initialising with the GPU idle (and
-    clocked down), which would otherwise read as idle time of the work itself.
+    clocked down), which would otherwise read as idle time of the work itself. Busy readings in the
+    first NVML sample period that an idle one follows are work from before the run (_leftover):
+    left out of the span and of the busy seconds.
     """
     out: Dict[str, Any] = {}
 
@@ -421,13 +492,31 @@ def summarize_gpu(readings: List[Dict[str, Any]], reasons: Dict[int, str]) -> Di
         out["util_pct_median"] = round(statistics.median(util), 2)
         out["util_pct_min"] = min(util)
         busy = [i for i, r in enumerate(readings) if (r.get("util") or 0) > 0]
+        leftover = _leftover(readings, busy)
+        busy = [i for i in busy if i not in leftover]
         if busy:
             active = readings[busy[0]:busy[-1] + 1]
             out["active_samples"] = len(active)
             out["util_pct_active_mean"] = round(statistics.fmean(values("util", active)), 2)
+            # The first and last readings of the active span are those in whose NVML sample period
+            # the work began and ended: they say where in the period that fell, not how busy the
+            # work kept the GPU (on the H200 a saturating GEMM loop read 100% inside, 62-81% over the
+            # span with its edges). With 3 or more readings the steady figure leaves them out.
+            steady = values("util", active[1:-1] if len(active) >= 3 else active)
+            out["util_pct_steady_mean"] = round(statistics.fmean(steady), 2) if steady else out["util_pct_active_mean"]
             clocks = values("sm_mhz", active)
             if clocks:
                 out["sm_clock_mhz_active_median"] = round(statistics.median(clocks), 1)
+        times = [r.get("t") for r in readings]
+        if all(isinstance(t, (int, float)) for t in times):
+            # Seconds the GPU was busy: each reading's utilisation over the time since the previous
+            # reading (NVML's own period is 1/6 s to 1 s: an unbiased sample of that interval).
+            previous, busy_s = 0.0, 0.0
+            for i, (reading, t) in enumerate(zip(readings, times)):
+                if reading.get("util") is not None and i not in leftover:
+                    busy_s += reading["util"] / 100.0 * max(0.0, t - previous)
+                previous = t
+            out["busy_s"] = round(busy_s, 4)
     clocks = values("sm_mhz", readings)
     if clocks:
         out["sm_clock_mhz_median"] = round(statistics.median(clocks), 1)

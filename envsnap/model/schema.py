@@ -64,7 +64,8 @@ _TELEMETRY = dict(_USAGE, **{
     "wall_s": "num", "max_rss_bytes": "num", "peak_processes": "num", "cpu_set_source": "str", "samples": "num",
     "interval_s": "num", "sampler_cpu_s": "num", "watched": ("map", _USAGE), "gpu": "str", "notes": ("list", "str"),
     "gpus": ("map", {"samples": "num", "util_pct_mean": "num", "util_pct_median": "num", "util_pct_min": "num",
-                     "active_samples": "num", "util_pct_active_mean": "num", "sm_clock_mhz_active_median": "num",
+                     "active_samples": "num", "util_pct_active_mean": "num", "util_pct_steady_mean": "num",
+                     "busy_s": "num", "sm_clock_mhz_active_median": "num",
                      "sm_clock_mhz_median": "num", "sm_clock_mhz_min": "num", "sm_clock_mhz_max": "num",
                      "power_w_median": "num", "power_w_max": "num", "clock_event_reasons": ("map", "num")}),
 })

@@ -155,6 +155,40 @@ def test_a_gpu_never_busy_leaves_the_cpu_side_to_decide():
     assert result["kind"] == "cpu_work" and result["line"].endswith("GPU busy 30%")
 
 
+def _gpu_usage(wall, cpu, util, busy_s):
+    gpu = {"samples": 16, "util_pct_mean": util - 9, "active_samples": 11, "util_pct_active_mean": util,
+           "busy_s": busy_s, "sm_clock_mhz_median": 1980.0}
+    return {"ok": True, "telemetry": {"wall_s": wall, "cpu_user_s": cpu * 0.9, "cpu_system_s": cpu * 0.1,
+                                      "ctx_voluntary": 400, "ctx_involuntary": 40, "cpu_set": list(range(16)),
+                                      "gpu": "nvml", "gpus": {"0": gpu}}}
+
+
+def test_more_gpu_work_with_the_host_spinning_on_it_is_gpu_work_not_cpu_work():
+    """The H200 shape (tests/gpu/test_mechanism_gpu.py, the lead's run): 3000 then 6000 bf16 products,
+    active-span utilisation 72% and 81%, CPU time per run +62% because the host thread spins in
+    torch.cuda.synchronize while the GPU works twice as long."""
+    good = _side(*(_gpu_usage(6.88 + i * 0.05, 8.76 + i * 0.05, 72.0 + i, 4.4 + i * 0.02) for i in range(3)))
+    bad = _side(*(_gpu_usage(11.3 + i * 0.05, 14.2 + i * 0.05, 81.0 + i, 8.8 + i * 0.02) for i in range(3)))
+    result = mechanism(good, bad)
+    assert result["kind"] == "gpu_work", result["line"]
+    assert result["line"] == ("GPU busy 73% on both sides, GPU-busy time per run +100%, CPU time +62% with it "
+                              "(the host waits on the GPU): GPU work grew")
+    assert knowledge.KERNELS in result["components"]["matches"]
+    assert knowledge.CPU_HOST in result["components"]["contradicts"]
+
+
+def test_more_cpu_work_beside_a_busy_gpu_is_still_cpu_work():
+    # The GPU's busy time per run is unchanged: the extra time is the host's own work.
+    good = _side(*(_gpu_usage(6.0 + i * 0.05, 6.0 + i * 0.05, 75.0, 4.4 + i * 0.02) for i in range(3)))
+    bad = _side(*(_gpu_usage(8.0 + i * 0.05, 12.0 + i * 0.05, 72.0, 4.42 + i * 0.02) for i in range(3)))
+    assert mechanism(good, bad)["kind"] == "cpu_work"
+    # GPU-busy time up a little, CPU time up far more: still the host's work.
+    bad = _side(*(_gpu_usage(9.0 + i * 0.05, 15.0 + i * 0.05, 72.0, 5.3 + i * 0.02) for i in range(3)))
+    result = mechanism(good, bad)
+    assert result["kind"] == "cpu_work", result["line"]
+    assert result["factors"]["gpu_busy_s"]["beyond_noise"]
+
+
 def test_fewer_threads_at_work_is_less_parallel():
     def usage(wall, cpu, threads):
         return {"ok": True, "telemetry": {"wall_s": wall, "cpu_user_s": cpu, "cpu_system_s": 0.0, "ctx_voluntary": 5,

@@ -499,3 +499,42 @@ def test_edit_to_an_installed_file_after_a_warm_capture_is_reported(tmp_path):
     assert warm["data"]["integrity"] == bypass["data"]["integrity"]
     assert warm["data"]["hash_cache"]["misses"] == 1 + len(warm["data"]["integrity"]["missing"])
     assert warm["data"]["hash_cache"]["hits"] == warm["data"]["integrity"]["checked_files"] - 1
+
+
+def _record_file(site: Site) -> Path:
+    info = site.root / "pkg-1.0.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "RECORD").write_text(site.record)
+    return info / "RECORD"
+
+
+def test_a_record_given_as_a_file_is_not_read_while_its_verdict_holds(site, monkeypatch):
+    record = _record_file(site)
+    site.settle()
+
+    def verify():
+        return integrity.verify([("pkg", str(site.root), integrity.RecordFile(str(record)))], use_cache=True)
+
+    cold = verify()
+    reads = []
+    real = integrity._record_text
+    monkeypatch.setattr(integrity, "_record_text", lambda r: reads.append(r) or real(r))
+    warm = verify()
+    assert reads == [] and warm["hash_cache"]["hits"] == site.count
+    assert _without_bookkeeping(warm) == _without_bookkeeping(cold)
+
+
+def test_a_record_file_rewritten_with_size_and_mtime_put_back_is_read_again(site):
+    record = _record_file(site)
+    site.settle()
+
+    def verify():
+        return integrity.verify([("pkg", str(site.root), integrity.RecordFile(str(record)))], use_cache=True)
+
+    verify()
+    assert verify()["modified"] == {}
+    # Another build's hash for m009.py in RECORD: same length, the RECORD's mtime put back.
+    data = (site.pkg / "m009.py").read_bytes()
+    _rewrite_keeping_size_and_mtime(record, site.record.replace(_digest(data), _digest(b"something else\n")).encode())
+    result = verify()
+    assert set(result["modified"]) == {"pkg/m009.py"}

@@ -23,9 +23,10 @@ Modes:
            pure-Python CPU work (measured by CPU time, so load elsewhere does not change the amount)
            split over --procs P processes, then --waits N sleeps of --wait-ms M each; prints
            `{"work_per_s": 1/wall}`.
-  gpu      real GPU work (needs torch with CUDA): --iters bf16 matrix products of --size, each
-           followed by --gap-ms of host-side waiting after a synchronize (a launch/CPU-bound loop
-           when the gap is larger than the product); prints `{"iters_per_s": X}`.
+  gpu      real GPU work (needs torch with CUDA): --iters bf16 matrix products of --size, back to
+           back after a --warmup (GPU-bound), or each followed by --gap-ms of host-side waiting after
+           a synchronize (launch/CPU-bound when the gap is longer than a product); prints
+           `{"iters_per_s": X, "loop_s": S}`.
   sglang-serving
            prints a real-format bench_serving summary (tests/data/runs sample) and appends
            the matching JSONL line to --output-file, as sglang.bench_serving does: a stand-in
@@ -190,21 +191,35 @@ def mode_work(args) -> int:
 
 
 def mode_gpu(args) -> int:
+    """--iters back-to-back bf16 products, GPU-bound: the host enqueues them without waiting (the
+    launch queue holds ~1000, so the host blocks on it while the GPU works) and synchronises once
+    at the end. Everything that is not the loop -- the CUDA context, cuBLAS's handle, the operands,
+    kernel selection and lazy module loading -- happens before it, in one warm-up of --warmup
+    products, so that NVML sees the GPU go from idle to saturated and back once. With --gap-ms the
+    host synchronises after each product and waits that long: a launch/CPU-bound loop."""
     import torch
 
-    a = torch.randn(args.size, args.size, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(args.size, args.size, device="cuda", dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ b  # warm-up: cuBLAS picks its kernel
+    torch.cuda.init()
+    torch.cuda.current_blas_handle()  # cuBLAS initialised before any kernel runs
+    # Allocated, not filled: the first kernel is the first warm-up product, after cuBLAS has picked
+    # and loaded its kernel; the operands are filled right after it, then the loop follows.
+    a = torch.empty(args.size, args.size, device="cuda", dtype=torch.bfloat16)
+    b = torch.empty_like(a)
+    out = torch.empty_like(a)
+    for _ in range(args.warmup):
+        torch.matmul(a, b, out=out)
+    a.normal_()
+    b.normal_()
     torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(args.iters):
-        a @ b
+        torch.matmul(a, b, out=out)  # into one buffer: no allocator work between products
         if args.gap_ms:
             torch.cuda.synchronize()
             time.sleep(args.gap_ms / 1000.0)
     torch.cuda.synchronize()
-    print(json.dumps({"iters_per_s": round(args.iters / (time.perf_counter() - start), 3)}))
+    loop_s = time.perf_counter() - start
+    print(json.dumps({"iters_per_s": round(args.iters / loop_s, 3), "loop_s": round(loop_s, 4)}))
     return 0
 
 
@@ -251,6 +266,7 @@ def main(argv=None) -> int:
     gp.add_argument("--size", type=int, default=8192)
     gp.add_argument("--iters", type=int, default=1000)
     gp.add_argument("--gap-ms", type=float, default=0.0)
+    gp.add_argument("--warmup", type=int, default=20)
     sg = sub.add_parser("sglang-serving")
     sg.add_argument("--output-file")
     sg.add_argument("--scale", type=float, default=1.0)

@@ -208,3 +208,71 @@ def test_gpu_figures_of_the_active_span_leave_out_the_idle_start_up():
     assert out["power_w_median"] == 600.0  # the reading NVML did not answer is left out, not zero
     assert out["clock_event_reasons"] == {"GpuIdle": round(4 / 11, 3)}
     assert "active_samples" not in telemetry.summarize_gpu([idle] * 3, {1: "GpuIdle"})
+
+
+def test_one_stat_read_gives_what_psutil_reads_from_three_files():
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-c", "import threading, time\n"
+                             "ts = [threading.Thread(target=time.sleep, args=(5,)) for _ in range(3)]\n"
+                             "[t.start() for t in ts]\nblock = bytearray(64 << 20)\ntime.sleep(5)"])
+    try:
+        time.sleep(1.0)
+        ppid, session, threads, rss = telemetry._read_stat(proc.pid)
+        handle = psutil.Process(proc.pid)
+        assert (ppid, session) == (os.getpid(), os.getsid(proc.pid))
+        assert threads == handle.num_threads() == 4
+        assert rss == pytest.approx(handle.memory_info().rss, rel=0.05) and rss > 64 << 20
+    finally:
+        proc.kill()
+        proc.wait()
+    assert telemetry._read_stat(proc.pid) is None  # reaped: gone
+
+
+def test_steady_utilisation_leaves_out_the_edges_and_busy_seconds_weigh_by_interval():
+    def reading(t, util):
+        return {"t": t, "util": util, "sm_mhz": 1980.0, "power_w": 600.0, "reasons": 0}
+
+    # Real H200 shape (tests/gpu, pytest_gpu of the lead's run): idle start-up, a partial reading where
+    # the GEMM loop began mid-period, the loop at 100%, a partial last reading, the exit.
+    readings = ([reading(t, 0.0) for t in (0.05, 0.15, 0.3, 0.8, 1.3)] + [reading(1.8, 40.0)]
+                + [reading(1.8 + 0.5 * i, 100.0) for i in range(1, 9)] + [reading(6.3, 30.0), reading(6.8, 0.0)])
+    out = telemetry.summarize_gpu(readings, {})
+    assert out["active_samples"] == 10
+    assert out["util_pct_active_mean"] == pytest.approx((40 + 800 + 30) / 10)
+    assert out["util_pct_steady_mean"] == 100.0  # the 8 readings inside the span
+    assert out["busy_s"] == pytest.approx(0.5 * (0.4 + 8 * 1.0 + 0.3))
+    short = telemetry.summarize_gpu([reading(0.5, 50.0), reading(1.0, 60.0)], {})
+    assert short["util_pct_steady_mean"] == short["util_pct_active_mean"] == 55.0  # too short to trim
+
+
+def test_a_gpu_field_not_supported_is_not_asked_again():
+    calls: dict = {}
+    gpus = telemetry.Gpus(make_fake_pynvml(calls=calls, errors={"nvmlDeviceGetPowerUsage":
+                                                                pynvml.NVML_ERROR_NOT_SUPPORTED}))
+    gpus.open()
+    series: dict = {}
+    for i in range(5):
+        gpus.sample(series, 0.5 * i)
+    gpus.close()
+    assert calls["nvmlDeviceGetPowerUsage"] == 1 and calls["nvmlDeviceGetUtilizationRates"] == 5
+    assert all(r["power_w"] is None for r in series[0]) and len(series[0]) == 5
+
+
+def test_busy_readings_from_before_the_run_do_not_open_its_active_span():
+    """The H200 runs of tests/gpu ran back to back: the first readings (0.05-0.3 s) still saw the
+    previous run's GEMM loop within NVML's sample period, then torch imported for ~2 s with the GPU
+    idle. Those readings are not the run's work."""
+    def reading(t, util):
+        return {"t": t, "util": util, "sm_mhz": 1980.0}
+
+    readings = ([reading(0.05, 100.0), reading(0.15, 35.0)] + [reading(t, 0.0) for t in (0.3, 0.8, 1.3, 1.8)]
+                + [reading(2.3 + 0.5 * i, 100.0) for i in range(9)] + [reading(6.8, 20.0)])
+    out = telemetry.summarize_gpu(readings, {})
+    assert out["active_samples"] == 10 and out["util_pct_steady_mean"] == 100.0
+    assert out["busy_s"] == pytest.approx(0.5 * 100 / 100 + 8 * 0.5 + 0.5 * 0.2)
+    # Busy past the first second, or the only busy readings: the run's own.
+    late = [reading(0.5, 50.0), reading(1.2, 50.0), reading(1.7, 0.0), reading(2.2, 90.0)]
+    assert telemetry.summarize_gpu(late, {})["active_samples"] == 4
+    only = [reading(0.05, 80.0), reading(0.3, 0.0), reading(0.8, 0.0)]
+    assert telemetry.summarize_gpu(only, {})["active_samples"] == 1

@@ -25,20 +25,56 @@ def iter_distributions(path: Optional[List[str]] = None) -> Iterator[Any]:
     envsnap was started from, not part of the environment being recorded (a source
     checkout's stray `*.egg-info` would otherwise shadow the real install).
     """
+    for dist, _, _ in iter_named(path):
+        yield dist
+
+
+def iter_named(path: Optional[List[str]] = None) -> Iterator[Tuple[Any, str, Optional[str]]]:
+    """(distribution, Name, Version) for every distribution iter_distributions yields: the
+    metadata read once for both the dedup and the caller."""
     seen = set()
     if path is None:
         path = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
     from importlib import metadata as importlib_metadata
 
     for dist in importlib_metadata.distributions(path=path):
-        name = name_and_version(dist)[0]
+        name, version = name_and_version(dist)
         if not name:
             continue
         key = canonical_name(name)
         if key in seen:
             continue
         seen.add(key)
-        yield dist
+        yield dist, name, version
+
+
+# Name and Version are the first headers of METADATA (core metadata spec); this much of the
+# file holds them whatever follows (the long description can be hundreds of KB).
+_HEAD_BYTES = 16 << 10
+
+
+def _metadata_head(dist: Any) -> Optional[str]:
+    """The header block of METADATA (or PKG-INFO) read from a plain directory, or None (a
+    zipped egg, a custom finder, a header block longer than _HEAD_BYTES: read it whole)."""
+    base = metadata_dir(dist)
+    if not base:
+        return None
+    for name in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(base, name), "rb") as handle:
+                data = handle.read(_HEAD_BYTES)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        if not data:
+            continue  # an empty METADATA: PKG-INFO, as importlib.metadata would
+        text = data.decode("utf-8", "replace").replace("\r\n", "\n")
+        end = text.find("\n\n")
+        if end >= 0:
+            return text[:end + 1]
+        return text if len(data) < _HEAD_BYTES else None
+    return None
 
 
 def name_and_version(dist: Any) -> Tuple[Optional[str], Optional[str]]:
@@ -51,12 +87,15 @@ def name_and_version(dist: Any) -> Tuple[Optional[str], Optional[str]]:
     first blank line finds them; the email parser is used only when that scan fails
     (folded or encoded headers).
     """
-    try:
-        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
-    except Exception:
-        return None, None
+    text = _metadata_head(dist)
+    if text is None:
+        try:
+            text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+        except Exception:
+            return None, None
+        text = text.replace("\r\n", "\n").split("\n\n", 1)[0]
     found: Dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         if not line.strip():
             break
         key, sep, value = line.partition(":")

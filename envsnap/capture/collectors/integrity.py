@@ -32,6 +32,7 @@ import binascii
 import hashlib
 import os
 import posixpath
+import re
 import stat
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
@@ -66,7 +67,7 @@ _PLACEHOLDERS = (b"#!python\n", b"#!python\r\n", b"#!pythonw\n", b"#!pythonw\r\n
 _MAX_SCRIPT_BYTES = 4 << 20  # a bigger "script" is not read whole for that proof
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
-_B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_B64_VALUE = re.compile(r"[A-Za-z0-9_-]*")  # RECORD's urlsafe base64 alphabet, padding stripped
 _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 _known_algorithms: Dict[str, int] = {}  # name -> digest size, for RECORD's hash names
 
@@ -85,6 +86,15 @@ class Entry:
         self.digest = digest  # urlsafe base64 without padding, as in RECORD
         self.size = size
         self.script = script  # installed into the scripts directory (bin/, Scripts/)
+
+
+_CONSTRUCTORS = {"sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512}
+
+
+def _new_hasher(name: str, data: bytes = b"") -> Any:
+    """hashlib.new(name, data), without its name lookup for the algorithms RECORDs use."""
+    constructor = _CONSTRUCTORS.get(name)
+    return constructor(data) if constructor is not None else hashlib.new(name, data)
 
 
 def _digest_size(algorithm: str) -> int:
@@ -111,6 +121,9 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
     errors: Dict[str, str] = {}
     prefix = location.rstrip(os.sep) + os.sep
     everything = mode == "all"
+    executed = (".py", ".pth")
+    digest_sizes = _known_algorithms
+    valid_b64 = _B64_VALUE.fullmatch
     for row in csv.reader(text.splitlines()):
         if not row or not row[0]:
             continue
@@ -119,8 +132,8 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
         if not recorded:
             unhashable.append(rel)
             continue
-        outside = rel.startswith("../") or rel.startswith("..\\")
-        if not (everything or outside or rel.endswith(".py") or rel.endswith(".pth")):
+        outside = rel.startswith(("../", "..\\"))
+        if not (everything or outside or rel.endswith(executed)):
             continue
         if rel.startswith("/"):  # some old installers wrote absolute paths
             path = os.path.normpath(rel)
@@ -129,15 +142,17 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
         else:
             path = prefix + rel
         script = outside and os.path.basename(os.path.dirname(path)) in _SCRIPT_DIRS
-        if not (everything or script or rel.endswith(".py") or rel.endswith(".pth")):
+        if not (everything or script or rel.endswith(executed)):
             continue  # outside the site dir but not a script (data files): --deep only
         algorithm, _, value = recorded.partition("=")
         # Compared as text (the actual digest is encoded the same way): encoding one
         # digest is cheaper than decoding every recorded one. The length check catches
         # a truncated or foreign value; _recorded_hex decodes it when it is reported.
         value = value.rstrip("=")
-        size_bytes = _digest_size(algorithm)
-        if not size_bytes or len(value) != (size_bytes * 4 + 2) // 3 or not _B64_CHARS.issuperset(value):
+        size_bytes = digest_sizes.get(algorithm)
+        if size_bytes is None:
+            size_bytes = _digest_size(algorithm)
+        if not size_bytes or len(value) != (size_bytes * 4 + 2) // 3 or valid_b64(value) is None:
             errors[rel] = f"unreadable hash in RECORD: {recorded[:80]}"
             continue
         size_text = row[2] if len(row) > 2 else ""
@@ -146,9 +161,42 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
     return {"entries": entries, "unhashable": unhashable, "errors": errors}
 
 
-def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: Optional[float] = None,
+class RecordFile:
+    """A RECORD on disk, given to `verify` instead of its text: read only when the hash cache
+    cannot vouch for its distribution (the cache knows it by its stat key, taken before it is
+    read, under the same rule as every other file)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+def _record_identity(record: Any) -> Tuple[Optional[str], Optional[os.stat_result]]:
+    """(identity for the hash cache's verdicts, the RECORD's stat when it is a file)."""
+    if isinstance(record, RecordFile):
+        try:
+            st = os.stat(record.path)
+        except OSError:
+            return None, None
+        return "stat:" + hashcache.stat_key(st).strip().replace(" ", ","), st
+    return "sha256:" + hashlib.sha256(record.encode("utf-8", "surrogateescape")).hexdigest(), None
+
+
+def _record_text(record: Any) -> Tuple[str, Optional[str]]:
+    """(RECORD text, None) or ("", why it could not be read)."""
+    if not isinstance(record, RecordFile):
+        return record, None
+    try:
+        with open(record.path, encoding="utf-8") as handle:
+            return handle.read(), None
+    except (OSError, UnicodeDecodeError) as exc:
+        return "", f"RECORD unreadable: {getattr(exc, 'strerror', None) or exc}"
+
+
+def verify(records: Iterable[Tuple[str, str, Any]], mode: str = "py", stop_at: Optional[float] = None,
            workers: Optional[int] = None, use_cache: Optional[bool] = None) -> Dict[str, Any]:
-    """Check every (dist, location, RECORD text); return the `integrity` section layout.
+    """Check every (dist, location, RECORD text or RecordFile); return the `integrity` section layout.
 
     `stop_at` is a time.monotonic() value: files not hashed by then are counted in
     `not_checked` (per distribution), so a short --timeout never hides anything.
@@ -165,28 +213,38 @@ def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: O
     records = list(records)
     cache = hashcache.HashCache.open({location for _, location, _ in records}) if use_cache else None
     by_path: Dict[str, List[Entry]] = {}
-    fresh: List[Tuple[str, str, str, Dict[str, Any], List[Entry]]] = []  # dists checked file by file
-    for dist, location, text in records:
-        if cache is not None and (stop_at is None or time.monotonic() < stop_at):
-            known = cache.verdict(_verdict_key(dist, location, mode), text)
+    # dists checked file by file: (dist, location, RECORD identity and stat, findings, entries)
+    fresh: List[Tuple[str, str, Optional[str], Optional[os.stat_result], Dict[str, Any], List[Entry]]] = []
+    for dist, location, record in records:
+        record_id, record_stat = _record_identity(record) if cache is not None else (None, None)
+        if record_id is not None and cache is not None and (stop_at is None or time.monotonic() < stop_at):
+            known = cache.verdict(_verdict_key(dist, location, mode), record_id)
             if known is not None:
                 # The same RECORD and every file it lists unchanged since a capture found them
                 # all as recorded: the same findings, without parsing or hashing anything.
                 result["checked_files"] += known.entries
                 _add_record_findings(result, dist, known.errors, known.unhashable_count, known.unhashable_named)
                 continue
+        text, unreadable = _record_text(record)
+        if unreadable:
+            rel = os.path.relpath(record.path, location)
+            result["errors"][_unique_key(result["errors"], rel, dist)] = {"dist": dist, "error": unreadable}
+            continue
         parsed = parse_record(dist, location, text, mode)
         for entry in parsed["entries"]:
             by_path.setdefault(entry.path, []).append(entry)
         named = [rel for rel in parsed["unhashable"]
                  # Bytecode and RECORD itself carry no hash by design; anything else without
                  # one (a .py, a .so) cannot be verified and is named so it can be looked at.
-                 if not (posixpath.basename(rel) in _UNHASHED_BY_DESIGN or rel.endswith((".pyc", ".pyo")))]
+                 if not (rel.endswith((".pyc", ".pyo")) or posixpath.basename(rel) in _UNHASHED_BY_DESIGN)]
         _add_record_findings(result, dist, parsed["errors"], len(parsed["unhashable"]), named)
-        fresh.append((dist, location, text, {"errors": parsed["errors"], "unhashable": len(parsed["unhashable"]),
-                                             "named": named}, parsed["entries"]))
+        fresh.append((dist, location, record_id, record_stat,
+                      {"errors": parsed["errors"], "unhashable": len(parsed["unhashable"]), "named": named},
+                      parsed["entries"]))
 
     outcomes = _hash_all(by_path, stop_at, workers or default_workers(), cache)
+    if cache is not None:
+        cache.record_many()
     as_recorded: Dict[str, bool] = {}  # path -> every RECORD entry for it matched (for the cache)
     for path in sorted(by_path):
         status, info = outcomes.get(path, ("not_checked", None))
@@ -195,10 +253,12 @@ def verify(records: Iterable[Tuple[str, str, str]], mode: str = "py", stop_at: O
             matched = _classify(result, entry, status, info) and matched
         as_recorded[path] = matched
     if cache is not None:
-        for dist, location, text, findings, entries in fresh:
-            if entries and all(as_recorded.get(entry.path) for entry in entries):
-                cache.record_verdict(_verdict_key(dist, location, mode), text, dict(findings, entries=len(entries)),
-                                     [entry.path for entry in entries])
+        for dist, location, record_id, record_stat, findings, entries in fresh:
+            # (A RECORD with nothing to hash in this mode still has its own findings to remember.)
+            if record_id and all(as_recorded.get(entry.path) for entry in entries):
+                cache.record_verdict(_verdict_key(dist, location, mode), record_id,
+                                     dict(findings, entries=len(entries)), [entry.path for entry in entries],
+                                     record_stat)
         cache.save(stop_at)
         result["hash_cache"] = cache.summary()
     elif use_cache is not None:
@@ -240,9 +300,12 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
     large = sorted((p for p, es in by_path.items() if (es[0].size or 0) >= LARGE),
                    key=lambda p: -(by_path[p][0].size or 0))
     small = sorted(p for p, es in by_path.items() if (es[0].size or 0) < LARGE)
-    algorithms = {p: sorted({e.algorithm for e in es}) for p, es in by_path.items()}
+    algorithms = {p: [es[0].algorithm] if len(es) == 1 else sorted({e.algorithm for e in es})
+                  for p, es in by_path.items()}
     batches = [small[i:i + BATCH] for i in range(0, len(small), BATCH)]
     outcomes: Dict[str, Tuple[str, Any]] = {}
+
+    lookup = cache is not None and cache.has_file_entries()  # none on a first capture: nothing to look up
 
     def run(batch: List[str]) -> Dict[str, Tuple[str, Any]]:
         out = {}
@@ -253,7 +316,7 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
             elif cache is None:
                 out[path] = hash_file(path, algorithms[path], stop_at)
             else:
-                cached = cache.lookup(path, algorithms[path])
+                cached = cache.lookup(path, algorithms[path]) if lookup else None
                 if cached is not None:
                     out[path] = ("ok", cached)
                     hits += 1
@@ -296,11 +359,12 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
 
 def _hash_and_record(path: str, algorithms: List[str], stop_at: Optional[float],
                      cache: hashcache.HashCache) -> Tuple[str, Any]:
-    """hash_file, then let the cache remember the digests under the stat taken before reading."""
+    """hash_file, then hand the cache the digests with the stat taken before reading (it
+    records them in bulk, once hashing is over: HashCache.record_many)."""
     opened: List[os.stat_result] = []
     status, info = hash_file(path, algorithms, stop_at, opened)
     if status == "ok" and opened and info[1] == opened[0].st_size:
-        cache.record(path, opened[0], info[0])
+        cache.pending.append((path, opened[0], info[0]))  # list.append: safe from any thread
     return status, info
 
 
@@ -338,10 +402,16 @@ def hash_file(path: str, algorithms: List[str], stop_at: Optional[float] = None,
             return "error", "not a regular file"
         if opened is not None:
             opened.append(info)
-        hashers = [hashlib.new(name) for name in algorithms]
-        # Most files are read whole by one call (st_size + 1 detects a file that grew).
-        want = info.st_size + 1 if info.st_size < CHUNK else CHUNK
-        size = 0
+        if len(algorithms) == 1 and info.st_size < CHUNK:
+            # Most files: read whole by one call (st_size + 1 detects a file that grew).
+            data = os.read(fd, info.st_size + 1)
+            if len(data) <= info.st_size:  # a short read of a regular file is its end
+                return "ok", ({algorithms[0]: _new_hasher(algorithms[0], data).digest()}, len(data))
+            hashers = [_new_hasher(algorithms[0], data)]
+            size, want = len(data), CHUNK
+        else:
+            hashers = [_new_hasher(name) for name in algorithms]
+            size, want = 0, (info.st_size + 1 if info.st_size < CHUNK else CHUNK)
         while True:
             data = os.read(fd, want)
             if not data:

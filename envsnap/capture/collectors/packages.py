@@ -118,25 +118,31 @@ def describe(path: List[str], site_dirs: Set[str], deep: bool = False, stop_at: 
     records = []
     unverifiable: Dict[str, str] = {}
     errors: Dict[str, str] = {}
-    for dist in distributions_mod.iter_distributions(path):
-        name, version = distributions_mod.name_and_version(dist)
+    for dist, name, version in distributions_mod.iter_named(path):
         key = canonical_name(name or "")
         try:
             location = os.path.normpath(str(dist.locate_file("")))
             info_dir = distributions_mod.metadata_dir(dist) or ""
+            # One listing of the metadata directory instead of a failed open per absent file
+            # (REQUESTED and direct_url.json are absent from most); None: not a plain directory.
+            present = _listing(info_dir)
             entry = {
                 "name": name,
                 "version": version,
-                "installer": (_read(dist, "INSTALLER") or "").strip() or None,
+                "installer": (_read(dist, "INSTALLER", info_dir, present) or "").strip() or None,
                 "location": location,
-                "requested": _read(dist, "REQUESTED") is not None,
-                "origin": origin(dist, info_dir, location, site_dirs),
+                "requested": _read(dist, "REQUESTED", info_dir, present) is not None,
+                "origin": origin(dist, info_dir, location, site_dirs, present),
             }
         except Exception as exc:  # one broken metadata directory must not hide the rest
             errors[key] = f"{type(exc).__name__}: {exc}"
             continue
         dists[key] = entry
-        record = _read(dist, "RECORD")
+        # A RECORD on disk is passed as a file: the hash cache knows it by its stat and reads it
+        # only when it cannot vouch for the distribution (integrity.RecordFile).
+        record: Any = (integrity.RecordFile(os.path.join(info_dir, "RECORD"))
+                       if present is not None and "RECORD" in present else
+                       None if present is not None else _read(dist, "RECORD", info_dir, present))
         if record is None:
             unverifiable[key] = ("no RECORD (installed by an installer that writes none: "
                                  "setup.py install/develop, distro or conda packages)")
@@ -154,16 +160,34 @@ def describe(path: List[str], site_dirs: Set[str], deep: bool = False, stop_at: 
     return result
 
 
-def _read(dist: Any, name: str) -> Optional[str]:
+def _listing(info_dir: str) -> Optional[Set[str]]:
+    try:
+        return set(os.listdir(info_dir)) if info_dir else None
+    except OSError:
+        return None
+
+
+def _read(dist: Any, name: str, info_dir: str = "", present: Optional[Set[str]] = None) -> Optional[str]:
+    """A metadata file's text, or None when it is absent or unreadable."""
+    if present is not None:
+        if name not in present:
+            return None
+        try:
+            with open(os.path.join(info_dir, name), encoding="utf-8") as handle:
+                return handle.read()
+        except (OSError, UnicodeDecodeError):
+            return None
     try:
         return dist.read_text(name)
     except Exception:
         return None
 
 
-def origin(dist: Any, info_dir: str, location: str, site_dirs: Set[str]) -> Dict[str, Any]:
-    """Where a distribution came from: PEP 610 direct_url.json, else an index."""
-    data = distributions_mod.direct_url(dist)
+def origin(dist: Any, info_dir: str, location: str, site_dirs: Set[str],
+           present: Optional[Set[str]] = None) -> Dict[str, Any]:
+    """Where a distribution came from: PEP 610 direct_url.json, else an index. `present`: the
+    metadata directory's file names, when known (no direct_url.json there: not read)."""
+    data = distributions_mod.direct_url(dist) if present is None or "direct_url.json" in present else None
     if data:
         url = str(data.get("url", ""))
         out: Dict[str, Any]

@@ -19,19 +19,22 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
 from envsnap.model.names import canonical_name
-from envsnap.model.rules import COMMUNICATION, KERNELS, NONE, SectionRules, rule
+from envsnap.model.rules import COMMUNICATION, KERNELS, NONE, SectionRules, rule, volatile
 from envsnap.subproc import run_command
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
 SHAPE = {"installed": "scalar", "version": "str", "cuda": "str", "git_version": "str", "location": "str",
-         "deep": "dict"}
+         "deep": "dict", "deep_cache": "dict"}
 RULES = SectionRules(category="packages", component=NONE, compares="the torch build", rules=(
     # PyTorch's build facts as this collector reads them (torch/version.py: __version__, cuda; and
     # torch.cuda.nccl.version()): the build that runs every kernel, CUDA graph and collective.
     rule("torch.cuda", "packages", KERNELS, 0.55, "torch's CUDA version changed"),
     rule("torch.nccl", "packages", COMMUNICATION, 0.6, "the NCCL version torch links changed"),
     rule("torch.version", "packages", KERNELS, 0.55, "PyTorch changed"),
+    # envsnap/capture/deepcache.py: whether the --deep probe's result was reused, and from when.
+    volatile("torch.deep.cached*", "the --deep probe's result came from the cache (when it ran, its key), not what it is"),
+    volatile("torch.deep_cache*", "whether the --deep probe ran or came from the cache, and why it ran"),
     rule("torch.*", "packages", KERNELS, 0.3, "a torch build detail changed"),
 ))
 
@@ -41,7 +44,9 @@ DEEP_MARKER = "ENVSNAP_TORCH_DEEP "
 # Runs in a child interpreter (`sys.executable -c`): the only place torch is imported.
 # Every probe is separately guarded so one missing API (older torch) loses one field.
 DEEP_SCRIPT = r'''
-import json, sys, warnings
+import json, os, sys, warnings
+if sys.path and sys.path[0] == "":
+    del sys.path[0]  # envsnap's working directory is not part of the environment (as in inspect_torch)
 warnings.simplefilter("ignore")
 out = {"errors": {}}
 def probe(key, fn):
@@ -119,6 +124,28 @@ probe("deterministic_algorithms", torch.are_deterministic_algorithms_enabled)
 probe("num_threads", torch.get_num_threads)
 probe("config", torch.__config__.show)
 probe("parallel_info", torch.__config__.parallel_info)
+def loaded():
+    # What this import read, for envsnap/capture/deepcache.py's key (never part of the section).
+    files = set()
+    for module in list(sys.modules.values()):
+        for attr in ("__file__", "__cached__"):
+            name = getattr(module, attr, None)
+            if isinstance(name, str) and os.path.isabs(name):
+                files.add(name)
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and fields[5].startswith("/"):
+                    files.add(fields[5].rstrip("\n"))
+    except OSError:
+        pass
+    return sorted(f for f in files if os.path.isfile(f))
+out["_loaded_files"] = loaded()
+out["_sys_path"] = list(sys.path)
+import site
+user_site = getattr(site, "USER_SITE", None)
+out["_absent"] = [user_site] if site.ENABLE_USER_SITE and user_site and not os.path.exists(user_site) else []
 sys.stdout.write("\n%s%s\n" % (MARKER, json.dumps(out, sort_keys=True, default=str)))
 '''
 
@@ -297,7 +324,9 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
     if path is not None:
         data["interpreter"] = executable
     if ctx.deep:
-        deep = deep_probe(ctx, executable)
+        from envsnap.capture import deepcache
+
+        deep, data["deep_cache"] = deepcache.cached_probe(ctx, executable, lambda: deep_probe(ctx, executable))
         data["deep"] = deep
         if "error" in deep:
             return failed(f"--deep: {deep['error']}", data)
