@@ -156,16 +156,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         described = ["--python", args.describe] if args.describe else []
         out = os.path.join(work, "snap-{}.json")
         rows = [Row("collect_env", [args.python, "-m", "torch.utils.collect_env"], env)]
-        rows.append(Row("capture warm", head + ["capture", "-o", out.format("warm"), "--force", *described], env, out.format("warm")))
-        rows.append(Row("capture cold (empty cache)", head + ["capture", "-o", out.format("cold"), "--force", *described], env,
-                        out.format("cold"), fresh_cache=True))
-        rows.append(Row("capture --no-cache", head + ["capture", "-o", out.format("nocache"), "--force", "--no-cache", *described],
-                        env, out.format("nocache")))
+        def capture(name: str, *extra: str) -> List[str]:
+            return head + ["capture", *extra, "-o", out.format(name), "--force", *described]
+
+        rows.append(Row("capture warm", capture("warm"), env, out.format("warm")))
+        rows.append(Row("capture cold (empty cache)", capture("cold"), env, out.format("cold"), fresh_cache=True))
+        rows.append(Row("capture --no-cache", capture("nocache", "--no-cache"), env, out.format("nocache")))
         if args.baseline:
             base_env = child_env({"PYTHONPYCACHEPREFIX": os.path.join(work, "pyc-baseline")})
             base_env.pop("PYTHONPATH", None)
-            rows.append(Row("baseline capture", shlex.split(args.baseline) + ["capture", "-o", out.format("base"),
-                                                                             "--force", *described], base_env, out.format("base")))
+            baseline = shlex.split(args.baseline) + ["capture", "-o", out.format("base"), "--force", *described]
+            rows.append(Row("baseline capture", baseline, base_env, out.format("base")))
         if not args.no_deep:
             rows.append(Row("capture --deep warm", head + ["capture", "--deep", "-o", out.format("dwarm"), "--force", *described],
                             env, out.format("dwarm")))

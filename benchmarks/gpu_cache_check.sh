@@ -2,8 +2,10 @@
 # Issue 16 (and 13's telemetry) on the lent H200, one call: the hash cache's figures against
 # torch.utils.collect_env, a warm --deep capture's per-section times, the GPU-marked tests, and what run
 # telemetry costs. Run from the repository root; everything lands under $OUT.
-#   bash benchmarks/gpu_cache_check.sh
+#   bash benchmarks/gpu_cache_check.sh [STEP...]   (steps: cache deep_sections telemetry startup pytest_gpu;
+#                                                 none given: all, in that order)
 set -u -o pipefail
+STEPS=" ${*:-cache deep_sections telemetry startup pytest_gpu} "
 OUT=${OUT:-/tmp/gpu_cache_check}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -11,7 +13,8 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 export XDG_CACHE_HOME=$(mktemp -d)
-step() { local name=$1 limit=$2; shift 2; echo "== $name"; local t=$EPOCHREALTIME
+step() { local name=$1 limit=$2; shift 2; [[ "$STEPS" == *" $name "* ]] || return 0
+  echo "== $name"; local t=$EPOCHREALTIME
   timeout -k 5 "$limit" "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
   echo "== $name rc=$rc in $(python3 -c "print(round($EPOCHREALTIME-$t,1))")s"; tail -n 40 "$OUT/$name.txt"; }
 nvidia-smi -L; python3 -c "import torch; print(torch.__version__, torch.cuda.is_available())"
@@ -26,4 +29,4 @@ for name in ("/tmp/d1.json", "/tmp/d2.json"):
 PY'
 step telemetry 90 python3 benchmarks/run_telemetry.py --rounds 21
 step startup 40 python3 benchmarks/startup.py --runs 9
-step pytest_gpu 150 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts=-ra tests
+step pytest_gpu 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider -o addopts=-ra tests

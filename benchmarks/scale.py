@@ -231,9 +231,9 @@ def run(packages: int = 600, integrity: int = 20000, workers: int = 8, worker_va
     real = {step: measure_step(step, real_good, real_bad, repeat) for step in ("load", "diff_rank", "report")}
     real["bytes"] = os.path.getsize(real_good)
     good, bad = build(directory, packages, integrity, workers, worker_vars)
-    figures: Dict[str, Any] = {"real_as_captured": real,"sizes": {"packages": packages, "integrity_entries": integrity, "workers": workers,
-                                         "vars_per_worker": worker_vars,
-                                         "good_bytes": os.path.getsize(good), "bad_bytes": os.path.getsize(bad)}}
+    sizes = {"packages": packages, "integrity_entries": integrity, "workers": workers, "vars_per_worker": worker_vars,
+             "good_bytes": os.path.getsize(good), "bad_bytes": os.path.getsize(bad)}
+    figures: Dict[str, Any] = {"real_as_captured": real, "sizes": sizes}
     for step in ("load", "diff_rank", "text", "report"):
         figures[step] = measure_step(step, good, bad, repeat)
     seconds, rss = measure_cli(["diff", good, bad, "--format", "json"], repeat)

@@ -120,7 +120,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             ("envsnap show A", envsnap + ["show", snap_a]),
         ]
         times: Dict[str, List[float]] = {name: [] for name, _ in rows}
-        for name, cmd in rows:  # warm-up: byte code, hash cache
+        for _name, cmd in rows:  # warm-up: byte code, hash cache
             timed(cmd, env, work)
         for i in range(args.runs):
             shift = i % len(rows)

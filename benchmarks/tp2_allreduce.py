@@ -247,7 +247,7 @@ class Server:
                 try:
                     msg = conn.recv()
                 except EOFError:
-                    raise RuntimeError(f"{what}: a process exited without answering (see its output above)")
+                    raise RuntimeError(f"{what}: a process exited without answering (see its output above)") from None
                 if msg.get("kind") == "error":
                     raise RuntimeError(f"{what}: rank {msg.get('rank')}: {msg.get('error')}")
                 got[i] = msg
@@ -400,7 +400,7 @@ def _sizes(text: str) -> List[int]:
     try:
         sizes = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"sizes are byte counts separated by commas, got {text!r}")
+        raise argparse.ArgumentTypeError(f"sizes are byte counts separated by commas, got {text!r}") from None
     if not sizes or min(sizes) < 1:
         raise argparse.ArgumentTypeError("sizes must be positive byte counts")
     return sizes

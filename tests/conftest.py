@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from helpers import run_envsnap
 from helpers.venv import built_venv  # noqa: F401  (a session fixture: the tampered venv, built once)
 

@@ -20,6 +20,15 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -m pip check >/dev/null 2>&1 || true
 
+# Lint and types first (seconds): ruff over the code, tests and benchmarks (ruff.toml), mypy strict on
+# the model and analysis layers (setup.cfg [mypy]).
+.venv/bin/python -m ruff check --no-cache envsnap tests benchmarks snapshots
+if .venv/bin/python -c 'import mypy' 2>/dev/null; then
+  .venv/bin/python -m mypy --no-incremental
+else
+  echo "run-all: mypy needs Python >= 3.10; type checking skipped" >&2
+fi
+
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

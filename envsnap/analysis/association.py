@@ -21,10 +21,7 @@ from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap import format as fmt
-from envsnap.analysis import diff as diff_mod
-from envsnap.analysis import knowledge, stats
-from envsnap.analysis import nodes as nodes_mod
-from envsnap.analysis import views as views_mod
+from envsnap.analysis import diff as diff_mod, knowledge, nodes as nodes_mod, stats, views as views_mod
 from envsnap.analysis.result import SCHEMA_VERSION
 from envsnap.analysis.verdict import choose_metric, run_values
 from envsnap.errors import EnvsnapError
@@ -89,7 +86,7 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
     snapshots = [{"file": f, "label": s.get("label"), "host": s.get("host"), "created": s.get("created"),
                   "median": stats._r(m), "n": len(v[name])} for f, s, v, m in zip(files, snaps, values, medians)]
     warnings = list(node_warnings)
-    floor = min((float(it["p_value"]) for it in items), default=1.0)
+    floor = min((float(it["p_value"]) for it in items if isinstance(it["p_value"], (int, float))), default=1.0)
     if len(snaps) < 5:
         warnings.append(f"{len(snaps)} snapshots: the smallest possible permutation p-value is large "
                         f"(best here {floor:.2g}); treat the order as a hint, not proof")

@@ -20,10 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from envsnap.analysis import context as context_mod
-from envsnap.analysis import diff as diff_mod
-from envsnap.analysis import domain, knowledge, observed, priors
-from envsnap.analysis import nodes as nodes_mod
+from envsnap.analysis import context as context_mod, diff as diff_mod, domain, knowledge, nodes as nodes_mod, observed, priors
 from envsnap.analysis.factors import SIDE_WEIGHTS, Score
 from envsnap.analysis.knowledge import CPU_HOST, MEMORY, NONE
 from envsnap.analysis.verdict import worse

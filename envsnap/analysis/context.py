@@ -72,7 +72,7 @@ def _gpu_side(snap: Mapping[str, Any]) -> Presence:
     status, reason = _section(snap, "nvidia")
     data = section_data(snap, "nvidia") or {}
     count = data.get("count")
-    gpus = data.get("gpus")
+    gpus: Any = data.get("gpus")
     if status == "ok" and ((isinstance(count, int) and count > 0) or (isinstance(gpus, dict) and gpus)):
         n = count if isinstance(count, int) else len(gpus)
         return Presence(IN_PLAY, f"{n} GPU{'s' if n != 1 else ''} captured")

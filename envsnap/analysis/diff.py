@@ -23,8 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap import format as fmt
-from envsnap.analysis import knowledge
-from envsnap.analysis import nodes as nodes_mod
+from envsnap.analysis import knowledge, nodes as nodes_mod
 from envsnap.analysis.views import (
     _MISSING,
     CATEGORY_ORDER,

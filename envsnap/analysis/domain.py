@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Set, Tuple
 
-from envsnap.analysis import diff as diff_mod
-from envsnap.analysis import evidence as evidence_mod
-from envsnap.analysis import knowledge
+from envsnap.analysis import diff as diff_mod, evidence as evidence_mod, knowledge
 from envsnap.analysis.factors import HOT_PATH_EDIT_PRIOR, HOT_PATH_PACKAGE_PRIOR, STARTUP_MENTION_SHARE, Score
 from envsnap.analysis.knowledge import COMMUNICATION, KERNELS
 from envsnap.analysis.priors import rule_source
@@ -52,7 +50,7 @@ class Facts:
 
 def custom_allreduce(comp: diff_mod.Comparison) -> Tuple[Optional[str], str]:
     """'on' / 'off' / None: does SGLang's custom all-reduce carry decode all-reduces (bad side)?"""
-    states = []
+    states: List[Optional[str]] = []
     for view in (comp.good, comp.bad):
         disabled = view.values["sglang"].get("sglang.args.disable_custom_all_reduce")
         tp = view.values["sglang"].get("sglang.args.tp_size")

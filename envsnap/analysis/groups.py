@@ -11,12 +11,6 @@ from __future__ import annotations
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
-from envsnap.analysis.bisect.candidates import (
-    git_candidates,
-    installed_candidates,
-    startup_candidates,
-    watched_candidates,
-)
 from envsnap.analysis.bisect.ddmin import configurations_for_one_cause
 
 BISECT_REPEAT = 3  # `envsnap bisect --repeat` default (cli/bisect.py)

@@ -22,19 +22,20 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Tuple
 
-from envsnap.model.rules import (  # noqa: F401  (the components and the type are part of this module's API)
-    COMMUNICATION,
-    CPU_HOST,
-    DRAFTER,
-    GRAPHS,
-    KERNELS,
-    MEMORY,
-    NONE,
-    FieldRule,
-    SectionRules,
+# The components and the rule types are part of this module's API (re-exported: `X as X`).
+from envsnap.model.rules import (
+    COMMUNICATION as COMMUNICATION,
+    CPU_HOST as CPU_HOST,
+    DRAFTER as DRAFTER,
+    GRAPHS as GRAPHS,
+    KERNELS as KERNELS,
+    MEMORY as MEMORY,
+    NONE as NONE,
+    FieldRule as FieldRule,
+    SectionRules as SectionRules,
+    rule as _rule,
+    volatile as _v,
 )
-from envsnap.model.rules import rule as _rule
-from envsnap.model.rules import volatile as _v
 
 # Volatile fields of any section: timestamps, pids, durations, thread counts. A section's own volatile
 # fields (temperatures, memory in use, current clocks...) are declared by its collector.

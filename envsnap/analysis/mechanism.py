@@ -296,7 +296,9 @@ def _reasons(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, float]:
 
 def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str, float],
             reasons_good: Dict[str, float]) -> Tuple[str, str, Dict[str, Any]]:
-    wall, cpu, busy = f.get("wall_s"), f.get("cpu_s"), f.get("busy_cpus")
+    wall: Any = f.get("wall_s")  # each a series' comparison, or None when the runs did not record it
+    cpu: Any = f.get("cpu_s")
+    busy: Any = f.get("busy_cpus")
     cpu_note = "CPU time per run unchanged" if cpu and not cpu["beyond_noise"] else (
         f"CPU time per run {_pct(cpu)}" if cpu else "no CPU time recorded")
 
@@ -313,7 +315,8 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
             return "fewer_cpus", line, {"actor": actor} if actor else {}
 
     # 2. GPUs in play: busy or not, and was the SM clock held.
-    util, clock = f.get("gpu_util_pct"), f.get("sm_clock_mhz")
+    util: Any = f.get("gpu_util_pct")
+    clock: Any = f.get("sm_clock_mhz")
     if gpus and util is not None and max(util["good"], util["bad"]) >= GPU_BUSY_PCT:
         if _down(util) and util["bad"] < GPU_BUSY_PCT:
             return ("launch_bound", f"GPU idle {100 - util['bad']:.0f}% (GOOD: {100 - util['good']:.0f}%): "
@@ -333,7 +336,7 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
     # 2b. The GPU busy most of the run on both sides and more GPU-busy time per run: more CPU time
     # that grew no faster than the GPU-busy time is the host waiting on the GPU (it spins), not
     # host work; the GPU's own work grew.
-    busy_s = f.get("gpu_busy_s")
+    busy_s: Any = f.get("gpu_busy_s")
     if (gpus and util is not None and min(util["good"], util["bad"]) >= GPU_MOSTLY_BUSY_PCT and not _down(util)
             and _up(busy_s) and busy_s["good"] > 0 and (not wall or not _up(wall) or (busy_s["bad"] - busy_s["good"])
                                                         >= GPU_SHARE_OF_EXTRA_WALL * (wall["bad"] - wall["good"]))):
@@ -357,12 +360,13 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
     set_note = "CPU set unchanged" if "cpus" in f and not f["cpus"]["beyond_noise"] else (
         f"CPU set {_n(f['cpus']['good'])} \u2192 {_n(f['cpus']['bad'])} CPUs" if "cpus" in f else "CPU set not recorded")
     if _up(cpu) and (not _up(wall) or cpu_wall >= CPU_SHARE_OF_EXTRA_WALL * extra_wall):
-        threads = f.get("peak_threads")
+        threads: Any = f.get("peak_threads")
         thread_note = (f", peak threads {_n(threads['good'])} \u2192 {_n(threads['bad'])}"
                        if threads and threads["beyond_noise"] else "")
         return "cpu_work", f"CPU time per run {_pct(cpu)}, {set_note}{thread_note}: more work on the CPU{gpu_note}", {}
     wall_note = f"wall {_pct(wall)}"
-    involuntary, voluntary = f.get("ctx_involuntary_per_cpu_s"), f.get("ctx_voluntary")
+    involuntary: Any = f.get("ctx_involuntary_per_cpu_s")
+    voluntary: Any = f.get("ctx_voluntary")
     if _up(involuntary) and not (_up(voluntary) and _ratio(voluntary) > _ratio(involuntary)):
         return ("contention", f"{cpu_note}, {wall_note}, involuntary context switches per CPU second "
                               f"{_times(involuntary)}: waiting for a CPU (contention){gpu_note}", {})

@@ -46,13 +46,19 @@ def _readers(comp: Comparison, name: str) -> Dict[str, Tuple[int, int]]:
 
 def _readers_text(readers: Dict[str, Tuple[int, int]]) -> str:
     parts = []
-    for process, (reads, runs) in sorted(readers.items(), key=lambda kv: (-kv[1][0], kv[0]))[:3]:
+    for process, (reads, _runs) in sorted(readers.items(), key=lambda kv: (-kv[1][0], kv[0]))[:3]:
         if process == NCCL_READER:
             parts.append(f"NCCL (logged by {reads} rank{'s' if reads != 1 else ''})")
         else:
             parts.append(f"{process} ({reads} read{'s' if reads != 1 else ''})")
     more = len(readers) - len(parts)
     return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+def _process_of(key: str) -> str:
+    """A tracked reader's process key, without the run prefix that names the run it was seen in."""
+    match = _RUN_PREFIX.fullmatch(key)
+    return match.group(2) if match else key
 
 
 def apply_reads(d: Difference, comp: Comparison, score: Score, notes: List[str], nccl_counted: bool = False) -> None:
@@ -75,7 +81,7 @@ def apply_reads(d: Difference, comp: Comparison, score: Score, notes: List[str],
         notes.append(f"no measured process's Python code read it, but {native} reads it with getenv, unseen "
                      "by the probe: it keeps its weight")
         return
-    processes = {(_RUN_PREFIX.fullmatch(k).group(2) if _RUN_PREFIX.fullmatch(k) else k) for k in tracked}
+    processes = {_process_of(k) for k in tracked}
     score.apply("not_read", f"not read: read tracking was on in {len(processes)} measured "
                             f"process{'es' if len(processes) != 1 else ''} and none read it; no C library is "
                             "known to read it")

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from envsnap.analysis import diff as diff_mod
-from envsnap.analysis import patches as patches_mod
+from envsnap.analysis import diff as diff_mod, patches as patches_mod
 from envsnap.analysis.causes import rank_causes
 from envsnap.analysis.context import build_context
 from envsnap.analysis.groups import bisect_hint, commands_differ, tie_groups

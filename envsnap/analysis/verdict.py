@@ -20,8 +20,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap import format as fmt
-from envsnap.analysis import eagle3, stats
-from envsnap.analysis import mechanism as mechanism_mod
+from envsnap.analysis import eagle3, mechanism as mechanism_mod, stats
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics
 

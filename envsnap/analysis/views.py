@@ -393,8 +393,11 @@ def in_process_changes(key: str, record: Dict[str, Any]) -> Dict[str, Tuple[Dict
     start = record.get("env_at_start")
     if not isinstance(start, dict):
         return {}
-    stages = [(stage, record.get(f"env_at_{stage}")) for stage in ("init", "exit")]
-    stages = [(stage, env) for stage, env in stages if isinstance(env, dict)]
+    stages: List[Tuple[str, Dict[str, Any]]] = []
+    for stage in ("init", "exit"):
+        env = record.get(f"env_at_{stage}")
+        if isinstance(env, dict):
+            stages.append((stage, env))
     names: Set[str] = set()
     for _, env in stages:
         names.update(n for n in set(env) | set(start) if env.get(n) != start.get(n))
@@ -550,8 +553,7 @@ def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:
     if nccl.get("version") is not None:
         view.put("nccl", "nccl.version", nccl["version"], ("nccl.version",), Subject("nccl", "version"))
     ranks = {str(r): info for r, info in (nccl.get("ranks") or {}).items() if isinstance(info, dict)}
-    view.nccl_rank_env = {r: (info.get("env") if isinstance(info.get("env"), dict) else {})
-                          for r, info in ranks.items()}
+    view.nccl_rank_env = {r: _as_dict(info.get("env")) for r, info in ranks.items()}
     if not ranks:
         return
     view.put("nccl", "nccl.ranks", sorted(ranks, key=lambda r: (len(r), r)), ("nccl.ranks",), Subject("nccl", "ranks"))
@@ -616,7 +618,7 @@ def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], 
     if ranks:
         tracked.append(NCCL_READER)
         for info in ranks:
-            for name in (info.get("env") if isinstance(info.get("env"), dict) else {}):
+            for name in _as_dict(info.get("env")):
                 per = reads.setdefault(str(name), {})
                 per[NCCL_READER] = per.get(NCCL_READER, 0) + 1
     return {name: dict(sorted(per.items())) for name, per in sorted(reads.items())}, tracked
@@ -635,3 +637,8 @@ def iter_keys(view: View) -> Iterable[Tuple[str, str]]:
         for key in view.values[category]:
             if key not in view.presence:
                 yield category, key
+
+
+def _as_dict(value: Any) -> Dict[str, Any]:
+    """A mapping field, or {} where a snapshot holds something else there."""
+    return value if isinstance(value, dict) else {}

@@ -133,7 +133,7 @@ class HashCache:
     `lookup` and `record` may be called from several hashing threads at once.
     """
 
-    def __init__(self, path: Optional[str], entries: Optional[Dict[str, str]] = None, note: Optional[str] = None,
+    def __init__(self, path: Optional[str], entries: Optional[Dict[str, Tuple[bytes, str]]] = None, note: Optional[str] = None,
                  rewrite: bool = False, sections: Optional[Dict[str, Tuple[int, bytes]]] = None) -> None:
         self.path = path
         self.note = note

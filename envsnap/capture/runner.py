@@ -14,8 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import COLLECTORS, SECTION_SHAPES, content
-from envsnap.model import schema
-from envsnap.model import snapshot as snapshot_mod
+from envsnap.model import schema, snapshot as snapshot_mod
 from envsnap.model.snapshot import utc_now
 from envsnap.redact import redact_text, scrub
 
@@ -101,11 +100,11 @@ def capture(
     threads = []
     for name, func in chosen:
         limit = min(ctx.timeout, TIME_LIMITS.get(name, ctx.timeout))
-        t = threading.Thread(target=lambda n=name, f=func, l=limit: results.__setitem__(n, run_collector(n, f, ctx, l)),
+        t = threading.Thread(target=lambda n=name, f=func, bound=limit: results.__setitem__(n, run_collector(n, f, ctx, bound)),
                              name=f"envsnap-run-{name}", daemon=True)
         t.start()
         threads.append((name, t))
-    for name, t in threads:
+    for _name, t in threads:
         t.join(max(0.0, hard_deadline - time.monotonic()) + 0.5)
     for name, _ in threads:
         if name not in results:

@@ -92,7 +92,7 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
         result = command_mod.run_bisect(
             good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
             max_runs=max_runs, journal_path=journal, timeout=run_timeout, directions=directions,
-            progress=progress, on_journal=lambda j: journal_box.setdefault("path", j.path),
+            progress=progress, on_journal=lambda j: journal_box.update(path=j.path),
             wheels=list(wheel_dirs), dry_run=dry_run,
         )
     except KeyboardInterrupt:

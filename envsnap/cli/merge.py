@@ -12,8 +12,7 @@ import click
 def merge(snapshots, output, force, label) -> None:
     """Join per-node snapshots (one per host) into one cluster snapshot for diff."""
     from envsnap.cli.options import load_snapshot
-    from envsnap.model import merge as merge_mod
-    from envsnap.model import store
+    from envsnap.model import merge as merge_mod, store
     from envsnap.model.snapshot import utc_now
 
     store.check_writable(output, force)

@@ -185,9 +185,10 @@ class Gpus:
 
     def open(self) -> None:
         try:
-            nvml = self._module
+            nvml: Any = self._module
             if nvml is None:
-                import pynvml as nvml  # nvidia-ml-py: pure Python over ctypes
+                import pynvml  # nvidia-ml-py: pure Python over ctypes
+                nvml = pynvml
             nvml.nvmlInit()
         except Exception as exc:  # no library, no driver, no GPU: a fact, not an error
             self.status = f"unavailable: {_nvml_error(exc)}"
@@ -246,7 +247,7 @@ class Gpus:
         if self._reason_getter is None:
             nvml = self.nvml
             self._reason_getter = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                                   or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"))
+                                   or nvml.nvmlDeviceGetCurrentClocksThrottleReasons)
         return int(self._reason_getter(handle))
 
 
@@ -507,7 +508,7 @@ def summarize_gpu(readings: List[Dict[str, Any]], reasons: Dict[int, str]) -> Di
             clocks = values("sm_mhz", active)
             if clocks:
                 out["sm_clock_mhz_active_median"] = round(statistics.median(clocks), 1)
-        times = [r.get("t") for r in readings]
+        times: List[Any] = [r.get("t") for r in readings]
         if all(isinstance(t, (int, float)) for t in times):
             # Seconds the GPU was busy: each reading's utilisation over the time since the previous
             # reading (NVML's own period is 1/6 s to 1 s: an unbiased sample of that interval).

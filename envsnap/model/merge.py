@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from envsnap.errors import EnvsnapError
-from envsnap.model import schema
-from envsnap.model import snapshot as snapshot_mod
+from envsnap.model import schema, snapshot as snapshot_mod
 
 NODE_FIELDS = ("label", "created", "envsnap_version", "redaction", "provenance")
 

@@ -4,7 +4,7 @@ UTC timestamps snapshots carry."""
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
 from envsnap import __version__
 
@@ -13,7 +13,7 @@ SUPPORTED_SCHEMA_VERSIONS = (1,)
 SECTION_STATUSES = ("ok", "unavailable", "error", "timeout")
 
 
-def section_data(snapshot: Dict[str, Any], name: str) -> Dict[str, Any]:
+def section_data(snapshot: Mapping[str, Any], name: str) -> Dict[str, Any]:
     """The data of a section, or {} when the section is absent or not ok."""
     section = snapshot.get("sections", {}).get(name) or {}
     data = section.get("data")

@@ -64,10 +64,10 @@ _state = {"active": False, "record": None, "path": None, "start_done": False, "r
 # Environment reads: {name: count}, whole-environment walks, names beyond the cap.
 MAX_READ_NAMES = 4096
 MAX_NAME_CHARS = 256
-_reads = {}
+_reads = {}  # type: dict
 _read_totals = {"copies": 0, "dropped": 0}
-_walks = {}  # thread id -> [keys handed out by __iter__, how many of them were looked up in order]
-_quiet = set()  # threads in which the probe itself is reading os.environ
+_walks = {}  # type: dict  # thread id -> [keys handed out by __iter__, how many of them were looked up in order]
+_quiet = set()  # type: set  # threads in which the probe itself is reading os.environ
 
 
 def activate():

@@ -21,8 +21,7 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from envsnap import __version__
-from envsnap import format as fmt
+from envsnap import __version__, format as fmt
 from envsnap.analysis.diff import value_text
 from envsnap.analysis.verdict import mechanism_line
 from envsnap.analysis.views import CATEGORY_ORDER
@@ -95,7 +94,7 @@ _OUTCOME_WORDS = {"worse": "worse", "better": "better", "possibly_worse": "possi
 
 def _metric_view(name: str, raw: Dict[str, Any]) -> Dict[str, Any]:
     p_value = raw.get("p_value")
-    outcome = raw.get("outcome") if raw.get("outcome") in _OUTCOME_WORDS else "unknown"
+    outcome = str(raw.get("outcome")) if raw.get("outcome") in _OUTCOME_WORDS else "unknown"
     return {
         "name": name, "direction": raw.get("direction") or "",
         "direction_text": fmt.direction(str(raw.get("direction") or "")), "good": _stats(raw.get("good")),
@@ -298,8 +297,8 @@ def _chart(name: str, good: List[Tuple[int, float]], bad: List[Tuple[int, float]
         value = lo_tick + i * step
         ticks.append({"x": x(value), "label": f"{value:,.{decimals}f}"})
     axis_y = top + 2 * row_h
-    return {"name": name, "direction": direction, "direction_text": fmt.direction(direction), "width": width, "height": axis_y + 34, "left": left,
-            "right_x": width - right, "axis_y": axis_y, "ticks": ticks, "rows": rows}
+    return {"name": name, "direction": direction, "direction_text": fmt.direction(direction), "width": width,
+            "height": axis_y + 34, "left": left, "right_x": width - right, "axis_y": axis_y, "ticks": ticks, "rows": rows}
 
 
 def _charts_view(result: Dict[str, Any]) -> Dict[str, Any]:
@@ -528,7 +527,8 @@ def _side_text(value: Any, key: str = "") -> str:
 
 def _cmp_rows(rows: List[Any]) -> Dict[str, Any]:
     """Compare rows of the analysis as the template's main (differing or pinned) and same lists."""
-    main, same = [], []
+    main: List[Dict[str, Any]] = []
+    same: List[Dict[str, Any]] = []
     for raw in (r for r in rows if isinstance(r, dict)):
         label = str(raw.get("label"))
         row = {"label": label, "good": _side_text(raw.get("good"), label) if raw.get("good_set") else "—",
@@ -548,7 +548,8 @@ def _status_text(status: Any) -> str:
 def _gpu_host_view(tables: Dict[str, Any]) -> Dict[str, Any]:
     hw = _dict(tables.get("hardware"))
     gpus = _dict(hw.get("gpus"))
-    rows, same = [], []
+    rows: List[Dict[str, Any]] = []
+    same: List[Dict[str, Any]] = []
     for raw in (r for r in _list(gpus.get("rows")) if isinstance(r, dict)):
         attr = str(raw.get("attribute"))
         cells = []

@@ -94,7 +94,8 @@ def _runs(runs: List[Dict[str, Any]], by_host: bool = False) -> List[str]:
     for metric in names:
         values = sorted(r["metrics"][metric] for r in good if metric in (r.get("metrics") or {}))
         if values:
-            median = values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+            half = len(values) // 2
+            median = values[half] if len(values) % 2 else (values[half - 1] + values[half]) / 2
             lines.append(f"  {metric:<28} median {median:.4g}  (n={len(values)}, min {values[0]:.4g}, max {values[-1]:.4g})")
     return lines
 

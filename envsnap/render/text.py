@@ -66,9 +66,9 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
             last_of_group = index + 1 == len(causes) or causes[index + 1]["rank"] != cause["rank"]
             group = groups.get(cause["rank"])
             if group and last_of_group:
-                shown = sum(1 for c in causes if c["rank"] == cause["rank"])
-                hidden = f", {group['size'] - shown} of them not shown" if shown < group["size"] else ""
-                lines.append(f"  {'':>{width}}  \u21b3 {group['line']}{hidden}")
+                in_view = sum(1 for c in causes if c["rank"] == cause["rank"])
+                rest = f", {group['size'] - in_view} of them not shown" if in_view < group["size"] else ""
+                lines.append(f"  {'':>{width}}  \u21b3 {group['line']}{rest}")
                 if group.get("bisect_line"):
                     lines.append(f"  {'':>{width}}    {group['bisect_line']}")
         more = len(result["causes"]) - len(causes)
@@ -78,7 +78,7 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
         lines.append("no relevant differences: the environments match (volatile fields aside)")
     lines.extend(_patches_lines(result, verbose))
     differences = result["differences"]
-    shown = [d for d in differences if not d.get("volatile")]
+    listed = [d for d in differences if not d.get("volatile")]
     hidden = [d for d in differences if d.get("volatile")]
     counts: Dict[str, int] = {}
     for d in differences:
@@ -96,7 +96,7 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
                 lines.append(f"  [{current}]")
             mark = " (volatile)" if d.get("volatile") else ""
             lines.append(f"    {d['change']:<7} {d['key']}  {_change(d)}{mark}")
-    elif shown:
+    elif listed:
         lines.append("  (-v lists them all; --all adds volatile fields)")
     return "\n".join(lines) + "\n"
 
@@ -224,8 +224,9 @@ def render_bisect(result: Mapping) -> str:
     if metric:
         g, b = result["good"], result["bad"]
         change = result.get("change_pct")
-        lines.append(f"metric {metric} ({fmt.direction(str(result.get('direction')))}): GOOD median {_bisect_num(g.get('median'))} "
-                     f"(n={g.get('n')}), BAD median {_bisect_num(b.get('median'))} (n={b.get('n')})"
+        lines.append(f"metric {metric} ({fmt.direction(str(result.get('direction')))}): "
+                     f"GOOD median {_bisect_num(g.get('median'))} (n={g.get('n')}), "
+                     f"BAD median {_bisect_num(b.get('median'))} (n={b.get('n')})"
                      + (f", {change:+.1f}%" if change is not None else ""))
     deltas = result["deltas"]
     files, env = deltas.get("files", []), deltas["applied"]

@@ -12,10 +12,7 @@ from collections import Counter
 import pytest
 from helpers.bench import base_env, bench_cmd, capture_pair, run_cli
 
-from envsnap.analysis.bisect import ddmin as ddmin_mod
-from envsnap.analysis.bisect import deltas as deltas_mod
-from envsnap.analysis.bisect import files as files_mod
-from envsnap.analysis.bisect import journal as journal_mod
+from envsnap.analysis.bisect import ddmin as ddmin_mod, deltas as deltas_mod, files as files_mod, journal as journal_mod
 from envsnap.errors import EnvsnapError
 from envsnap.redact import fingerprint
 

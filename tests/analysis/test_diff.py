@@ -118,7 +118,8 @@ def test_packages_integrity_startup_git_files_sglang_nccl():
     assert keys["packages.torch"].flat_keys == ["packages.dists.torch.version"]
     assert diff.display(keys["packages.torch"].subject, keys["packages.torch"].bad) == "2.9.0"
     assert keys["integrity.sglang/srt/layers/moe/topk.py"].change == "added"
-    assert diff.display(keys["integrity.sglang/srt/layers/moe/topk.py"].subject, keys["integrity.sglang/srt/layers/moe/topk.py"].bad).startswith("modified (sha256 bbbb")
+    topk = keys["integrity.sglang/srt/layers/moe/topk.py"]
+    assert diff.display(topk.subject, topk.bad).startswith("modified (sha256 bbbb")
     assert keys["startup./site/sitecustomize.py"].change == "added"
     assert keys["git./src/sglang.dirty.a.py"].change == "added"
     assert diff.display(keys["git./src/sglang.stash"].subject, keys["git./src/sglang.stash"].bad) == "1 entry: On main: wip"

@@ -9,8 +9,7 @@ import subprocess
 import pytest
 from helpers.git import git, init_repo
 
-from envsnap.analysis import patches as patches_mod
-from envsnap.analysis import result as result_mod
+from envsnap.analysis import patches as patches_mod, result as result_mod
 from envsnap.capture import runner
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import git as git_collector

@@ -7,8 +7,7 @@ import pytest
 from helpers import run_envsnap
 from helpers.diff import copy_of, runs, snap, workers
 
-from envsnap.analysis import association
-from envsnap.analysis import result as result_mod
+from envsnap.analysis import association, result as result_mod
 from envsnap.errors import EnvsnapError
 
 GOOD_RUNS = {"output_throughput": [94.1, 93.0, 95.2, 94.8, 93.9], "accept_length": [3.1, 3.12, 3.09, 3.11, 3.1],
@@ -31,7 +30,7 @@ def _pair(bad_runs, good_extra=None, bad_extra=None, custom_ar_disabled=True):
     bad = copy_of(good)
     bad["label"] = "bad"
     bad["runs"] = runs(bad_runs)
-    for key, rec in bad["sections"]["probe"]["data"]["records"].items():
+    for _key, rec in bad["sections"]["probe"]["data"]["records"].items():
         rec["env_at_init"]["NCCL_PROTO"] = "Simple"
     for extra, target in ((good_extra, good), (bad_extra, bad)):
         for fn in extra or []:

@@ -11,10 +11,7 @@ import pytest
 from helpers import REPO_ROOT
 from helpers.diff import runs, section, snap, workers
 
-from envsnap.analysis import context as context_mod
-from envsnap.analysis import diff as diff_mod
-from envsnap.analysis import factors, knowledge, priors
-from envsnap.analysis import result as result_mod
+from envsnap.analysis import context as context_mod, diff as diff_mod, factors, knowledge, priors, result as result_mod
 from envsnap.analysis.bisect.ddmin import configurations_for_one_cause
 
 NO_GPU = section({}, status="unavailable")

@@ -10,9 +10,7 @@ from helpers import TEST_DATA
 
 from envsnap.analysis import views
 from envsnap.capture.base import CaptureContext
-from envsnap.capture.collectors import SECTION_SHAPES
-from envsnap.capture.collectors import nccl as nccl_collector
-from envsnap.capture.collectors import probe as probe_collector
+from envsnap.capture.collectors import SECTION_SHAPES, nccl as nccl_collector, probe as probe_collector
 from envsnap.model.schema import validate
 
 

@@ -148,4 +148,4 @@ def test_summary_line():
     data = _collect()["data"]
     line = host.summarize(data)[0]
     assert f"kernel {platform.release()}" in line and f"{os.cpu_count()} logical" in line
-    assert any(l.startswith("ulimit -l ") for l in host.summarize(data))
+    assert any(entry.startswith("ulimit -l ") for entry in host.summarize(data))

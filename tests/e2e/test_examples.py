@@ -86,7 +86,7 @@ def test_readme_main_job_command():
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("REGRESSION output_throughput 94")
     assert "accept length holds" in lines[0] and "verify side" in lines[0]
-    first_cause = next(l for l in lines if l.strip().startswith("1. "))
+    first_cause = next(line for line in lines if line.strip().startswith("1. "))
     assert "workers.env.NCCL_NVLS_ENABLE" in first_cause
 
 

@@ -116,8 +116,7 @@ def _light(snap, partner, index) -> None:
     from envsnap.analysis import result as result_mod
     from envsnap.analysis.bisect import deltas
     from envsnap.model import merge
-    from envsnap.render import show
-    from envsnap.render import text as text_mod
+    from envsnap.render import show, text as text_mod
 
     show.render_show(snap, verbose=True)
     snapshot.flatten(snap)

@@ -112,7 +112,7 @@ def recipe(tmp_path_factory):
                 .replace("--sglang ", "").replace("/tmp/probe-run1", f"{probe_root}/$(hostname)"))
         capture = [(node, ["bash", "-c", line], clean_env(NODE_RANK=str(rank), PATH=path), where)
                    for rank, node in enumerate(NODES)]
-        for rc, out, err in _on_nodes(capture):
+        for rc, _out, err in _on_nodes(capture):
             assert rc == 0, err[-3000:]
         merged = subprocess.run(["bash", "-c", merge_line], cwd=where, env=clean_env(PATH=path),
                                 capture_output=True, text=True, timeout=120, check=False)

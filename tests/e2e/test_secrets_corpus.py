@@ -30,8 +30,7 @@ from helpers.hardening import (
     secret_env,
     walk_strings,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from envsnap import redact
 from envsnap.model import store
@@ -327,8 +326,8 @@ def test_error_messages_hold_no_secret(tmp_path):
 def test_real_outputs_pass_through_unchanged():
     """No false positives on what envsnap really reads: SGLang bench_serving / one_batch_server
     output and server logs (tests/data/runs), NCCL INFO logs, nvidia-smi output and the NVML dump
-    of a real H200 (tests/data/nvidia, copied from the project's H200 reference outputs). Before: `#new-token: 1024` and `Inter-Token Latency----`
-    lost their numbers to redaction."""
+    of a real H200 (tests/data/nvidia, copied from the project's H200 reference outputs). Before: `#new-token: 1024`
+    and `Inter-Token Latency----` lost their numbers to redaction."""
     from helpers.hardening import REPO_ROOT
 
     roots = [REPO_ROOT / "tests" / "data"]

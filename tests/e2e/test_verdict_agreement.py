@@ -13,7 +13,6 @@ import re
 import sys
 
 import pytest
-
 from helpers import REPO_ROOT, run_envsnap
 from helpers.bench import bench_cmd
 

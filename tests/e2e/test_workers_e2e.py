@@ -18,8 +18,7 @@ from helpers import REPO_ROOT, run_envsnap
 from helpers.workers import WORKERS_DATA, clean_env, make_venv, start, stop, wait_line
 
 from envsnap.capture.base import CaptureContext
-from envsnap.capture.collectors import probe as probe_collector
-from envsnap.capture.collectors import processes
+from envsnap.capture.collectors import probe as probe_collector, processes
 
 pytestmark = pytest.mark.slow
 

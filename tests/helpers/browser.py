@@ -305,8 +305,9 @@ def large_pair() -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]:
         for key, record in sections["probe"]["data"]["records"].items():
             record["env_at_start"] = dict(procs["processes"][key]["environ"])
             record["env_at_init"] = dict(record["env_at_start"], **({"NCCL_PROTO": "LL"} if side == "bad" else {}))
-        sections["files"]["data"]["entries"] = {f"/srv/configs/file_{i:04d}.yaml": {"size": i, "sha256": f"{i + (side == 'bad') * (i % 3 == 0):064x}"}
-                                                for i in range(2000)}
+        sections["files"]["data"]["entries"] = {
+            f"/srv/configs/file_{i:04d}.yaml": {"size": i, "sha256": f"{i + (side == 'bad') * (i % 3 == 0):064x}"}
+            for i in range(2000)}
     return good, bad, contract_result(good, bad)
 
 

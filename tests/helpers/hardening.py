@@ -518,8 +518,7 @@ class Consumers:
     EnvsnapError is a bug (the CLI would print `internal error`, exit 3)."""
 
     def __init__(self, partner: Dict[str, Any], html_every: int = 25):
-        from envsnap.model import snapshot as snapshot_mod
-        from envsnap.model import store
+        from envsnap.model import snapshot as snapshot_mod, store
 
         self.snapshot = snapshot_mod
         self.store = store
@@ -528,13 +527,11 @@ class Consumers:
         self.calls = 0
 
     def run(self, snap: Dict[str, Any]) -> None:
-        from envsnap.analysis import association
-        from envsnap.analysis import result as result_mod
+        from envsnap.analysis import association, result as result_mod
         from envsnap.analysis.bisect import deltas
         from envsnap.errors import EnvsnapError
         from envsnap.model import merge
-        from envsnap.render import show
-        from envsnap.render import text as text_mod
+        from envsnap.render import show, text as text_mod
 
         self.calls += 1
         partner = self.partner

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
+
 from helpers import run_envsnap
 
 SITECUSTOMIZE = 'import os\nos.environ["NCCL_PROTO"] = "LL"\n'

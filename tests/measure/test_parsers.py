@@ -7,8 +7,7 @@ import pytest
 from helpers import TEST_DATA
 
 from envsnap.errors import EnvsnapError
-from envsnap.measure import metrics as metrics_mod
-from envsnap.measure import parsers
+from envsnap.measure import metrics as metrics_mod, parsers
 
 RUNS = TEST_DATA / "runs"
 

@@ -30,7 +30,7 @@ import shutil
 import stat
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.bisect.files import FileDelta, Version, read_disk
 from envsnap.errors import EnvsnapError
@@ -293,7 +293,7 @@ class FileApplier:
         self.backed_up: Dict[str, Dict[str, Any]] = {}
         self.last_mtime: Dict[str, int] = {}
         self.writes = 0
-        self._handle = None
+        self._handle: Optional[BinaryIO] = None
         self._copies = 0
 
     # -- the manifest ------------------------------------------------------------------

@@ -3,7 +3,7 @@
 A test answers GOOD, BAD or AMBIGUOUS (ddmin's "unresolved", never a guess)."""
 from __future__ import annotations
 
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, List, Sequence, Set, Tuple
 
 GOOD, BAD, AMBIGUOUS, FAILED = "good", "bad", "ambiguous", "failed"
 
@@ -64,9 +64,9 @@ def configurations_for_one_cause(n: int, samples: int = 64) -> int:
     worst = 0
     for index in sorted(set(range(0, n, step)) | {n - 1}):
         cause = names[index]
-        seen = set()
+        seen: Set[Key] = set()
 
-        def test(key: Key, cause: str = cause) -> str:
+        def test(key: Key, cause: str = cause, seen: Set[Key] = seen) -> str:
             seen.add(key)
             return BAD if cause in key else GOOD
 

@@ -172,7 +172,7 @@ def _file_command(delta: FileDelta, version: Version, side_name: str, saver: _Sa
 
 def _diff(delta: FileDelta) -> Optional[str]:
     """GOOD -> BAD unified diff of a file whose versions are text; None for binary ones."""
-    texts: List[str] = []
+    texts: List[List[str]] = []
     for version in (delta.good, delta.bad):
         if not version.present:
             texts.append([])

@@ -66,7 +66,8 @@ def internal_deadline(ctx: CaptureContext) -> float:
 def describe_os_error(exc: OSError) -> str:
     names = {errno.EACCES: "permission denied", errno.EPERM: "permission denied", errno.ENOENT: "does not exist",
              errno.ELOOP: "symlink loop", errno.EIO: "I/O error", errno.ENOTDIR: "not a directory"}
-    return names.get(exc.errno, exc.strerror or type(exc).__name__)
+    found = names.get(exc.errno) if exc.errno is not None else None
+    return found or exc.strerror or type(exc).__name__
 
 
 def _kind(mode: int) -> str:

@@ -314,7 +314,7 @@ def inspect_repo(git: _Git, top: str, budget: Optional[content.Budget] = None) -
     jobs = [(rel, entry) for rel, entry in repo["dirty"].items()] + list(repo["untracked"].items())
     results, missed = map_by_size(lambda job: _hash_worktree(top, job[0], job[1], git.deadline),
                                   jobs, [_size(os.path.join(top, rel)) for rel, _ in jobs], git.deadline)
-    for (rel, entry), result in zip(jobs, results):
+    for (_rel, entry), result in zip(jobs, results):
         if result:
             entry.update(result)
     for index in missed:
@@ -457,9 +457,9 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
         if "repo" in by_path[path] or (why and why != "not a git repository"):
             errors[path] = why or "unknown"
         else:
-            editable = [r for r in by_path[path] if r.startswith("editable:")]
-            if editable:
-                unversioned[path] = editable
+            editable_roles = [r for r in by_path[path] if r.startswith("editable:")]
+            if editable_roles:
+                unversioned[path] = editable_roles
 
     def inspect(top: str) -> Dict[str, Any]:
         try:

@@ -555,6 +555,7 @@ def summarize(data: Dict[str, Any]) -> List[str]:
     cg = data.get("cgroup", {}) if isinstance(data.get("cgroup"), dict) else {}
     limits = data.get("ulimits", {}) if isinstance(data.get("ulimits"), dict) else {}
     memlock = (limits.get("memlock") or {}).get("soft", "?") if isinstance(limits.get("memlock"), dict) else "?"
+    nofile = limits.get("nofile")
     head = (f"{name or os_part.get('system', '?')}, kernel {kernel}, {cpu.get('model', '?')} "
             f"({cpu.get('logical', '?')} logical/{cpu.get('physical', '?')} physical), {_gib(memory.get('total_bytes'))}, "
             f"governor {cpu.get('governor', '?')}, boost {cpu.get('boost', '?')}, THP {thp.get('enabled', '?')}, "
@@ -563,7 +564,7 @@ def summarize(data: Dict[str, Any]) -> List[str]:
              f"NUMA nodes {data.get('numa_nodes', '?')}, usable CPUs {cpu.get('usable', '?')}, SMT {cpu.get('smt', '?')}",
              f"cgroup {cg.get('version', '?')}: cpu {cg.get('cpu_limit_cores', '?')}, "
              f"memory {cg.get('memory_limit_bytes', '?')}, cpuset {cg.get('cpuset', '?')}",
-             f"ulimit -l {memlock}, -n {(limits.get('nofile') or {}).get('soft', '?') if isinstance(limits.get('nofile'), dict) else '?'}",
+             f"ulimit -l {memlock}, -n {nofile.get('soft', '?') if isinstance(nofile, dict) else '?'}",
              _hugepages_line(memory)]
     if memory.get("hotplug"):
         lines.append(f"memory resized at run time by {', '.join(memory['hotplug'])}: MemTotal moves, so it is "

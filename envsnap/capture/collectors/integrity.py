@@ -308,7 +308,7 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
     lookup = cache is not None and cache.has_file_entries()  # none on a first capture: nothing to look up
 
     def run(batch: List[str]) -> Dict[str, Tuple[str, Any]]:
-        out = {}
+        out: Dict[str, Tuple[str, Any]] = {}
         hits = misses = 0
         for path in batch:
             if stop_at is not None and time.monotonic() >= stop_at:

@@ -73,7 +73,8 @@ def _new_proc(host: Optional[str], pid: Optional[int]) -> Dict[str, Any]:
 
 
 def parse_lines(lines: Iterable[str], state: Optional[Dict[Tuple[Any, Any], Dict[str, Any]]] = None,
-                order: Optional[List[Tuple[Any, Any]]] = None) -> Tuple[Dict[Tuple[Any, Any], Dict[str, Any]], List[Tuple[Any, Any]]]:
+                order: Optional[List[Tuple[Any, Any]]] = None
+                ) -> Tuple[Dict[Tuple[Any, Any], Dict[str, Any]], List[Tuple[Any, Any]]]:
     """Fold NCCL lines into per-process state {(host, pid): {...}} (pass state to continue)."""
     procs = state if state is not None else {}
     seen = order if order is not None else []

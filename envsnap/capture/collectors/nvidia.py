@@ -49,7 +49,8 @@ RULES = SectionRules(category="gpu", component=NONE, compares="GPU state", rules
     volatile("nvidia.gpus.*.processes*", "processes using the GPU right now"),
     volatile("nvidia.gpus.*.performance_state", "P-state follows load"),
     volatile("nvidia.gpus.*.energy*", "energy counter grows"),
-    volatile("nvidia.gpus.*.clock_event_reasons*", "clock-event reasons follow load at the moment of capture (GpuIdle when idle)"),
+    volatile("nvidia.gpus.*.clock_event_reasons*",
+             "clock-event reasons follow load at the moment of capture (GpuIdle when idle)"),
     volatile("nvidia.gpus.*.pcie.current_gen", "the PCIe link trains down to a lower generation when the GPU idles"),
 
     # --- GPU, driver and topology (NVML API reference, docs.nvidia.com/deploy/nvml-api) ---
@@ -597,9 +598,9 @@ def summarize(data: Dict[str, Any]) -> List[str]:
         if not isinstance(gpu, dict) or "error" in gpu:
             lines.append(f"GPU{index}: {gpu.get('error') if isinstance(gpu, dict) else gpu}")
             continue
-        memory = gpu.get("memory") if isinstance(gpu.get("memory"), dict) else {}
+        memory = _dict_of(gpu.get("memory"))
         total = memory.get("total_bytes")
-        clocks = (gpu.get("clocks") or {}).get("max") or {}
+        clocks = _dict_of(gpu.get("clocks")).get("max") or {}
         power = gpu.get("power") or {}
         parts = [f"GPU{index} {gpu.get('name', '?')} {gpu.get('pci_bus_id', '?')}"]
         if isinstance(total, int):
@@ -620,3 +621,7 @@ def summarize(data: Dict[str, Any]) -> List[str]:
     if pairs:
         lines.append("topology: " + ", ".join(pairs))
     return lines
+
+
+def _dict_of(value: Any) -> Dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -15,8 +15,7 @@ import time
 from typing import Any, Dict, List, Optional, Set
 
 from envsnap.capture.base import CaptureContext, failed, ok
-from envsnap.capture.collectors import content, integrity
-from envsnap.capture.collectors import distributions as distributions_mod
+from envsnap.capture.collectors import content, distributions as distributions_mod, integrity
 from envsnap.capture.collectors.python import interpreter_facts
 from envsnap.model.names import canonical_name
 from envsnap.model.rules import (
@@ -262,7 +261,7 @@ def summarize(data: Dict[str, Any]) -> List[str]:
         lines.append(f"unreadable {rel} ({item.get('dist')}): {item.get('error')}")
     for name, reason in sorted((checks.get("unverifiable") or {}).items()):
         lines.append(f"not verifiable: {name}: {reason}")
-    for key, dist in sorted((data.get("dists") or {}).items()):
+    for _key, dist in sorted((data.get("dists") or {}).items()):
         where = dist.get("origin") or {}
         kind = where.get("kind")
         if kind and kind != "index":

@@ -176,7 +176,7 @@ def _entries(records: List[Dict[str, Any]]) -> Tuple[Dict[str, Dict[str, Any]], 
     out: Dict[str, Dict[str, Any]] = {}
     warnings: List[str] = []
     for key, record in assign_keys(records).items():
-        entry = {k: record[k] for k in ("pid", "ppid", "host", "argv", "title", "role", "parent_key", "file",
+        entry: Dict[str, Any] = {k: record[k] for k in ("pid", "ppid", "host", "argv", "title", "role", "parent_key", "file",
                                         "written_at", "stages", "python_version", "executable", "forked_from",
                                         "env_at_start", "env_at_start_note", "env_at_init", "init", "env_at_exit")
                  if k in record}

@@ -116,7 +116,8 @@ def summarize(data: Dict[str, Any]) -> List[str]:
     for root in data.get("roots") or []:
         entry = processes.get(root) or {}
         members = _tree_members(processes, root)
-        schedulers = [processes[k].get("role") or {} for k in members if (processes[k].get("role") or {}).get("kind") == "scheduler"]
+        roles = [processes[k].get("role") or {} for k in members]
+        schedulers = [role for role in roles if role.get("kind") == "scheduler"]
         if (entry.get("role") or {}).get("kind") == "main" or schedulers:
             text = f"sglang server {entry.get('pid')}: {len(schedulers)} scheduler{'s' if len(schedulers) != 1 else ''}"
             ranks = describe_ranks(schedulers)
