@@ -452,6 +452,8 @@ class RunSampler:
 # done before it (the previous run's tail, back to back). On the H200 the runs of tests/gpu began
 # with busy readings at 0.05-0.3 s, then ~2 s of idle readings while torch imported.
 NVML_PERIOD_MAX_S = 1.0
+# The main phase of a run's GPU work: readings at least this share of its busiest reading.
+MAIN_PHASE_SHARE = 0.5
 
 
 def _leftover(readings: List[Dict[str, Any]], busy: List[int]) -> Set[int]:
@@ -499,11 +501,18 @@ def summarize_gpu(readings: List[Dict[str, Any]], reasons: Dict[int, str]) -> Di
             active = readings[busy[0]:busy[-1] + 1]
             out["active_samples"] = len(active)
             out["util_pct_active_mean"] = round(statistics.fmean(values("util", active)), 2)
-            # The first and last readings of the active span are those in whose NVML sample period
-            # the work began and ended: they say where in the period that fell, not how busy the
-            # work kept the GPU (on the H200 a saturating GEMM loop read 100% inside, 62-81% over the
-            # span with its edges). With 3 or more readings the steady figure leaves them out.
-            steady = values("util", active[1:-1] if len(active) >= 3 else active)
+            # The steady figure is the work's own: its main phase, from the first to the last reading
+            # at least MAIN_PHASE_SHARE of the busiest, leaves out a start-up that keeps the GPU
+            # a little busy (loading every CUDA module with CUDA_MODULE_LOADING=EAGER, allocator
+            # warm-up read a few percent for seconds before the H200's GEMM loop read 100%). Then its
+            # first and last readings are those in whose NVML sample period the work began and ended:
+            # they say where in the period that fell, not how busy the work kept the GPU (on the H200
+            # a saturating GEMM loop read 100% inside, 62-81% with its edges). With 3 or more
+            # readings the steady figure leaves them out too.
+            peak = max(values("util", active))
+            main = [i for i, r in enumerate(active) if (r.get("util") or 0) >= MAIN_PHASE_SHARE * peak]
+            phase = active[main[0]:main[-1] + 1]
+            steady = values("util", phase[1:-1] if len(phase) >= 3 else phase)
             out["util_pct_steady_mean"] = round(statistics.fmean(steady), 2) if steady else out["util_pct_active_mean"]
             clocks = values("sm_mhz", active)
             if clocks:

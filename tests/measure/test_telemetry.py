@@ -246,6 +246,21 @@ def test_steady_utilisation_leaves_out_the_edges_and_busy_seconds_weigh_by_inter
     assert short["util_pct_steady_mean"] == short["util_pct_active_mean"] == 55.0  # too short to trim
 
 
+def test_steady_utilisation_is_the_main_phase_not_a_start_up_that_keeps_the_gpu_a_little_busy():
+    def reading(t, util):
+        return {"t": t, "util": util, "sm_mhz": 1980.0}
+
+    # CUDA_MODULE_LOADING=EAGER: seconds of module loading at a few percent, then the GEMM loop.
+    readings = ([reading(0.5 * i, u) for i, u in enumerate([0.0, 4.0, 7.0, 3.0, 6.0, 2.0], 1)]
+                + [reading(3.0 + 0.5 * i, 100.0) for i in range(1, 6)] + [reading(6.0, 45.0), reading(6.5, 0.0)])
+    out = telemetry.summarize_gpu(readings, {})
+    assert out["active_samples"] == 11  # the whole busy span: start-up included
+    assert out["util_pct_active_mean"] < 60.0 and out["util_pct_steady_mean"] == 100.0
+    # A workload that never saturates keeps its own level: nothing above half its peak is left out.
+    launch_bound = [reading(0.5 * i, u) for i, u in enumerate([0.0, 55.0, 50.0, 58.0, 52.0, 56.0, 0.0], 1)]
+    assert telemetry.summarize_gpu(launch_bound, {})["util_pct_steady_mean"] == round((50 + 58 + 52) / 3, 2)
+
+
 def test_a_gpu_field_not_supported_is_not_asked_again():
     calls: dict = {}
     gpus = telemetry.Gpus(make_fake_pynvml(calls=calls, errors={"nvmlDeviceGetPowerUsage":
