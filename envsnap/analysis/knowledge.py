@@ -13,6 +13,9 @@ up: shell, workers, NCCL's log); each collector module declares the rules of its
 (`RULES = SectionRules(...)`, gathered by the explicit list in envsnap/capture/collectors). They are
 read when the first key is looked up, so analysis depends on the collectors' declarations only, not
 on their code (the collector modules import nothing heavy at their top level).
+
+Over 400 lines on purpose: it is data, the environment-variable rules and the evidence tables, each entry
+under the comment naming its source; one table read top to bottom is what a reviewer checks.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, List, Tuple
+from typing import Dict, List, Tuple, TypeVar
 
 # The components and the rule types are part of this module's API (re-exported: `X as X`).
 from envsnap.model.rules import (
@@ -495,10 +498,15 @@ REQUIREMENTS: List[Requirement] = [
 @lru_cache(maxsize=100_000)
 def requirement_for(key: str) -> "Requirement | None":
     """The first requirement whose pattern matches the key (None: the key needs nothing in particular)."""
-    for requirement in REQUIREMENTS:
-        if fnmatch.fnmatchcase(key, requirement.pattern):
-            return requirement
-    return None
+    return _first_match(REQUIREMENTS, key)
+
+
+_Patterned = TypeVar("_Patterned", "Requirement", "SeriesLink")
+
+
+def _first_match(table: List[_Patterned], key: str) -> "_Patterned | None":
+    """The first entry of an evidence table whose fnmatch pattern matches the key."""
+    return next((entry for entry in table if fnmatch.fnmatchcase(key, entry.pattern)), None)
 
 
 # --- Who reads a variable besides Python code: the probe counts os.environ reads; C, C++ and Rust code reads
@@ -596,10 +604,8 @@ SERIES_LINKS: List[SeriesLink] = [
 
 @lru_cache(maxsize=100_000)
 def series_link(key: str) -> "SeriesLink | None":
-    for link in SERIES_LINKS:
-        if fnmatch.fnmatchcase(key, link.pattern):
-            return link
-    return None
+    """The run counter a setting acts through (None: none known)."""
+    return _first_match(SERIES_LINKS, key)
 
 
 # --- Unknown variables (no rule above names them): what their name and value look like. Kinds and their priors;

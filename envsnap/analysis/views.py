@@ -8,6 +8,10 @@ way: one "workers.env.X" when all TP workers agree, "workers.disagree.X" when th
 the server's own parent process (set in-process after the TP workers started, the engine.py-patch
 mistake: seen in its probe records or in a child it started later, never in /proc/PID/environ),
 else the capturing shell.
+
+Over 400 lines on purpose: one reader per kind of section (workers' environments, probe records, NCCL's log,
+packages, git) turning a snapshot into readable keys; they share the View type, and the workers' precedence is
+defined here once.
 """
 from __future__ import annotations
 

@@ -41,6 +41,9 @@ packed into one bytes object (device, inode, size, mtime_ns, ctime_ns: 40 bytes 
 checking one is nested map()s over os.stat and one bytes comparison, all in C: per file, a
 stat and no Python bytecode. File entries keep their stats packed the same way; on a first
 capture they are recorded in one pass once hashing is over (record_many).
+
+Over 400 lines on purpose: the file format, the trust checks (owner, host, checksum, version) and the racy
+rule belong together: changing one without the others is how a cache would hide an edit.
 """
 from __future__ import annotations
 

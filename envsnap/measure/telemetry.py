@@ -31,6 +31,9 @@ costs one read of /proc/PID/stat (ppid, session, threads and resident size toget
 read stat, status and statm) and one sched_getaffinity. Measured on 2 loaded cores with 16
 processes: 0.35-0.48 ms of CPU per sample, down from 2.0-2.4 ms with psutil handles. NVML is asked
 4 things per GPU per sample, and a field a GPU answers Not Supported is not asked again.
+
+Over 400 lines on purpose: the sampler thread, the process-tree index it keeps up incrementally and NVML's
+readings share timing state, and their cost is measured as one (benchmarks/run_telemetry.py).
 """
 from __future__ import annotations
 

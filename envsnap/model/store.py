@@ -126,7 +126,7 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-def _process_umask() -> int:
+def process_umask() -> int:
     """The umask, read without changing it (os.umask sets it, racing with other threads)."""
     try:
         with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
@@ -144,7 +144,7 @@ def _give_final_mode(fd: int, path: str) -> None:
     try:
         mode = os.stat(path).st_mode & 0o7777
     except OSError:
-        mode = 0o666 & ~_process_umask()
+        mode = 0o666 & ~process_umask()
     try:
         os.fchmod(fd, mode)
     except OSError:

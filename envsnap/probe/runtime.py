@@ -49,6 +49,9 @@ thread, are counted as one "copy". Lookups that break the order end the walk (th
 looked up so far then count as reads: the code looked at them). The probe's own copies
 are not counted. C code that calls getenv() (NCCL, CUDA, OpenMP, glibc) is not seen here:
 "not read by Python" never means "not read".
+
+Over 400 lines on purpose: it runs inside other interpreters, stdlib only, and the installer copies it as one
+file, so it cannot import helpers of its own.
 """
 import os
 import sys

@@ -8,6 +8,10 @@ one inline script allowed by a Content-Security-Policy hash) and reads fine with
 
 Long tables are capped (ROWS_SHOWN visible, up to ROWS_MORE more inside a closed <details>, the
 rest counted): two big snapshots stay a few MB at most and render in well under a second.
+
+Over 400 lines on purpose: one small view builder per part of the page (verdict, causes, patches, runs,
+workers, code, hardware), each only formatting the analysis result; together they are the page's one
+vocabulary (CSS classes, caps on rows).
 """
 from __future__ import annotations
 

@@ -22,7 +22,6 @@ The one place envsnap writes to a user's files. Its rules:
 """
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -33,7 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.bisect.files import FileDelta, Version, read_disk
+from envsnap.analysis.bisect.journal import lock_or_refuse
 from envsnap.errors import EnvsnapError
+from envsnap.model.store import process_umask
 
 MANIFEST = "manifest.jsonl"
 MANIFEST_VERSION = 1
@@ -122,18 +123,8 @@ def write_atomically(path: str, data: bytes, mode: int, owner: Optional[Tuple[in
 # ---------------------------------------------------------------------------------------
 
 def _lock(handle: Any) -> None:
-    try:
-        import fcntl
-
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except ImportError:  # pragma: no cover - not POSIX
-        pass
-    except OSError as exc:
-        handle.close()
-        if exc.errno in (errno.EAGAIN, errno.EACCES):
-            raise EnvsnapError(f"the files of {os.path.dirname(handle.name)} are in use by another envsnap bisect") \
-                from None
-        raise
+    lock_or_refuse(handle, f"the files of {os.path.dirname(handle.name)} are in use by another envsnap bisect",
+                   f"cannot lock {handle.name}")
 
 
 def _read_manifest(directory: str) -> List[Dict[str, Any]]:
@@ -376,7 +367,7 @@ class FileApplier:
         if entry["state"] != ABSENT:
             mode, owner = entry["mode"], tuple(entry["owner"])
         else:
-            mode, owner = version.mode or (0o666 & ~_umask()), None
+            mode, owner = version.mode or (0o666 & ~process_umask()), None
             self._make_parents(path)
         second = max(int(time.time()), self.last_mtime.get(path, 0) + 1,
                      int(entry.get("times_ns", [0, 0])[1] // 1_000_000_000) + 1)
@@ -396,12 +387,3 @@ class FileApplier:
         return report
 
 
-def _umask() -> int:
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022

@@ -92,17 +92,8 @@ class Journal:
             handle = open(self.path, "a+b")
         except OSError as exc:
             raise EnvsnapError(f"cannot open journal {self.path}: {exc.strerror or exc}") from None
-        try:
-            import fcntl
-
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # pragma: no cover - not POSIX
-            pass
-        except OSError as exc:
-            handle.close()
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                raise EnvsnapError(f"journal {self.path} is in use by another envsnap bisect") from None
-            raise EnvsnapError(f"cannot lock journal {self.path}: {exc.strerror or exc}") from None
+        lock_or_refuse(handle, f"journal {self.path} is in use by another envsnap bisect",
+                       f"cannot lock journal {self.path}")
         self._handle = handle
         handle.seek(0)
         data = handle.read()
@@ -181,3 +172,19 @@ class Journal:
                 self._handle.close()
             finally:
                 self._handle = None
+
+
+def lock_or_refuse(handle: Any, in_use: str, failed: str) -> None:
+    """Take an exclusive lock on an open file without waiting (one bisect per journal or files
+    directory); another holder: EnvsnapError(in_use). The handle is closed when it fails."""
+    try:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except ImportError:  # pragma: no cover - not POSIX
+        pass
+    except OSError as exc:
+        handle.close()
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            raise EnvsnapError(in_use) from None
+        raise EnvsnapError(f"{failed}: {exc.strerror or exc}") from None

@@ -24,6 +24,9 @@ With the hash cache (envsnap/capture/hashcache.py) a file whose stat is unchange
 earlier capture is not read again, and a distribution whose RECORD and files are all
 unchanged since a capture found them intact is not even parsed again: a second capture of
 an unchanged torch venv does one stat per file.
+
+Over 400 lines on purpose: RECORD parsing, hashing in threads against the deadline, the hash cache's use and
+the shebang-rewrite rule are one check.
 """
 from __future__ import annotations
 

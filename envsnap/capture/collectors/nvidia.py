@@ -12,6 +12,9 @@ wedged GPU) supplies the core fields with source "nvidia-smi".
 
 Values use nvidia-smi's words ("Enabled", "Default", "P0") so that snapshots from
 either source read the same; power is in W, clocks in MHz, memory in bytes.
+
+Over 400 lines on purpose: NVML's fields are read one by one, each with its own NotSupported/error handling,
+plus the topology matrix and the section's rules; the nvidia-smi fallback is nvidia_smi.py.
 """
 from __future__ import annotations
 

@@ -11,6 +11,9 @@ When the server runs in another environment, `ENVSNAP_PYTHON=/path/to/python` (o
 `python` attribute on the capture context, for a future --python option) makes both
 this collector and the packages collector describe that interpreter: it is asked for
 its own facts with a short subprocess, and its files are read from here.
+
+Over 400 lines on purpose: the interpreter's facts and every kind of start-up hook, each found the way the
+interpreter finds it.
 """
 from __future__ import annotations
 
