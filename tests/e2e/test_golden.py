@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
-from pathlib import Path
 
 import pytest
 from helpers import REPO_ROOT
