@@ -6,17 +6,43 @@ others or the process's exit. Anything a collector raises becomes an `error` ent
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import socket
 import threading
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import COLLECTORS, SECTION_SHAPES, content
 from envsnap.model import schema, snapshot as snapshot_mod
 from envsnap.model.snapshot import utc_now
 from envsnap.redact import redact_text, scrub
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0  # captures running now in this process (`run` and tests may overlap two)
+_gc_resume = False  # whether the last of them turns the collector back on
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """gc.disable() for the block; enabled again when the last overlapping capture ends, and
+    only if it was enabled before the first one began."""
+    global _gc_pauses, _gc_resume
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_resume:
+                gc.enable()
+
 
 # Per-collector caps (seconds), inside the overall --timeout. The rest get the whole budget.
 TIME_LIMITS = {"host": 10.0, "env": 5.0, "python": 10.0, "sglang": 10.0}
@@ -84,6 +110,19 @@ def capture(
     collectors: Optional[Sequence[Tuple[str, Callable]]] = None,
 ) -> Dict[str, Any]:
     """Run the collectors (all, or those named in `only`) and return the snapshot dict."""
+    # The cyclic garbage collector is paused for the capture: a first capture keeps a stat and the
+    # digests of every hashed file until the hash cache records them, and each collection walks them
+    # all again while holding the GIL (measured: 70-90 ms of an 0.9 s cold capture of 7,000 files,
+    # against 27 ms for --no-cache). Collectors make few reference cycles; they are collected after.
+    with _gc_paused():
+        return _capture(ctx, only, collectors)
+
+
+def _capture(
+    ctx: CaptureContext,
+    only: Optional[Sequence[str]],
+    collectors: Optional[Sequence[Tuple[str, Callable]]],
+) -> Dict[str, Any]:
     chosen: List[Tuple[str, Callable]] = list(collectors if collectors is not None else COLLECTORS)
     if only:
         chosen = [(n, f) for n, f in chosen if n in only]

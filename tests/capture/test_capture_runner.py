@@ -64,3 +64,45 @@ def test_every_collector_section_follows_the_rules(tmp_path):
             else:
                 assert obj is None or isinstance(obj, (str, int, float, bool)), f"{path}: {type(obj)}"
         walk(section, name)
+
+
+def test_cyclic_gc_paused_during_capture_and_restored_after_overlapping_captures():
+    """The runner pauses the cyclic garbage collector while collectors run (a cold capture's
+    per-file bookkeeping made collections cost ~10% of it) and turns it back on when the last of
+    two overlapping captures ends; a collector that was off before stays off."""
+    import gc
+    import threading
+
+    seen = []
+    first_running, second_done = threading.Event(), threading.Event()
+
+    def waits_for_second(ctx):
+        seen.append(gc.isenabled())
+        first_running.set()
+        second_done.wait(10)
+        seen.append(gc.isenabled())
+        return ok({})
+
+    def records(ctx):
+        seen.append(gc.isenabled())
+        return ok({})
+
+    assert gc.isenabled()
+    first = threading.Thread(target=lambda: runner.capture(CaptureContext(timeout=20),
+                                                           collectors=[("slow", waits_for_second)]))
+    first.start()
+    assert first_running.wait(10)
+    runner.capture(CaptureContext(timeout=20), collectors=[("quick", records)])
+    # The second capture ended while the first still runs: the collector stays paused.
+    assert not gc.isenabled()
+    second_done.set()
+    first.join(20)
+    assert seen == [False, False, False]
+    assert gc.isenabled()
+
+    gc.disable()
+    try:
+        runner.capture(CaptureContext(timeout=20), collectors=[("quick", records)])
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()

@@ -182,6 +182,32 @@ def test_record_refuses_a_stat_within_the_window_of_its_recording(tmp_path, cach
     assert cache.record(str(path), old, {"sha256": hashlib.sha256(b"x = 1\n").digest()}) is True
 
 
+def test_record_many_keeps_exactly_what_record_keeps_one_by_one(tmp_path, cache_home):
+    """The bulk recorder (a first capture's every hashed file) applies record()'s rules to each
+    entry: racy ones left out and counted, several digests, a path with a newline (not storable)
+    and a stat out of the stored range (one by one) mixed with the common single-digest entries."""
+    def stat_of(ino, mtime_ns, ctime_ns=None, size=10):
+        return os.stat_result((0o100644, ino, 1, 1, 0, 0, size, 0, 0, 0, 0, 0, 0,
+                               mtime_ns, ctime_ns if ctime_ns is not None else mtime_ns, 0))
+
+    old, now = 1_000_000_000, time.time_ns()
+    one = {"sha256": hashlib.sha256(b"a").digest()}
+    two = {"sha256": hashlib.sha256(b"b").digest(), "sha512": hashlib.sha512(b"b").digest()}
+    items = [(f"/p/m{i}.py", stat_of(100 + i, old + i), one) for i in range(50)]
+    items += [("/p/racy.py", stat_of(7, now), one), ("/p/racy-ctime.py", stat_of(8, old, now), one),
+              ("/p/two.py", stat_of(9, old), two), ("/p/new\nline.py", stat_of(10, old), one),
+              ("/p/huge.py", stat_of(2 ** 64, old), one), ("/p/last.py", stat_of(11, old), one)]
+    bulk = hashcache.HashCache.open([str(tmp_path)])
+    single = hashcache.HashCache.open([str(tmp_path)])
+    bulk.pending = list(items)
+    bulk.record_many()
+    for path, st, digests in items:
+        single.record(path, st, digests)
+    assert bulk._fresh == single._fresh and bulk.racy == single.racy == 2
+    assert len(bulk._fresh) == 52 and bulk.pending == []
+    assert bulk._fresh["/p/m3.py"] == (hashcache.packed_stat(items[3][1]), "sha256:" + one["sha256"].hex())
+
+
 @pytest.mark.parametrize("damage", ["flip a payload byte", "flip a header byte", "truncate", "empty",
                                     "wrong version", "foreign uid in header", "another host",
                                     "writable by others", "garbage", "count mismatch", "symlink"])
