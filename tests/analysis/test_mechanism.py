@@ -52,8 +52,15 @@ def test_a_halved_cpu_set_is_fewer_cpus():
     assert result["kind"] == "fewer_cpus", result["line"]
     assert result["line"].startswith("ran on 1 CPU instead of 2")
     assert result["factors"]["cpus"] == {**result["factors"]["cpus"], "good": 2.0, "bad": 1.0, "beyond_noise": True}
-    # The same work in CPU time on both sides: the CPUs, not the work, changed.
-    assert "CPU time per run unchanged" in result["line"]
+    # The same work in CPU time on both sides: the CPUs, not the work, changed. Squeezed onto one CPU the same
+    # work can cost a few percent more CPU time (cache and scheduling), which a loaded 2-core machine's runs
+    # may separate: the line then says so, and says it as measured.
+    cpu = result["factors"]["cpu_s"]
+    assert abs(cpu["bad"] / cpu["good"] - 1.0) < 0.15, cpu
+    if cpu["beyond_noise"]:
+        assert "; CPU time per run " in result["line"] and "unchanged" not in result["line"], result["line"]
+    else:
+        assert "CPU time per run unchanged" in result["line"]
 
 
 @pytest.mark.slow
