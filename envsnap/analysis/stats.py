@@ -192,15 +192,18 @@ def compare(a: Sequence[float], b: Sequence[float], seed: int = DEFAULT_SEED, bo
     if ci is not None:
         out["ci_pct"] = [round(ci[0], 2), round(ci[1], 2)]
     # "Beyond noise": the interval of the median change excludes 0 and the change is larger
-    # than either side's relative spread (IQR / median).
+    # than either side's relative spread (IQR / median); or every run of one side lies beyond every
+    # run of the other, which no spread of the runs explains (a noisy side's IQR can exceed a real
+    # -57% whose runs do not overlap at all: "within noise" beside p < 0.01 said two things).
     noise = 0.0
     for side in (good, bad):
         if side["median"]:
             noise = max(noise, abs(side["spread"] / side["median"]) * 100.0)
+    separated = good["max"] < bad["min"] or bad["max"] < good["min"]
     if change is not None and ci is not None:
-        out["beyond_noise"] = bool((ci[0] > 0 or ci[1] < 0) and abs(change) > noise)
+        apart = separated and good["n"] >= 2 and bad["n"] >= 2 and change != 0  # a single run has no spread
+        out["beyond_noise"] = bool(((ci[0] > 0 or ci[1] < 0) and abs(change) > noise) or apart)
     elif change is not None and not bootstrap:
-        separated = good["max"] < bad["min"] or bad["max"] < good["min"]
         out["beyond_noise"] = bool(separated and abs(change) > noise)
     out["significant"] = bool(p is not None and p < 0.05 and out["beyond_noise"])
     return out
