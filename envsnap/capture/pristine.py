@@ -164,7 +164,9 @@ def lookup(needs: Sequence[Dict[str, Any]], wheel_dirs: Sequence[str] = (), use_
                         out[key] = found
                         del pending[key]
         except (OSError, zipfile.BadZipFile, ValueError, RuntimeError, NotImplementedError, EOFError):
-            continue  # not an archive (most of an http cache), or a damaged one
+            # not an archive (most of an http cache), or a damaged one; zipfile raises NotImplementedError
+            # for a compression method it does not support
+            continue
     ran_out = time.monotonic() > deadline
     for key, need in pending.items():
         where = (f"looked in {', '.join(looked)}; {opened} matching archive{'s' if opened != 1 else ''} opened"
