@@ -32,6 +32,7 @@ from envsnap.analysis.views import (
     _leaves,
     build_view,
     categories,
+    modified_entries_differing,
     usable_sections,
 )
 
@@ -148,7 +149,8 @@ def compare(good: Dict[str, Any], bad: Dict[str, Any]) -> Comparison:
 def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str]) -> Comparison:
     """Two single-node snapshots (or two nodes' own): keys qualified by `node` when given."""
     usable = usable_sections([good, bad])
-    va, vb = build_view(good, usable, node), build_view(bad, usable, node)
+    differing = modified_entries_differing(good, bad)
+    va, vb = build_view(good, usable, node, differing), build_view(bad, usable, node, differing)
     diffs: List[Difference] = []
     for category in categories(va, vb):
         a, b = va.values.get(category, {}), vb.values.get(category, {})

@@ -23,7 +23,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, List, Tuple, TypeVar
+from typing import Callable, Dict, List, Tuple, TypeVar
 
 # The components and the rule types are part of this module's API (re-exported: `X as X`).
 from envsnap.model.rules import (
@@ -368,52 +368,51 @@ _WILDCARDS = frozenset("*?[")
 
 
 @lru_cache(maxsize=None)
-def _index() -> Tuple[Tuple[FieldRule, ...], Dict[str, int], Dict[str, List[int]], List[int]]:
+def _index() -> Tuple[Tuple[FieldRule, ...], Dict[str, int], Dict[str, List[int]], Tuple[int, ...]]:
     """Rules bucketed so a key is tested only against rules that can match it.
 
     `*.NAME` rules (most of the table: one per variable) become a dict lookup on the key's last
-    part; rules whose first part is literal (`integrity.*`, `gpu.*.clocks*`) are tried only for
-    keys with that first part; the rest (a wildcard first part) are tried for every key. The
-    first rule in table order still wins: the candidates keep their table index.
+    part; every other rule is filed under its literal prefix (the pattern up to its first
+    wildcard: `gpu.` for `gpu.*.clocks*`, `` for `*.NCCL_*`) and tried only for keys that start
+    with it, by its own small regex compiled when first needed (one alternation of all the rules
+    of a first part cost more to compile than a whole diff's lookups). The first rule in table
+    order still wins: the candidates keep their table index.
     """
     rules = tuple(all_rules())
     last_part: Dict[str, int] = {}
-    by_head: Dict[str, List[int]] = {}
-    generic: List[int] = []
+    by_prefix: Dict[str, List[int]] = {}
     for i, rule in enumerate(rules):
         pattern = rule.pattern
         tail = pattern[2:]
         if pattern.startswith("*.") and tail and "." not in tail and not (_WILDCARDS & set(tail)):
             last_part.setdefault(tail, i)
             continue
-        head = pattern.split(".", 1)[0]
-        if _WILDCARDS & set(head):
-            generic.append(i)
-        else:
-            by_head.setdefault(head, []).append(i)
-    return rules, last_part, by_head, generic
+        cut = min((pattern.index(c) for c in _WILDCARDS if c in pattern), default=len(pattern))
+        by_prefix.setdefault(pattern[:cut], []).append(i)
+    return rules, last_part, by_prefix, tuple(sorted({len(p) for p in by_prefix}))
 
 
 @lru_cache(maxsize=None)
-def _head_regex(head: str) -> "re.Pattern[str]":
-    """One alternation of the candidate rules for keys starting with `head`, in table order:
-    re tries alternatives in order, so the first group that matches is the first rule."""
-    _, _, by_head, generic = _index()
-    candidates = sorted(by_head.get(head, []) + generic)
-    if not candidates:
-        return re.compile(r"(?!)")
-    return re.compile("|".join(f"(?P<r{i}>{fnmatch.translate(_index()[0][i].pattern)})" for i in candidates))
+def _rule_matcher(index: int) -> Callable[[str], bool]:
+    """Whether a key matches rule `index`'s pattern (fnmatchcase's meaning: the whole key)."""
+    pattern = _index()[0][index].pattern
+    if not (_WILDCARDS & set(pattern)):
+        return pattern.__eq__
+    regex = re.compile(fnmatch.translate(pattern))
+    return lambda key: regex.match(key) is not None
 
 
 @lru_cache(maxsize=200_000)
 def rule_for(key: str) -> FieldRule:
     """The first rule (in table order) whose pattern matches the key, or the section's default."""
-    rules, last_part, _, _ = _index()
-    head, _, _ = key.partition(".")
-    best = None
-    match = _head_regex(head).match(key)
-    if match is not None and match.lastgroup:
-        best = int(match.lastgroup[1:])
+    rules, last_part, by_prefix, lengths = _index()
+    head = key.partition(".")[0]
+    candidates: List[int] = []
+    for length in lengths:
+        if length > len(key):
+            break
+        candidates.extend(by_prefix.get(key[:length], ()))
+    best = next((i for i in sorted(candidates) if _rule_matcher(i)(key)), None)
     if "." in key:
         exact = last_part.get(key.rsplit(".", 1)[1])
         if exact is not None and (best is None or exact < best):

@@ -121,6 +121,7 @@ class View:
     env_reads: Dict[str, Dict[str, int]] = field(default_factory=dict)
     env_read_tracked: List[str] = field(default_factory=list)
     node: Optional[str] = None  # the node of a multi-node snapshot this view is of (Subject.node of its keys)
+    modified_only: Optional[Set[str]] = None  # see build_view
 
     def put(self, category: str, key: str, value: Any, flats: Sequence[str], subject: Subject,
             aggregate: bool = False, presence: bool = False) -> None:
@@ -200,9 +201,14 @@ def usable_sections(snaps: Sequence[Dict[str, Any]]) -> Set[str]:
     return {n for n in names if all(_ok(s, n) for s in snaps)}
 
 
-def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = None) -> View:
-    """The view of one snapshot (or of one node of a merged snapshot: `node` names it in every Subject)."""
-    view = View(node=node)
+def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = None,
+               modified_only: Optional[Set[str]] = None) -> View:
+    """The view of one snapshot (or of one node of a merged snapshot: `node` names it in every Subject).
+
+    `modified_only`: the edited installed files (packages.integrity.modified) to keep, when the caller
+    compares two views and knows which entries differ (modified_entries_differing): the thousands of
+    a broken install edited alike on both sides are then no key of either view."""
+    view = View(node=node, modified_only=modified_only)
     data = {name: section_data(snap, name) for name in usable}
     declared = knowledge.section_rules()
     # The sections with a view of their own first; then every other section a collector declares, leaf
@@ -264,6 +270,8 @@ def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
         if section == "modified":
             # Tens of thousands of entries in a broken install: shared by reference, their flat
             # keys derived only for the few that differ (View.flat_of).
+            if view.modified_only is not None:
+                entries = {rel: entries[rel] for rel in view.modified_only if rel in entries}
             values.update({"integrity." + rel: (without_text(info) if type(info) is dict else {"info": info})
                            for rel, info in entries.items()})
             continue
@@ -272,6 +280,22 @@ def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
             value["state"] = state
             view.put("integrity", f"integrity.{rel}", value, (f"packages.integrity.{section}.{rel}",),
                      Subject("integrity", rel))
+
+
+def modified_entries_differing(good: Dict[str, Any], bad: Dict[str, Any]) -> Set[str]:
+    """The edited installed files (packages.integrity.modified keys) whose entries are not equal on
+    both sides: the only ones that can differ between the two views."""
+    maps = []
+    for snap in (good, bad):
+        pkgs = section_data(snap, "packages") if _ok(snap, "packages") else {}
+        integrity = pkgs.get("integrity") if isinstance(pkgs, dict) else None
+        modified = integrity.get("modified") if isinstance(integrity, dict) else None
+        maps.append(modified if isinstance(modified, dict) else {})
+    gmod, bmod = maps
+    get_bad = bmod.get
+    differing = {rel for rel, entry in gmod.items() if get_bad(rel, _MISSING) != entry}
+    differing.update(bmod.keys() - gmod.keys())
+    return differing
 
 
 def _git_view(view: View, git: Dict[str, Any]) -> None:

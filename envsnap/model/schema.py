@@ -15,6 +15,7 @@ pass over the data.
 from __future__ import annotations
 
 import math
+from itertools import chain
 from typing import (
     Any,
     Callable,
@@ -137,6 +138,23 @@ def _check_depth(value: Any, depth: int, limit: float = _INF) -> None:
             raise _ShapeError("finite", item)
 
 
+# Types whose check depends on the value too (a float's or an int's range), and the types whose
+# every check (leaf, "any", nested object/list spec) depends on the type alone. The fast parser's
+# integers are 64-bit (a bigger literal comes back as a float), always within _MAX_INT: for its data
+# (checked with FAST_PARSER_FLOAT_LIMIT) an int's check depends on its type alone too.
+_RANGED = frozenset({int, float})
+_BY_TYPE = frozenset({str, bool, type(None)})
+_BY_TYPE_FAST = _BY_TYPE | {int}
+_DICT_ONLY = frozenset({dict})
+_CONTAINERS = frozenset({dict, list})
+
+
+class _AbsentType:
+    """A field an entry does not have (checked as absent, never as a value)."""
+
+
+_ABSENT = _AbsentType()
+
 _LEAF_TYPES: Dict[str, FrozenSet[type]] = {
     "str": frozenset({str, type(None)}),
     "num": frozenset({int, float, type(None)}),  # type() is exact: a bool is not a number here
@@ -220,14 +238,19 @@ def _compile_collection(kind: str, inner: Any, limit: float) -> _Checker:
 
     if _is_leaf(inner):  # the common case (env maps, argv lists): no call per item
         kinds = _LEAF_TYPES[inner]
+        kinds_by_type = kinds - _RANGED
 
         def check_leaves(value: Any, depth: int) -> None:
-            for key, item in items(value):
+            pairs = items(value)
+            # Every item's type at once (in C); only numbers need a look at their values.
+            if set(map(type, value.values() if container is dict else value)) <= kinds_by_type:
+                return
+            for key, item in pairs:
                 if _leaf_bad(item, kinds, limit):
                     raise _ShapeError(inner, item, label(key))
         return check_leaves
     if isinstance(inner, dict):
-        return _compile_object(inner, limit, items, label)
+        return _compile_object(inner, limit, items, label, container)
     check_inner = _checker(inner, limit)
 
     def check_each(value: Any, depth: int) -> None:
@@ -241,7 +264,8 @@ def _compile_collection(kind: str, inner: Any, limit: float) -> _Checker:
     return check_each
 
 
-def _compile_object(spec: Dict[str, Any], limit: float, items: Any = None, label: Any = None) -> _Checker:
+def _compile_object(spec: Dict[str, Any], limit: float, items: Any = None, label: Any = None,
+                    container: type = dict) -> _Checker:
     """An object spec: {field: spec}, other fields "any". With `items`, a map of such objects
     checked in one loop (integrity entries, processes, GPUs)."""
     leaves = {field: (_LEAF_TYPES[inner], inner) for field, inner in spec.items() if _is_leaf(inner)}
@@ -279,9 +303,48 @@ def _compile_object(spec: Dict[str, Any], limit: float, items: Any = None, label
     if items is None:
         return check_fields
 
+    by_type = _BY_TYPE_FAST if limit == FAST_PARSER_FLOAT_LIMIT else _BY_TYPE
+    allowed = {field: kinds & by_type for field, (kinds, _) in leaves.items()}
+
+    def pass_by_type(entries: List[Any], depth: int) -> bool:
+        """Whether every entry passes, judged field by field over all entries at once (the types a
+        field holds, found in C with no Python call per entry). True only where that settles it:
+        a type whose check depends on the type alone (see _BY_TYPE); a nested value is checked by
+        its own checker. Anything else (a float, an odd type) is left to the walk."""
+        if not set(map(type, entries)) <= _DICT_ONLY:
+            return False
+        for name in set(chain.from_iterable(entries)):
+            values = [entry.get(name, _ABSENT) for entry in entries]
+            types = set(map(type, values))
+            types.discard(_AbsentType)
+            if name in leaves:
+                if not types <= allowed[name]:
+                    return False
+                continue
+            check = nested.get(name)
+            if check is None and types <= by_type:  # "any": scalars settled by type
+                continue
+            if check is None and not types <= by_type | _CONTAINERS:
+                return False
+            try:
+                for item in values:
+                    if item is not _ABSENT:
+                        if check is not None:
+                            check(item, depth + 1)
+                        elif type(item) in _CONTAINERS:
+                            _check_depth(item, depth + 1, limit)
+            except _ShapeError:
+                return False  # the walk finds it again and words it
+        return True
+
     def check_objects(value: Any, depth: int) -> None:
         depth += 1
-        for key, item in items(value):
+        pairs = items(value)
+        # Thousands of integrity entries, processes or GPUs: when their fields' types settle it,
+        # one look per field over all of them; else (and for the error's wording) entry by entry.
+        if pass_by_type(list(value.values()) if container is dict else value, depth):
+            return
+        for key, item in pairs:
             try:
                 check_fields(item, depth)
             except _ShapeError as exc:
