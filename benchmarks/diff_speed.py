@@ -19,7 +19,7 @@ Targets: analysis <= 0.3 s (issue 4); the whole CLI <= 0.3 s on the 2-core machi
 With --nodes N, each side is an N-node cluster of that snapshot (`envsnap merge` of N copies under host
 names node-0..): diff compares node by node, so the analysis target is N x 0.3 s.
 
-    .venv/bin/python benchmarks/diff_speed.py [--runs 7] [--check] [--nodes N]
+    .venv/bin/python benchmarks/diff_speed.py [--runs 7] [--check] [--nodes N] [--baseline OTHER_CHECKOUT]
 """
 from __future__ import annotations
 
@@ -144,6 +144,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--check", action="store_true", help=f"exit 1 when the median exceeds {TARGET_S} s per node")
     parser.add_argument("--nodes", type=int, default=1, help="compare N-node clusters of the pair (merged copies)")
+    parser.add_argument("--baseline", metavar="REPO",
+                        help="also time the CLI of another envsnap checkout (e.g. a worktree of the pre-change commit), "
+                             "alternating with this one in the same rounds")
     args = parser.parse_args()
     from envsnap.analysis import result as result_mod
     from envsnap.capture.collectors import SECTION_SHAPES
@@ -191,19 +194,29 @@ def main() -> int:
         env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         cli = [sys.executable, "-m", "envsnap", "diff", *paths]
         floor = [sys.executable, "-c", "pass"]
-        exit_code = subprocess.run(cli, capture_output=True, env=env, check=False).returncode  # warm-up
-        subprocess.run(floor, capture_output=True, env=env, check=False)
-        walls: dict = {"cli": [], "floor": []}
+        # Each runs from its own checkout (`-m` puts the current directory first on sys.path).
+        commands = [("cli", cli, env, repo), ("floor", floor, env, repo)]
+        if args.baseline:
+            base = os.path.abspath(args.baseline)
+            commands.append(("baseline", cli, dict(env, PYTHONPATH=base), base))
+        exit_code = 0
+        for name, cmd, cmd_env, cwd in commands:  # warm-up (byte code written)
+            code = subprocess.run(cmd, capture_output=True, env=cmd_env, cwd=cwd, check=False).returncode
+            exit_code = code if name == "cli" else exit_code
+        walls: dict = {name: [] for name, _, _, _ in commands}
         for i in range(args.runs):
-            order = [("cli", cli), ("floor", floor)]
-            for name, cmd in (order if i % 2 == 0 else order[::-1]):
+            shift = i % len(commands)  # rotated: none always follows the same one
+            for name, cmd, cmd_env, cwd in commands[shift:] + commands[:shift]:
                 start = time.perf_counter()
-                subprocess.run(cmd, capture_output=True, env=env, check=False)
+                subprocess.run(cmd, capture_output=True, env=cmd_env, cwd=cwd, check=False)
                 walls[name].append(time.perf_counter() - start)
         wall = statistics.median(walls["cli"])
         print(f"`envsnap diff` CLI end to end (interpreter start, imports, load, analysis, text), median of "
               f"{args.runs}: {wall * 1000:.0f} ms (min {min(walls['cli']) * 1000:.0f}; exit {exit_code}); "
               f"`python -c pass`: {statistics.median(walls['floor']) * 1000:.0f} ms; target <= {TARGET_S * 1000:.0f} ms")
+        if args.baseline:
+            print(f"baseline {args.baseline}, same rounds: {statistics.median(walls['baseline']) * 1000:.0f} ms "
+                  f"(min {min(walls['baseline']) * 1000:.0f})")
     if args.check and (median > target or wall > target):
         print(f"FAIL: analysis {median:.3f} s, CLI {wall:.3f} s; target {target} s")
         return 1

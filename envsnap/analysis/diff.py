@@ -118,6 +118,8 @@ class Comparison:
     parts: List[Comparison] = field(default_factory=list)
     pairing: Optional[nodes_mod.Pairing] = None
     node: Optional[str] = None
+    # views.modified_entries_differing of the two snapshots compared (None for a multi-node whole)
+    modified_differing: Optional[Set[str]] = None
 
     def node_parts(self) -> List[Comparison]:
         """Each node's comparison; the comparison itself for single-node snapshots (or when no node pairs)."""
@@ -164,7 +166,7 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
     if node is not None:
         diffs = [replace(d, key=nodes_mod.qualify(node, d.key), subject=replace(d.subject, node=node)) for d in diffs]
     warnings = _warnings(good, bad, va, vb, compare_hosts=node is None)
-    return Comparison(diffs, warnings, va, vb, usable, node=node)
+    return Comparison(diffs, warnings, va, vb, usable, node=node, modified_differing=differing)
 
 
 def _merge_nodes(parts: List[Comparison], everyone: List[str]) -> List[Difference]:

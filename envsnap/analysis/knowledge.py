@@ -20,7 +20,6 @@ under the comment naming its source; one table read top to bottom is what a revi
 from __future__ import annotations
 
 import fnmatch
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Dict, List, Tuple, TypeVar
@@ -394,12 +393,38 @@ def _index() -> Tuple[Tuple[FieldRule, ...], Dict[str, int], Dict[str, List[int]
 
 @lru_cache(maxsize=None)
 def _rule_matcher(index: int) -> Callable[[str], bool]:
-    """Whether a key matches rule `index`'s pattern (fnmatchcase's meaning: the whole key)."""
-    pattern = _index()[0][index].pattern
+    """Whether a key matches rule `index`'s pattern."""
+    return glob_matcher(_index()[0][index].pattern)
+
+
+@lru_cache(maxsize=None)
+def glob_matcher(pattern: str) -> Callable[[str], bool]:
+    """fnmatch.fnmatchcase(key, pattern) as a function of the key. Nearly every pattern of the tables
+    has no wildcard but `*`: it is matched by its literal parts (fnmatch compiles a regex per pattern,
+    and compiling the few hundred a diff meets cost more than all of its lookups); `?` and `[...]` go
+    through fnmatch."""
     if not (_WILDCARDS & set(pattern)):
         return pattern.__eq__
-    regex = re.compile(fnmatch.translate(pattern))
-    return lambda key: regex.match(key) is not None
+    if "?" in pattern or "[" in pattern:
+        return lambda key: fnmatch.fnmatchcase(key, pattern)
+    parts = pattern.split("*")
+    return lambda key: _star_match(parts, key)
+
+
+def _star_match(parts: List[str], key: str) -> bool:
+    """fnmatchcase(key, "*".join(parts)): the key starts with the first part, ends with the last, and
+    holds the others in order between them (taking each at its leftmost place never misses a match)."""
+    first, last = parts[0], parts[-1]
+    end = len(key) - len(last)
+    if end < len(first) or not key.startswith(first) or not key.endswith(last):
+        return False
+    pos = len(first)
+    for middle in parts[1:-1]:
+        found = key.find(middle, pos, end)
+        if found < 0:
+            return False
+        pos = found + len(middle)
+    return True
 
 
 @lru_cache(maxsize=200_000)
@@ -505,7 +530,7 @@ _Patterned = TypeVar("_Patterned", "Requirement", "SeriesLink")
 
 def _first_match(table: List[_Patterned], key: str) -> "_Patterned | None":
     """The first entry of an evidence table whose fnmatch pattern matches the key."""
-    return next((entry for entry in table if fnmatch.fnmatchcase(key, entry.pattern)), None)
+    return next((entry for entry in table if glob_matcher(entry.pattern)(key)), None)
 
 
 # --- Who reads a variable besides Python code: the probe counts os.environ reads; C, C++ and Rust code reads

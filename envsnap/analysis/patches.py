@@ -20,7 +20,7 @@ line pointing at the patch and its `patches` ids.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap.analysis.views import modified_entries_differing
 from envsnap.model import patchtext
@@ -234,11 +234,11 @@ def pristine_needs(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Dict[str, 
     return needs
 
 
-def _installed(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any]) -> None:
+def _installed(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any], differing: Optional[Set[str]]) -> None:
     (gmod, gdists), (bmod, bdists) = _installed_sides(good), _installed_sides(bad)
     # Thousands of edited files in a broken install, nearly all edited alike on both sides: an entry
     # equal on both sides has the same hash and no patch, so only the others are looked at.
-    for key in sorted(modified_entries_differing(good, bad)):
+    for key in sorted(modified_entries_differing(good, bad) if differing is None else differing):
         ge, be = _dict(gmod.get(key)) if key in gmod else None, _dict(bmod.get(key)) if key in bmod else None
         if (ge is not None and be is not None and ge.get("actual_sha256") == be.get("actual_sha256")) \
                 or not _held(ge, be):
@@ -304,12 +304,13 @@ def _hooks_and_files(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any]) -> 
 
 # ---------------------------------------------------------------- the whole, and the links to causes
 
-def build(good: Dict[str, Any], bad: Dict[str, Any], pristine: Optional[Dict[str, Dict[str, Any]]] = None
-          ) -> List[Dict[str, Any]]:
-    """Every patch between two snapshots, in a fixed order, with ids patch-1, patch-2, ..."""
+def build(good: Dict[str, Any], bad: Dict[str, Any], pristine: Optional[Dict[str, Dict[str, Any]]] = None,
+          modified_differing: Optional[Set[str]] = None) -> List[Dict[str, Any]]:
+    """Every patch between two snapshots, in a fixed order, with ids patch-1, patch-2, ...
+    `modified_differing`: views.modified_entries_differing(good, bad) when the caller has it."""
     b = _Builder(pristine or {})
     _git(b, good, bad)
-    _installed(b, good, bad)
+    _installed(b, good, bad, modified_differing)
     _hooks_and_files(b, good, bad)
     patches = sorted(b.patches, key=lambda p: (KIND_ORDER.get(p["kind"], 9), p["key"], p["title"]))
     for index, patch in enumerate(patches, 1):

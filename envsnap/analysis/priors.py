@@ -65,10 +65,8 @@ def value_kind(value: Any) -> Optional[str]:
 
 
 def _family(name: str) -> Optional[str]:
-    import fnmatch
-
     for pattern, kind in knowledge.NAME_FAMILIES:
-        if fnmatch.fnmatchcase(name, pattern):
+        if knowledge.glob_matcher(pattern)(name):
             return kind
     return None
 

@@ -37,7 +37,7 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
     comp = diff_mod.compare(good, bad)
     context = build_context(good, bad)
     causes = rank_causes(comp, verdict, context)
-    patches = patches_mod.build(good, bad, pristine)
+    patches = patches_mod.build(good, bad, pristine, comp.modified_differing if not comp.parts else None)
     patches_mod.link(causes, patches)
     groups = tie_groups(causes, lambda: bisect_hint(good, bad, good_file, bad_file, causes))
     if top is not None:

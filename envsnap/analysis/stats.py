@@ -158,10 +158,15 @@ def bootstrap_median_change(a: Sequence[float], b: Sequence[float], seed: int = 
     rng = random.Random(seed)
     changes: List[float] = []
     na, nb = len(a_sorted), len(b_sorted)
-    choices = rng.choices
-    for _ in range(resamples):
-        ma = median(choices(a_sorted, k=na))
-        mb = median(choices(b_sorted, k=nb))
+    # Each resample draws na then nb uniforms, picking population[floor(u * n)]: random.choices'
+    # own draws, in its order (the intervals do not depend on the Python version), drawn in bulk.
+    draws = rng.random
+    uniforms = [draws() for _ in range(resamples * (na + nb))]
+    fa, fb = float(na), float(nb)
+    step = na + nb
+    for start in range(0, len(uniforms), step):
+        ma = median([a_sorted[int(u * fa)] for u in uniforms[start:start + na]])
+        mb = median([b_sorted[int(u * fb)] for u in uniforms[start + na:start + step]])
         if ma == 0:
             continue
         changes.append((mb - ma) / abs(ma) * 100.0)

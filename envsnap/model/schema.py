@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from itertools import chain
+from operator import itemgetter
 from typing import (
     Any,
     Callable,
@@ -311,10 +312,20 @@ def _compile_object(spec: Dict[str, Any], limit: float, items: Any = None, label
         field holds, found in C with no Python call per entry). True only where that settles it:
         a type whose check depends on the type alone (see _BY_TYPE); a nested value is checked by
         its own checker. Anything else (a float, an odd type) is left to the walk."""
-        if not set(map(type, entries)) <= _DICT_ONLY:
-            return False
-        for name in set(chain.from_iterable(entries)):
-            values = [entry.get(name, _ABSENT) for entry in entries]
+        if not entries or not set(map(type, entries)) <= _DICT_ONLY:
+            return not entries
+        # Usually every entry has the fields of the first: then each is in every entry (itemgetter
+        # raises otherwise) and, the key counts adding up, no other field is anywhere.
+        columns: List[Tuple[Any, List[Any]]] = []
+        if sum(map(len, entries)) == len(entries[0]) * len(entries):
+            try:
+                columns = [(name, list(map(itemgetter(name), entries))) for name in entries[0]]
+            except KeyError:  # as many fields, not the same ones
+                columns = []
+        if not columns:
+            columns = [(name, [entry.get(name, _ABSENT) for entry in entries])
+                       for name in set(chain.from_iterable(entries))]
+        for name, values in columns:
             types = set(map(type, values))
             types.discard(_AbsentType)
             if name in leaves:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import fnmatch
+import random
 import re
 
 import pytest
@@ -97,7 +98,7 @@ def _naive_rule(key):
     return None
 
 
-def test_combined_regex_is_first_match_wins():
+def test_indexed_lookup_is_first_match_wins():
     example = store.load(str(REPO_ROOT / "snapshots" / "eagle3-tp8-bad.json"))
     keys = list(snapshot.flatten(example))[::7]
     keys += ["env.NCCL_PROTO", "workers.env.NCCL_NVLS_ENABLE", "nccl.env.NCCL_ALGO", "env.vars.OLDPWD", "env._",
@@ -135,7 +136,7 @@ def test_domain_constants_are_consistent():
 
 
 def test_bucketed_lookup_equals_first_match_in_table_order():
-    """rule_for's index (last-part dict, per-first-part alternations) must give exactly the
+    """rule_for's index (last-part dict, literal prefixes, one matcher per rule) must give exactly the
     first rule in table order that fnmatch accepts, for keys built from every pattern."""
     import fnmatch as _fnmatch
 
@@ -240,3 +241,18 @@ def test_evidence_lookups_first_match_and_sanity():
     for kind in knowledge.VARIABLE_KINDS.values():
         assert 0 < kind.prior < 0.5 and kind.component in COMPONENTS
     assert {kind for _, kind in knowledge.NAME_FAMILIES} <= set(knowledge.VARIABLE_KINDS)
+
+
+def test_glob_matcher_means_exactly_what_fnmatchcase_means():
+    """The tables' patterns are matched without compiling a regex per pattern: the answer must be
+    fnmatch's for every pattern shape (literal, `*` anywhere and repeated, `?`, `[...]`)."""
+    rng = random.Random(13)
+    patterns = [r.pattern for r in knowledge.all_rules()] + [p for p, _ in knowledge.NAME_FAMILIES]
+    patterns += ["".join(rng.choice("ab.*?_") for _ in range(rng.randint(1, 7))) for _ in range(3000)]
+    patterns += ["a[bc]*", "*[!a]", "[*]x", "**", "*"]
+    keys = ["".join(rng.choice("ab._*?") for _ in range(rng.randint(0, 9))) for _ in range(300)]
+    keys += ["env.NCCL_ALGO", "workers.env.NCCL_PROTO", "gpu.0.clocks.sm", "*/env.X", ""]
+    for pattern in patterns:
+        match = knowledge.glob_matcher(pattern)
+        for key in keys + [pattern]:
+            assert match(key) == fnmatch.fnmatchcase(key, pattern), (pattern, key)
