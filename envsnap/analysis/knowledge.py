@@ -408,6 +408,13 @@ def glob_matcher(pattern: str) -> Callable[[str], bool]:
     if "?" in pattern or "[" in pattern:
         return lambda key: fnmatch.fnmatchcase(key, pattern)
     parts = pattern.split("*")
+    first, last = parts[0], parts[-1]
+    if len(parts) == 2:  # "X*", "*X", "X*Y"
+        least = len(first) + len(last)
+        return lambda key: len(key) >= least and key.startswith(first) and key.endswith(last)
+    if len(parts) == 3 and not first and not last:  # "*X*"
+        middle = parts[1]
+        return lambda key: middle in key
     return lambda key: _star_match(parts, key)
 
 

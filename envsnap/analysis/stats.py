@@ -13,6 +13,7 @@ import itertools
 import math
 import random
 from collections import Counter
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 DEFAULT_SEED = 20240611
@@ -94,6 +95,22 @@ def _midranks(values: Sequence[float]) -> List[float]:
     return ranks
 
 
+@lru_cache(maxsize=64)
+def _rank_sum_ways(doubled: Tuple[int, ...], n1: int) -> Dict[int, int]:
+    """{doubled rank sum: ways to choose n1 of these doubled ranks with that sum}: the exact null
+    distribution, the same for every metric of the same runs without ties (computed once)."""
+    # dist[k][s]: ways to choose k of the values seen so far with doubled rank sum s.
+    dist: List[Counter[Any]] = [Counter[Any]() for _ in range(n1 + 1)]
+    dist[0][0] = 1
+    for r in doubled:
+        for k in range(min(n1, len(doubled)) - 1, -1, -1):
+            if dist[k]:
+                target = dist[k + 1]
+                for s, count in dist[k].items():
+                    target[s + r] += count
+    return dict(dist[n1])
+
+
 def mann_whitney(a: Sequence[float], b: Sequence[float]) -> Tuple[Optional[float], str]:
     """Two-sided Mann-Whitney U test: (p-value, method). None when a side has no values.
 
@@ -113,16 +130,7 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> Tuple[Optional[float
     total = n1 + n2
     expected2 = n1 * (total + 1)  # the mean of the doubled rank sum
     if total <= EXACT_MW_MAX_N:
-        # dist[k][s]: ways to choose k of the values seen so far with doubled rank sum s.
-        dist: List[Counter[Any]] = [Counter[Any]() for _ in range(n1 + 1)]
-        dist[0][0] = 1
-        for r in doubled:
-            for k in range(min(n1, total) - 1, -1, -1):
-                if dist[k]:
-                    target = dist[k + 1]
-                    for s, count in dist[k].items():
-                        target[s + r] += count
-        ways = dist[n1]
+        ways = _rank_sum_ways(tuple(sorted(doubled)), n1)
         all_ways = sum(ways.values())
         distance = abs(observed - expected2)
         extreme = sum(count for s, count in ways.items() if abs(s - expected2) >= distance)
