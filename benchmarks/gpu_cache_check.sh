@@ -2,10 +2,10 @@
 # Issue 16 (and 13's telemetry) on the lent H200, one call: the hash cache's figures against
 # torch.utils.collect_env, a warm --deep capture's per-section times, the GPU-marked tests, and what run
 # telemetry costs. Run from the repository root; everything lands under $OUT.
-#   bash benchmarks/gpu_cache_check.sh [STEP...]   (steps: cache deep_sections telemetry startup pytest_gpu;
+#   bash benchmarks/gpu_cache_check.sh [STEP...]   (steps: cache deep_sections telemetry startup diff pytest_gpu;
 #                                                 none given: all, in that order)
 set -u -o pipefail
-STEPS=" ${*:-cache deep_sections telemetry startup pytest_gpu} "
+STEPS=" ${*:-cache deep_sections telemetry startup diff pytest_gpu} "
 OUT=${OUT:-/tmp/gpu_cache_check}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -29,4 +29,6 @@ for name in ("/tmp/d1.json", "/tmp/d2.json"):
 PY'
 step telemetry 90 python3 benchmarks/run_telemetry.py --rounds 21
 step startup 40 python3 benchmarks/startup.py --runs 9
+# The large diff pair; with the pre-change code when it travels as .base16 (git archive of it, carried).
+step diff 120 python3 benchmarks/diff_speed.py --runs 9 ${DIFF_BASELINE:+--baseline "$DIFF_BASELINE"}
 step pytest_gpu 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider -o addopts=-ra tests
