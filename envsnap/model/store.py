@@ -260,11 +260,16 @@ def _fast_parse(doc: Union[str, bytes], source: str, shapes: Optional[Mapping[st
         data = _orjson.loads(doc)
         # Pairs in the text (each has one colon outside strings) vs pairs kept: equal unless a
         # key was repeated. Colons inside strings are the same on both sides.
-        if doc.count(_COLON[kind]) != _orjson.dumps(data).count(b":"):
+        if _colons(doc, _COLON[kind]) != _colons(_orjson.dumps(data), b":"):
             return None
         return validate(data, source, float_limit=FAST_PARSER_FLOAT_LIMIT, shapes=shapes)
     except Exception:  # noqa: BLE001 - refused, too deep to re-serialise, or odd: the reference decides
         return None
+
+
+def _colons(text: Any, colon: Any) -> int:
+    """How many colons the text holds (deleting them is about twice as fast as count() on a large text)."""
+    return len(text) - len(text.replace(colon, colon[:0]))
 
 
 def _parse_exact(text: str, source: str, shapes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
