@@ -19,6 +19,7 @@ plus the topology matrix and the section's rules; the nvidia-smi fallback is nvi
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
@@ -460,10 +461,12 @@ def read_nvml(module: Any) -> Dict[str, Any]:
 
 
 def _pynvml_version() -> Optional[str]:
-    try:
-        from importlib import metadata
+    """importlib.metadata.version("nvidia-ml-py") (on sys.path), without importing importlib.metadata."""
+    from envsnap.capture.collectors import distributions
 
-        return metadata.version("nvidia-ml-py")
+    try:
+        dist = distributions.first("nvidia-ml-py", sys.path)
+        return distributions.header(dist, "Version") if dist is not None else None
     except Exception:
         return None
 

@@ -18,6 +18,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.capture.collectors import distributions
 from envsnap.model.names import canonical_name
 from envsnap.model.rules import COMMUNICATION, KERNELS, NONE, SectionRules, rule, volatile
 from envsnap.subproc import run_command
@@ -158,15 +159,10 @@ def _search_path(path: Optional[List[str]]) -> List[str]:
 
 
 def _first_dist(name: str, path: List[str]) -> Any:
-    # Heavy (the email parser, zipfile...): imported when a capture needs it.
-    from importlib import metadata as importlib_metadata
-
     try:
-        for dist in importlib_metadata.distributions(name=name, path=path):
-            return dist
+        return distributions.first(name, path)
     except Exception:
         return None
-    return None
 
 
 def read_version_py(file: str) -> Dict[str, Any]:
