@@ -48,6 +48,9 @@ def layouts(tmp_path):
     _dist_info(first, "foo_bar-1.0.dist-info", name="foo_bar", version="1.0")
     _dist_info(first, "foo.bar-2.0.dist-info", name="foo.bar", version="2.0")
     _dist_info(first, "Zed_Pkg-3.dist-info", name="zed-pkg", version="3")
+    _dist_info(first, "dbl__under-1.dist-info", name="dbl-under", version="1")
+    _dist_info(first, "dbl_under-2.dist-info", name="dbl_under", version="2")
+    _dist_info(first, "\u00dcn\u00efcode.Pkg-1.dist-info", name="\u00dcn\u00efcode.Pkg", version="1")
     egg_info = first / "legacy-0.1-py3.11.egg-info"  # setuptools: PKG-INFO, requires.txt
     egg_info.mkdir()
     (egg_info / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: legacy\nVersion: 0.1\n")
@@ -76,13 +79,17 @@ def _paths(dists):
 def test_find_lists_what_importlib_metadata_lists_in_its_order(layouts):
     ours = list(distributions.find(layouts))
     assert _paths(ours) == _paths(metadata.distributions(path=layouts))
-    assert len(ours) >= 12  # the layout is really read (every spelling, egg, zip, both sites)
+    assert len(ours) >= 15  # the layout is really read (every spelling, egg, zip, both sites)
 
 
 @pytest.mark.parametrize("name", ["foo", "FOO", "foo-bar", "Foo.Bar", "foo__bar", "zed-pkg", "legacy", "distro_file",
+                                  "dbl-under", "DBL__UNDER", "\u00fcn\u00efcode-pkg", "\u00dcN\u00cfCODE.PKG",
                                   "old-egg", "Old_Egg", "zipped", "other", "absent", ""])
 def test_find_by_name_is_importlib_metadatas_from_name(layouts, name):
     assert _paths(distributions.find(layouts, name)) == _paths(metadata.distributions(name=name, path=layouts))
+    listings: dict = {}  # many names looked up over one listing of each entry: the same answers
+    for _ in range(2):
+        assert _paths(distributions.find(layouts, name, listings)) == _paths(distributions.find(layouts, name))
     ours = distributions.first(name, layouts) if name else None
     if name:
         theirs = next(iter(metadata.distributions(name=name, path=layouts)), None)

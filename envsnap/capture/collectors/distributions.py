@@ -109,26 +109,36 @@ def _same_finders() -> bool:
     return len(finders) == 1 and finders[0] is importlib.machinery.PathFinder
 
 
-def find(path: List[str], name: Optional[str] = None) -> Iterator[Any]:
-    """What `importlib.metadata.distributions(path=path[, name=name])` yields, in its order."""
+def find(path: List[str], name: Optional[str] = None,
+         listings: Optional[Dict[str, Optional[Dict[str, List[str]]]]] = None) -> Iterator[Any]:
+    """What `importlib.metadata.distributions(path=path[, name=name])` yields, in its order.
+    `listings`: a dict kept by a caller that looks up many names at once, so that each path
+    entry is listed once among them (importlib.metadata keeps its listings per directory mtime)."""
     if not (_SAME_DISCOVERY and _same_finders()):
         yield from _importlib_find(path, name)
         return
+    import pathlib
+
     wanted = _normalize(name) if name else None
     for root in path:
-        found = _listed(root)
+        if listings is None:
+            found = _listed(root)
+        else:
+            if root not in listings:
+                listings[root] = _listed(root)
+            found = listings[root]
         if found is None:
             yield from _importlib_find([root], name)
-        elif wanted is None:
-            for group in found.values():
-                yield from group
-        else:
-            yield from found.get(wanted, ())
+            continue
+        groups = found.values() if wanted is None else [found.get(wanted, [])]
+        for group in groups:
+            for child in group:
+                yield PathDist(pathlib.Path(root, child))
 
 
-def _listed(root: str) -> Optional[Dict[str, List[PathDist]]]:
-    """importlib.metadata's Lookup of one path entry ({normalised name: distributions}), or None
-    where importlib.metadata must answer (a zip or .egg, an entry it lists in another way)."""
+def _listed(root: str) -> Optional[Dict[str, List[str]]]:
+    """importlib.metadata's Lookup of one path entry ({normalised name: metadata directory names}),
+    or None where importlib.metadata must answer (a zip or .egg, an entry it lists otherwise)."""
     if not isinstance(root, str) or os.path.basename(root).lower().endswith(".egg"):
         return None
     try:
@@ -136,17 +146,14 @@ def _listed(root: str) -> Optional[Dict[str, List[PathDist]]]:
     except Exception:
         # importlib.metadata then reads it as a zip file: a file, or nothing at all.
         return {} if not os.path.lexists(root) else None
-    groups: Dict[str, List[PathDist]] = {}
-    path_type = None
+    groups: Dict[str, List[str]] = {}
     for child in children:
         low = child.lower()
         if low.endswith(_INFO_SUFFIXES):
-            if path_type is None:
-                import pathlib
-
-                path_type = pathlib.Path
-            key = _normalize(low.rpartition(".")[0].partition("-")[0])
-            groups.setdefault(key, []).append(PathDist(path_type(root, child)))
+            key = low.rpartition(".")[0].partition("-")[0]
+            if "." in key or "__" in key or not key.isascii():  # else already normalised (lower, no '-')
+                key = _normalize(key)
+            groups.setdefault(key, []).append(child)
     return groups
 
 
@@ -159,9 +166,9 @@ def _importlib_find(path: List[str], name: Optional[str]) -> Iterator[Any]:
         yield from importlib_metadata.distributions(path=path)
 
 
-def first(name: str, path: List[str]) -> Any:
+def first(name: str, path: List[str], listings: Optional[Dict[str, Any]] = None) -> Any:
     """`Distribution.from_name` on `path`: the first distribution of that name, or None."""
-    for dist in find(path, name):
+    for dist in find(path, name, listings):
         return dist
     return None
 
