@@ -30,6 +30,7 @@ the shebang-rewrite rule are one check.
 """
 from __future__ import annotations
 
+import base64
 import binascii
 import hashlib
 import os
@@ -516,8 +517,6 @@ def _urlsafe(digest: bytes) -> str:
 
 
 def _recorded_hex(value: str) -> str:
-    import base64  # here: only a file that differs from RECORD is reported with it
-
     return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
 
 
