@@ -87,6 +87,8 @@ class PathDist:
         values = headers(self, "Requires-Dist")
         if values:
             return values
+        if self.read_text("requires.txt") is None:
+            return None  # importlib.metadata: no Requires-Dist and no requires.txt is None
         return self._real().requires
 
     def __repr__(self) -> str:
