@@ -464,16 +464,41 @@ _SHAPE_LITERALS = tuple(t for triggers, _ in _SHAPES for t in triggers)
 _CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".pxd", ".pth", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp",
                   ".cu", ".cuh", ".rs", ".go", ".java", ".js", ".mjs", ".ts", ".jl", ".lua", ".scala", ".kt")
 _STR = r"[rbuRBUfF]{0,2}(?P<q>\"|')(?P<secret>(?:\\.|(?!(?P=q))[^\\\n])*)(?P<post>(?P=q))"
+
+
+class _OnFirstUse:
+    """A regex compiled when first used: the patterns for file text are needed only when a capture
+    holds file text (an edited file, a dirty checkout), and this module is imported by every
+    capture, diff and probed worker (compiling them costs ~2 ms each time)."""
+
+    __slots__ = ("_pattern", "_flags", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._pattern, self._flags = pattern, flags
+        self._compiled: Optional["re.Pattern[str]"] = None
+
+    def __getattr__(self, name: str) -> Any:
+        compiled = self._compiled
+        if compiled is None:  # two threads may both compile it: the same pattern either way
+            compiled = self._compiled = re.compile(self._pattern, self._flags)
+        return getattr(compiled, name)
+
+
+def _on_first_use(pattern: str, flags: int = 0) -> Any:
+    return _OnFirstUse(pattern, flags)
+
+
 # token = "x" · token: str = "x" · token="x" (keyword argument) · token: "x" (a dict of names)
-_CODE_NAMED = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\"'])(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*[A-Za-z_][\w\[\], .]*)?"
-                         r"\s*(?::|=(?!=))\s*)" + _STR)
+_CODE_NAMED: "re.Pattern[str]" = _on_first_use(
+    r"(?P<pre>(?<![A-Za-z0-9_\"'])(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*[A-Za-z_][\w\[\], .]*)?"
+    r"\s*(?::|=(?!=))\s*)" + _STR)
 # os.environ["HF_TOKEN"] = "x" · setdefault("HF_TOKEN", "x") · {"api_key": "x"} · ["--api-key", "x"]
-_CODE_QUOTED_NAME = re.compile(r"(?P<pre>(?P<q0>[\"'])(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_.\-]*)(?P=q0)\s*(?:\]\s*=(?!=)|,|:)\s*)"
-                               + _STR)
-_STRING_LITERAL = re.compile(r"(\"|')((?:\\.|(?!\1)[^\\\n])*)\1")
-_PEM = re.compile(_SHAPES[0][1], re.S)
+_CODE_QUOTED_NAME: "re.Pattern[str]" = _on_first_use(
+    r"(?P<pre>(?P<q0>[\"'])(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_.\-]*)(?P=q0)\s*(?:\]\s*=(?!=)|,|:)\s*)" + _STR)
+_STRING_LITERAL: "re.Pattern[str]" = _on_first_use(r"(\"|')((?:\\.|(?!\1)[^\\\n])*)\1")
+_PEM: "re.Pattern[str]" = _on_first_use(_SHAPES[0][1], re.S)
 # A comment (to the end of the line) of a shell-like language is free text: `# HF_TOKEN=abc`.
-_COMMENT = re.compile(r"(?:^|(?<=\s))(?://|#)\s")
+_COMMENT: "re.Pattern[str]" = _on_first_use(r"(?:^|(?<=\s))(?://|#)\s")
 
 
 def is_source_code(path: str, text: str = "") -> bool:

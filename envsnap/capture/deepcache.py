@@ -75,6 +75,10 @@ def _digest(value: Any) -> str:
 
 def _gpus() -> Any:
     """Driver version and each GPU's UUID, compute and MIG mode from NVML, or why not."""
+    from envsnap.capture.collectors import nvidia
+
+    if nvidia.pynvml_could_only_say_no_library():  # without importing it (see there)
+        return f"NVML unavailable: {nvidia.LIBRARY_NOT_FOUND}"
     try:
         import pynvml  # nvidia-ml-py (tests give a stand-in through sys.modules)
     except ImportError:

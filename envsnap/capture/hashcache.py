@@ -73,6 +73,8 @@ FILES = "files"  # the section of file entries; verdicts are in "verdicts:<mode>
 _VERDICTS = "verdicts:"
 
 _STAT_FIELDS = attrgetter("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
+_MTIME_NS = attrgetter("st_mtime_ns")
+_CTIME_NS = attrgetter("st_ctime_ns")
 # The same five numbers packed (40 bytes): no int-to-text conversion per file, and a whole
 # distribution's stats compare as one bytes object. Stored in the file as hex, one line per list.
 _STAT = struct.Struct("<QQQqq")
@@ -276,31 +278,48 @@ class HashCache:
     def record_many(self) -> None:
         """record() every pending (path, stat, digests), in one pass: the same rules. The common
         entry (not racy, one digest, a path without a newline) is built by C-level map()s and
-        stored by one dict.update: per file, no Python bytecode but the racy test (a cold capture
-        of a 25,000-file venv records them all; per-entry code cost ~3 us a file)."""
+        stored by one dict.update. Whether every entry is such is found by C-level scans of them
+        all (the newest mtime/ctime, the joined paths, the digest counts): then no Python bytecode
+        runs per file; else each entry is sorted out in turn (a cold capture of a 25,000-file venv
+        records them all: per-entry code cost ~2-3 us a file)."""
         pending, self.pending = self.pending, []
+        if not pending:
+            return
         threshold = self.started_ns - RACY_WINDOW_NS
-        plain = []
+        stats = list(map(itemgetter(1), pending))
+        digest_maps = list(map(itemgetter(2), pending))
         racy = recorded = 0
-        for item in pending:
-            st = item[1]
-            if st.st_mtime_ns >= threshold or st.st_ctime_ns >= threshold:
-                racy += 1
-            elif len(item[2]) != 1 or "\n" in item[0]:
-                recorded += self.record(*item)
-            else:
-                plain.append(item)
+        if (max(max(map(_MTIME_NS, stats)), max(map(_CTIME_NS, stats))) < threshold
+                and min(map(len, digest_maps)) == 1 == max(map(len, digest_maps))
+                and "\n" not in "".join(map(itemgetter(0), pending))):
+            plain = pending
+        else:
+            plain = []
+            for item in pending:
+                st = item[1]
+                if st.st_mtime_ns >= threshold or st.st_ctime_ns >= threshold:
+                    racy += 1
+                elif len(item[2]) != 1 or "\n" in item[0]:
+                    recorded += self.record(*item)
+                else:
+                    plain.append(item)
+            stats = list(map(itemgetter(1), plain))
+            digest_maps = list(map(itemgetter(2), plain))
         self.racy += racy
         try:
-            keys = list(itertools.starmap(_STAT.pack, map(_STAT_FIELDS, map(itemgetter(1), plain))))
+            keys = list(itertools.starmap(_STAT.pack, map(_STAT_FIELDS, stats)))
         except struct.error:  # a number out of the packed range: one by one, that entry left out
             for item in plain:
                 recorded += self.record(*item)
             plain = []
         if plain:
             # "<alg>:<hex>" of each entry's only digest (the text record() stores).
-            names_digests = [next(iter(digests.items())) for digests in map(itemgetter(2), plain)]
-            values = [f"{name}:{digest.hex()}" for name, digest in names_digests]
+            names = list(map(next, map(iter, digest_maps)))
+            digests: List[bytes] = list(map(dict.__getitem__, digest_maps, names))
+            if len(set(names)) == 1:
+                values = list(map((names[0] + ":").__add__, map(bytes.hex, digests)))
+            else:
+                values = [f"{name}:{digest.hex()}" for name, digest in zip(names, digests)]
             self._fresh.update(zip(map(itemgetter(0), plain), zip(keys, values)))
             recorded += len(plain)
         if recorded:

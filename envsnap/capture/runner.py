@@ -11,7 +11,6 @@ import gc
 import socket
 import threading
 import time
-import traceback
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext
@@ -61,6 +60,8 @@ def run_collector(name: str, func: Callable, ctx: CaptureContext, limit: float) 
         try:
             box["result"] = func(ctx)
         except BaseException as exc:  # a collector must never take the capture down
+            import traceback  # here: only a failing collector needs it (with textwrap, ~3 ms to import)
+
             last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
             where = f" at {last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno}" if last else ""
             box["error"] = f"{type(exc).__name__}: {exc}{where}"

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
 import psutil
 import pynvml
 import pytest
-from helpers import run_envsnap
+from helpers import REPO_ROOT, run_envsnap
 from helpers.nvml import NVIDIA_DATA, h200_dump, make_fake_pynvml, walk_leaves
 
 from envsnap.analysis.knowledge import is_volatile
@@ -201,6 +202,30 @@ def test_real_pynvml_without_nvml_is_unavailable(tmp_path, monkeypatch):
     result = nvidia.collect(_ctx())
     assert result["status"] == "unavailable"
     assert result["reason"] == "NVML: NVML Shared Library Not Found; nvidia-smi not on PATH"
+
+
+@needs_no_nvml
+def test_without_the_library_pynvml_is_not_imported_and_says_the_same(tmp_path):
+    """No libnvidia-ml.so.1 here: the section says what the real binding says (the test above and
+    the real pynvml, asked in this process), without importing it in a fresh one (~25 ms)."""
+    from envsnap.capture import deepcache
+
+    assert nvidia.NO_LIBRARY == nvidia._nvml_init(pynvml)  # the binding's own words, this version
+    script = ("import json, sys, time\n"
+              "from envsnap.capture.base import CaptureContext\n"
+              "from envsnap.capture import deepcache\n"
+              "from envsnap.capture.collectors import nvidia\n"
+              "ctx = CaptureContext(timeout=10)\n"
+              "ctx.deadline = time.monotonic() + 10\n"
+              "print(json.dumps([nvidia.collect(ctx), deepcache._gpus(), 'pynvml' in sys.modules]))\n")
+    env = dict(os.environ, PATH=str(tmp_path))  # no nvidia-smi either
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env,
+                          cwd=REPO_ROOT, timeout=60)
+    section, gpus, imported = json.loads(proc.stdout)
+    assert imported is False
+    assert section == {"status": "unavailable", "reason": "NVML: NVML Shared Library Not Found; nvidia-smi not on PATH"}
+    # --deep's key names the same fact as the binding gives it
+    assert gpus == deepcache._gpus() == "NVML unavailable: NVML Shared Library Not Found"
 
 
 def test_driver_not_loaded_is_unavailable():

@@ -208,6 +208,28 @@ def test_record_many_keeps_exactly_what_record_keeps_one_by_one(tmp_path, cache_
     assert bulk._fresh["/p/m3.py"] == (hashcache.packed_stat(items[3][1]), "sha256:" + one["sha256"].hex())
 
 
+def test_record_many_of_only_common_entries_is_record_one_by_one(tmp_path, cache_home):
+    """A first capture's usual batch (nothing racy, one digest each, no newline in a path) is
+    recorded without looking at the entries one by one: the same entries as record() keeps, with
+    several algorithms across the batch; one racy entry sends the whole batch the careful way."""
+    def stat_of(ino, mtime_ns):
+        return os.stat_result((0o100644, ino, 1, 1, 0, 0, 10 + ino, 0, 0, 0, 0, 0, 0, mtime_ns, mtime_ns + 1, 0))
+
+    old = 1_000_000_000
+    items = [(f"/p/m{i}.py", stat_of(100 + i, old + i),
+              {"sha256" if i % 3 else "sha384": (hashlib.sha256 if i % 3 else hashlib.sha384)(b"%d" % i).digest()})
+             for i in range(40)]
+    for batch in (items, items + [("/p/racy.py", stat_of(7, time.time_ns()), items[0][2])]):
+        bulk = hashcache.HashCache.open([str(tmp_path)])
+        single = hashcache.HashCache.open([str(tmp_path)])
+        bulk.pending = list(batch)
+        bulk.record_many()
+        for path, st, digests in batch:
+            single.record(path, st, digests)
+        assert bulk._fresh == single._fresh and len(bulk._fresh) == 40 and bulk.racy == single.racy
+    assert bulk._fresh["/p/m3.py"] == (hashcache.packed_stat(items[3][1]), "sha384:" + items[3][2]["sha384"].hex())
+
+
 @pytest.mark.parametrize("damage", ["flip a payload byte", "flip a header byte", "truncate", "empty",
                                     "wrong version", "foreign uid in header", "another host",
                                     "writable by others", "garbage", "count mismatch", "symlink"])

@@ -47,7 +47,6 @@ from envsnap.capture.base import (
     CaptureContext,
 )
 from envsnap.capture.collectors.files import describe_os_error
-from envsnap.model import patchtext
 from envsnap.redact import redact_file_text
 
 STATUSES = ("text", "truncated", "binary", "too_large", "over_budget", "unreadable")
@@ -194,6 +193,8 @@ def patch_record(data: bytes, budget: Budget) -> Dict[str, Any]:
 
 
 def redact_patch_text(text: str) -> str:
+    from envsnap.model import patchtext  # here: a clean capture holds no patch (patchtext loads difflib)
+
     return "".join(redact_file_text(chunk, path or "") for path, chunk in patchtext.split_text_patch(text))
 
 

@@ -54,7 +54,6 @@ from envsnap.capture.collectors.files import (
     parallel_map,
 )
 from envsnap.capture.collectors.python import interpreter_facts, target_python
-from envsnap.model import patchtext
 from envsnap.model.rules import NONE, SectionRules, rule
 from envsnap.model.schema import CONTENT_SHAPE
 from envsnap.subproc import CommandResult, run_command
@@ -351,6 +350,8 @@ def _attach_patches(git: _Git, top: str, repo: Dict[str, Any], budget: content.B
         if not result.ok:
             repo["errors"]["patch"] = result.error or "git diff failed"
             return
+        from envsnap.model import patchtext  # here: only a dirty checkout has a patch (it loads difflib)
+
         for path, chunk in patchtext.split_git_patch(result.stdout_bytes):
             entry = repo["dirty"].get(path) if path is not None else None
             if entry is not None and "patch" not in entry:

@@ -18,6 +18,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.capture.collectors import distributions
 from envsnap.model.names import canonical_name
 from envsnap.model.rules import COMMUNICATION, KERNELS, NONE, SectionRules, rule, volatile
 from envsnap.subproc import run_command
@@ -157,16 +158,11 @@ def _search_path(path: Optional[List[str]]) -> List[str]:
     return [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
 
 
-def _first_dist(name: str, path: List[str]) -> Any:
-    # Heavy (the email parser, zipfile...): imported when a capture needs it.
-    from importlib import metadata as importlib_metadata
-
+def _first_dist(name: str, path: List[str], listings: Optional[Dict[str, Any]] = None) -> Any:
     try:
-        for dist in importlib_metadata.distributions(name=name, path=path):
-            return dist
+        return distributions.first(name, path, listings)
     except Exception:
         return None
-    return None
 
 
 def read_version_py(file: str) -> Dict[str, Any]:
@@ -202,23 +198,24 @@ def _requirement_names(dist: Any) -> List[str]:
     return sorted(set(names))
 
 
-def _nvidia_libs(dist: Any, path: List[str]) -> Dict[str, Optional[str]]:
+def _nvidia_libs(dist: Any, path: List[str], listings: Optional[Dict[str, Any]] = None) -> Dict[str, Optional[str]]:
     """{nvidia-* requirement of torch: installed version (None when missing)}."""
     libs: Dict[str, Optional[str]] = {}
     for name in _requirement_names(dist):
         if name.startswith("nvidia-"):
-            found = _first_dist(name, path)
+            found = _first_dist(name, path, listings)
             libs[name] = found.version if found is not None else None
     return libs
 
 
-def _pick(libs: Dict[str, Optional[str]], prefix: str, path: List[str]) -> Tuple[Optional[str], Optional[str]]:
+def _pick(libs: Dict[str, Optional[str]], prefix: str, path: List[str],
+          listings: Optional[Dict[str, Any]] = None) -> Tuple[Optional[str], Optional[str]]:
     """Version and source of the library wheel named <prefix>... torch requires, else any installed one."""
     for name, version in sorted(libs.items()):
         if name == prefix or name.startswith(prefix + "-"):
             return version, f"{name} (dist required by torch)" if version else f"{name} required but not installed"
     for suffix in ("cu13", "cu12", "cu11"):
-        found = _first_dist(f"{prefix}-{suffix}", path)
+        found = _first_dist(f"{prefix}-{suffix}", path, listings)
         if found is not None:
             return found.version, f"{prefix}-{suffix} (dist)"
     return None, None
@@ -230,7 +227,8 @@ def inspect_torch(path: Optional[List[str]] = None) -> Optional[Dict[str, Any]]:
 
     search = _search_path(path)
     spec = importlib.machinery.PathFinder.find_spec("torch", search)
-    dist = _first_dist("torch", search)
+    listings: Dict[str, Any] = {}  # each directory of the path listed once for all the names looked up
+    dist = _first_dist("torch", search, listings)
     if spec is None and dist is None:
         return None
     data: Dict[str, Any] = {"installed": True}
@@ -260,10 +258,10 @@ def inspect_torch(path: Optional[List[str]] = None) -> Optional[Dict[str, Any]]:
     else:
         errors["location"] = "torch has distribution metadata but no importable package"
         data["version"] = data.get("dist_version")
-    libs = _nvidia_libs(dist, search) if dist is not None else {}
+    libs = _nvidia_libs(dist, search, listings) if dist is not None else {}
     data["nvidia_libs"] = libs
-    data["cudnn"], cudnn_source = _pick(libs, "nvidia-cudnn", search)
-    data["nccl"], nccl_source = _pick(libs, "nvidia-nccl", search)
+    data["cudnn"], cudnn_source = _pick(libs, "nvidia-cudnn", search, listings)
+    data["nccl"], nccl_source = _pick(libs, "nvidia-nccl", search, listings)
     if cudnn_source:
         data["cudnn_source"] = cudnn_source
     if nccl_source:
