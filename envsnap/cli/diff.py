@@ -5,7 +5,7 @@ from typing import Optional
 
 import click
 
-from envsnap.cli.options import emit, load_snapshot, pristine_texts, wheels_options
+from envsnap.cli.options import emit, load_snapshot, one_shot_gc, pristine_texts, wheels_options
 from envsnap.errors import EnvsnapError
 
 _FORMATS = click.Choice(["text", "json", "html"])
@@ -29,31 +29,32 @@ def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: 
 
     Exit status: 0 when nothing relevant differs, 1 when something does, 2 on error.
     """
-    from envsnap.analysis import result as result_mod
-    from envsnap.model import store
+    with one_shot_gc():  # runs once in its process
+        from envsnap.analysis import result as result_mod
+        from envsnap.model import store
 
-    if output and output != "-":
-        store.check_writable(output, force)
-    if good_file == "-" and bad_file == "-":
-        raise EnvsnapError("only one of GOOD and BAD can be read from stdin ('-')")
-    good = load_snapshot(good_file)
-    bad = load_snapshot(bad_file)
-    result = result_mod.analyze(good, bad, metric=metric, include_volatile=show_all, good_file=good_file,
-                                bad_file=bad_file, top=top if fmt != "text" else None, tables=fmt != "text",
-                                pristine=pristine_texts(good, bad, wheels, pip_cache))
-    if fmt == "json":
-        import json
+        if output and output != "-":
+            store.check_writable(output, force)
+        if good_file == "-" and bad_file == "-":
+            raise EnvsnapError("only one of GOOD and BAD can be read from stdin ('-')")
+        good = load_snapshot(good_file)
+        bad = load_snapshot(bad_file)
+        result = result_mod.analyze(good, bad, metric=metric, include_volatile=show_all, good_file=good_file,
+                                    bad_file=bad_file, top=top if fmt != "text" else None, tables=fmt != "text",
+                                    pristine=pristine_texts(good, bad, wheels, pip_cache))
+        if fmt == "json":
+            import json
 
-        text = json.dumps(result, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
-    elif fmt == "html":
-        try:
-            from envsnap.render.html import render_report
-        except ImportError as exc:
-            raise EnvsnapError(f"html output needs envsnap.report, which is not available ({exc})") from None
-        text = render_report(result)
-    else:
-        from envsnap.render.text import DEFAULT_TOP, render_diff
+            text = json.dumps(result, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+        elif fmt == "html":
+            try:
+                from envsnap.render.html import render_report
+            except ImportError as exc:
+                raise EnvsnapError(f"html output needs envsnap.report, which is not available ({exc})") from None
+            text = render_report(result)
+        else:
+            from envsnap.render.text import DEFAULT_TOP, render_diff
 
-        text = render_diff(result, verbose=verbose or show_all, top=top or DEFAULT_TOP)
-    emit(text, output, force)
+            text = render_diff(result, verbose=verbose or show_all, top=top or DEFAULT_TOP)
+        emit(text, output, force)
     return 1 if result["differences"] else 0

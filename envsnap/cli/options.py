@@ -1,14 +1,34 @@
 """What several commands share: the capture options (`capture`, `run`), loading snapshots and writing output."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import re
 import sys
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Iterator, Optional, Sequence
 
 import click
 
 from envsnap.capture.base import DEFAULT_CONTENT_MAX_FILE, DEFAULT_CONTENT_MAX_TOTAL
+
+
+@contextlib.contextmanager
+def one_shot_gc() -> Iterator[None]:
+    """For a command that runs once in its process (capture, diff): the cyclic garbage collector
+    paused, and what the command made frozen out of later collections when it is done, the
+    interpreter's last collection at exit included. Collections would only walk the imports'
+    objects and the snapshots' (hundreds of thousands of dicts and strings for a large pair) again
+    and again (measured: ~20 ms of a ~0.3 s warm capture). Cyclic garbage made inside is left to
+    the process's exit; an in-process caller gets the collector back as it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 class ByteSize(click.ParamType):

@@ -72,3 +72,31 @@ def test_diff_loads_collector_declarations_only_no_jinja2_and_deepdiff_only_for_
         (tmp_path / f"{name}.json").write_text(json.dumps(snap))
     code, out, modules = _modules("diff", tmp_path / "good.json", tmp_path / "bad.json", "--all")
     assert code == 1 and "deepdiff" in modules
+
+
+_GC_PROBE = r"""
+import gc, json, sys
+from envsnap.cli import main
+before = gc.isenabled()
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print("\n@@" + json.dumps({"before": before, "after": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+def test_one_shot_commands_leave_the_collector_as_they_found_it_with_their_objects_frozen(tmp_path):
+    """capture and diff pause the cyclic GC and freeze what they made (cli/options.one_shot_gc): an
+    in-process caller gets the collector back enabled, and the big snapshots are out of its walks."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    for path, shift in ((good, 0), (bad, 1)):
+        snap = rich_snapshot(packages=30, env_vars=20, integrity=50, workers=2, worker_vars=10)
+        snap["label"] = f"side-{shift}"
+        path.write_text(json.dumps(snap))
+    for args in (["diff", good, bad], ["capture", "-o", tmp_path / "c.json"]):
+        proc = subprocess.run([sys.executable, "-c", _GC_PROBE, *map(str, args)], capture_output=True, text=True,
+                              check=False, timeout=120, cwd=REPO_ROOT)
+        found = json.loads(proc.stdout.rsplit("\n@@", 1)[1])
+        assert found["before"] is True and found["after"] is True, (args[0], found)
+        assert found["frozen"] > 10_000, (args[0], found)  # the imports and the snapshots, at least
