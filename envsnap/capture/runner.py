@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from envsnap.capture import forked
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import COLLECTORS, SECTION_SHAPES, content
 from envsnap.model import schema, snapshot as snapshot_mod
@@ -42,6 +43,10 @@ def _gc_paused() -> Iterator[None]:
             if _gc_pauses == 0 and _gc_resume:
                 gc.enable()
 
+
+# Collectors run in a forked process of their own (capture/forked.py says when and why): the
+# packages collector's tens of thousands of os.stat calls each hand the GIL back and forth.
+OWN_PROCESS = frozenset({"packages"})
 
 # Per-collector caps (seconds), inside the overall --timeout. The rest get the whole budget.
 TIME_LIMITS = {"host": 10.0, "env": 5.0, "python": 10.0, "sglang": 10.0}
@@ -136,16 +141,21 @@ def _capture(
     snap = snapshot_mod.new_snapshot(ctx.label, socket.gethostname(), utc_now())
     results: Dict[str, Dict[str, Any]] = {}
 
+    # Collectors of OWN_PROCESS first, each forked while no thread runs yet (or in a thread, see forked.py).
+    children = {name: child for name, func in chosen if name in OWN_PROCESS
+                for child in [forked.start(func, ctx)] if child is not None}
     # All collectors start together; each is joined against its own bound.
     threads = []
     for name, func in chosen:
         limit = min(ctx.timeout, TIME_LIMITS.get(name, ctx.timeout))
+        func = children.get(name, func)
         t = threading.Thread(target=lambda n=name, f=func, bound=limit: results.__setitem__(n, run_collector(n, f, ctx, bound)),
                              name=f"envsnap-run-{name}", daemon=True)
         t.start()
         threads.append((name, t))
     for _name, t in threads:
         t.join(max(0.0, hard_deadline - time.monotonic()) + 0.5)
+    forked.kill_all(list(children.values()))  # one the capture gave up on must not run on
     for name, _ in threads:
         if name not in results:
             results[name] = {"status": "timeout", "error": f"did not finish within the capture's {ctx.timeout:.1f}s"}
