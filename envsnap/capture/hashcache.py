@@ -56,7 +56,7 @@ import struct
 import threading
 import time
 from operator import attrgetter, itemgetter
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 FORMAT = "envsnap-hash-cache"
 VERSION = 2  # 1: one list of entries; 2: sections parsed on demand, verdicts as parallel lists
@@ -117,30 +117,6 @@ def packed_stats(paths: List[str]) -> Optional[bytes]:
         return None
 
 
-# Paths per unit of prefetch_verdict_stats's work: a torch install alone lists ~15,000 files.
-_STAT_SLICE = 1024
-_NOT_PREFETCHED = object()
-
-
-def _parallel_map(func: Callable[[Any], Any], items: List[Any], workers: int) -> List[Any]:
-    """[func(item) for item in items], the items shared among `workers` threads (in order)."""
-    out: List[Any] = [None] * len(items)
-    next_index = itertools.count()
-
-    def work() -> None:
-        for index in iter(next_index.__next__, None):  # itertools.count is safe to share under the GIL
-            if index >= len(items):
-                return
-            out[index] = func(items[index])
-
-    threads = [threading.Thread(target=work, name="envsnap-stat", daemon=True) for _ in range(min(workers, len(items)))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return out
-
-
 def is_racy(st: os.stat_result, since_ns: int) -> bool:
     """Changed too recently, at `since_ns`, to be told apart from a later edit (see above)."""
     return max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns - RACY_WINDOW_NS
@@ -178,7 +154,6 @@ class HashCache:
         # records them in one pass (a per-file record() call costs as much again as the entry).
         self.pending: List[Tuple[str, os.stat_result, Dict[str, bytes]]] = []
         self._lock = threading.Lock()
-        self._prefetched: Dict[str, Optional[bytes]] = {}  # prefetch_verdict_stats, for verdict
         self.hits = 0
         self.misses = 0
         self.racy = 0
@@ -353,30 +328,6 @@ class HashCache:
 
     # ------------------------------------------------------------ verdicts (whole RECORDs)
 
-    def prefetch_verdict_stats(self, wanted: Iterable[Tuple[str, str]], workers: int) -> None:
-        """Take now, in `workers` threads, the stats `verdict` will compare for these (key, record_id):
-        os.stat lets the GIL go during the call, so tens of thousands of them (a warm capture's whole
-        cost but for reading this file) overlap across cores. Each is still taken once, by this
-        capture, before its verdict is read: the same stats as verdict would take itself."""
-        jobs: List[Tuple[str, List[str]]] = []
-        for key, record_id in wanted:
-            found = self._verdict_table(key.rpartition("\0")[2]).get(key)
-            if found is not None and found.head.split(" ", 1)[0] == record_id:
-                jobs.append((key, found.paths))
-        slices = [(key, paths[start:start + _STAT_SLICE]) for key, paths in jobs
-                  for start in range(0, len(paths), _STAT_SLICE)]
-        if workers < 2 or len(slices) < 2:
-            return
-        parts = _parallel_map(packed_stats, [paths for _, paths in slices], workers)
-        joined: Dict[str, Optional[List[bytes]]] = {}
-        for (key, _), part in zip(slices, parts):
-            done = joined.setdefault(key, [])
-            if part is None or done is None:
-                joined[key] = None
-            else:
-                done.append(part)
-        self._prefetched.update({key: None if found is None else b"".join(found) for key, found in joined.items()})
-
     def verdict(self, key: str, record_id: str) -> Optional[Verdict]:
         """What a whole RECORD's check found last time (every file as recorded), when the RECORD
         is the same (`record_id`: see record_verdict) and every file it lists still has the
@@ -389,8 +340,7 @@ class HashCache:
         try:
             if len(head) != 4 or head[0] != record_id or int(head[3]) != len(found.paths):
                 raise ValueError("changed")
-            stats = self._prefetched.pop(key, _NOT_PREFETCHED)
-            if (packed_stats(found.paths) if stats is _NOT_PREFETCHED else stats) != bytes.fromhex(found.stats):
+            if packed_stats(found.paths) != bytes.fromhex(found.stats):
                 raise ValueError("changed")
             findings = json.loads(found.findings)
             result = Verdict(int(head[1]), findings["errors"], int(head[2]), findings["named"])

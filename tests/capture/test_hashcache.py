@@ -586,24 +586,3 @@ def test_a_record_file_rewritten_with_size_and_mtime_put_back_is_read_again(site
     _rewrite_keeping_size_and_mtime(record, site.record.replace(_digest(data), _digest(b"something else\n")).encode())
     result = verify()
     assert set(result["modified"]) == {"pkg/m009.py"}
-
-
-def test_verdict_stats_taken_in_parallel_slices_still_catch_every_edit(site, monkeypatch):
-    """prefetch_verdict_stats takes a warm capture's stats in threads, a slice of paths each: an edit
-    (size and mtime put back: only ctime tells), a removed file and an untouched site must read as
-    they do with the stats taken one by one."""
-    monkeypatch.setattr(hashcache, "_STAT_SLICE", 3)  # 20 files: 7 slices among the threads
-    shared = []
-    real_map = hashcache._parallel_map
-    monkeypatch.setattr(hashcache, "_parallel_map", lambda f, items, w: shared.append(len(items)) or real_map(f, items, w))
-    cold = site.verify()
-    warm = site.verify()
-    assert shared == [7], "the warm capture's verdict stats were not taken in parallel"
-    assert warm["hash_cache"]["hits"] == site.count and _without_bookkeeping(warm) == _without_bookkeeping(cold)
-    target = site.pkg / "m013.py"
-    _rewrite_keeping_size_and_mtime(target, target.read_bytes().replace(b"VALUE", b"VALUX"))
-    assert set(site.verify()["modified"]) == {"pkg/m013.py"}
-    site.settle()
-    site.verify()
-    (site.pkg / "m019.py").unlink()
-    assert set(site.verify()["missing"]) == {"pkg/m019.py"}

@@ -218,12 +218,8 @@ def verify(records: Iterable[Tuple[str, str, Any]], mode: str = "py", stop_at: O
     by_path: Dict[str, List[Entry]] = {}
     # dists checked file by file: (dist, location, RECORD identity and stat, findings, entries)
     fresh: List[Tuple[str, str, Optional[str], Optional[os.stat_result], Dict[str, Any], List[Entry]]] = []
-    identities = [_record_identity(record) if cache is not None else (None, None) for _, _, record in records]
-    if cache is not None and (stop_at is None or time.monotonic() < stop_at):
-        cache.prefetch_verdict_stats([(_verdict_key(dist, location, mode), record_id)
-                                      for (dist, location, _), (record_id, _) in zip(records, identities)
-                                      if record_id is not None], workers or default_workers())
-    for (dist, location, record), (record_id, record_stat) in zip(records, identities):
+    for dist, location, record in records:
+        record_id, record_stat = _record_identity(record) if cache is not None else (None, None)
         if record_id is not None and cache is not None and (stop_at is None or time.monotonic() < stop_at):
             known = cache.verdict(_verdict_key(dist, location, mode), record_id)
             if known is not None:
