@@ -77,5 +77,5 @@ def test_a_real_packages_collect_in_the_child_sees_the_same_environment():
     """The child is a fork: the same sys.path, the same cache directory, the same deadline."""
     snap = runner.capture(CaptureContext(timeout=60.0), collectors=[("packages", packages.collect)])
     data = snap["sections"]["packages"]["data"]
-    assert "envsnap" in {name.lower() for name in data["dists"]}
+    assert data["dists"] and data["count"] == len(data["dists"])  # this interpreter's, whatever is installed
     assert data["hash_cache"]["used"] in (True, False)
