@@ -197,15 +197,21 @@ def test_record_many_keeps_exactly_what_record_keeps_one_by_one(tmp_path, cache_
     items += [("/p/racy.py", stat_of(7, now), one), ("/p/racy-ctime.py", stat_of(8, old, now), one),
               ("/p/two.py", stat_of(9, old), two), ("/p/new\nline.py", stat_of(10, old), one),
               ("/p/huge.py", stat_of(2 ** 64, old), one), ("/p/last.py", stat_of(11, old), one)]
+    bulk, single = _recorded_in_bulk_and_one_by_one(tmp_path, items)
+    assert bulk._fresh == single._fresh and bulk.racy == single.racy == 2
+    assert len(bulk._fresh) == 52 and bulk.pending == []
+    assert bulk._fresh["/p/m3.py"] == (hashcache.packed_stat(items[3][1]), "sha256:" + one["sha256"].hex())
+
+
+def _recorded_in_bulk_and_one_by_one(tmp_path, items):
+    """Two caches given the same entries: one by record_many, one by record() each."""
     bulk = hashcache.HashCache.open([str(tmp_path)])
     single = hashcache.HashCache.open([str(tmp_path)])
     bulk.pending = list(items)
     bulk.record_many()
     for path, st, digests in items:
         single.record(path, st, digests)
-    assert bulk._fresh == single._fresh and bulk.racy == single.racy == 2
-    assert len(bulk._fresh) == 52 and bulk.pending == []
-    assert bulk._fresh["/p/m3.py"] == (hashcache.packed_stat(items[3][1]), "sha256:" + one["sha256"].hex())
+    return bulk, single
 
 
 def test_record_many_of_only_common_entries_is_record_one_by_one(tmp_path, cache_home):
@@ -220,12 +226,7 @@ def test_record_many_of_only_common_entries_is_record_one_by_one(tmp_path, cache
               {"sha256" if i % 3 else "sha384": (hashlib.sha256 if i % 3 else hashlib.sha384)(b"%d" % i).digest()})
              for i in range(40)]
     for batch in (items, items + [("/p/racy.py", stat_of(7, time.time_ns()), items[0][2])]):
-        bulk = hashcache.HashCache.open([str(tmp_path)])
-        single = hashcache.HashCache.open([str(tmp_path)])
-        bulk.pending = list(batch)
-        bulk.record_many()
-        for path, st, digests in batch:
-            single.record(path, st, digests)
+        bulk, single = _recorded_in_bulk_and_one_by_one(tmp_path, batch)
         assert bulk._fresh == single._fresh and len(bulk._fresh) == 40 and bulk.racy == single.racy
     assert bulk._fresh["/p/m3.py"] == (hashcache.packed_stat(items[3][1]), "sha384:" + items[3][2]["sha384"].hex())
 
