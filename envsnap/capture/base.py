@@ -52,6 +52,9 @@ class CaptureContext:
     content_max_total: int = DEFAULT_CONTENT_MAX_TOTAL
     # --no-cache: hash every file, neither read nor write the hash cache (hashcache.py).
     no_cache: bool = False
+    # Run the collectors of runner.OWN_PROCESS in a forked child (capture/forked.py): set by the
+    # one-shot `envsnap capture` command only; library callers, `run` and `bisect` keep threads.
+    own_process: bool = False
     # Set by the runner: time.monotonic() value by which everything must be done.
     deadline: float = 0.0
 

@@ -7,10 +7,11 @@ can wait for another thread's turn. Measured on the H200 VM (16 cores, 25,207 fi
 collector alone 0.10-0.16 s, inside a capture beside the others 0.28-0.37 s, most of a warm
 capture's wall time. In its own process it has a GIL of its own and a core of its own.
 
-The child is forked only while the capturing process has no other thread (the CLI's capture,
-before the runner starts its threads): forking a process with threads can copy a lock another
-thread held, and the child could hang on it. Otherwise (a capture inside `run`'s telemetry, two
-captures at once in one process) the collector runs in a thread as before. The section comes
+Only the one-shot `envsnap capture` command asks for it (CaptureContext.own_process): a library
+caller, `run` and `bisect` (long-lived, with their own Ctrl-C handling) keep the collector in a
+thread. And the child is forked only while the capturing process has no other thread (before the
+runner starts its threads): forking a process with threads can copy a lock another thread held,
+and the child could hang on it. The section comes
 back as a pickle (every type the collector returned, unchanged: the runner scrubs and validates
 it as any other); the child never returns to the caller's code: it leaves by os._exit, whatever
 happens, so no atexit handler, buffered output or `finally` of the parent runs twice. A child

@@ -142,7 +142,7 @@ def _capture(
     results: Dict[str, Dict[str, Any]] = {}
 
     # Collectors of OWN_PROCESS first, each forked while no thread runs yet (or in a thread, see forked.py).
-    children = {name: child for name, func in chosen if name in OWN_PROCESS
+    children = {name: child for name, func in chosen if ctx.own_process and name in OWN_PROCESS
                 for child in [forked.start(func, ctx)] if child is not None}
     # All collectors start together; each is joined against its own bound.
     threads = []

@@ -19,6 +19,7 @@ def capture(output: str, force: bool, capture_ctx) -> None:
         from envsnap.render.show import summary_line
 
         store.check_writable(output, force)
+        capture_ctx.own_process = True  # a one-shot process: the packages collector may fork (forked.py)
         snap = runner.capture(capture_ctx)
         store.save(snap, output, force=force)
         if output != "-":

@@ -1,81 +1,117 @@
-"""The packages collector runs in a forked process of its own (capture/forked.py): same section as in a
-thread, an error or a hang reported as for a thread, a child the capture gives up on killed, and no
-fork where the capturing process already runs other threads."""
+"""The packages collector of `envsnap capture` runs in a forked process of its own (capture/forked.py):
+the same section as in a thread, an error or a hang reported as for a thread, a child the capture
+gives up on killed, no fork where the capturing process already runs other threads, and none unless
+the one-shot capture command asks (CaptureContext.own_process). Each capture runs in a fresh
+interpreter: forking is the point, and the test process itself never forks."""
 from __future__ import annotations
 
-import os
-import threading
+import json
+import subprocess
+import sys
 import time
 
 import psutil
+from helpers import REPO_ROOT
 
+_SCRIPT = r"""
+import json, os, sys, threading, time
 from envsnap.capture import runner
 from envsnap.capture.base import CaptureContext, ok
 from envsnap.capture.collectors import packages
 
-
-def _whose_pid(ctx):
+def whose_pid(ctx):
     return ok({"pid": os.getpid(), "deadline_set": ctx.deadline > 0})
 
+def broken(ctx):
+    raise ValueError("RECORD unreadable")
 
-def test_the_packages_section_is_the_same_from_its_own_process_as_from_a_thread(monkeypatch):
-    forked = runner.capture(CaptureContext(timeout=60.0), only=["packages"])
-    monkeypatch.setattr(runner, "OWN_PROCESS", frozenset())
-    threaded = runner.capture(CaptureContext(timeout=60.0), only=["packages"])
-    for snap in (forked, threaded):
-        snap["sections"]["packages"].pop("elapsed_s")
-        snap["sections"]["packages"]["data"].pop("hash_cache", None)  # hits/misses: the first one warmed it
+def hangs(ctx):
+    print(json.dumps({"child": os.getpid()}), flush=True)
+    time.sleep(600)
+    return ok({})
+
+case = sys.argv[1]
+own = case != "threaded"
+collectors = {"real": None, "threaded": None, "pid": [("packages", whose_pid)], "broken": [("packages", broken)],
+              "hangs": [("packages", hangs), ("env", whose_pid)], "busy": [("packages", whose_pid)]}[case]
+if case == "busy":
+    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+ctx = CaptureContext(timeout=1.5 if case == "hangs" else 60.0, own_process=own)
+snap = runner.capture(ctx, only=["packages"] if collectors is None else None, collectors=collectors)
+for section in snap["sections"].values():
+    section.pop("elapsed_s", None)
+    (section.get("data") or {}).pop("hash_cache", None)  # hits/misses: the first capture warms it
+print(json.dumps({"me": os.getpid(), "sections": snap["sections"]}, default=str), flush=True)
+"""
+
+
+def _capture(case: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, case], capture_output=True, text=True, timeout=120,
+                          cwd=REPO_ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    found = lines[-1]
+    found["printed"] = lines[:-1]
+    return found
+
+
+def test_the_packages_section_is_the_same_from_its_own_process_as_from_a_thread():
+    forked, threaded = _capture("real"), _capture("threaded")
     assert forked["sections"] == threaded["sections"]
+    data = forked["sections"]["packages"]["data"]
     assert forked["sections"]["packages"]["status"] == "ok"
-    assert forked["sections"]["packages"]["data"]["count"] > 10
+    assert data["dists"] and data["count"] == len(data["dists"])  # this interpreter's, whatever is installed
 
 
-def test_the_collector_runs_in_a_child_only_while_no_other_thread_runs():
-    snap = runner.capture(CaptureContext(timeout=20.0), collectors=[("packages", _whose_pid)])
-    data = snap["sections"]["packages"]["data"]
-    assert data["pid"] != os.getpid() and data["deadline_set"]
-    stop = threading.Event()
-    other = threading.Thread(target=stop.wait, daemon=True)
-    other.start()
-    try:
-        snap = runner.capture(CaptureContext(timeout=20.0), collectors=[("packages", _whose_pid)])
-    finally:
-        stop.set()
-        other.join()
-    assert snap["sections"]["packages"]["data"]["pid"] == os.getpid()  # in a thread: forking could deadlock
+def test_the_collector_runs_in_a_child_only_when_asked_and_no_other_thread_runs():
+    alone = _capture("pid")
+    data = alone["sections"]["packages"]["data"]
+    assert data["pid"] != alone["me"] and data["deadline_set"]
+    busy = _capture("busy")
+    assert busy["sections"]["packages"]["data"]["pid"] == busy["me"]  # in a thread: forking could deadlock
 
 
 def test_an_error_in_the_child_is_reported_as_a_threads_would_be():
-    def broken(ctx):
-        raise ValueError("RECORD unreadable")
-
-    snap = runner.capture(CaptureContext(timeout=20.0), collectors=[("packages", broken)])
-    section = snap["sections"]["packages"]
+    section = _capture("broken")["sections"]["packages"]
     assert section["status"] == "error"
     assert "ValueError: RECORD unreadable" in section["error"]
 
 
-def test_a_hung_child_is_recorded_as_timeout_and_killed(tmp_path):
-    pid_file = tmp_path / "pid"
-
-    def hangs(ctx):
-        pid_file.write_text(str(os.getpid()))
-        time.sleep(600)
-        return ok({})
-
+def test_a_hung_child_is_recorded_as_timeout_and_killed():
     started = time.monotonic()
-    snap = runner.capture(CaptureContext(timeout=1.5), collectors=[("packages", hangs), ("env", _whose_pid)])
-    assert time.monotonic() - started < 10
-    assert snap["sections"]["packages"]["status"] == "timeout"
-    assert snap["sections"]["env"]["status"] == "ok"  # the others are not held up
-    child = int(pid_file.read_text())
-    assert child != os.getpid()
+    found = _capture("hangs")
+    assert time.monotonic() - started < 30
+    assert found["sections"]["packages"]["status"] == "timeout"
+    assert found["sections"]["env"]["status"] == "ok"  # the others are not held up
+    child = found["printed"][0]["child"]
+    assert child != found["me"]
     assert not psutil.pid_exists(child), "the child the capture gave up on still runs"
 
 
-def test_a_real_packages_collect_in_the_child_sees_the_same_environment():
-    """The child is a fork: the same sys.path, the same cache directory, the same deadline."""
-    snap = runner.capture(CaptureContext(timeout=60.0), collectors=[("packages", packages.collect)])
-    data = snap["sections"]["packages"]["data"]
-    assert data["dists"] and data["count"] == len(data["dists"])  # this interpreter's, whatever is installed
-    assert data["hash_cache"]["used"] in (True, False)
+PACKAGES = "envsnap.capture.collectors.packages"
+_CLI_SCRIPT = r"""
+import json, sys
+from envsnap.capture import forked
+started = []
+real = forked.start
+forked.start = lambda func, ctx: started.append(func.__module__) or real(func, ctx)
+from envsnap.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    print(json.dumps({"code": exc.code, "forked": started}))
+"""
+
+
+def test_the_capture_command_forks_and_run_does_not(tmp_path):
+    from envsnap.capture.base import CaptureContext
+
+    assert CaptureContext().own_process is False  # a library caller keeps threads
+    # (run exits 1 here: `python -c pass` prints no metric; what matters is that it captured without a fork)
+    for args, expected in ((["capture", "-o", str(tmp_path / "c.json")], {"code": 0, "forked": [PACKAGES]}),
+                           (["run", "-o", str(tmp_path / "r.json"), "--", sys.executable, "-c", "pass"],
+                            {"code": 1, "forked": []})):
+        proc = subprocess.run([sys.executable, "-c", _CLI_SCRIPT, *args], capture_output=True, text=True, timeout=120,
+                              cwd=REPO_ROOT, check=False)
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert found == expected, (args[0], proc.stderr)
