@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import interruptible
 from helpers.bench import run_cli
 from helpers.bisect_files import (
     INNOCENT_ENV,
@@ -183,7 +184,7 @@ def test_ctrl_c_or_sigterm_mid_bisect_restores_every_file(det_checkout, tmp_path
     before = tree_state(co.repo)
     journal = tmp_path / "j.jsonl"
     proc = subprocess.Popen(_bisect_argv(co, journal, "--repeat", "2"), cwd=co.repo, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (journal.exists() and journal.read_text().count('"type": "run"') >= 3):
         assert proc.poll() is None, proc.communicate()

@@ -29,3 +29,13 @@ def run_envsnap(*args, env=None, cwd=None, timeout=120, input_text=None):
 
 def load_json(path):
     return json.loads(Path(path).read_text())
+
+
+def interruptible():
+    """preexec_fn for a child a test will send Ctrl-C (SIGINT): the default disposition, whatever the
+    test run inherited. A shell starts a background job (`cmd &`) with SIGINT ignored, and a Python
+    started with SIGINT ignored keeps ignoring it (no KeyboardInterrupt): a suite launched in the
+    background would otherwise see every Ctrl-C test's child run on to the end."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from helpers import TEST_DATA, run_envsnap
+from helpers import TEST_DATA, interruptible, run_envsnap
 from helpers.bench import base_env, bench_cmd
 
 from envsnap.errors import EnvsnapError
@@ -171,7 +171,7 @@ def _start_run(tmp_path, out, counter, repeat=5):
     return subprocess.Popen(
         [sys.executable, "-m", "envsnap", "run", "-o", str(out), "--repeat", str(repeat), "--",
          *bench_cmd("env", "--counter", counter, "--sleep", "0.4")],
-        env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
     )
 
 
