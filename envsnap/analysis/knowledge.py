@@ -373,9 +373,9 @@ def _index() -> Tuple[Tuple[FieldRule, ...], Dict[str, int], Dict[str, List[int]
     `*.NAME` rules (most of the table: one per variable) become a dict lookup on the key's last
     part; every other rule is filed under its literal prefix (the pattern up to its first
     wildcard: `gpu.` for `gpu.*.clocks*`, `` for `*.NCCL_*`) and tried only for keys that start
-    with it, by its own small regex compiled when first needed (one alternation of all the rules
-    of a first part cost more to compile than a whole diff's lookups). The first rule in table
-    order still wins: the candidates keep their table index.
+    with it, by its own glob_matcher (one regex alternation of all the rules of a first part cost
+    more to compile than a whole diff's lookups). The first rule in table order still wins: the
+    candidates keep their table index.
     """
     rules = tuple(all_rules())
     last_part: Dict[str, int] = {}

@@ -44,8 +44,9 @@ def _gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-# Collectors run in a forked process of their own (capture/forked.py says when and why): the
-# packages collector's tens of thousands of os.stat calls each hand the GIL back and forth.
+# Collectors run in a forked process of their own when the capture command asks (ctx.own_process;
+# capture/forked.py says when and why): the packages collector's tens of thousands of os.stat calls
+# each hand the GIL back and forth.
 OWN_PROCESS = frozenset({"packages"})
 
 # Per-collector caps (seconds), inside the overall --timeout. The rest get the whole budget.
