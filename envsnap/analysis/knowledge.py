@@ -367,7 +367,7 @@ _WILDCARDS = frozenset("*?[")
 
 
 @lru_cache(maxsize=None)
-def _index() -> Tuple[Tuple[FieldRule, ...], Dict[str, int], Dict[str, List[int]], Tuple[int, ...]]:
+def _index() -> Tuple[Tuple[FieldRule, ...], Dict[str, int], Dict[str, List[int]], Dict[str, Tuple[int, ...]]]:
     """Rules bucketed so a key is tested only against rules that can match it.
 
     `*.NAME` rules (most of the table: one per variable) become a dict lookup on the key's last
@@ -388,7 +388,15 @@ def _index() -> Tuple[Tuple[FieldRule, ...], Dict[str, int], Dict[str, List[int]
             continue
         cut = min((pattern.index(c) for c in _WILDCARDS if c in pattern), default=len(pattern))
         by_prefix.setdefault(pattern[:cut], []).append(i)
-    return rules, last_part, by_prefix, tuple(sorted({len(p) for p in by_prefix}))
+    # A prefix with a dot can only start keys of its own first part: each first part tries the lengths
+    # of its prefixes and of the dotless ones (`*.NCCL_*`'s ``), not all forty.
+    dotless = {len(p) for p in by_prefix if "." not in p}
+    lengths: Dict[str, Tuple[int, ...]] = {"": tuple(sorted(dotless))}
+    for prefix in by_prefix:
+        if "." in prefix:
+            head = prefix.partition(".")[0]
+            lengths[head] = tuple(sorted(set(lengths.get(head, ())) | dotless | {len(prefix)}))
+    return rules, last_part, by_prefix, lengths
 
 
 @lru_cache(maxsize=None)
@@ -440,7 +448,7 @@ def rule_for(key: str) -> FieldRule:
     rules, last_part, by_prefix, lengths = _index()
     head = key.partition(".")[0]
     candidates: List[int] = []
-    for length in lengths:
+    for length in lengths.get(head) or lengths[""]:
         if length > len(key):
             break
         candidates.extend(by_prefix.get(key[:length], ()))

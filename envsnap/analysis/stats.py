@@ -14,6 +14,7 @@ import math
 import random
 from collections import Counter
 from functools import lru_cache
+from operator import mul
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 DEFAULT_SEED = 20240611
@@ -99,16 +100,28 @@ def _midranks(values: Sequence[float]) -> List[float]:
 def _rank_sum_ways(doubled: Tuple[int, ...], n1: int) -> Dict[int, int]:
     """{doubled rank sum: ways to choose n1 of these doubled ranks with that sum}: the exact null
     distribution, the same for every metric of the same runs without ties (computed once)."""
-    # dist[k][s]: ways to choose k of the values seen so far with doubled rank sum s.
-    dist: List[Counter[Any]] = [Counter[Any]() for _ in range(n1 + 1)]
-    dist[0][0] = 1
-    for r in doubled:
-        for k in range(min(n1, len(doubled)) - 1, -1, -1):
-            if dist[k]:
-                target = dist[k + 1]
-                for s, count in dist[k].items():
-                    target[s + r] += count
-    return dict(dist[n1])
+    # row[k]: the ways to choose k of the ranks seen so far, as one integer whose digit s (base
+    # 2**bits) counts those with doubled rank sum s; every count is below 2**n, so digits never carry.
+    # Adding rank r adds row[k] shifted by r digits to row[k + 1]: a few big-integer operations in C
+    # per rank instead of one dictionary update per sum.
+    bits = len(doubled) + 1
+    rows = [0] * (n1 + 1)
+    rows[0] = 1
+    for seen, r in enumerate(doubled, 1):
+        shift = r * bits
+        for k in range(min(n1, seen) - 1, -1, -1):
+            if rows[k]:
+                rows[k + 1] += rows[k] << shift
+    mask = (1 << bits) - 1
+    ways: Dict[int, int] = {}
+    value, total = rows[n1], 0
+    while value:
+        count = value & mask
+        if count:
+            ways[total] = count
+        value >>= bits
+        total += 1
+    return ways
 
 
 def mann_whitney(a: Sequence[float], b: Sequence[float]) -> Tuple[Optional[float], str]:
@@ -155,6 +168,14 @@ def min_achievable_p(n1: int, n2: int) -> float:
     return min(1.0, 2.0 / math.comb(n1 + n2, n1))
 
 
+def _median_of_picked(ordered: List[float], picked: List[int]) -> float:
+    """median([ordered[i] for i in picked]) for sorted `ordered` and sorted `picked`."""
+    mid = len(picked) // 2
+    if len(picked) % 2:
+        return float(ordered[picked[mid]])
+    return (ordered[picked[mid - 1]] + ordered[picked[mid]]) / 2.0
+
+
 def bootstrap_median_change(a: Sequence[float], b: Sequence[float], seed: int = DEFAULT_SEED,
                             resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = 0.95
                             ) -> Optional[Tuple[float, float]]:
@@ -170,11 +191,14 @@ def bootstrap_median_change(a: Sequence[float], b: Sequence[float], seed: int = 
     # own draws, in its order (the intervals do not depend on the Python version), drawn in bulk.
     draws = rng.random
     uniforms = [draws() for _ in range(resamples * (na + nb))]
-    fa, fb = float(na), float(nb)
+    # The sides are sorted, so a resample's median is picked by its sorted indices (the same values,
+    # hence the same floats, as median() of the values); the indices come out of C (map).
+    scales = ([float(na)] * na + [float(nb)] * nb) * resamples
+    indices = list(map(int, map(mul, uniforms, scales)))
     step = na + nb
-    for start in range(0, len(uniforms), step):
-        ma = median([a_sorted[int(u * fa)] for u in uniforms[start:start + na]])
-        mb = median([b_sorted[int(u * fb)] for u in uniforms[start + na:start + step]])
+    for start in range(0, len(indices), step):
+        ma = _median_of_picked(a_sorted, sorted(indices[start:start + na]))
+        mb = _median_of_picked(b_sorted, sorted(indices[start + na:start + step]))
         if ma == 0:
             continue
         changes.append((mb - ma) / abs(ma) * 100.0)

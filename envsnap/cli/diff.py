@@ -1,11 +1,12 @@
 """`envsnap diff`: two snapshots -> verdict, ranked likely causes, differences."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import click
 
-from envsnap.cli.options import emit, load_snapshot, one_shot_gc, pristine_texts, wheels_options
+from envsnap.cli import request_skip_teardown
+from envsnap.cli.options import analyze_pair, emit, one_shot_gc, pristine_texts, wheels_options
 from envsnap.errors import EnvsnapError
 
 _FORMATS = click.Choice(["text", "json", "html"])
@@ -30,18 +31,20 @@ def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: 
     Exit status: 0 when nothing relevant differs, 1 when something does, 2 on error.
     """
     with one_shot_gc():  # runs once in its process
-        from envsnap.analysis import result as result_mod
         from envsnap.model import store
 
         if output and output != "-":
             store.check_writable(output, force)
-        if good_file == "-" and bad_file == "-":
-            raise EnvsnapError("only one of GOOD and BAD can be read from stdin ('-')")
-        good = load_snapshot(good_file)
-        bad = load_snapshot(bad_file)
-        result = result_mod.analyze(good, bad, metric=metric, include_volatile=show_all, good_file=good_file,
-                                    bad_file=bad_file, top=top if fmt != "text" else None, tables=fmt != "text",
-                                    pristine=pristine_texts(good, bad, wheels, pip_cache))
+
+        def analyze(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+            # Imported here: while a big pair is validated in parallel (analyze_pair).
+            from envsnap.analysis import result as result_mod
+
+            return result_mod.analyze(good, bad, metric=metric, include_volatile=show_all, good_file=good_file,
+                                      bad_file=bad_file, top=top if fmt != "text" else None, tables=fmt != "text",
+                                      pristine=pristine_texts(good, bad, wheels, pip_cache))
+
+        _, _, result = analyze_pair(good_file, bad_file, analyze)
         if fmt == "json":
             import json
 
@@ -57,4 +60,5 @@ def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: 
 
             text = render_diff(result, verbose=verbose or show_all, top=top or DEFAULT_TOP)
         emit(text, output, force)
+    request_skip_teardown()
     return 1 if result["differences"] else 0

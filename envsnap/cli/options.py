@@ -6,11 +6,14 @@ import functools
 import gc
 import re
 import sys
-from typing import Any, Dict, Iterator, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, TypeVar
 
 import click
 
 from envsnap.capture.base import DEFAULT_CONTENT_MAX_FILE, DEFAULT_CONTENT_MAX_TOTAL
+from envsnap.errors import EnvsnapError
+
+_T = TypeVar("_T")
 
 
 @contextlib.contextmanager
@@ -123,6 +126,33 @@ def load_snapshot(path: str) -> Dict[str, Any]:
     from envsnap.model import store
 
     return store.load(path, shapes=SECTION_SHAPES)
+
+
+def analyze_pair(good_file: str, bad_file: str, analyze: Callable[[Dict[str, Any], Dict[str, Any]], _T]
+                 ) -> Tuple[Dict[str, Any], Dict[str, Any], _T]:
+    """GOOD and BAD loaded as load_snapshot loads them, and analyze(good, bad) of them.
+
+    Big files are validated by another process while `analyze` runs on their parse (model/pair.py):
+    its answer is kept only once validation has passed; where it fails, the files are read again the
+    strict way (whose error, if any, is raised) and analysed again. An error raised by `analyze` on
+    files that do not pass is theirs, not the analysis's: the strict read's error replaces it."""
+    from envsnap.capture.collectors import SECTION_SHAPES
+    from envsnap.model import pair
+
+    if good_file == "-" and bad_file == "-":
+        raise EnvsnapError("only one of GOOD and BAD can be read from stdin ('-')")
+    with pair.read(good_file, bad_file, shapes=SECTION_SHAPES) as snaps:
+        try:
+            result = analyze(snaps.good, snaps.bad)
+        except Exception:
+            if snaps.confirmed():
+                raise
+            snaps.load_checked()  # raises what is wrong with them, or reads them the reference way
+            return snaps.good, snaps.bad, analyze(snaps.good, snaps.bad)
+        if not snaps.confirmed():
+            snaps.load_checked()
+            result = analyze(snaps.good, snaps.bad)
+        return snaps.good, snaps.bad, result
 
 
 def emit(text: str, output: Optional[str], force: bool) -> None:

@@ -5,7 +5,8 @@ import os
 
 import click
 
-from envsnap.cli.options import load_snapshot, pristine_texts, wheels_options
+from envsnap.cli import request_skip_teardown
+from envsnap.cli.options import analyze_pair, pristine_texts, wheels_options
 
 
 @click.command()
@@ -26,12 +27,12 @@ def report(good_file: str, bad_file: str, output: str, force: bool, metric, whee
     from envsnap.render.html import render_report
 
     store.check_writable(output, force)  # before the work: a refused overwrite costs nothing
-    good = load_snapshot(good_file)
-    bad = load_snapshot(bad_file)
-    result = result_mod.analyze(good, bad, metric=metric, good_file=good_file, bad_file=bad_file, tables=True,
-                                pristine=pristine_texts(good, bad, wheels, pip_cache))
+    _, _, result = analyze_pair(good_file, bad_file, lambda good, bad: result_mod.analyze(
+        good, bad, metric=metric, good_file=good_file, bad_file=bad_file, tables=True,
+        pristine=pristine_texts(good, bad, wheels, pip_cache)))
     html = render_report(result)
     store.atomic_write_text(output, html, force=force)
+    request_skip_teardown()
     if output != "-":
         summary = (result.get("verdict") or {}).get("summary") or "no metric to compare"
         causes = result.get("causes") or []

@@ -267,6 +267,29 @@ def _fast_parse(doc: Union[str, bytes], source: str, shapes: Optional[Mapping[st
         return None
 
 
+def has_fast_parser() -> bool:
+    """Whether orjson is installed (see the module docstring)."""
+    return _orjson is not None
+
+
+def parse_unchecked(raw: bytes) -> Optional[Any]:
+    """orjson's parse of the bytes, neither proven equal to the reference's nor validated (None when
+    orjson is missing or refuses them): only for a caller that has `fast_parse_accepts` prove it
+    before using what it computed (model/pair.py)."""
+    if _orjson is None:
+        return None
+    try:
+        return _orjson.loads(raw)
+    except Exception:  # noqa: BLE001 - the reference parser decides
+        return None
+
+
+def fast_parse_accepts(raw: bytes, source: str, shapes: Optional[Mapping[str, Any]] = None) -> bool:
+    """Whether `load_bytes` returns orjson's parse of these bytes, unchanged (else it raises, or reads
+    them with the reference parser)."""
+    return _fast_parse(raw, source, shapes) is not None
+
+
 def _colons(text: Any, colon: Any) -> int:
     """How many colons the text holds (deleting them is about twice as fast as count() on a large text)."""
     return len(text) - len(text.replace(colon, colon[:0]))
@@ -322,7 +345,17 @@ def load(path: str, shapes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any
     """Read and validate a snapshot file (`-` reads stdin). `shapes` ({section: shape}: the collectors'
     SECTION_SHAPES, which every envsnap command passes) types each section's data; without it a
     section's data is checked as any JSON object (depth and numbers only)."""
-    source = "<stdin>" if path == "-" else path
+    return load_bytes(read_bytes(path), source_name(path), shapes)
+
+
+def source_name(path: str) -> str:
+    """How messages name the file at `path`."""
+    return "<stdin>" if path == "-" else path
+
+
+def read_bytes(path: str) -> bytes:
+    """The bytes of a snapshot file (`-`: stdin), bounded; EnvsnapError for what cannot be one."""
+    source = source_name(path)
     try:
         if path == "-":
             raw = _read_capped(sys.stdin.buffer, source)
@@ -345,6 +378,11 @@ def load(path: str, shapes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any
         raise EnvsnapError(f"{source}: no such file") from None
     except OSError as exc:
         raise EnvsnapError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    return raw
+
+
+def load_bytes(raw: bytes, source: str, shapes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """A snapshot file's bytes parsed and validated (as `load`); `source` names the file in messages."""
     fast = _fast_parse(raw, source, shapes)
     if fast is not None:
         return fast

@@ -149,3 +149,47 @@ def test_how_many_runs_a_test_needs():
     assert stats.too_few_runs(5, 5) is None and stats.too_few_runs(4, 4) is None
     assert not stats.compare([10, 10.1, 10.2], [20, 20.1, 20.2])["significant"]  # separated, yet untestable
     assert stats.compare([10, 10.1, 10.2, 10.1, 10], [20, 20.1, 20.2, 20, 20.3])["significant"]
+
+
+def _reference_rank_sum_ways(doubled, n1):
+    """The plain dynamic programme: one dictionary of sums per number of ranks chosen."""
+    dist = [dict() for _ in range(n1 + 1)]
+    dist[0][0] = 1
+    for r in doubled:
+        for k in range(n1 - 1, -1, -1):
+            for s, count in list(dist[k].items()):
+                dist[k + 1][s + r] = dist[k + 1].get(s + r, 0) + count
+    return dist[n1]
+
+
+def test_rank_sum_distribution_equals_the_plain_dynamic_programme_up_to_the_exact_limit():
+    rng = random.Random(30)
+    for _ in range(150):
+        n = rng.randint(2, stats.EXACT_MW_MAX_N)
+        n1 = rng.randint(1, n - 1)
+        values = [rng.choice([1.0, 2.0, 2.5, 7.0]) if rng.random() < 0.4 else rng.random() for _ in range(n)]
+        doubled = tuple(sorted(int(round(r * 2)) for r in stats._midranks(values)))
+        assert stats._rank_sum_ways.__wrapped__(doubled, n1) == _reference_rank_sum_ways(doubled, n1)
+
+
+def _reference_bootstrap(a, b, seed=stats.DEFAULT_SEED, resamples=stats.BOOTSTRAP_RESAMPLES, confidence=0.95):
+    """The interval as first written: each resample's values listed, then their medians."""
+    a_sorted, b_sorted = sorted(a), sorted(b)
+    rng = random.Random(seed)
+    changes = []
+    for _ in range(resamples):
+        ma = stats.median([a_sorted[int(rng.random() * len(a_sorted))] for _ in a_sorted])
+        mb = stats.median([b_sorted[int(rng.random() * len(b_sorted))] for _ in b_sorted])
+        if ma:
+            changes.append((mb - ma) / abs(ma) * 100.0)
+    tail = (1.0 - confidence) / 2.0
+    return (stats.quantile(changes, tail), stats.quantile(changes, 1.0 - tail)) if changes else None
+
+
+def test_bootstrap_interval_is_exactly_the_resampled_medians_one():
+    rng = random.Random(31)
+    for seed in range(120):
+        pool = [0.0, 1.0, 2.5, 94.1]
+        a = [rng.choice(pool) if rng.random() < 0.3 else rng.uniform(-5, 100) for _ in range(rng.randint(1, 12))]
+        b = [rng.choice(pool) if rng.random() < 0.3 else rng.uniform(-5, 100) for _ in range(rng.randint(1, 12))]
+        assert stats.bootstrap_median_change(a, b, seed=seed) == _reference_bootstrap(a, b, seed=seed)

@@ -14,15 +14,18 @@ import sys
 from helpers import REPO_ROOT
 from helpers.hardening import rich_snapshot
 
+# The module table is printed by an exit handler: diff and report leave by os._exit after running
+# the exit handlers (cli.request_skip_teardown), so a handler sees what every command imported.
 _PROBE = r"""
-import json, sys
+import atexit, json, sys
+
+def _report():
+    sys.stdout.flush()
+    print("\n@@" + json.dumps({"modules": sorted(sys.modules)}), flush=True)
+
+atexit.register(_report)
 from envsnap.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit as exc:
-    code = exc.code
-sys.stdout.flush()
-print("\n@@" + json.dumps({"code": code, "modules": sorted(sys.modules)}))
+main(sys.argv[1:])
 """
 
 
@@ -30,7 +33,7 @@ def _modules(*args, cwd=None):
     proc = subprocess.run([sys.executable, "-c", _PROBE, *map(str, args)], capture_output=True, text=True, check=False,
                           timeout=120, cwd=cwd or REPO_ROOT)
     found = json.loads(proc.stdout.rsplit("\n@@", 1)[1])
-    return found["code"], proc.stdout.rsplit("\n@@", 1)[0], set(found["modules"])
+    return proc.returncode, proc.stdout.rsplit("\n@@", 1)[0], set(found["modules"])
 
 
 def test_version_answers_without_click():
@@ -74,14 +77,12 @@ def test_diff_loads_collector_declarations_only_no_jinja2_and_deepdiff_only_for_
     assert code == 1 and "deepdiff" in modules
 
 
+# The click command itself (cli.main would leave the process: diff exits without teardown).
 _GC_PROBE = r"""
 import gc, json, sys
-from envsnap.cli import main
+from envsnap.cli.app import cli
 before = gc.isenabled()
-try:
-    main(sys.argv[1:])
-except SystemExit:
-    pass
+cli.main(args=sys.argv[1:], prog_name="envsnap", standalone_mode=False)
 print("\n@@" + json.dumps({"before": before, "after": gc.isenabled(), "frozen": gc.get_freeze_count()}))
 """
 

@@ -1,0 +1,154 @@
+"""Two snapshot files read for one comparison (diff, report), validated on another core.
+
+Reading a large snapshot is mostly two passes: parsing (orjson) and proving the parse is the strict
+reference's and well typed (store._fast_parse: the duplicate-key count and schema validation). For
+the large pair of benchmarks/diff_speed.py that proof is ~60 ms a file, as long as the analysis.
+So, for big files: the caller gets both files parsed at once and analyses them while a forked child
+proves, on its own parse of the same bytes, that store.load would return exactly these values
+(orjson is deterministic: same bytes, same values). Nothing computed from them may be shown before
+`confirmed()` says so; where it says no (a file store.load refuses, or one it would read with the
+reference parser), the caller reads the pair again with `load_checked`, which is store.load's
+answer, message included, in store.load's order (GOOD first).
+
+The child is forked before anything is parsed (its only shared pages are the imports and the raw
+bytes, which neither side writes: forking after the parse would make both processes copy every
+page they touch), only while the process has no other thread, and it leaves by os._exit whatever
+happens. Small files, stdin-less platforms without fork, or no orjson: the plain sequential load.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from envsnap.model import store
+
+# Below this many bytes in all, a fork costs more than the validation it moves (a few ms).
+PARALLEL_MIN_BYTES = 2 << 20
+
+_OK = b"+"
+
+
+class SnapshotPair:
+    """GOOD and BAD as parsed; `validated` when they already were (the sequential path)."""
+
+    def __init__(self, raws: List[bytes], sources: List[str], shapes: Optional[Mapping[str, Any]],
+                 values: Tuple[Dict[str, Any], Dict[str, Any]], checker: Optional[Tuple[int, int]]) -> None:
+        self._raws = raws
+        self._sources = sources
+        self._shapes = shapes
+        self.good, self.bad = values
+        self._checker = checker  # (pid, read end of its pipe) while its answer is pending
+        self._answer: Optional[bool] = None if checker else True
+
+    @property
+    def validated(self) -> bool:
+        return self._answer is True
+
+    def confirmed(self) -> bool:
+        """Whether store.load would return exactly `good` and `bad` (waits for the checking child)."""
+        if self._answer is None:
+            pid, read_fd = self._checker  # type: ignore[misc]
+            self._checker = None
+            try:
+                with os.fdopen(read_fd, "rb") as pipe:
+                    answer = pipe.read()
+            finally:
+                _reap(pid)
+            self._answer = answer == _OK * len(self._raws)
+        return self._answer
+
+    def load_checked(self) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        """GOOD and BAD as store.load reads them (its EnvsnapError for the first it refuses)."""
+        self.close()
+        good, bad = (store.load_bytes(raw, source, self._shapes) for raw, source in zip(self._raws, self._sources))
+        self.good, self.bad, self._answer = good, bad, True
+        return good, bad
+
+    def close(self) -> None:
+        """Stop a checker still running (the caller gave up: an error, Ctrl-C)."""
+        if self._checker is not None:
+            checker, self._checker = self._checker, None
+            _stop(checker)
+
+    def __enter__(self) -> "SnapshotPair":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def read(good_path: str, bad_path: str, shapes: Optional[Mapping[str, Any]] = None,
+         min_bytes: Optional[int] = None) -> SnapshotPair:
+    """Both files read; parsed and validated here, or (from `min_bytes` in all, PARALLEL_MIN_BYTES by
+    default) parsed here and validated by a child."""
+    if min_bytes is None:
+        min_bytes = PARALLEL_MIN_BYTES
+    sources = [store.source_name(good_path), store.source_name(bad_path)]
+    good_raw = store.read_bytes(good_path)
+    try:
+        bad_raw = store.read_bytes(bad_path)
+    except Exception:
+        store.load_bytes(good_raw, sources[0], shapes)  # GOOD's own error first, as two loads would say
+        raise
+    raws = [good_raw, bad_raw]
+    checker = None
+    if len(good_raw) + len(bad_raw) >= min_bytes:
+        checker = _start_checker(raws, sources, shapes)
+    if checker is not None:
+        try:
+            values = (store.parse_unchecked(good_raw), store.parse_unchecked(bad_raw))
+        except BaseException:
+            _stop(checker)
+            raise
+        if values[0] is not None and values[1] is not None:
+            return SnapshotPair(raws, sources, shapes, values, checker)  # type: ignore[arg-type]
+        _stop(checker)  # orjson refused one: the reference parser decides, below
+    good = store.load_bytes(good_raw, sources[0], shapes)
+    bad = store.load_bytes(bad_raw, sources[1], shapes)
+    return SnapshotPair(raws, sources, shapes, (good, bad), None)
+
+
+def _start_checker(raws: List[bytes], sources: List[str], shapes: Optional[Mapping[str, Any]]
+                   ) -> Optional[Tuple[int, int]]:
+    """A child answering one byte per file, `+` when store's fast path accepts it; None when not forked."""
+    if not store.has_fast_parser() or not hasattr(os, "fork") or threading.active_count() != 1:
+        return None
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return None
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(read_fd)
+            answer = b"".join(_OK if store.fast_parse_accepts(raw, source, shapes) else b"-"
+                              for raw, source in zip(raws, sources))
+            os.write(write_fd, answer)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _stop(checker: Tuple[int, int]) -> None:
+    pid, read_fd = checker
+    os.close(read_fd)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
