@@ -3,9 +3,10 @@
 Two views (views.py) are compared category by category: identical categories cost one dict
 equality, the keys whose values differ are found with a cheap per-key check, and the changed
 leaves inside each value are named the way DeepDiff's tree view names them: by a plain walk
-when the values are dicts and scalars, by DeepDiff itself when a list changed (its ordered-list
-matching is not reproduced here). DeepDiff is imported only then: it pulls in numpy and
-asyncio, about half of `envsnap diff`'s start-up. Sections that are usable on one side only
+when the values are dicts, scalars and lists of scalars (scalar_lists.py reproduces DeepDiff's
+ordered-list matching for those), by DeepDiff itself when a list of objects changed. DeepDiff is
+imported only then: it pulls in asyncio, and numpy, pandas or pydantic where installed, more than
+the rest of `envsnap diff` takes. Sections that are usable on one side only
 are reported (and not compared), since half a comparison would mislead.
 
 Merged multi-node snapshots are compared node by node (analysis/nodes.py pairs the nodes by host
@@ -24,6 +25,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge, nodes as nodes_mod
+from envsnap.analysis.scalar_lists import changed_indices
 from envsnap.analysis.views import (
     _MISSING,
     CATEGORY_ORDER,
@@ -299,8 +301,15 @@ def _changed_leaves(a: Any, b: Any, sub: Tuple[str, ...], out: Set[Tuple[str, ..
         return True
     if kind_a not in _PLAIN or kind_b not in _PLAIN:
         # Lists (and anything else): equal ones report nothing; differing ones need DeepDiff's
-        # ordered-list matching, which names changed items by index.
-        return kind_a is kind_b and kind_a in (list, tuple) and a == b
+        # ordered-list matching, which names changed items by index: reproduced for lists of scalars
+        # (scalar_lists.py), DeepDiff's own for the rest.
+        if kind_a is kind_b and kind_a in (list, tuple) and a == b:
+            return True
+        indices = changed_indices(a, b)
+        if indices is None:
+            return False
+        out.update(sub + (str(i),) for i in indices)
+        return True
     if kind_a is not kind_b:  # DeepDiff's type_changes (1 vs 1.0 and 1 vs True included)
         _whole(a, sub, out)
         _whole(b, sub, out)

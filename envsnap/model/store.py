@@ -291,8 +291,8 @@ def fast_parse_accepts(raw: bytes, source: str, shapes: Optional[Mapping[str, An
 
 
 def _colons(text: Any, colon: Any) -> int:
-    """How many colons the text holds (deleting them is about twice as fast as count() on a large text)."""
-    return len(text) - len(text.replace(colon, colon[:0]))
+    """How many colons the text holds (count(): no copy of a text of megabytes, whose fresh pages cost more than the scan)."""
+    return text.count(colon)
 
 
 def _parse_exact(text: str, source: str, shapes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
