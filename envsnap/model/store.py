@@ -292,7 +292,7 @@ def fast_parse_accepts(raw: bytes, source: str, shapes: Optional[Mapping[str, An
 
 def _colons(text: Any, colon: Any) -> int:
     """How many colons the text holds (count(): no copy of a text of megabytes, whose fresh pages cost more than the scan)."""
-    return text.count(colon)
+    return int(text.count(colon))
 
 
 def _parse_exact(text: str, source: str, shapes: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
