@@ -27,6 +27,13 @@ except ImportError:  # pragma: no cover
     Protocol = object  # type: ignore
 
 
+def wrap_up_reserve(timeout: float) -> float:
+    """Seconds between the collectors' soft deadline and the capture's hard one: their time to wrap
+    up (a files walk stopped at its deadline still has to build 100k entries), so that a slow one
+    returns partial data instead of a timeout."""
+    return min(2.0, max(0.2, 0.15 * timeout))
+
+
 @dataclass
 class CaptureContext:
     """Everything a collector may look at: the user's options plus the deadline."""
@@ -52,11 +59,21 @@ class CaptureContext:
     content_max_total: int = DEFAULT_CONTENT_MAX_TOTAL
     # --no-cache: hash every file, neither read nor write the hash cache (hashcache.py).
     no_cache: bool = False
-    # Run the collectors of runner.OWN_PROCESS in a forked child (capture/forked.py): set by the
+    # Run the collectors of forked.OWN_PROCESS in a forked child (capture/forked.py): set by the
     # one-shot `envsnap capture` command only; library callers, `run` and `bisect` keep threads.
     own_process: bool = False
-    # Set by the runner: time.monotonic() value by which everything must be done.
+    # Set by start_clock (the runner, or the capture command's early fork): time.monotonic() values
+    # of the capture's start and of the collectors' soft deadline.
+    started: float = 0.0
     deadline: float = 0.0
+
+    def start_clock(self) -> float:
+        """The capture's start (the first call's time: a collector forked early and the runner share
+        one deadline); sets `deadline`, a little before the hard one (wrap_up_reserve)."""
+        if not self.started:
+            self.started = time.monotonic()
+            self.deadline = self.started + self.timeout - wrap_up_reserve(self.timeout)
+        return self.started
 
     def remaining(self, cap: Optional[float] = None) -> float:
         """Seconds left before the capture deadline (at least a sliver), capped at `cap`."""

@@ -14,7 +14,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from envsnap.capture import forked
-from envsnap.capture.base import CaptureContext
+from envsnap.capture.base import CaptureContext, wrap_up_reserve  # noqa: F401 - wrap_up_reserve: callers' name for it
 from envsnap.capture.collectors import COLLECTORS, SECTION_SHAPES, content
 from envsnap.model import schema, snapshot as snapshot_mod
 from envsnap.model.snapshot import utc_now
@@ -44,18 +44,8 @@ def _gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-# Collectors run in a forked process of their own when the capture command asks (ctx.own_process;
-# capture/forked.py says when and why): the packages collector's tens of thousands of os.stat calls
-# each hand the GIL back and forth.
-OWN_PROCESS = frozenset({"packages"})
-
 # Per-collector caps (seconds), inside the overall --timeout. The rest get the whole budget.
 TIME_LIMITS = {"host": 10.0, "env": 5.0, "python": 10.0, "sglang": 10.0}
-
-
-def wrap_up_reserve(timeout: float) -> float:
-    """Seconds between the collectors' soft deadline and the capture's hard one."""
-    return min(2.0, max(0.2, 0.15 * timeout))
 
 
 def run_collector(name: str, func: Callable, ctx: CaptureContext, limit: float) -> Dict[str, Any]:
@@ -115,36 +105,41 @@ def capture(
     ctx: CaptureContext,
     only: Optional[Sequence[str]] = None,
     collectors: Optional[Sequence[Tuple[str, Callable]]] = None,
+    prestarted: Optional[Dict[str, forked.ForkedCollector]] = None,
 ) -> Dict[str, Any]:
-    """Run the collectors (all, or those named in `only`) and return the snapshot dict."""
+    """Run the collectors (all, or those named in `only`) and return the snapshot dict.
+    `prestarted`: collectors already running in a process of their own (forked.prestart)."""
     # The cyclic garbage collector is paused for the capture: a first capture keeps a stat and the
     # digests of every hashed file until the hash cache records them, and each collection walks them
     # all again while holding the GIL (measured: 70-90 ms of an 0.9 s cold capture of 7,000 files,
     # against 27 ms for --no-cache). Collectors make few reference cycles; they are collected after.
     with _gc_paused():
-        return _capture(ctx, only, collectors)
+        return _capture(ctx, only, collectors, prestarted or {})
 
 
 def _capture(
     ctx: CaptureContext,
     only: Optional[Sequence[str]],
     collectors: Optional[Sequence[Tuple[str, Callable]]],
+    prestarted: Dict[str, forked.ForkedCollector],
 ) -> Dict[str, Any]:
     chosen: List[Tuple[str, Callable]] = list(collectors if collectors is not None else COLLECTORS)
     if only:
         chosen = [(n, f) for n, f in chosen if n in only]
-    start = time.monotonic()
-    # Collectors work to a soft deadline a little before the hard one the runner enforces:
-    # the difference is their time to wrap up (a files walk stopped at its deadline still
-    # has to build 100k entries), so a slow one returns partial data instead of a timeout.
-    ctx.deadline = start + ctx.timeout - wrap_up_reserve(ctx.timeout)
-    hard_deadline = start + ctx.timeout
+    # Collectors work to a soft deadline a little before the hard one the runner enforces
+    # (base.wrap_up_reserve); a collector forked before the runner was imported started the clock.
+    hard_deadline = ctx.start_clock() + ctx.timeout
     snap = snapshot_mod.new_snapshot(ctx.label, socket.gethostname(), utc_now())
     results: Dict[str, Dict[str, Any]] = {}
 
-    # Collectors of OWN_PROCESS first, each forked while no thread runs yet (or in a thread, see forked.py).
-    children = {name: child for name, func in chosen if ctx.own_process and name in OWN_PROCESS
-                for child in [forked.start(func, ctx)] if child is not None}
+    # Collectors of OWN_PROCESS first, each forked while no thread runs yet (or in a thread, see forked.py),
+    # unless the capture command forked it already.
+    names = {name for name, _ in chosen}
+    children = {name: child for name, child in prestarted.items() if name in names}
+    forked.kill_all([child for name, child in prestarted.items() if name not in names])
+    children.update({name: child for name, func in chosen
+                     if ctx.own_process and name in forked.OWN_PROCESS and name not in children
+                     for child in [forked.start(func, ctx)] if child is not None})
     # All collectors start together; each is joined against its own bound.
     threads = []
     for name, func in chosen:

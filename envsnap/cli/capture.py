@@ -14,13 +14,20 @@ def capture(output: str, force: bool, capture_ctx) -> None:
     """Record everything that can change performance into a snapshot file."""
     # Runs once in its process: see one_shot_gc (the runner also pauses it during the capture itself).
     with one_shot_gc():
-        from envsnap.capture import runner
-        from envsnap.model import store
-        from envsnap.render.show import summary_line
+        from envsnap.capture import forked
 
-        store.check_writable(output, force)
-        capture_ctx.own_process = True  # a one-shot process: the packages collector may fork (forked.py)
-        snap = runner.capture(capture_ctx)
+        capture_ctx.own_process = True  # a one-shot process: the packages collector forks (forked.py),
+        children = forked.prestart(capture_ctx)  # first thing: its child needs none of the imports below
+        try:
+            from envsnap.model import store
+
+            store.check_writable(output, force)  # before the capture: a refused overwrite costs nothing
+            from envsnap.capture import runner
+            from envsnap.render.show import summary_line
+
+            snap = runner.capture(capture_ctx, prestarted=children)
+        finally:
+            forked.kill_all(list(children.values()))  # reaped already, unless the capture failed
         store.save(snap, output, force=force)
         if output != "-":
             click.echo(summary_line(snap, output), err=True)

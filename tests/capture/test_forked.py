@@ -94,7 +94,10 @@ import json, sys
 from envsnap.capture import forked
 started = []
 real = forked.start
-forked.start = lambda func, ctx: started.append(func.__module__) or real(func, ctx)
+# What had been imported when the child was forked: the capture command forks first thing (prestart).
+forked.start = lambda func, ctx: started.append(
+    [func.__module__, sorted(m for m in ("envsnap.capture.runner", "envsnap.capture.collectors.git", "psutil")
+                             if m in sys.modules)]) or real(func, ctx)
 from envsnap.cli import main
 try:
     main(sys.argv[1:])
@@ -108,7 +111,7 @@ def test_the_capture_command_forks_and_run_does_not(tmp_path):
 
     assert CaptureContext().own_process is False  # a library caller keeps threads
     # (run exits 1 here: `python -c pass` prints no metric; what matters is that it captured without a fork)
-    for args, expected in ((["capture", "-o", str(tmp_path / "c.json")], {"code": 0, "forked": [PACKAGES]}),
+    for args, expected in ((["capture", "-o", str(tmp_path / "c.json")], {"code": 0, "forked": [[PACKAGES, []]]}),
                            (["run", "-o", str(tmp_path / "r.json"), "--", sys.executable, "-c", "pass"],
                             {"code": 1, "forked": []})):
         proc = subprocess.run([sys.executable, "-c", _CLI_SCRIPT, *args], capture_output=True, text=True, timeout=120,

@@ -68,13 +68,19 @@ def test_diff_loads_collector_declarations_only_no_jinja2_and_deepdiff_only_for_
     assert "envsnap.capture.collectors" in modules  # the sections' shapes and rules
     for heavy in ("deepdiff", "jinja2") + CAPTURE_ONLY:
         assert heavy not in modules, heavy
-    # A changed list (the interpreter's sys.path) is what DeepDiff is still asked about.
+    # A changed list of scalars (the interpreter's sys.path) is matched without DeepDiff (scalar_lists.py)...
     good["sections"]["python"] = {"status": "ok", "data": {"sys_path": ["/a", "/b"]}}
     bad["sections"]["python"] = {"status": "ok", "data": {"sys_path": ["/a", "/c", "/b"]}}
     for name, snap in (("good", good), ("bad", bad)):
         (tmp_path / f"{name}.json").write_text(json.dumps(snap))
     code, out, modules = _modules("diff", tmp_path / "good.json", tmp_path / "bad.json", "--all")
-    assert code == 1 and "deepdiff" in modules
+    assert code == 1 and "sys_path" in out and "deepdiff" not in modules
+    # ... a changed list of objects is what DeepDiff is still asked about.
+    for snap, size in ((good, 32), (bad, 48)):
+        snap["sections"]["host"] = {"status": "ok", "data": {"cpu": {"caches": [{"level": 1, "kb": size}]}}}
+        (tmp_path / f"{snap['label']}.json").write_text(json.dumps(snap))
+    code, out, modules = _modules("diff", tmp_path / "good.json", tmp_path / "bad.json", "--all")
+    assert code == 1 and "caches" in out and "deepdiff" in modules
 
 
 # The click command itself (cli.main would leave the process: diff exits without teardown).

@@ -54,9 +54,9 @@ def _package_with_toy(root: Path) -> Path:
     (copy / "capture" / "collectors" / "toy.py").write_text(TOY)
     explicit_list = copy / "capture" / "collectors" / "__init__.py"
     text = explicit_list.read_text()
-    assert "    torch,\n)" in text and '    ("sglang", sglang),\n]' in text
-    text = text.replace("    torch,\n)", "    torch,\n    toy,\n)")
-    text = text.replace('    ("sglang", sglang),\n]', '    ("sglang", sglang),\n    ("toy", toy),\n]')
+    assert "        torch,\n    )" in text and '        ("sglang", sglang),\n    ]' in text
+    text = text.replace("        torch,\n    )", "        torch,\n        toy,\n    )")
+    text = text.replace('        ("sglang", sglang),\n    ]', '        ("sglang", sglang),\n        ("toy", toy),\n    ]')
     explicit_list.write_text(text)
     return copy
 

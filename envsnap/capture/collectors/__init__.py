@@ -10,52 +10,77 @@ A new collector is its module plus one line here: no registry, no import-time si
 tables below are read by whoever needs them (the CLI's loader passes SECTION_SHAPES to
 model/store.load; analysis/knowledge.py reads SECTION_RULES), so the modules keep their top level
 cheap: declarations and light imports only, anything heavy imported inside the function using it.
+
+The tables are built on first use (PEP 562 `__getattr__`): importing one collector module (the
+capture command forks the packages collector before anything else, capture/forked.py) does not
+import the other eleven.
 """
+
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, Callable, Dict, List, Tuple
 
-from envsnap.capture.collectors import (
-    env,
-    files,
-    git,
-    host,
-    nccl,
-    nvidia,
-    packages,
-    probe,
-    processes,
-    python,
-    sglang,
-    torch,
-)
 from envsnap.model.rules import SectionRules
 
-SECTIONS = [
-    ("host", host),
-    ("python", python),
-    ("packages", packages),
-    ("git", git),
-    ("env", env),
-    ("nvidia", nvidia),
-    ("torch", torch),
-    ("files", files),
-    ("processes", processes),
-    ("probe", probe),
-    ("nccl", nccl),
-    ("sglang", sglang),
-]
+SECTIONS: List[Tuple[str, ModuleType]]
+COLLECTORS: List[Tuple[str, Callable[..., Dict[str, Any]]]]
+COLLECTOR_NAMES: List[str]
+SECTION_SHAPES: Dict[str, Any]
+SECTION_RULES: Dict[str, SectionRules]
+_TABLES = ("SECTIONS", "COLLECTORS", "COLLECTOR_NAMES", "SECTION_SHAPES", "SECTION_RULES")
 
-COLLECTORS: List[Tuple[str, Callable[..., Dict[str, Any]]]] = [(name, module.collect) for name, module in SECTIONS]
-COLLECTOR_NAMES = [name for name, _ in SECTIONS]
-SECTION_SHAPES: Dict[str, Any] = {name: module.SHAPE for name, module in SECTIONS}
-SECTION_RULES: Dict[str, SectionRules] = {name: module.RULES for name, module in SECTIONS}
-_MODULES = dict(SECTIONS)
+
+def _sections() -> List[Tuple[str, ModuleType]]:
+    from envsnap.capture.collectors import (
+        env,
+        files,
+        git,
+        host,
+        nccl,
+        nvidia,
+        packages,
+        probe,
+        processes,
+        python,
+        sglang,
+        torch,
+    )
+    return [
+        ("host", host),
+        ("python", python),
+        ("packages", packages),
+        ("git", git),
+        ("env", env),
+        ("nvidia", nvidia),
+        ("torch", torch),
+        ("files", files),
+        ("processes", processes),
+        ("probe", probe),
+        ("nccl", nccl),
+        ("sglang", sglang),
+    ]
+
+
+def __getattr__(name: str) -> Any:
+    """The tables, built from the explicit list the first time one is asked for."""
+    if name not in _TABLES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name in globals():  # built already (summarize asks through here)
+        return globals()[name]
+    sections = _sections()
+    tables = {"SECTIONS": sections,
+              "COLLECTORS": [(n, module.collect) for n, module in sections],
+              "COLLECTOR_NAMES": [n for n, _ in sections],
+              "SECTION_SHAPES": {n: module.SHAPE for n, module in sections},
+              "SECTION_RULES": {n: module.RULES for n, module in sections}}
+    globals().update(tables)
+    return tables[name]
 
 
 def summarize(name: str, data: Dict[str, Any]) -> List[str]:
     """The `show` lines of one section, from its collector's own `summarize(data)` (if it has one)."""
-    summarizer = getattr(_MODULES.get(name), "summarize", None)
+    summarizer = getattr(dict(__getattr__("SECTIONS")).get(name), "summarize", None)
     if summarizer is None:
         return [f"{len(data)} fields"] if data else []
     try:
