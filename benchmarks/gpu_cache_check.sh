@@ -19,7 +19,9 @@ step() { local name=$1 limit=$2; shift 2; [[ "$STEPS" == *" $name "* ]] || retur
   echo "== $name rc=$rc in $(python3 -c "print(round($EPOCHREALTIME-$t,1))")s"; tail -n 40 "$OUT/$name.txt"; }
 nvidia-smi -L; python3 -c "import torch; print(torch.__version__, torch.cuda.is_available())"
 # CACHE_BASELINE: another envsnap's command line (e.g. the pre-change code, carried as .base16), timed beside.
-step cache 240 python3 benchmarks/capture_cache.py --runs 5 ${CACHE_BASELINE:+--baseline "$CACHE_BASELINE"}
+# The captures describe the venv as it is: /tmp/site (the wheels above, for diff) stays off their path, or
+# its pip --target installs (deepdiff's RECORD lists ../../bin/deep, missing there) would be captured too.
+step cache 240 env PYTHONPATH="$PWD" python3 benchmarks/capture_cache.py --runs 5 ${CACHE_BASELINE:+--baseline "$CACHE_BASELINE"}
 step deep_sections 100 bash -c 'python3 -m envsnap capture --deep -o /tmp/d1.json --timeout 100 && python3 -m envsnap capture --deep -o /tmp/d2.json --force --timeout 100 && python3 - <<PY
 import json
 for name in ("/tmp/d1.json", "/tmp/d2.json"):
