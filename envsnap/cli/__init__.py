@@ -21,7 +21,9 @@ VERSION_TEXT = f"envsnap, version {__version__}\n"
 
 
 def main(argv=None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point. Called with `argv` (another program running envsnap in its own
+    process), it always leaves by SystemExit; as the process's entry point (no `argv`), a command that
+    asked for it (request_skip_teardown) exits without the interpreter's teardown."""
     args = sys.argv[1:] if argv is None else list(argv)
     if args == ["--version"]:
         sys.stdout.write(VERSION_TEXT)
@@ -58,7 +60,7 @@ def main(argv=None) -> None:
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (set ENVSNAP_DEBUG=1 for the traceback)", 3)
     code = rc if isinstance(rc, int) else 0
-    if skip_teardown_requested():
+    if argv is None and skip_teardown_requested():
         # Everything is written: the interpreter's teardown would only free the command's objects one
         # by one (~40 ms for a large pair of snapshots). Exit handlers still run (an installed envsnap
         # probe records this process's exit too) and the streams are flushed; a closed pipe is fine.

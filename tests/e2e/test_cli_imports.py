@@ -107,3 +107,42 @@ def test_one_shot_commands_leave_the_collector_as_they_found_it_with_their_objec
         found = json.loads(proc.stdout.rsplit("\n@@", 1)[1])
         assert found["before"] is True and found["after"] is True, (args[0], found)
         assert found["frozen"] > 10_000, (args[0], found)  # the imports and the snapshots, at least
+
+
+_ENTRY = r"""
+import atexit, sys, threading, time
+
+# A normal exit waits for a non-daemon thread; an exit without teardown (os._exit) does not.
+threading.Thread(target=lambda: (time.sleep(1.5), print("teardown ran", flush=True))).start()
+atexit.register(lambda: print("exit handler ran", flush=True))
+from envsnap.cli import main
+if sys.argv[1] == "entry":
+    sys.argv = ["envsnap"] + sys.argv[2:]
+    main()
+else:
+    main(sys.argv[2:])
+"""
+
+
+def test_diff_as_the_process_entry_point_skips_teardown_but_not_exit_handlers(tmp_path):
+    """diff leaves by os._exit once everything is written (cli.request_skip_teardown), after the exit
+    handlers; only as the process's entry point: main(argv) called by another program exits as ever."""
+    good = rich_snapshot("good", seed=1, packages=5, env_vars=8, integrity=3, workers=2, worker_vars=5)
+    bad = json.loads(json.dumps(good))
+    bad["label"] = "bad"
+    bad["sections"]["env"]["data"]["vars"]["NCCL_PROTO"] = "LL"
+    for name, snap in (("good", good), ("bad", bad)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(snap))
+    outputs = {}
+    for how in ("entry", "called"):
+        proc = subprocess.run([sys.executable, "-c", _ENTRY, how, "diff", tmp_path / "good.json", tmp_path / "bad.json"],
+                              capture_output=True, text=True, check=False, timeout=120, cwd=REPO_ROOT)
+        assert proc.returncode == 1, proc.stderr  # differs: diff's answer, kept by os._exit too
+        assert "NCCL_PROTO" in proc.stdout and proc.stdout.rstrip().splitlines()[-1] != "", proc.stdout
+        outputs[how] = proc.stdout
+    assert "exit handler ran" in outputs["entry"] and "teardown ran" not in outputs["entry"]
+    assert "exit handler ran" in outputs["called"] and "teardown ran" in outputs["called"]
+    # The same text either way.
+    witnesses = ("exit handler ran", "teardown ran")
+    texts = [[line for line in out.splitlines() if line not in witnesses] for out in outputs.values()]
+    assert texts[0] == texts[1]
