@@ -2,7 +2,8 @@
 
 `nvidia-smi` can hang for minutes on a wedged GPU and `git` on a dead NFS mount:
 every external command goes through `run_command` with a timeout, and the child
-(with its whole process group) is killed when the time is up. subprocess is imported when a
+(with its whole process group) is killed when the time is up. Work moved to a forked copy of this
+process (the packages collector, a big pair's validation) goes through `fork_child`. subprocess is imported when a
 command runs: importing this module (every collector does) costs nothing at start-up.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:
     import subprocess
@@ -96,3 +97,54 @@ def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
             proc.kill()
         except OSError:
             pass
+
+
+def fork_child(body: Callable[[int], None]) -> Optional[Tuple[int, int]]:
+    """(pid, read end of a pipe) of a forked child that runs body(write end of the pipe) and leaves by
+    os._exit (status 0, or 1 when body raised), whatever happens: no atexit handler, buffered output
+    or `finally` of the parent runs twice. EOF on the pipe: the child is done (or was killed).
+    None where forking is not safe (another thread runs: the child could inherit a lock that thread
+    held, and hang on it) or not possible; the caller then does the work itself."""
+    import threading
+
+    if not hasattr(os, "fork") or threading.active_count() != 1:
+        return None
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return None
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(read_fd)
+            body(write_fd)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def reap(pid: int, kill: bool = False) -> None:
+    """Wait for a forked child to end (SIGKILL first with `kill`: a child given up on)."""
+    import signal
+
+    if kill:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:  # reaped already
+        pass

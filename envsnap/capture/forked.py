@@ -26,6 +26,8 @@ import signal
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from envsnap.subproc import fork_child, write_all
+
 _Collect = Callable[[Any], Dict[str, Any]]
 
 # The collectors that run in a process of their own when the capture command asks (ctx.own_process).
@@ -75,19 +77,8 @@ class ForkedCollector:
 
 def start(func: _Collect, ctx: Any) -> Optional[ForkedCollector]:
     """func(ctx) running in a forked child, or None where forking is not safe or not possible."""
-    if not hasattr(os, "fork") or threading.active_count() != 1:
-        return None
-    read_fd, write_fd = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read_fd)
-        os.close(write_fd)
-        return None
-    if pid == 0:  # the child: never returns
-        _child(func, ctx, read_fd, write_fd)
-    os.close(write_fd)
-    return ForkedCollector(pid, read_fd)
+    forked = fork_child(lambda write_fd: _answer(func, ctx, write_fd))
+    return None if forked is None else ForkedCollector(*forked)
 
 
 def prestart(ctx: Any) -> Dict[str, ForkedCollector]:
@@ -107,26 +98,18 @@ def prestart(ctx: Any) -> Dict[str, ForkedCollector]:
     return children
 
 
-def _child(func: _Collect, ctx: Any, read_fd: int, write_fd: int) -> None:
-    code = 0
+def _answer(func: _Collect, ctx: Any, write_fd: int) -> None:
+    """In the child: func(ctx), or its error, pickled down the pipe."""
+    answer: Tuple[str, Any]
     try:
-        os.close(read_fd)
-        answer: Tuple[str, Any]
-        try:
-            answer = ("ok", func(ctx))
-        except BaseException as exc:  # the runner words it as for a thread's collector
-            answer = ("error", f"{type(exc).__name__}: {exc}")
-        try:
-            payload = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # a value pickle cannot carry
-            payload = pickle.dumps(("error", f"collector output could not be passed back: {exc}"))
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(write_fd, view):]
-    except BaseException:
-        code = 1
-    finally:
-        os._exit(code)
+        answer = ("ok", func(ctx))
+    except BaseException as exc:  # the runner words it as for a thread's collector
+        answer = ("error", f"{type(exc).__name__}: {exc}")
+    try:
+        payload = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # a value pickle cannot carry
+        payload = pickle.dumps(("error", f"collector output could not be passed back: {exc}"))
+    write_all(write_fd, payload)
 
 
 def kill_all(children: List[ForkedCollector]) -> None:

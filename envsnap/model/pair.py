@@ -18,11 +18,10 @@ happens. Small files, stdin-less platforms without fork, or no orjson: the plain
 from __future__ import annotations
 
 import os
-import signal
-import threading
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from envsnap.model import store
+from envsnap.subproc import fork_child, reap, write_all
 
 # Below this many bytes in all, a fork costs more than the validation it moves (a few ms).
 PARALLEL_MIN_BYTES = 2 << 20
@@ -55,7 +54,7 @@ class SnapshotPair:
                 with os.fdopen(read_fd, "rb") as pipe:
                     answer = pipe.read()
             finally:
-                _reap(pid)
+                reap(pid)
             self._answer = answer == _OK * len(self._raws)
         return self._answer
 
@@ -113,42 +112,16 @@ def read(good_path: str, bad_path: str, shapes: Optional[Mapping[str, Any]] = No
 def _start_checker(raws: List[bytes], sources: List[str], shapes: Optional[Mapping[str, Any]]
                    ) -> Optional[Tuple[int, int]]:
     """A child answering one byte per file, `+` when store's fast path accepts it; None when not forked."""
-    if not store.has_fast_parser() or not hasattr(os, "fork") or threading.active_count() != 1:
+    if not store.has_fast_parser():
         return None
-    read_fd, write_fd = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read_fd)
-        os.close(write_fd)
-        return None
-    if pid == 0:  # the child: never returns
-        code = 0
-        try:
-            os.close(read_fd)
-            answer = b"".join(_OK if store.fast_parse_accepts(raw, source, shapes) else b"-"
-                              for raw, source in zip(raws, sources))
-            os.write(write_fd, answer)
-        except BaseException:
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    return pid, read_fd
+
+    def check(write_fd: int) -> None:
+        write_all(write_fd, b"".join(_OK if store.fast_parse_accepts(raw, source, shapes) else b"-"
+                                     for raw, source in zip(raws, sources)))
+    return fork_child(check)
 
 
 def _stop(checker: Tuple[int, int]) -> None:
     pid, read_fd = checker
     os.close(read_fd)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    _reap(pid)
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
+    reap(pid, kill=True)
