@@ -13,7 +13,7 @@ answer, message included, in store.load's order (GOOD first).
 The child is forked before anything is parsed (its only shared pages are the imports and the raw
 bytes, which neither side writes: forking after the parse would make both processes copy every
 page they touch), only while the process has no other thread, and it leaves by os._exit whatever
-happens. Small files, stdin-less platforms without fork, or no orjson: the plain sequential load.
+happens. Small files, a platform without fork, or no orjson: the plain sequential load.
 """
 from __future__ import annotations
 
