@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from envsnap.subproc import fork_child, write_all
+from envsnap.subproc import fork_child, reap, write_all
 
 _Collect = Callable[[Any], Dict[str, Any]]
 
@@ -46,7 +45,7 @@ class ForkedCollector:
     def __call__(self, ctx: Any) -> Dict[str, Any]:
         with os.fdopen(self._read_fd, "rb") as pipe:
             payload = pipe.read()  # EOF when the child exits (or is killed)
-        self._reap(block=True)
+        self._end(kill=False)
         if not payload:
             raise RuntimeError("the collector's process ended without an answer")
         kind, value = pickle.loads(payload)
@@ -56,23 +55,15 @@ class ForkedCollector:
 
     def kill(self) -> None:
         """Stop the child if it still runs (the capture gave up on it), and reap it."""
-        if not self._reap(block=False):
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._reap(block=True)
+        self._end(kill=True)
 
-    def _reap(self, block: bool) -> bool:
+    def _end(self, kill: bool) -> None:
+        # Once only (the collector's thread and the capture's clean-up may both get here): a pid
+        # reaped once may be another process's next.
         with self._lock:
-            if self._reaped:
-                return True
-            try:
-                pid, _ = os.waitpid(self.pid, 0 if block else os.WNOHANG)
-            except ChildProcessError:
-                pid = self.pid
-            self._reaped = pid == self.pid
-            return self._reaped
+            if not self._reaped:
+                reap(self.pid, kill=kill)
+                self._reaped = True
 
 
 def start(func: _Collect, ctx: Any) -> Optional[ForkedCollector]:

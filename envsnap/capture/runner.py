@@ -14,7 +14,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from envsnap.capture import forked
-from envsnap.capture.base import CaptureContext, wrap_up_reserve  # noqa: F401 - wrap_up_reserve: callers' name for it
+from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import COLLECTORS, SECTION_SHAPES, content
 from envsnap.model import schema, snapshot as snapshot_mod
 from envsnap.model.snapshot import utc_now

@@ -44,7 +44,7 @@ def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: 
                                       bad_file=bad_file, top=top if fmt != "text" else None, tables=fmt != "text",
                                       pristine=pristine_texts(good, bad, wheels, pip_cache))
 
-        _, _, result = analyze_pair(good_file, bad_file, analyze)
+        result = analyze_pair(good_file, bad_file, analyze)
         if fmt == "json":
             import json
 

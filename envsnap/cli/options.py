@@ -6,7 +6,7 @@ import functools
 import gc
 import re
 import sys
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, TypeVar
 
 import click
 
@@ -128,9 +128,8 @@ def load_snapshot(path: str) -> Dict[str, Any]:
     return store.load(path, shapes=SECTION_SHAPES)
 
 
-def analyze_pair(good_file: str, bad_file: str, analyze: Callable[[Dict[str, Any], Dict[str, Any]], _T]
-                 ) -> Tuple[Dict[str, Any], Dict[str, Any], _T]:
-    """GOOD and BAD loaded as load_snapshot loads them, and analyze(good, bad) of them.
+def analyze_pair(good_file: str, bad_file: str, analyze: Callable[[Dict[str, Any], Dict[str, Any]], _T]) -> _T:
+    """analyze(good, bad) of GOOD and BAD as load_snapshot loads them.
 
     Big files are validated by another process while `analyze` runs on their parse (model/pair.py):
     its answer is kept only once validation has passed; where it fails, the files are read again the
@@ -147,12 +146,11 @@ def analyze_pair(good_file: str, bad_file: str, analyze: Callable[[Dict[str, Any
         except Exception:
             if snaps.confirmed():
                 raise
-            snaps.load_checked()  # raises what is wrong with them, or reads them the reference way
-            return snaps.good, snaps.bad, analyze(snaps.good, snaps.bad)
-        if not snaps.confirmed():
-            snaps.load_checked()
-            result = analyze(snaps.good, snaps.bad)
-        return snaps.good, snaps.bad, result
+        else:
+            if snaps.confirmed():
+                return result
+        good, bad = snaps.load_checked()  # raises what is wrong with them, or reads them the reference way
+        return analyze(good, bad)
 
 
 def emit(text: str, output: Optional[str], force: bool) -> None:

@@ -27,7 +27,7 @@ def report(good_file: str, bad_file: str, output: str, force: bool, metric, whee
     from envsnap.render.html import render_report
 
     store.check_writable(output, force)  # before the work: a refused overwrite costs nothing
-    _, _, result = analyze_pair(good_file, bad_file, lambda good, bad: result_mod.analyze(
+    result = analyze_pair(good_file, bad_file, lambda good, bad: result_mod.analyze(
         good, bad, metric=metric, good_file=good_file, bad_file=bad_file, tables=True,
         pristine=pristine_texts(good, bad, wheels, pip_cache)))
     html = render_report(result)

@@ -46,7 +46,7 @@ def _sequential(good, bad):
 def _parallel(good, bad, monkeypatch):
     monkeypatch.setattr(pair, "PARALLEL_MIN_BYTES", 0)
     try:
-        _, _, result = options.analyze_pair(
+        result = options.analyze_pair(
             good, bad, lambda g, b: result_mod.analyze(g, b, good_file=good, bad_file=bad))
         return "ok", result
     except EnvsnapError as exc:
