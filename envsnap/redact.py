@@ -11,7 +11,6 @@ Over 400 lines on purpose: the secret patterns (one per token format, with sourc
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from typing import Any, Iterable, List, Mapping, Optional, Set, Tuple
 
@@ -93,6 +92,8 @@ def _is_secret_name(name: str) -> bool:
 
 def fingerprint(value: str) -> str:
     """The stand-in for a secret: stable, short, and not the secret."""
+    import hashlib  # here: OpenSSL's load is most of this module's import otherwise
+
     digest = hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()[:8]
     return f"{REDACTED_PREFIX}{digest}"
 
@@ -154,6 +155,30 @@ _SHAPES = [
 _VALUE_PATTERNS: Optional[List["re.Pattern[str]"]] = None
 
 
+class _OnFirstUse:
+    """A regex compiled when first used: the patterns for file text and for named pairs are needed
+    only when a capture holds file text (an edited file, a dirty checkout) or a string that may hold
+    a credential, and this module is imported by every capture, diff and probed worker (compiling
+    them costs ~5 ms each time). The patterns every scrubbed string meets (_PLAIN, _SHAPE_TRIGGER)
+    are compiled at import: this indirection would cost more on each of their thousands of calls."""
+
+    __slots__ = ("_pattern", "_flags", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._pattern, self._flags = pattern, flags
+        self._compiled: Optional["re.Pattern[str]"] = None
+
+    def __getattr__(self, name: str) -> Any:
+        compiled = self._compiled
+        if compiled is None:  # two threads may both compile it: the same pattern either way
+            compiled = self._compiled = re.compile(self._pattern, self._flags)
+        return getattr(compiled, name)
+
+
+def _on_first_use(pattern: str, flags: int = 0) -> Any:
+    return _OnFirstUse(pattern, flags)
+
+
 def _value_patterns() -> List["re.Pattern[str]"]:
     global _VALUE_PATTERNS
     if _VALUE_PATTERNS is None:
@@ -164,29 +189,29 @@ def _value_patterns() -> List["re.Pattern[str]"]:
 _SHAPE_TRIGGER = re.compile("|".join(re.escape(t) for triggers, _ in _SHAPES for t in triggers))
 # user:password@ in URLs: only the password part is replaced. The password runs to the
 # last '@' before the host, since passwords may hold '@' themselves.
-_URL_CREDENTIALS = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@'\"]*:)(?P<secret>[^\s/'\"]+)(?P<post>@)")
+_URL_CREDENTIALS = _on_first_use(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@'\"]*:)(?P<secret>[^\s/'\"]+)(?P<post>@)")
 # https://<long opaque user>@host: a token used as the user name (x-access-token style, DSNs).
-_URL_TOKEN_USER = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<secret>[A-Za-z0-9_\-.~%]{20,})(?P<post>@)")
+_URL_TOKEN_USER = _on_first_use(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<secret>[A-Za-z0-9_\-.~%]{20,})(?P<post>@)")
 # Authorization headers: `Bearer X`, `Basic X`, `Digest X` anywhere, `token X` only after
 # `Authorization:` (GitHub's form): a bare "Token Latency------" title in a benchmark's
 # output is no credential.
-_AUTH_HEADER = re.compile(r"(?i)(?P<pre>\b(?:bearer|basic|digest|(?<=authorization:)\s*token|(?<=authorization: )token)\s+)"
+_AUTH_HEADER = _on_first_use(r"(?i)(?P<pre>\b(?:bearer|basic|digest|(?<=authorization:)\s*token|(?<=authorization: )token)\s+)"
                           r"(?P<secret>[A-Za-z0-9._~+/\-]{12,}=*)")
 # NAME=value and --name=value / --name value inside command lines and shell text.
 # An unquoted value ends at whitespace, a quote, ',', ';' or '&' (shell and URL-query separators).
-_ASSIGNMENT = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.]*)=)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
-_FLAG = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?:=|\s+))(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
-_NUMBER = re.compile(r"^[-+]?[0-9][0-9.,_]*%?$")
+_ASSIGNMENT = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.]*)=)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
+_FLAG = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?:=|\s+))(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
+_NUMBER = _on_first_use(r"^[-+]?[0-9][0-9.,_]*%?$")
 # ... as are `#new-token: 1024` and `#cached-token: 0` of its prefill log.
-_TOKEN_COUNT = re.compile(r"(?i)(?:^|[_.\-])tokens?$")
+_TOKEN_COUNT = _on_first_use(r"(?i)(?:^|[_.\-])tokens?$")
 # `password: value` (YAML, logs, HTTP headers such as X-Api-Key): a colon and at least one space.
-_COLON_PAIR = re.compile(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*:[ \t]+)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;]+)")
+_COLON_PAIR = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*:[ \t]+)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;]+)")
 # "name": "value" inside JSON-like text: double quotes with JSON escapes, single quotes
 # (Python reprs), and the \"name\": \"value\" of JSON held in a JSON string.
 _JSON_PAIRS = [
-    re.compile(r'(?P<pre>"(?P<name>[A-Za-z0-9_.\-]+)"\s*:\s*")(?P<secret>(?:[^"\\]|\\.)*)(?P<post>")'),
-    re.compile(r"(?P<pre>'(?P<name>[A-Za-z0-9_.\-]+)'\s*:\s*')(?P<secret>(?:[^'\\]|\\.)*)(?P<post>')"),
-    re.compile(r'(?P<pre>\\"(?P<name>[A-Za-z0-9_.\-]+)\\"\s*:\s*\\")(?P<secret>.*?)(?P<post>\\")'),
+    _on_first_use(r'(?P<pre>"(?P<name>[A-Za-z0-9_.\-]+)"\s*:\s*")(?P<secret>(?:[^"\\]|\\.)*)(?P<post>")'),
+    _on_first_use(r"(?P<pre>'(?P<name>[A-Za-z0-9_.\-]+)'\s*:\s*')(?P<secret>(?:[^'\\]|\\.)*)(?P<post>')"),
+    _on_first_use(r'(?P<pre>\\"(?P<name>[A-Za-z0-9_.\-]+)\\"\s*:\s*\\")(?P<secret>.*?)(?P<post>\\")'),
 ]
 
 
@@ -464,28 +489,6 @@ _SHAPE_LITERALS = tuple(t for triggers, _ in _SHAPES for t in triggers)
 _CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".pxd", ".pth", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp",
                   ".cu", ".cuh", ".rs", ".go", ".java", ".js", ".mjs", ".ts", ".jl", ".lua", ".scala", ".kt")
 _STR = r"[rbuRBUfF]{0,2}(?P<q>\"|')(?P<secret>(?:\\.|(?!(?P=q))[^\\\n])*)(?P<post>(?P=q))"
-
-
-class _OnFirstUse:
-    """A regex compiled when first used: the patterns for file text are needed only when a capture
-    holds file text (an edited file, a dirty checkout), and this module is imported by every
-    capture, diff and probed worker (compiling them costs ~2 ms each time)."""
-
-    __slots__ = ("_pattern", "_flags", "_compiled")
-
-    def __init__(self, pattern: str, flags: int = 0) -> None:
-        self._pattern, self._flags = pattern, flags
-        self._compiled: Optional["re.Pattern[str]"] = None
-
-    def __getattr__(self, name: str) -> Any:
-        compiled = self._compiled
-        if compiled is None:  # two threads may both compile it: the same pattern either way
-            compiled = self._compiled = re.compile(self._pattern, self._flags)
-        return getattr(compiled, name)
-
-
-def _on_first_use(pattern: str, flags: int = 0) -> Any:
-    return _OnFirstUse(pattern, flags)
 
 
 # token = "x" · token: str = "x" · token="x" (keyword argument) · token: "x" (a dict of names)

@@ -29,7 +29,6 @@ knowledge.py each mechanism implicates or argues against are the table MECHANISM
 """
 from __future__ import annotations
 
-import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.analysis.knowledge import (
@@ -150,6 +149,8 @@ def _active_gpus(sides: Sequence[List[Dict[str, Any]]]) -> List[str]:
 def _gpu_mean(usage: Dict[str, Any], gpus: List[str], *fields: str) -> Optional[float]:
     """Mean over the active GPUs of the first of `fields` each has (the active-span figure first:
     a benchmark's own start-up leaves the GPU idle before its work begins)."""
+    import statistics  # here: runs without telemetry (most diffs) never need it, nor its fractions and decimal
+
     values = []
     for index in gpus:
         gpu = (usage.get("gpus") or {}).get(index)
@@ -201,6 +202,8 @@ def _series(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, List[float
 
 def compare(good: Sequence[float], bad: Sequence[float]) -> Dict[str, Any]:
     """Medians, change, the runs' own noise, and whether BAD moved beyond it (see the module doc)."""
+    import statistics  # see _gpu_mean
+
     g, b = sorted(good), sorted(bad)
     gm, bm = statistics.median(g), statistics.median(b)
     change = (bm - gm) / abs(gm) * 100.0 if gm else None

@@ -21,7 +21,6 @@ own on random lists.
 """
 from __future__ import annotations
 
-from difflib import SequenceMatcher
 from itertools import zip_longest
 from typing import Any, List, Optional, Set
 
@@ -36,6 +35,8 @@ def changed_indices(t1: Any, t2: Any) -> Optional[Set[int]]:
         return None
     if not set(map(type, t1)) <= _SCALARS or not set(map(type, t2)) <= _SCALARS:
         return None
+    from difflib import SequenceMatcher  # here: most diffs change no list
+
     reports: List[int] = []
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, t1, t2, autojunk=False).get_opcodes():
         if tag == "replace":

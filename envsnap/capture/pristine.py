@@ -16,16 +16,16 @@ The search stops at `timeout`; what was not found says where it was looked for.
 """
 from __future__ import annotations
 
-import configparser
-import hashlib
 import os
 import sys
 import time
-import zipfile
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from envsnap.model.names import canonical_name
 from envsnap.redact import redact_file_text
+
+if TYPE_CHECKING:
+    import zipfile
 
 MAX_MEMBER = 16 << 20  # a source file bigger than this is not a patch to read
 MIN_ARCHIVE = 200  # smaller cache files cannot hold a wheel
@@ -71,6 +71,8 @@ def pip_cache_dirs() -> List[str]:
     for path in configs:
         if not path or not os.path.isfile(path):
             continue
+        import configparser  # here, as zipfile and hashlib below: most diffs find no pip.conf and no wheel
+
         parser = configparser.RawConfigParser()
         try:
             parser.read(path, encoding="utf-8")
@@ -147,6 +149,8 @@ def lookup(needs: Sequence[Dict[str, Any]], wheel_dirs: Sequence[str] = (), use_
     for path, where, ident in _candidates(list(wheel_dirs), caches, wanted, deadline):
         if not pending:
             break
+        import zipfile
+
         try:
             with zipfile.ZipFile(path) as archive:
                 names = archive.namelist()
@@ -178,7 +182,9 @@ def lookup(needs: Sequence[Dict[str, Any]], wheel_dirs: Sequence[str] = (), use_
     return out
 
 
-def _member(archive: zipfile.ZipFile, need: Dict[str, Any], source: str, redact: bool) -> Optional[Dict[str, Any]]:
+def _member(archive: "zipfile.ZipFile", need: Dict[str, Any], source: str, redact: bool) -> Optional[Dict[str, Any]]:
+    import hashlib
+
     info = archive.getinfo(need["path"])
     if info.file_size > MAX_MEMBER:
         return None

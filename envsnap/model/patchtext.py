@@ -10,7 +10,6 @@ so a line that starts with `diff --git ` always opens a new file.
 """
 from __future__ import annotations
 
-import difflib
 import re
 from typing import List, Optional, Tuple
 
@@ -191,6 +190,8 @@ def changed_lines(patch: str) -> List[str]:
 def unified(old: str, new: str, old_name: str, new_name: str, context: int = 3) -> str:
     """A unified diff of two texts in git's layout (hunk headers name the enclosing function the way
     git's default rule does; a last line without a newline is marked). '' when they are equal."""
+    import difflib  # here: most readers of patches (every diff) never build one
+
     a, b = old.splitlines(True), new.splitlines(True)
     out: List[str] = []
     for line in difflib.unified_diff(a, b, old_name, new_name, n=context):

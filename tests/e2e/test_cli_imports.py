@@ -53,7 +53,7 @@ def test_capture_loads_no_analysis_nor_rendering(tmp_path):
 # What collecting needs and reading never does: a collector module imports these inside the
 # functions that use them, so that diff and show can read its SHAPE and RULES cheaply.
 CAPTURE_ONLY = ("envsnap.capture.runner", "psutil", "pynvml", "subprocess", "importlib.metadata", "email.parser",
-                "xml.etree.ElementTree", "zipfile", "ctypes", "socket", "shutil", "csv")
+                "xml.etree.ElementTree", "zipfile", "ctypes", "socket", "shutil", "csv", "hashlib")
 
 
 def test_diff_loads_collector_declarations_only_no_jinja2_and_deepdiff_only_for_changed_lists(tmp_path):

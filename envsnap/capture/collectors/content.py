@@ -34,7 +34,6 @@ generic scrub (hold/release): it was redacted here with the rules for file text.
 from __future__ import annotations
 
 import codecs
-import hashlib
 import os
 import stat
 import threading
@@ -141,6 +140,8 @@ def read_file(path: str, budget: Budget, known: Optional[Dict[str, Any]] = None,
         fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: a FIFO swapped in cannot block the capture
     except OSError as exc:
         return unreadable(_os_error(exc), known)
+    import hashlib  # here: OpenSSL's load would otherwise be paid by every snapshot reader (diff imports collectors for SHAPE)
+
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -187,6 +188,8 @@ def _os_error(exc: OSError) -> str:
 def patch_record(data: bytes, budget: Budget) -> Dict[str, Any]:
     """The record of a patch as git wrote it (one file's or a whole stash's). Each file of a patch is
     redacted by the rules of its own path (source code or not)."""
+    import hashlib
+
     complete = len(data) <= budget.max_file
     return from_bytes(data if complete else data[:budget.max_file], len(data), hashlib.sha256(data).hexdigest(),
                       budget, "", complete, redactor=redact_patch_text)

@@ -32,7 +32,6 @@ import json
 import os
 import sys
 from typing import Any, Dict, Iterator, List, Optional, Tuple
-from urllib.parse import unquote, urlparse
 
 from envsnap.model.names import canonical_name
 
@@ -341,6 +340,8 @@ def direct_url(dist: Any) -> Optional[Dict[str, Any]]:
 
 
 def local_path_of_url(url: str) -> Optional[str]:
+    from urllib.parse import unquote, urlparse  # here: a snapshot reader imports this module, never calls this
+
     parsed = urlparse(url)
     if parsed.scheme != "file":
         return None

@@ -21,7 +21,6 @@ The hashing helpers here are shared with the git collector (dirty and untracked 
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 import threading
@@ -86,6 +85,8 @@ def _kind(mode: int) -> str:
 
 def hash_file(path: str, deadline: Optional[float] = None) -> Dict[str, Any]:
     """{"size", "sha256"} of a regular file (symlinks followed); {"type"} for special files; {"error"}."""
+    import hashlib  # here: OpenSSL's load would otherwise be paid by every reader of the sections' SHAPE (diff)
+
     try:
         fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: a FIFO swapped in after listing can't block us
     except OSError as exc:

@@ -15,7 +15,7 @@ import time
 from typing import Any, Dict, List, Optional, Set
 
 from envsnap.capture.base import CaptureContext, failed, ok
-from envsnap.capture.collectors import content, distributions as distributions_mod, integrity
+from envsnap.capture.collectors import content, distributions as distributions_mod
 from envsnap.capture.collectors.python import interpreter_facts
 from envsnap.model.names import canonical_name
 from envsnap.model.rules import (
@@ -113,6 +113,10 @@ def describe(path: List[str], site_dirs: Set[str], deep: bool = False, stop_at: 
              no_cache: bool = False) -> Dict[str, Any]:
     """The packages section's data for the distributions found on `path`; `hash_cache` says
     how many file hashes the trusted hash cache supplied (none with no_cache)."""
+    # Here, not at the top: the hashing (hashlib, the hash cache) is no cost to a snapshot reader,
+    # which imports this module for its SHAPE and RULES.
+    from envsnap.capture.collectors import integrity
+
     dists: Dict[str, Dict[str, Any]] = {}
     records = []
     unverifiable: Dict[str, str] = {}

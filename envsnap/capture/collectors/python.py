@@ -17,7 +17,7 @@ interpreter finds it.
 """
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import os
 import re
@@ -115,17 +115,24 @@ if __name__ == "__main__":
 # Variables that steer the interpreter itself (the env section has all of them too).
 _EXTRA_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "UV_PROJECT_ENVIRONMENT")
 
-# Names of the families that change inference speed, wherever they appear in a hook.
-_FAMILY_RE = re.compile(
-    r"\b((?:NCCL|CUDA|CUDNN|CUBLAS|CUBLASLT|NVTE|NVSHMEM|NVIDIA|TORCH|PYTORCH|TORCHINDUCTOR|TRITON|"
-    r"SGLANG|VLLM|FLASHINFER|OMP|MKL|KMP|GOMP|HF|TRANSFORMERS|TOKENIZERS|UCX|GLOO|LD|MALLOC)_[A-Z0-9_]+)\b")
-# Any literal name read or written through the environment APIs.
-_ACCESS_RE = re.compile(
-    r"(?:environ(?:\.get|\.setdefault|\.pop)?\s*[\[(]\s*|(?:getenv|putenv|unsetenv)\s*\(\s*)[rbu]?['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]")
-_TOUCH_RE = re.compile(r"\b(?:environ|putenv|unsetenv|getenv)\b")
-# In a file that does touch the environment, quoted UPPER_SNAKE literals are variable
-# names too (`var = 'SETUPTOOLS_USE_DISTUTILS'; os.environ.get(var)`).
-_LITERAL_RE = re.compile(r"['\"]([A-Z][A-Z0-9]*_[A-Z0-9_]+)['\"]")
+@functools.lru_cache(maxsize=None)
+def _mention_patterns() -> Tuple["re.Pattern[str]", ...]:
+    """The patterns env_mentions scans a hook with, compiled on first use (a snapshot reader imports
+    this module for its SHAPE and never scans a hook)."""
+    return (
+        # Names of the families that change inference speed, wherever they appear in a hook.
+        re.compile(r"\b((?:NCCL|CUDA|CUDNN|CUBLAS|CUBLASLT|NVTE|NVSHMEM|NVIDIA|TORCH|PYTORCH|TORCHINDUCTOR|TRITON|"
+                   r"SGLANG|VLLM|FLASHINFER|OMP|MKL|KMP|GOMP|HF|TRANSFORMERS|TOKENIZERS|UCX|GLOO|LD|MALLOC)_[A-Z0-9_]+)\b"),
+        # Any literal name read or written through the environment APIs.
+        re.compile(r"(?:environ(?:\.get|\.setdefault|\.pop)?\s*[\[(]\s*|(?:getenv|putenv|unsetenv)\s*\(\s*)"
+                   r"[rbu]?['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]"),
+        re.compile(r"\b(?:environ|putenv|unsetenv|getenv)\b"),
+        # In a file that does touch the environment, quoted UPPER_SNAKE literals are variable
+        # names too (`var = 'SETUPTOOLS_USE_DISTUTILS'; os.environ.get(var)`).
+        re.compile(r"['\"]([A-Z][A-Z0-9]*_[A-Z0-9_]+)['\"]"),
+    )
+
+
 _MODULE_SUFFIXES = (".py", ".pyc")
 
 _cache_lock = threading.Lock()
@@ -339,6 +346,8 @@ def _same_file(path: str, other: Optional[str]) -> bool:
 
 
 def _hook_record(path: str, kind: str, errors: Dict[str, str]) -> Dict[str, Any]:
+    import hashlib  # here: OpenSSL's load would otherwise be paid by every reader of the sections' SHAPE (diff)
+
     record: Dict[str, Any] = {"kind": kind}
     digest = hashlib.sha256()
     size = 0
@@ -380,10 +389,11 @@ def _hook_record(path: str, kind: str, errors: Dict[str, str]) -> Dict[str, Any]
 
 def env_mentions(text: str) -> Tuple[List[str], bool]:
     """(sorted variable names a hook mentions, whether it touches the environment at all)."""
-    names = set(_FAMILY_RE.findall(text)) | set(_ACCESS_RE.findall(text))
-    touches = bool(names) or bool(_TOUCH_RE.search(text))
+    family, access, touch, literal = _mention_patterns()
+    names = set(family.findall(text)) | set(access.findall(text))
+    touches = bool(names) or bool(touch.search(text))
     if touches:
-        names.update(_LITERAL_RE.findall(text))
+        names.update(literal.findall(text))
     return sorted(names), touches
 
 
