@@ -8,7 +8,7 @@ anyone sees the data.
 Same input gives byte-identical output: keys are sorted, collectors sort their lists.
 
 Parsing: the standard library's json with hooks is the reference. When orjson is installed
-(optional: `pip install orjson`), it parses first, 2x faster on big snapshots, and its answer
+(a dependency, but envsnap reads the same without it), it parses first, 2x faster on big snapshots, and its answer
 is kept only when it provably equals the reference's: orjson refuses what json's hooks refuse
 (NaN, Infinity, lone surrogates, invalid UTF-8, nesting deeper than 1024), and what it would
 accept differently is detected: duplicate keys (it keeps the last: the text then has more
@@ -35,7 +35,7 @@ from envsnap.model.schema import (
     validate,
 )
 
-try:  # optional: see the module docstring
+try:  # a dependency, but not required: see the module docstring
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None  # type: ignore[assignment]
