@@ -192,7 +192,8 @@ def main() -> int:
         env = dict(os.environ)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        rest = os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+        env["PYTHONPATH"] = repo + rest
         cli = [sys.executable, "-m", "envsnap", "diff", *paths]
         floor = [sys.executable, "-c", "pass"]
         # The README's first command: the shipped example pair (small files, lists of scalars changed).
@@ -202,8 +203,9 @@ def main() -> int:
         commands = [("cli", cli, env, repo), ("floor", floor, env, repo), ("example", example, env, repo)]
         if args.baseline:
             base = os.path.abspath(args.baseline)
-            commands.append(("baseline", cli, dict(env, PYTHONPATH=base), base))
-            commands.append(("baseline example", example, dict(env, PYTHONPATH=base), base))
+            # The rest of the path too: the same dependencies (orjson...) for both.
+            commands.append(("baseline", cli, dict(env, PYTHONPATH=base + rest), base))
+            commands.append(("baseline example", example, dict(env, PYTHONPATH=base + rest), base))
         exit_code = 0
         for name, cmd, cmd_env, cwd in commands:  # warm-up (byte code written)
             code = subprocess.run(cmd, capture_output=True, env=cmd_env, cwd=cwd, check=False).returncode
