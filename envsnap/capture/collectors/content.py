@@ -133,6 +133,8 @@ def read_file(path: str, budget: Budget, known: Optional[Dict[str, Any]] = None,
     ({"size", "sha256"}): reused for the part of a big file that is not kept, so a multi-GB file is
     not hashed twice; a file kept whole is hashed from the very bytes kept, so text and sha256 agree
     even if it changed in between. small_only: over the per-file bound -> too_large (untracked)."""
+    import hashlib  # here: OpenSSL's load would otherwise be paid by every snapshot reader (diff imports collectors for SHAPE)
+
     known = known or {}
     if deadline is not None and time.monotonic() > deadline:
         return unreadable(DEADLINE_ERROR, known)
@@ -140,8 +142,6 @@ def read_file(path: str, budget: Budget, known: Optional[Dict[str, Any]] = None,
         fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: a FIFO swapped in cannot block the capture
     except OSError as exc:
         return unreadable(_os_error(exc), known)
-    import hashlib  # here: OpenSSL's load would otherwise be paid by every snapshot reader (diff imports collectors for SHAPE)
-
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
