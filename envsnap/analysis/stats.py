@@ -14,6 +14,7 @@ import math
 import random
 from collections import Counter
 from functools import lru_cache
+from itertools import repeat, starmap
 from operator import mul
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -189,8 +190,7 @@ def bootstrap_median_change(a: Sequence[float], b: Sequence[float], seed: int = 
     na, nb = len(a_sorted), len(b_sorted)
     # Each resample draws na then nb uniforms, picking population[floor(u * n)]: random.choices'
     # own draws, in its order (the intervals do not depend on the Python version), drawn in bulk.
-    draws = rng.random
-    uniforms = [draws() for _ in range(resamples * (na + nb))]
+    uniforms = list(starmap(rng.random, repeat((), resamples * (na + nb))))  # the draws in a C loop
     # The sides are sorted, so a resample's median is picked by its sorted indices (the same values,
     # hence the same floats, as median() of the values); the indices come out of C (map).
     scales = ([float(na)] * na + [float(nb)] * nb) * resamples
