@@ -376,7 +376,7 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
     wall_note = f"wall {_pct(wall)}"
     involuntary: Any = f.get("ctx_involuntary_per_cpu_s")
     voluntary: Any = f.get("ctx_voluntary")
-    if _up(involuntary) and not (_up(voluntary) and _ratio(voluntary) > _ratio(involuntary)):
+    if _up(involuntary) and not (_up(voluntary) and _waits_grew_more(voluntary, involuntary, cpu)):
         return ("contention", f"{cpu_note}, {wall_note}, involuntary context switches per CPU second "
                               f"{_times(involuntary)}: waiting for a CPU (contention){gpu_note}", {})
     if _up(voluntary):
@@ -392,3 +392,17 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
 
 def _ratio(f: Dict[str, Any]) -> float:
     return f["bad"] / f["good"] if f["good"] > 0 else float("inf")
+
+
+def _waits_grew_more(voluntary: Dict[str, Any], involuntary: Dict[str, Any], cpu: Optional[Dict[str, Any]]) -> bool:
+    """Did the waits (voluntary switches, per run) grow more than the preemptions (involuntary switches,
+    per CPU second)? By their growth ratios, which put the two on one scale; but a side that had none on
+    GOOD grows "infinitely" from any count, so there the switches a run gained are compared. (A benchmark
+    that sleeps 40 more times a run beside a short-lived program: involuntary 0 -> 23 per CPU second, ~3.5
+    more a run, against ~40 more waits; the ratios alone named contention for the sleeps' wall time.)"""
+    if voluntary["good"] > 0 and involuntary["good"] > 0:
+        return _ratio(voluntary) > _ratio(involuntary)
+    if not cpu:  # involuntary switches a run cannot be counted: the ratios decide, as above
+        return _ratio(voluntary) > _ratio(involuntary)
+    more_preemptions = float(involuntary["bad"] * cpu["bad"] - involuntary["good"] * cpu["good"])
+    return float(voluntary["bad"] - voluntary["good"]) > more_preemptions

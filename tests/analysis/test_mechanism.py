@@ -229,6 +229,27 @@ def test_contention_is_involuntary_switches_per_cpu_second():
     assert "involuntary context switches per CPU second \u00d7" in result["line"]
 
 
+def _switches(wall, cpu, voluntary, involuntary):
+    return {"ok": True, "telemetry": {"wall_s": wall, "cpu_user_s": cpu, "cpu_system_s": 0.0, "ctx_voluntary": voluntary,
+                                      "ctx_involuntary": involuntary, "cpu_set": [0, 1]}}
+
+
+def test_more_waits_beside_a_few_preemptions_from_none_are_io_wait():
+    # GOOD was never preempted: any preemption on BAD is an "infinite" growth. A run gained ~40 waits and
+    # ~3 preemptions (what test_sleeping_is_io_wait measured while another program briefly ran): the waits.
+    good = _side(*(_switches(0.15 + i * 0.002, 0.15, 5 + i, 0) for i in range(3)))
+    bad = _side(*(_switches(0.75 + i * 0.002, 0.15, 45 + i, 3 + i % 2) for i in range(3)))
+    result = mechanism(good, bad)
+    assert result["kind"] == "io_wait", result["line"]
+
+
+def test_many_preemptions_from_none_beside_a_few_more_waits_are_contention():
+    good = _side(*(_switches(1.0 + i * 0.01, 1.0, 5 + i, 0) for i in range(3)))
+    bad = _side(*(_switches(1.8 + i * 0.01, 1.0, 9 + i, 400 + i) for i in range(3)))
+    result = mechanism(good, bad)
+    assert result["kind"] == "contention", result["line"]
+
+
 def test_failed_runs_and_runs_without_telemetry_are_not_counted():
     good = _side(*(_usage(10.0, 10.0, 99.0, 1980) for _ in range(3)), {"ok": False, "telemetry": {"wall_s": 99.0}})
     bad = _side(*(_usage(10.0, 10.0, 99.0, 1980) for _ in range(2)), {"ok": True, "metrics": {"x": 1.0}})
