@@ -138,3 +138,15 @@ def test_cli_on_a_pair_above_the_threshold_answers_as_the_sequential_load(tmp_pa
         store.load(bad, SECTION_SHAPES)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr == f"envsnap: error: {sequential.value}\n"
+
+
+def test_without_orjson_a_big_pair_is_read_the_strict_way_with_the_same_answer(files, monkeypatch):
+    # orjson is a dependency, but envsnap must read the same where it cannot be installed.
+    good, bad = files
+    expected = _sequential(good, bad)
+    monkeypatch.setattr(store, "_orjson", None)
+    assert not store.has_fast_parser()
+    with pair.read(good, bad, SECTION_SHAPES, min_bytes=0) as snaps:
+        assert snaps.validated and snaps._checker is None  # no child: nothing to parse fast
+        assert snaps.good == store._parse_exact(open(good).read(), good, SECTION_SHAPES)
+    assert _parallel(good, bad, monkeypatch) == expected == _sequential(good, bad)
