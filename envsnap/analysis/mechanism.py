@@ -400,9 +400,8 @@ def _waits_grew_more(voluntary: Dict[str, Any], involuntary: Dict[str, Any], cpu
     GOOD grows "infinitely" from any count, so there the switches a run gained are compared. (A benchmark
     that sleeps 40 more times a run beside a short-lived program: involuntary 0 -> 23 per CPU second, ~3.5
     more a run, against ~40 more waits; the ratios alone named contention for the sleeps' wall time.)"""
-    if voluntary["good"] > 0 and involuntary["good"] > 0:
-        return _ratio(voluntary) > _ratio(involuntary)
-    if not cpu:  # involuntary switches a run cannot be counted: the ratios decide, as above
+    # Without CPU time the involuntary switches a run had cannot be counted: the ratios decide then too.
+    if (voluntary["good"] > 0 and involuntary["good"] > 0) or not cpu:
         return _ratio(voluntary) > _ratio(involuntary)
     more_preemptions = float(involuntary["bad"] * cpu["bad"] - involuntary["good"] * cpu["good"])
     return float(voluntary["bad"] - voluntary["good"]) > more_preemptions
