@@ -17,7 +17,6 @@ Merged multi-node snapshots are ranked node by node, with node-qualified keys (a
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap import format as fmt
@@ -174,7 +173,7 @@ def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List
         key, base, node, category, raw, subject = members[0]
         if len(members) > 1:
             node = nodes_mod.label([str(m[2]) for m in members], everywhere)
-            key, subject = nodes_mod.qualify(node, base), replace(subject, node=node)
+            key, subject = nodes_mod.qualify(node, base), subject._replace(node=node)
         out.append((key, base, node, category, raw, subject))
     return out, warnings
 

@@ -16,7 +16,7 @@ snapshot shows decides it, per side, then both sides together:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from envsnap.analysis.knowledge import GPU_CONTEXT, NCCL_CONTEXT, SGLANG_CONTEXT, requirement_for
 from envsnap.analysis.nodes import is_cluster
@@ -31,8 +31,7 @@ PART_WORDS = {GPU_CONTEXT: "a GPU", NCCL_CONTEXT: "NCCL", SGLANG_CONTEXT: "SGLan
 PART_NOUNS = {GPU_CONTEXT: "GPU", NCCL_CONTEXT: "NCCL", SGLANG_CONTEXT: "SGLang"}
 
 
-@dataclass(frozen=True)
-class Presence:
+class Presence(NamedTuple):
     state: str  # IN_PLAY | ABSENT | NOT_SEEN | UNKNOWN
     why: str
 

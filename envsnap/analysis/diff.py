@@ -166,7 +166,7 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
     order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
     diffs.sort(key=lambda d: (order.get(d.category, len(order)), d.key))
     if node is not None:
-        diffs = [replace(d, key=nodes_mod.qualify(node, d.key), subject=replace(d.subject, node=node)) for d in diffs]
+        diffs = [replace(d, key=nodes_mod.qualify(node, d.key), subject=d.subject._replace(node=node)) for d in diffs]
     warnings = _warnings(good, bad, va, vb, compare_hosts=node is None)
     return Comparison(diffs, warnings, va, vb, usable, node=node, modified_differing=differing)
 
@@ -187,7 +187,7 @@ def _merge_nodes(parts: List[Comparison], everyone: List[str]) -> List[Differenc
             label = nodes_mod.label([str(m.subject.node) for m in members], everyone)
             merged = replace(merged, key=nodes_mod.qualify(label, merged.base_key),
                              flat_keys=sorted({f for m in members for f in m.flat_keys}),
-                             subject=replace(merged.subject, node=label))
+                             subject=merged.subject._replace(node=label))
         for member in members:
             merged_of[id(member)] = merged
         out.append(merged)
@@ -395,7 +395,7 @@ def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Differ
         first = members[0]
         flats = sorted({f for d in members for f in d.flat_keys})
         rest.append(Difference(f"{first.category}.{label}.{aspect}", first.category, first.change, first.good,
-                               first.bad, first.volatile, flats, replace(first.subject, entity=label), first.absent))
+                               first.bad, first.volatile, flats, first.subject._replace(entity=label), first.absent))
     return rest
 
 

@@ -11,8 +11,7 @@ else: a factor is changed here, with its reason, or not at all.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from envsnap.analysis.knowledge import COMMUNICATION, CPU_HOST, DRAFTER, GRAPHS, KERNELS, MEMORY, NONE
 
@@ -20,8 +19,7 @@ from envsnap.analysis.knowledge import COMMUNICATION, CPU_HOST, DRAFTER, GRAPHS,
 SCORE_SCALE = 2.3
 
 
-@dataclass(frozen=True)
-class Factor:
+class Factor(NamedTuple):
     name: str
     value: float
     why: str  # what the evidence is and what it stands on

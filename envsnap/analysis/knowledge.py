@@ -20,9 +20,8 @@ under the comment naming its source; one table read top to bottom is what a revi
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Dict, List, Tuple, TypeVar
+from typing import Callable, Dict, List, NamedTuple, Tuple, TypeVar
 
 # The components and the rule types are part of this module's API (re-exported: `X as X`).
 from envsnap.model.rules import (
@@ -487,8 +486,7 @@ NCCL_CONTEXT = "nccl"
 SGLANG_CONTEXT = "sglang"
 
 
-@dataclass(frozen=True)
-class Requirement:
+class Requirement(NamedTuple):
     pattern: str  # fnmatch over the readable difference key, like FieldRule.pattern
     context: str  # GPU_CONTEXT | NCCL_CONTEXT | SGLANG_CONTEXT
     why: str
@@ -612,8 +610,7 @@ CPU_SET = "cpus"
 BUSY_CPUS = "busy_cpus"
 
 
-@dataclass(frozen=True)
-class SeriesLink:
+class SeriesLink(NamedTuple):
     pattern: str
     series: str  # a series of analysis/mechanism.py
     why: str
@@ -649,8 +646,7 @@ def series_link(key: str) -> "SeriesLink | None":
 
 # --- Unknown variables (no rule above names them): what their name and value look like. Kinds and their priors;
 # a prior here is the chance such a change moves speed, before any evidence (analysis/priors.py). ---
-@dataclass(frozen=True)
-class VariableKind:
+class VariableKind(NamedTuple):
     name: str
     prior: float
     why: str
@@ -705,8 +701,7 @@ RESOURCE_KEYS: Dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class SizedPrior:
+class SizedPrior(NamedTuple):
     """prior = min(ceiling, floor + slope * share taken away); `raised` when the resource grew."""
     floor: float
     slope: float

@@ -21,15 +21,14 @@ hide what differs on the others. A warning line says which it did, in every outp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
 from envsnap.model.merge import node_snapshots
 
 EVERY_NODE = "*"
 
 
-@dataclass(frozen=True)
-class NodePair:
+class NodePair(NamedTuple):
     """One comparison: `name` qualifies its keys (None: two single-node snapshots, keys unqualified).
     A side is None when that snapshot has no such node."""
     name: Optional[str]

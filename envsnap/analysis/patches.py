@@ -20,7 +20,7 @@ line pointing at the patch and its `patches` ids.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from envsnap.analysis.views import modified_entries_differing
 from envsnap.model import patchtext
@@ -217,12 +217,20 @@ def _rel(key: str, dist: str) -> str:
     return key[:-len(f" [{dist}]")] if dist and key.endswith(f" [{dist}]") else key
 
 
-def pristine_needs(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Dict[str, Any]]:
+# What the caller does with pristine_needs: the texts found, by pristine_key (capture/pristine.lookup).
+PristineFinder = Callable[[List[Dict[str, Any]]], Dict[str, Dict[str, Any]]]
+
+
+def pristine_needs(good: Dict[str, Any], bad: Dict[str, Any], differing: Optional[Set[str]] = None
+                   ) -> List[Dict[str, Any]]:
     """Installed files edited on one side only, whose pristine text would show the edit: one entry
-    per file {key, dist, version, path, sha256 (RECORD's), side} for capture/pristine.lookup."""
+    per file {key, dist, version, path, sha256 (RECORD's), side} for capture/pristine.lookup.
+    `differing`: views.modified_entries_differing(good, bad) when the caller has it (a file edited on
+    one side only is among them)."""
     (gmod, gdists), (bmod, bdists) = _installed_sides(good), _installed_sides(bad)
     needs = []
-    for key in sorted(set(gmod) ^ set(bmod)):
+    one_side = set(gmod) ^ set(bmod) if differing is None else {k for k in differing if (k in gmod) != (k in bmod)}
+    for key in sorted(one_side):
         side, entry, dists = ("bad", _dict(bmod.get(key)), bdists) if key in bmod else ("good", _dict(gmod[key]), gdists)
         dist = str(entry.get("dist") or "")
         rel = _rel(key, dist)

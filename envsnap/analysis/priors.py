@@ -14,8 +14,7 @@ A difference a field rule names (knowledge.py) takes that rule's weight. The res
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.diff import Comparison, Difference
@@ -164,8 +163,7 @@ def rule_source(rule: knowledge.FieldRule) -> str:
     return f"{pattern} rule"
 
 
-@dataclass(frozen=True)
-class Prior:
+class Prior(NamedTuple):
     value: float
     source: str  # where it comes from, for the evidence line "prior 0.15 (SOURCE)"
     why: str = ""  # the cause's reason when no rule gives one

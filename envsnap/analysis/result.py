@@ -4,12 +4,13 @@ parts of the stack were in play), differences, warnings: the shape `envsnap diff
 and every renderer formats."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
 from envsnap.analysis import diff as diff_mod, patches as patches_mod
 from envsnap.analysis.causes import rank_causes
 from envsnap.analysis.context import build_context
 from envsnap.analysis.groups import bisect_hint, commands_differ, tie_groups
+from envsnap.analysis.patches import PristineFinder
 from envsnap.analysis.tables import build_tables
 from envsnap.analysis.verdict import build_verdict
 
@@ -26,18 +27,23 @@ def _meta(snap: Dict[str, Any], path: Optional[str]) -> Dict[str, Any]:
 def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = None, include_volatile: bool = False,
             good_file: Optional[str] = None, bad_file: Optional[str] = None,
             top: Optional[int] = None, tables: bool = False,
-            pristine: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str, Any]:
+            pristine: Union[None, Dict[str, Dict[str, Any]], PristineFinder] = None) -> Dict[str, Any]:
     """The diff/rank result (the shape `envsnap diff --format json` prints).
 
     `tables` adds the side-by-side tables the report shows (analysis/tables): JSON and HTML output
     carry them, the text output does not need them. `pristine`: texts of installed files as
-    released, found offline by the caller (capture/pristine.lookup).
+    released, found offline by the caller (capture/pristine.lookup); or the caller's finder, given
+    what is needed (patches.pristine_needs), when it is worked out here from the comparison's own
+    pass over the edited files (the large pair's 20,000 entries are not walked a second time).
     """
     verdict, run_warnings = build_verdict(good, bad, metric)
     comp = diff_mod.compare(good, bad)
     context = build_context(good, bad)
     causes = rank_causes(comp, verdict, context)
-    patches = patches_mod.build(good, bad, pristine, comp.modified_differing if not comp.parts else None)
+    differing = comp.modified_differing if not comp.parts else None
+    if callable(pristine):
+        pristine = pristine(patches_mod.pristine_needs(good, bad, differing))
+    patches = patches_mod.build(good, bad, pristine, differing)
     patches_mod.link(causes, patches)
     groups = tie_groups(causes, lambda: bisect_hint(good, bad, good_file, bad_file, causes))
     if top is not None:

@@ -16,7 +16,7 @@ defined here once.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import ne
 from typing import (
@@ -26,6 +26,7 @@ from typing import (
     Iterable,
     Iterator,
     List,
+    NamedTuple,
     Optional,
     Sequence,
     Set,
@@ -68,8 +69,7 @@ def without_text(entry: Any) -> Any:
     return entry
 
 
-@dataclass(frozen=True)
-class Subject:
+class Subject(NamedTuple):
     """What a view key is about, as fields (no caller takes a key string apart).
 
     where: env | workers | parent_only | nccl (an environment variable, by whose environment it is)
@@ -132,7 +132,7 @@ class View:
         except KeyError:  # a category no view of its own uses (a new collector's): after the known ones
             self.values[category] = {key: value}
         self.flats[key] = tuple(flats)
-        self.subjects[key] = subject if self.node is None else replace(subject, node=self.node)
+        self.subjects[key] = subject if self.node is None else subject._replace(node=self.node)
         if aggregate:
             self.aggregate.add(key)
         if presence:

@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional
 import click
 
 from envsnap.cli import request_skip_teardown
-from envsnap.cli.options import analyze_pair, emit, one_shot_gc, pristine_texts, wheels_options
+from envsnap.cli.options import analyze_pair, emit, one_shot_gc, pristine_finder, wheels_options
 from envsnap.errors import EnvsnapError
 
 _FORMATS = click.Choice(["text", "json", "html"])
@@ -42,7 +42,7 @@ def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: 
 
             return result_mod.analyze(good, bad, metric=metric, include_volatile=show_all, good_file=good_file,
                                       bad_file=bad_file, top=top if fmt != "text" else None, tables=fmt != "text",
-                                      pristine=pristine_texts(good, bad, wheels, pip_cache))
+                                      pristine=pristine_finder(good, bad, wheels, pip_cache))
 
         result = analyze_pair(good_file, bad_file, analyze)
         if fmt == "json":

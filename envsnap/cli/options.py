@@ -6,11 +6,12 @@ import functools
 import gc
 import re
 import sys
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
 
 import click
 
 from envsnap.capture.base import DEFAULT_CONTENT_MAX_FILE, DEFAULT_CONTENT_MAX_TOTAL
+from envsnap.cli import keep_until_exit
 from envsnap.errors import EnvsnapError
 
 _T = TypeVar("_T")
@@ -105,18 +106,19 @@ def wheels_options(func):
                              "a file edited in site-packages against (repeatable; pip's cache is searched too).")(func)
 
 
-def pristine_texts(good: Dict[str, Any], bad: Dict[str, Any], wheels: Sequence[str], pip_cache: bool
-                   ) -> Dict[str, Dict[str, Any]]:
-    """Pristine texts for the installed files edited on one side only (none needed: no search)."""
-    from envsnap.analysis.patches import pristine_needs
-
-    needs = pristine_needs(good, bad)
-    if not needs:
-        return {}
-    from envsnap.capture.pristine import lookup
-
+def pristine_finder(good: Dict[str, Any], bad: Dict[str, Any], wheels: Sequence[str], pip_cache: bool
+                    ) -> Callable[[List[Dict[str, Any]]], Dict[str, Dict[str, Any]]]:
+    """What finds the pristine texts of the installed files edited on one side only, for analyze():
+    given what is needed (analysis/patches.pristine_needs), it searches only when something is."""
     redact = not (good.get("redaction") == "off" and bad.get("redaction") == "off")
-    return lookup(needs, list(wheels), use_pip_cache=pip_cache, redact=redact)
+
+    def find(needs: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+        if not needs:
+            return {}
+        from envsnap.capture.pristine import lookup
+
+        return lookup(needs, list(wheels), use_pip_cache=pip_cache, redact=redact)
+    return find
 
 
 def load_snapshot(path: str) -> Dict[str, Any]:
@@ -141,6 +143,7 @@ def analyze_pair(good_file: str, bad_file: str, analyze: Callable[[Dict[str, Any
     if good_file == "-" and bad_file == "-":
         raise EnvsnapError("only one of GOOD and BAD can be read from stdin ('-')")
     with pair.read(good_file, bad_file, shapes=SECTION_SHAPES) as snaps:
+        keep_until_exit(snaps)
         try:
             result = analyze(snaps.good, snaps.bad)
         except Exception:

@@ -6,7 +6,7 @@ import os
 import click
 
 from envsnap.cli import request_skip_teardown
-from envsnap.cli.options import analyze_pair, pristine_texts, wheels_options
+from envsnap.cli.options import analyze_pair, pristine_finder, wheels_options
 
 
 @click.command()
@@ -29,7 +29,7 @@ def report(good_file: str, bad_file: str, output: str, force: bool, metric, whee
     store.check_writable(output, force)  # before the work: a refused overwrite costs nothing
     result = analyze_pair(good_file, bad_file, lambda good, bad: result_mod.analyze(
         good, bad, metric=metric, good_file=good_file, bad_file=bad_file, tables=True,
-        pristine=pristine_texts(good, bad, wheels, pip_cache)))
+        pristine=pristine_finder(good, bad, wheels, pip_cache)))
     html = render_report(result)
     store.atomic_write_text(output, html, force=force)
     request_skip_teardown()

@@ -11,8 +11,7 @@ of any section). Plain data: no matching here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Tuple
+from typing import NamedTuple, Tuple
 
 # Components a difference can act on (the EAGLE-3 decomposition groups them).
 COMMUNICATION = "communication"
@@ -24,8 +23,7 @@ CPU_HOST = "cpu/host"
 NONE = "none"
 
 
-@dataclass(frozen=True)
-class FieldRule:
+class FieldRule(NamedTuple):
     pattern: str
     category: str
     component: str = NONE
@@ -44,8 +42,7 @@ def rule(pattern: str, category: str, component: str, weight: float, why: str) -
     return FieldRule(pattern, category=category, component=component, weight=weight, why=why)
 
 
-@dataclass(frozen=True)
-class SectionRules:
+class SectionRules(NamedTuple):
     """What one collector's section means to diff and rank, declared in the collector's module.
 
     category, component: the category of the section's status and of its keys that no rule names,

@@ -16,8 +16,7 @@ then the schedulers by DP/TP/PP rank; probe-only processes by the rank they init
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 # Reading order of process kinds (roles.py gives kinds from SGLang's process titles).
 KIND_ORDER = {"main": 0, "dp_controller": 1, "tokenizer": 2, "detokenizer": 3, "scheduler": 4, "rank": 5, "other": 6}
@@ -30,8 +29,7 @@ SOURCE_LABELS = {"env_at_init": "probe at init_process_group", "env_at_start": "
 PRECEDENCE = ("env_at_init", "env_at_start")  # probe fields, most telling first; then /proc
 
 
-@dataclass(frozen=True)
-class SeenProcess:
+class SeenProcess(NamedTuple):
     """One process as envsnap saw it."""
     key: str
     title: str

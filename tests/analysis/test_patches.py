@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from helpers.git import git, init_repo
 
-from envsnap.analysis import patches as patches_mod, result as result_mod
+from envsnap.analysis import patches as patches_mod, result as result_mod, views
 from envsnap.capture import runner
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import git as git_collector
@@ -184,6 +184,38 @@ def test_pristine_needs_and_a_one_sided_installed_edit_without_a_pristine_copy()
     found = {needs[0]["key"]: {"status": "found", "text": "TOPK = 8\n", "source": "w.whl", "sha256": "a" * 64}}
     with_pristine = [p for p in patches_mod.build(good, bad, found) if p["key"] == "integrity.tinypkg/core.py"][0]
     assert with_pristine["diff"].endswith("-TOPK = 8\n+TOPK = 4\n") and "w.whl" in with_pristine["basis"]
+
+
+def test_pristine_needs_from_the_comparisons_differing_set_and_a_finder_give_the_same_answer():
+    """analyze() works out what is needed from compare()'s own pass over the edited files (`differing`)
+    and hands it to the caller's finder: the same needs, the same result, as a dict found beforehand."""
+    def entry(recorded, actual):
+        return {"dist": "tinypkg", "recorded_sha256": recorded * 64, "actual_sha256": actual * 64,
+                "content": {"status": "text", "text": f"TOPK = {actual}\n", "size": 9, "sha256": actual * 64}}
+
+    def snap(modified):
+        return {"sections": {"packages": {"status": "ok", "data": {
+            "dists": {"tinypkg": {"name": "tinypkg", "version": "1.0"}},
+            "integrity": {"modified": modified}}}}}
+
+    alike = {f"tinypkg/same_{i}.py": entry("a", "b") for i in range(50)}
+    good = snap(dict(alike, **{"tinypkg/good_only.py": entry("a", "c"), "tinypkg/both.py": entry("a", "d")}))
+    bad = snap(dict(alike, **{"tinypkg/bad_only.py": entry("a", "e"), "tinypkg/both.py": entry("a", "f")}))
+    differing = views.modified_entries_differing(good, bad)
+    assert differing == {"tinypkg/good_only.py", "tinypkg/bad_only.py", "tinypkg/both.py"}
+    needs = patches_mod.pristine_needs(good, bad)
+    assert [n["path"] for n in needs] == ["tinypkg/bad_only.py", "tinypkg/good_only.py"]
+    assert patches_mod.pristine_needs(good, bad, differing) == needs
+    asked = []
+
+    def finder(wanted):
+        asked.append(wanted)
+        return {n["key"]: {"status": "found", "text": "TOPK = 8\n", "source": "w.whl", "sha256": "a" * 64}
+                for n in wanted}
+    with_finder = result_mod.analyze(good, bad, pristine=finder)
+    assert asked == [needs]
+    assert with_finder == result_mod.analyze(good, bad, pristine=finder(needs))
+    assert any("w.whl" in p["basis"] for p in with_finder["patches"])
 
 
 def test_patches_are_deterministic(checkout, monkeypatch):
