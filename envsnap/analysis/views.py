@@ -162,13 +162,14 @@ class View:
 
 # ---------------------------------------------------------------- building a view
 
-_SCALARS = (str, int, float, bool, type(None))
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _norm(value: Any, name: str = "") -> Any:
     """JSON-like copy with unordered lists sorted (so reordering is no difference)."""
     if isinstance(value, dict):
-        if all(isinstance(v, _SCALARS) for v in value.values()):
+        # Exact types, checked in C (thousands of entries): a subclass is copied below, to an equal value.
+        if _SCALARS.issuperset(map(type, value.values())):
             return value  # nothing to sort below: share, don't copy
         return {str(k): _norm(v, str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -364,7 +365,8 @@ def _agree(view: View, category: str, prefix: str, disagree: str, per_instance: 
         values = {inst: per_instance[inst].get(name) for inst in instances}
         flats = [f"{flat_of[inst]}.{name}" for inst in instances if name in per_instance[inst]]
         first = values[instances[0]]
-        if all(v == first for v in values.values()):
+        # count() compares in C, with == (after an identity check: a snapshot holds no NaN to tell them apart)
+        if list(values.values()).count(first) == len(values):
             view.put(category, f"{prefix}.{name}", first, flats, subject(name, False), aggregate=True)
         else:
             view.put(category, f"{disagree}.{name}", values, flats, subject(name, True), aggregate=True)
