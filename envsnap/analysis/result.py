@@ -11,7 +11,6 @@ from envsnap.analysis.causes import rank_causes
 from envsnap.analysis.context import build_context
 from envsnap.analysis.groups import bisect_hint, commands_differ, tie_groups
 from envsnap.analysis.patches import PristineFinder
-from envsnap.analysis.tables import build_tables
 from envsnap.analysis.verdict import build_verdict
 
 SCHEMA_VERSION = 1
@@ -66,5 +65,7 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
     if comp.pairing is not None and comp.pairing.mode != "single":
         result["nodes"] = comp.pairing.to_json()  # which node was compared with which (also a warning line)
     if tables:
+        from envsnap.analysis.tables import build_tables  # JSON and HTML only: the text diff never loads them
+
         result["tables"] = build_tables(good, bad, comp.pairing)
     return result

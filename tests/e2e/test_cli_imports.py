@@ -66,8 +66,10 @@ def test_diff_loads_collector_declarations_only_no_jinja2_and_deepdiff_only_for_
     code, out, modules = _modules("diff", tmp_path / "good.json", tmp_path / "bad.json")
     assert code == 1 and "NCCL_PROTO" in out
     assert "envsnap.capture.collectors" in modules  # the sections' shapes and rules
-    for heavy in ("deepdiff", "jinja2") + CAPTURE_ONLY:
-        assert heavy not in modules, heavy
+    for heavy in ("deepdiff", "jinja2", "envsnap.analysis.tables") + CAPTURE_ONLY:
+        assert heavy not in modules, heavy  # the side-by-side tables: JSON and HTML output only
+    code, out, modules = _modules("diff", tmp_path / "good.json", tmp_path / "bad.json", "--format", "json")
+    assert code == 1 and "envsnap.analysis.tables" in modules and "tables" in json.loads(out)
     # A changed list of scalars (the interpreter's sys.path) is matched without DeepDiff (scalar_lists.py)...
     good["sections"]["python"] = {"status": "ok", "data": {"sys_path": ["/a", "/b"]}}
     bad["sections"]["python"] = {"status": "ok", "data": {"sys_path": ["/a", "/c", "/b"]}}
