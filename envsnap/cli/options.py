@@ -6,13 +6,16 @@ import functools
 import gc
 import re
 import sys
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Sequence, TypeVar
 
 import click
 
 from envsnap.capture.base import DEFAULT_CONTENT_MAX_FILE, DEFAULT_CONTENT_MAX_TOTAL
 from envsnap.cli import keep_until_exit
 from envsnap.errors import EnvsnapError
+
+if TYPE_CHECKING:  # the analysis loads when a command analyses, not with the CLI's options
+    from envsnap.analysis.patches import PristineFinder
 
 _T = TypeVar("_T")
 
@@ -107,12 +110,12 @@ def wheels_options(func):
 
 
 def pristine_finder(good: Dict[str, Any], bad: Dict[str, Any], wheels: Sequence[str], pip_cache: bool
-                    ) -> Callable[[List[Dict[str, Any]]], Dict[str, Dict[str, Any]]]:
+                    ) -> "PristineFinder":
     """What finds the pristine texts of the installed files edited on one side only, for analyze():
     given what is needed (analysis/patches.pristine_needs), it searches only when something is."""
     redact = not (good.get("redaction") == "off" and bad.get("redaction") == "off")
 
-    def find(needs: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    def find(needs: "list[dict[str, Any]]") -> "dict[str, dict[str, Any]]":
         if not needs:
             return {}
         from envsnap.capture.pristine import lookup
