@@ -27,7 +27,8 @@ is made in two steps:
 2. default: read the committed base and plant what cannot exist here, deterministically
    (same base -> byte-identical files): paths and host facts of an 8xH200 node, the SGLang
    stack in packages (versions from sglang 0.5.5's METADATA), edited site-packages files
-   (RECORD hashes of the sglang 0.5.5 wheel), the sitecustomize.py start-up hook, benchmark
+   (RECORD hashes of the sglang 0.5.5 wheel; their texts are our own short stand-ins for SGLang's
+   files, illustrative-src/, with the story's edits), the sitecustomize.py start-up hook, benchmark
    runs (bench_serving-format output, seeded noise: good ~94 tok/s, bad ~60 tok/s, accept
    length ~3.1 on both sides) and verify-step times attached from a profiler (19 vs 29 ms).
 
@@ -421,38 +422,33 @@ def _record_hex(b64: str) -> str:
     return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
 
 
-# sglang 0.5.5 wheel, sglang-0.5.5.dist-info/RECORD: (urlsafe-b64 sha256, size) of the edited files.
+# sglang 0.5.5 wheel (sglang-0.5.5-py3-none-any.whl), sglang-0.5.5.dist-info/RECORD: (urlsafe-b64 sha256,
+# size) of the four edited files as SGLang ships them. Facts about the real wheel, planted as what the
+# integrity check compares with (recorded_sha256/recorded_size); the text on disk is our stand-in, edited.
 RECORD = {
     "sglang/srt/entrypoints/engine.py": ("1tIH6UrqczS24qwtfsOtYzbVVo2kt1KwxjDjR4FKDzM", 35573),
     "sglang/srt/layers/attention/flashinfer_mla_backend.py": ("J9xjFEcUPNDL-vE7Ucdb8BxKGGC8Q24PJsqe_RDq5g8", 39805),
     "sglang/srt/layers/moe/topk.py": ("0hnPmXILTdI-DjX_76_OeEiBVyfvD-uSobVuV6iF0FQ", 33918),
     "sglang/srt/managers/scheduler.py": ("pkzPOFVsVfl178hI2kUOjff_xKMj3qI33nSvKeLy-S8", 117928),
 }
-SOURCES = os.path.join(HERE, "illustrative-src", "sglang-0.5.5")  # those four files as the wheel ships them
-# The edits (illustrative, written against the real 0.5.5 text): (text in the file, its replacement).
+# Short stand-ins for those four files, written for this example (illustrative-src/README.md): not
+# SGLang's text, only the function names and behaviour the story needs, each citing where it stands in 0.5.5.
+SOURCES = os.path.join(HERE, "illustrative-src", "sglang-0.5.5")
+# The edits (illustrative, written against the stand-ins): (text in the file, its replacement).
 EDIT_TEXT = {
     # The bad day's edit: `_set_envs_and_config` loses the guard that kept an NVLS setting the
     # operator exported, so the TP workers always get NCCL_NVLS_ENABLE=0 (--enable-nccl-nvls is off).
     "sglang/srt/entrypoints/engine.py": [(
-        '    if (\n'
-        '        "NCCL_NVLS_ENABLE" not in os.environ\n'
-        '        or server_args.enable_nccl_nvls\n'
-        '        or server_args.enable_symm_mem\n'
-        '    ):\n'
-        '        os.environ["NCCL_NVLS_ENABLE"] = str(\n'
-        '            int(server_args.enable_nccl_nvls or server_args.enable_symm_mem)\n'
-        '        )\n',
+        '    if "NCCL_NVLS_ENABLE" not in os.environ or nvls_wanted:\n'
+        '        os.environ["NCCL_NVLS_ENABLE"] = str(int(nvls_wanted))\n',
         '    # synced with main: NVLS follows --enable-nccl-nvls / --enable-symm-mem only\n'
-        '    os.environ["NCCL_NVLS_ENABLE"] = str(\n'
-        '        int(server_args.enable_nccl_nvls or server_args.enable_symm_mem)\n'
-        '    )\n')],
+        '    os.environ["NCCL_NVLS_ENABLE"] = str(int(nvls_wanted))\n')],
     # The bad day's innocent edit: per-step timings, logged only when asked for.
     "sglang/srt/managers/scheduler.py": [(
         '            if batch:\n'
         '                result = self.run_batch(batch)\n'
         '                self.process_batch_result(batch, result)\n'
-        '            else:\n'
-        '                # When the server is idle, do self-check and re-init some states\n',
+        '            else:\n',
         '            if batch:\n'
         '                step_start = time.perf_counter()\n'
         '                result = self.run_batch(batch)\n'
@@ -464,28 +460,25 @@ EDIT_TEXT = {
         '                        f"bs={batch.batch_size()} "\n'
         '                        f"{(time.perf_counter() - step_start) * 1000:.2f} ms"\n'
         '                    )\n'
-        '            else:\n'
-        '                # When the server is idle, do self-check and re-init some states\n')],
+        '            else:\n')],
     # Long-standing on both days: the OEA patch of the expert routing.
     "sglang/srt/layers/moe/topk.py": [(
-        '    # DeepSeek V2/V3/R1 series models use grouped_top_k\n',
+        '    # Grouped routing (DeepSeek V2/V3/R1); the bias only steers the choice, not the weights\n',
         '    # OEA (ops patch since 2025-09): damp the load-correction bias of hot experts for TP8 decode.\n'
         '    if correction_bias is not None and os.environ.get("OPS_OEA_DAMPING", "0.5") != "1":\n'
         '        correction_bias = correction_bias * float(os.environ.get("OPS_OEA_DAMPING", "0.5"))\n'
         '\n'
-        '    # DeepSeek V2/V3/R1 series models use grouped_top_k\n')],
+        '    # Grouped routing (DeepSeek V2/V3/R1); the bias only steers the choice, not the weights\n')],
     # Long-standing on both days: a bigger FlashInfer workspace for long contexts.
     "sglang/srt/layers/attention/flashinfer_mla_backend.py": [(
-        '            global_workspace_buffer = torch.empty(\n'
-        '                envs.SGLANG_FLASHINFER_WORKSPACE_SIZE.get(),\n',
+        '            size = envs.SGLANG_FLASHINFER_WORKSPACE_SIZE.get()\n',
         '            # ops 2025-10: plan() ran out of workspace at 128k context on DeepSeek-V3\n'
-        '            global_workspace_buffer = torch.empty(\n'
-        '                max(envs.SGLANG_FLASHINFER_WORKSPACE_SIZE.get(), 768 * 1024 * 1024),\n')],
+        '            size = max(envs.SGLANG_FLASHINFER_WORKSPACE_SIZE.get(), 768 * 1024 * 1024)\n')],
 }
 # The WIP experiment the bad day's checkout keeps in its stash (not applied anywhere).
 STASH_EDIT = ("sglang/srt/layers/attention/flashinfer_mla_backend.py", [(
-    '        o = q_nope.new_empty(q_nope.shape)\n',
-    '        o = q_nope.new_empty(q_nope.shape)\n'
+    '        out = q_nope.new_empty(q_nope.shape)\n',
+    '        out = q_nope.new_empty(q_nope.shape)\n'
     '        # WIP split-kv: plan with 4 KV splits per request for long decode contexts\n'
     '        decode_wrapper._num_kv_splits = int(os.environ.get("OPS_MLA_KV_SPLITS", "4"))\n')])
 # Which installed files are edited on which day (the same edits in the ops checkout, see _plant_git).
@@ -604,13 +597,9 @@ def _runs(side: str) -> List[Dict[str, Any]]:
 
 
 def _pristine(rel: str) -> str:
-    """A file as the sglang 0.5.5 wheel ships it (checked against the wheel's RECORD)."""
+    """The unedited text of an installed file: our stand-in for it (SOURCES), not the wheel's file."""
     with open(os.path.join(SOURCES, rel), "rb") as handle:
-        data = handle.read()
-    digest, size = RECORD[rel]
-    if hashlib.sha256(data).hexdigest() != _record_hex(digest) or len(data) != size:
-        raise SystemExit(f"{SOURCES}/{rel} is not the file of the sglang 0.5.5 wheel (RECORD hash differs)")
-    return data.decode("utf-8")
+        return handle.read().decode("utf-8")
 
 
 def _apply(text: str, edits: List[Tuple[str, str]], rel: str) -> str:
@@ -655,7 +644,7 @@ def _git_patch(path: str, old: str, new: str) -> bytes:
 
 
 def _plant_git(repo: Dict[str, Any], side: str) -> None:
-    """The ops checkout of SGLang holds the 0.5.5 files at HEAD and the same edits as site-packages
+    """The ops checkout of SGLang holds the stand-ins at HEAD and the same edits as site-packages
     (the base capture's checkout had stand-in files): each dirty file's working copy and patch
     against HEAD, the untracked note, and the stash's patch, as the git collector records them."""
     from envsnap.capture.collectors import content
