@@ -87,6 +87,31 @@ def run_command(
     return result
 
 
+def command_problem(argv: Sequence[str], cwd: Optional[str] = None,
+                    env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """Why run_command(argv, cwd=cwd, env=env) could not start argv[0], or None when it can: a bare
+    name is looked up in env's PATH and a name with a slash from cwd, as the child's exec does. A
+    shell's builtin or alias is no program: `sh -c '...'` runs one."""
+    if not argv or not str(argv[0]):
+        return "no command given"
+    name = str(argv[0])
+    if os.sep not in name:
+        import shutil
+
+        if shutil.which(name, path=os.pathsep.join(os.get_exec_path(env))) is None:
+            return f"{name}: command not found (not on PATH)"
+        return None
+    path = os.path.join(cwd or os.getcwd(), name)
+    if not os.path.exists(path):
+        return f"{name}: no such file"
+    if os.path.isdir(path):
+        return f"{name}: is a directory"
+    if not os.access(path, os.X_OK):
+        interpreter = "python3" if name.endswith(".py") else "sh"
+        return f"{name}: not executable (chmod +x it, or name its interpreter first: {interpreter} {name})"
+    return None
+
+
 def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
     import signal
 

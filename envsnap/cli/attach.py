@@ -5,9 +5,11 @@ import os
 
 import click
 
+from envsnap.cli.options import FILE
+
 
 @click.command()
-@click.argument("snapshot_file", metavar="FILE")
+@click.argument("snapshot_file", metavar="FILE", type=FILE)
 @click.option("--metric", "metric_values", multiple=True, required=True, metavar="NAME=VALUE",
               help="A measured value, e.g. verify_ms=29 (repeatable).")
 @click.option("--note", help="Where the measurement comes from (kept with it).")

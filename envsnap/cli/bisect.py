@@ -8,10 +8,12 @@ from typing import Dict
 
 import click
 
+from envsnap.cli.options import FILE
+
 
 @click.command()
-@click.argument("good", metavar="GOOD", required=False)
-@click.argument("bad", metavar="BAD", required=False)
+@click.argument("good", metavar="GOOD", required=False, type=FILE)
+@click.argument("bad", metavar="BAD", required=False, type=FILE)
 @click.option("--repeat", "-n", default=3, show_default=True, type=click.IntRange(1, 1000),
               help="Runs per configuration (its median is what counts).")
 @click.option("--metric", metavar="NAME[=REGEX]",

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import click
 
-from envsnap.cli.options import capture_options, one_shot_gc
+from envsnap.cli.options import FILE, capture_options, one_shot_gc
 
 
 @click.command()
-@click.option("-o", "--output", required=True, help="Snapshot file to write ('-' for stdout).")
+@click.option("-o", "--output", required=True, type=FILE, help="Snapshot file to write ('-' for stdout).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @capture_options
 def capture(output: str, force: bool, capture_ctx) -> None:

@@ -6,17 +6,17 @@ from typing import Any, Dict, Optional
 import click
 
 from envsnap.cli import request_skip_teardown
-from envsnap.cli.options import analyze_pair, emit, one_shot_gc, pristine_finder, wheels_options
+from envsnap.cli.options import FILE, analyze_pair, emit, one_shot_gc, pristine_finder, wheels_options
 from envsnap.errors import EnvsnapError
 
 _FORMATS = click.Choice(["text", "json", "html"])
 
 
 @click.command()
-@click.argument("good_file", metavar="GOOD")
-@click.argument("bad_file", metavar="BAD")
+@click.argument("good_file", metavar="GOOD", type=FILE)
+@click.argument("bad_file", metavar="BAD", type=FILE)
 @click.option("--format", "fmt", type=_FORMATS, default="text", show_default=True, help="Output format.")
-@click.option("-o", "--output", default=None, help="Write to this file instead of stdout (atomic).")
+@click.option("-o", "--output", default=None, type=FILE, help="Write to this file instead of stdout (atomic).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @click.option("--all", "show_all", is_flag=True, help="Include volatile fields (timestamps, pids, temperatures...).")
 @click.option("--metric", default=None, help="Main metric (default: the throughput metric both sides measured).")

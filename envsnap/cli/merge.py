@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import click
 
+from envsnap.cli.options import FILE
+
 
 @click.command()
-@click.argument("snapshots", nargs=-1, required=True, metavar="SNAPSHOT...")
-@click.option("-o", "--output", required=True, help="Cluster snapshot to write ('-' for stdout).")
+@click.argument("snapshots", nargs=-1, required=True, metavar="SNAPSHOT...", type=FILE)
+@click.option("-o", "--output", required=True, type=FILE, help="Cluster snapshot to write ('-' for stdout).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @click.option("--label", "-l", default=None, help="Label of the merged snapshot (default: the nodes' common label).")
 def merge(snapshots, output, force, label) -> None:

@@ -53,23 +53,68 @@ class ByteSize(click.ParamType):
         return int(match.group(1)) * self._UNITS[match.group(2).lower()]
 
 
+class FileName(click.ParamType):
+    """A file name taken as typed ('-' included): the command says what is wrong with it. Only the
+    shell sees a difference: it completes file names there (click's shell completion)."""
+
+    name = "file"
+
+    def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> Any:
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(incomplete, type="file")]
+
+
+FILE = FileName()
+
+
+class Checked(click.ParamType):
+    """A value of click type `base` that capture/preflight.py's `check` (named by its function name)
+    accepts: what it refuses is click's usage error, as a missing --probe-dir is (one line naming
+    the option, exit 2), before the command starts: nothing is captured or written."""
+
+    def __init__(self, base: click.ParamType, check: str) -> None:
+        self.base = base
+        self.check = check
+        self.name = base.name
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        value = self.base.convert(value, param, ctx)
+        if ctx is not None and ctx.resilient_parsing:  # shell completion parses too: it checks nothing
+            return value
+        from envsnap.capture import preflight
+
+        try:
+            return getattr(preflight, self.check)(value)
+        except (EnvsnapError, ValueError) as exc:
+            self.fail(str(exc), param, ctx)
+
+    def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> Any:
+        return self.base.shell_complete(ctx, param, incomplete)
+
+
 def capture_options(func):
     """Decorate a click command with every capture option; it receives `capture_ctx`."""
     options = [
         click.option("--label", "-l", default="", help="A name for this snapshot (e.g. good, bad, 2026-11-28)."),
-        click.option("--watch", "-w", multiple=True, type=click.Path(), help="File or directory to hash (repeatable)."),
-        click.option("--repo", "repos", multiple=True, type=click.Path(), help="Extra git checkout to record (repeatable)."),
+        click.option("--watch", "-w", multiple=True, type=Checked(click.Path(), "check_path"),
+                     help="File or directory to hash (repeatable)."),
+        click.option("--repo", "repos", multiple=True, type=Checked(click.Path(), "check_path"),
+                     help="Extra git checkout to record (repeatable)."),
         click.option("--deep", is_flag=True, help="Slower checks: hash every installed file, import torch in a subprocess."),
         click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.5, 3600),
                      help="Seconds the whole capture may take; a collector still running then is recorded as timeout."),
         click.option("--no-redact", is_flag=True, help="Keep secret-looking values in clear text (off by default)."),
-        click.option("--pid", "pids", multiple=True, type=click.IntRange(1), help="Record this process tree (repeatable)."),
+        click.option("--pid", "pids", multiple=True, type=Checked(click.IntRange(1), "check_pid"),
+                     help="Record this process tree (repeatable)."),
         click.option("--sglang", "find_sglang", is_flag=True, help="Find running SGLang servers and record their process trees."),
         click.option("--probe-dir", type=click.Path(exists=True, file_okay=False),
                      help="Merge the in-process probe's records from this directory."),
         click.option("--log", "logs", multiple=True, type=click.Path(exists=True),
                      help="Server log with NCCL_DEBUG=INFO lines (repeatable)."),
-        click.option("--sglang-url", help="Fetch /server_info from this SGLang server (e.g. http://127.0.0.1:30000)."),
+        click.option("--sglang-url", type=Checked(click.STRING, "check_server"),
+                     help="Fetch /server_info from this SGLang server (e.g. http://127.0.0.1:30000); "
+                          "one that does not accept a connection within 3 s is an error."),
         click.option("--no-cache", is_flag=True,
                      help="Hash every file; neither read nor update the trusted hash cache (~/.cache/envsnap)."),
         click.option("--python", "python_exe", type=click.Path(), envvar="ENVSNAP_PYTHON",

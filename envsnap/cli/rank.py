@@ -1,19 +1,19 @@
 """`envsnap rank`: N measured snapshots -> association of each varying key with the metric."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
-from envsnap.cli.options import emit, load_snapshot
+from envsnap.cli.options import FILE, emit, load_snapshot
 from envsnap.errors import EnvsnapError
 
 
 @click.command(name="rank")
-@click.argument("snapshot_files", metavar="SNAP...", nargs=-1, required=True)
+@click.argument("snapshot_files", metavar="SNAP...", nargs=-1, required=True, type=FILE)
 @click.option("--metric", default=None, help="Metric to explain (default: the throughput metric all runs have).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", default=None, help="Write to this file instead of stdout (atomic).")
+@click.option("-o", "--output", default=None, type=FILE, help="Write to this file instead of stdout (atomic).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @click.option("--top", type=click.IntRange(min=1), default=None, help="Show only the N strongest associations.")
 def rank_command(snapshot_files: Tuple[str, ...], metric: Optional[str], fmt: str, output: Optional[str],
@@ -33,7 +33,9 @@ def rank_command(snapshot_files: Tuple[str, ...], metric: Optional[str], fmt: st
                            "(use `envsnap diff GOOD BAD` for two)")
     if sum(1 for f in snapshot_files if f == "-") > 1:
         raise EnvsnapError("only one snapshot can be read from stdin ('-')")
+    _refuse_repeats(snapshot_files)
     snaps = [load_snapshot(f) for f in snapshot_files]
+    _refuse_copies(snaps, snapshot_files)
     result = association.associate(snaps, list(snapshot_files), metric=metric)
     if top:  # the N strongest units: a group of keys that cannot be told apart counts once
         result["associations"] = [a for a in result["associations"] if a["rank"] <= top]
@@ -47,3 +49,31 @@ def rank_command(snapshot_files: Tuple[str, ...], metric: Optional[str], fmt: st
 
         text = render_rank(result)
     emit(text, output, force)
+
+
+def _refuse_repeats(paths: Tuple[str, ...]) -> None:
+    """One file named twice (or through a link) would count its runs twice: bad input, before loading."""
+    import os
+
+    seen: Dict[Tuple[int, int], str] = {}
+    for path in paths:
+        if path == "-":
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # the loader names what is wrong with it
+        first = seen.get((st.st_dev, st.st_ino))
+        if first is not None:
+            same = "given twice" if first == path else f"the same file as {first}"
+            raise EnvsnapError(f"{path} is {same}: each snapshot counts once")
+        seen[(st.st_dev, st.st_ino)] = path
+
+
+def _refuse_copies(snaps: List[Dict[str, Any]], paths: Tuple[str, ...]) -> None:
+    """A copy under another name is the same runs counted twice too (equal dicts: usually told apart
+    by their first key, the capture time)."""
+    for i, snap in enumerate(snaps):
+        for j in range(i):
+            if snaps[j] == snap:
+                raise EnvsnapError(f"{paths[j]} and {paths[i]} are the same snapshot: each snapshot counts once")

@@ -6,13 +6,13 @@ import os
 import click
 
 from envsnap.cli import request_skip_teardown
-from envsnap.cli.options import analyze_pair, pristine_finder, wheels_options
+from envsnap.cli.options import FILE, analyze_pair, pristine_finder, wheels_options
 
 
 @click.command()
-@click.argument("good_file", metavar="GOOD")
-@click.argument("bad_file", metavar="BAD")
-@click.option("-o", "--output", required=True, help="HTML file to write ('-' for stdout).")
+@click.argument("good_file", metavar="GOOD", type=FILE)
+@click.argument("bad_file", metavar="BAD", type=FILE)
+@click.option("-o", "--output", required=True, type=FILE, help="HTML file to write ('-' for stdout).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @click.option("--metric", default=None, metavar="NAME", help="Metric of the verdict (default: the main one found in the runs).")
 @wheels_options

@@ -6,11 +6,12 @@ import sys
 
 import click
 
-from envsnap.cli.options import capture_options
+from envsnap.cli.options import FILE, capture_options
+from envsnap.errors import EnvsnapError
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
-@click.option("-o", "--output", required=True, help="Snapshot file to write ('-' for stdout).")
+@click.option("-o", "--output", required=True, type=FILE, help="Snapshot file to write ('-' for stdout).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 @click.option("--repeat", "-n", default=5, show_default=True, type=click.IntRange(1, 100000),
               help="Measured runs of the command.")
@@ -49,16 +50,24 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     from envsnap.measure import runs
     from envsnap.measure.parsers import parse_metric_specs
     from envsnap.model import store
+    from envsnap.subproc import command_problem
 
     custom = parse_metric_specs(metric_specs)
     directions = runs.parse_direction_specs(direction_specs)
     store.check_writable(output, force)  # before a capture and runs that may take an hour
-
-    snap = runner.capture(capture_ctx)
     env = None
     if capture_ctx.probe_dir:
         # The command's Python processes write probe records where this run collects them.
         env = dict(os.environ, ENVSNAP_PROBE_DIR=os.path.abspath(capture_ctx.probe_dir))
+    problem = command_problem(command, cwd=os.getcwd(), env=env)
+    if problem:  # not a run that failed: nothing to measure, nothing captured or written
+        raise EnvsnapError(f"cannot run the benchmark: {problem}")
+    too_few = stats.too_few_runs(repeat, repeat)
+    if too_few:
+        # Said before the capture and the runs (which may take an hour), while it can still be changed.
+        click.echo(f"envsnap run: --repeat {repeat}: {too_few}", err=True)
+
+    snap = runner.capture(capture_ctx)
     opts = runs.RunOptions(command=list(command), repeat=repeat, warmup=warmup, custom=custom,
                            logs=list(capture_ctx.logs), timeout=run_timeout, cwd=os.getcwd(), env=env,
                            telemetry=True, watch=_watched_processes(snap))
@@ -92,11 +101,6 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     finish(interrupted=False)
     if output != "-":
         click.echo(f"wrote {output}: {runs.summary(session.records, preferred)}", err=True)
-    too_few = stats.too_few_runs(repeat, repeat)
-    if too_few:
-        # With this many runs no comparison of two such snapshots can be significant: said once the
-        # snapshot is safely written (a failed write stays a one-line error).
-        click.echo(f"envsnap run: --repeat {repeat}: {too_few}", err=True)
     if not any(r.get("ok") for r in session.records):
         first = session.records[0].get("error", "failed") if session.records else "no runs"
         click.echo(f"envsnap run: no run succeeded (first error: {first})", err=True)

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import click
 
+from envsnap.cli.options import FILE
+
 
 @click.command()
-@click.argument("snapshot_file", metavar="FILE")
+@click.argument("snapshot_file", metavar="FILE", type=FILE)
 @click.option("--verbose", "-v", is_flag=True, help="Also list every section's main facts.")
 def show(snapshot_file: str, verbose: bool) -> None:
     """Print a readable summary of a snapshot: what was captured, what was not and why.

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.errors import EnvsnapError
+from envsnap.model.schema import metric_problem
 
 Metrics = Dict[str, float]
 
@@ -442,4 +443,8 @@ def parse_run(
         source_is_server = any(p.startswith("bench_") for p in result.parsers)
         if name in result.metrics and source_is_server:
             result.notes.append(ACCEPT_LENGTH_CAVEAT.format(name=name))
+    for name in sorted(result.metrics):
+        problem = metric_problem(result.metrics[name])
+        if problem:  # kept, the snapshot could not be loaded again: said, not stored
+            result.notes.append(f"{name} = {result.metrics.pop(name):g} not kept: a metric {problem}")
     return result

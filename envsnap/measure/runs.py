@@ -17,7 +17,6 @@ during the runs, telemetry) around one run loop.
 from __future__ import annotations
 
 import glob
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from typing import (
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics as metrics_mod
 from envsnap.measure.parsers import MetricSpec, check_metric_name, parse_run
+from envsnap.model.schema import metric_problem
 from envsnap.model.snapshot import utc_now
 from envsnap.redact import redact_argv, redact_text
 from envsnap.subproc import run_command
@@ -77,8 +77,9 @@ def parse_metric_values(specs: Sequence[str]) -> Dict[str, float]:
             value = float(raw.strip())
         except ValueError:
             raise EnvsnapError(f"--metric {spec!r}: {raw.strip()!r} is not a number") from None
-        if not math.isfinite(value):
-            raise EnvsnapError(f"--metric {spec!r}: the value must be a finite number")
+        problem = metric_problem(value)  # the loader's own test: never a file it would then refuse
+        if problem:
+            raise EnvsnapError(f"--metric {spec!r}: the value {problem}")
         out[name] = value
     return out
 

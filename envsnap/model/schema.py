@@ -460,9 +460,9 @@ def validate(data: Any, source: str = "<input>", float_limit: float = _INF,
         if not isinstance(metrics, dict):
             raise EnvsnapError(f"{source}: a run's 'metrics' must be an object")
         for name, value in metrics.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or abs(value) > MAX_METRIC:
-                raise EnvsnapError(f"{source}: metric {_short(name)} must be a finite number, got {_short(value)}")
+            problem = metric_problem(value)
+            if problem:
+                raise EnvsnapError(f"{source}: metric {_short(name)} {problem}, got {_short(value)}")
     _check_shape({k: v for k, v in data.items() if k not in ("sections", "nodes", "schema_version")}, _TOP, "",
                  source, float_limit)
     nodes = data.get("nodes")
@@ -480,6 +480,22 @@ def validate(data: Any, source: str = "<input>", float_limit: float = _INF,
 
 # A metric beyond this is not a measurement (and sums of two would overflow to inf).
 MAX_METRIC = 1e15
+
+
+def metric_problem(value: Any) -> Optional[str]:
+    """What keeps `value` from being a run's metric ("must be ..."), or None: every writer (run's
+    parsers, attach) and the loader ask this one question, so nothing is written that loads refuse."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "must be a number"
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int of hundreds of digits
+        finite = False
+    if not finite:
+        return "must be a finite number"
+    if abs(value) > MAX_METRIC:
+        return f"must be between {-MAX_METRIC:g} and {MAX_METRIC:g} (a value that large is no measurement)"
+    return None
 
 
 def _short(value: Any) -> str:

@@ -168,6 +168,20 @@ def _group_notes(result: Dict[str, Any], causes: List[Dict[str, Any]]) -> None:
             told = True
 
 
+def _anchor_ids(causes: List[Dict[str, Any]]) -> None:
+    """Each cause's `anchor`, unique in the report: `cause-N` for the first cause of rank N (so a link
+    to a rank lands on it), `cause-N-2`, `cause-N-3`... for the causes tied with it."""
+    taken: Dict[str, int] = {}
+    for cause in causes:
+        rank = cause["rank"]
+        if not isinstance(rank, int) or isinstance(rank, bool):
+            cause["anchor"] = ""
+            continue
+        base = f"cause-{rank}"
+        taken[base] = taken.get(base, 0) + 1
+        cause["anchor"] = base if taken[base] == 1 else f"{base}-{taken[base]}"
+
+
 def _causes_view(result: Dict[str, Any]) -> Dict[str, Any]:
     causes = []
     for index, raw in enumerate(_list(result.get("causes"))[:MAX_CAUSES]):
@@ -187,6 +201,7 @@ def _causes_view(result: Dict[str, Any]) -> Dict[str, Any]:
             "patches": [p for p in _list(raw.get("patches")) if isinstance(p, str) and _PATCH_ID.fullmatch(p)],
             "tied": bool(raw.get("tied")), "group_note": "", "bisect_line": "",
         })
+    _anchor_ids(causes)
     _group_notes(result, causes[:MAX_CAUSES_SHOWN])
     _group_notes(result, causes[MAX_CAUSES_SHOWN:])
     total = len(_list(result.get("causes")))
@@ -222,9 +237,11 @@ def _hunks(diff: str) -> List[Dict[str, Any]]:
     return blocks
 
 
-def _patches_view(result: Dict[str, Any]) -> Dict[str, Any]:
-    """The Patches section: each changed file's diff, linked to and from the causes it supports."""
+def _patches_view(result: Dict[str, Any], causes: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The Patches section: each changed file's diff, linked to and from the causes it supports
+    (`causes`: those the report shows, with their anchors; one it does not show is named, unlinked)."""
     ranks = {c.get("key"): c.get("rank") for c in _list(result.get("causes")) if isinstance(c, dict)}
+    anchors = {c["key"]: c["anchor"] for c in causes if c["anchor"]}
     patches = []
     for raw in _list(result.get("patches")):
         if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not _PATCH_ID.fullmatch(raw["id"]):
@@ -232,7 +249,8 @@ def _patches_view(result: Dict[str, Any]) -> Dict[str, Any]:
         supports = []
         for key in _list(raw.get("causes")):
             rank = ranks.get(key)
-            supports.append({"key": fmt_value(key, 200),
+            shown = fmt_value(key, 200)
+            supports.append({"key": shown, "anchor": anchors.get(shown, ""),
                              "rank": rank if isinstance(rank, int) and not isinstance(rank, bool) else None})
         diff = raw.get("diff") if isinstance(raw.get("diff"), str) else None
         content = raw.get("content") if isinstance(raw.get("content"), str) else None
@@ -733,12 +751,13 @@ def build_view(result: Dict[str, Any]) -> Dict[str, Any]:
     """Everything the template shows, as display-ready plain data, from the analysis result alone."""
     if not isinstance(result, dict) or not isinstance(result.get("tables"), dict):
         raise EnvsnapError("report: needs the analysis result with its tables (analyze(..., tables=True))")
+    causes = _causes_view(result)
     return {
         "provenance": _provenance_view(result),
         "verdict": _verdict_view(result),
         "warnings": [fmt_value(w, 500) for w in _list(result.get("warnings"))[:50]],
-        "causes": _causes_view(result),
-        "patches": _patches_view(result),
+        "causes": causes,
+        "patches": _patches_view(result, causes["shown"] + causes["more"]),
         "runs": _charts_view(result),
         "workers": _workers_view(result),
         "node_parts": _node_parts(result),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -236,7 +237,10 @@ def test_benchmark_that_always_fails_is_exit_2(pair, tmp_path):
     result, _ = bisect(pair, tmp_path, "--repeat", "1", "--metric", "gflops")
     assert result.returncode == 2
     assert "every run of the GOOD configuration failed" in result.stderr and "'gflops' not in the output" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    # One error line, last; before it only the progress of the runs that were tried.
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("envsnap: error: ") and not [x for x in lines[:-1] if "error" in x]
+    assert all(x.startswith("envsnap bisect: ") for x in lines[:-1])
 
 
 def test_journal_for_another_command_is_refused(pair, tmp_path):
@@ -402,3 +406,26 @@ def test_real_matmul_kernel_variable_beside_a_thread_variable_openblas_ignores(t
     assert [d["name"] for d in out["minimal"]] == ["OPENBLAS_CORETYPE"]
     assert {"OMP_NUM_THREADS", "OPENBLAS_CORETYPE"} <= {d["name"] for d in out["deltas"]["applied"]}
     assert out["one_minimal"] is True
+
+
+def test_progress_says_what_runs_from_the_first_run_and_the_eta_once_one_is_timed(pair, tmp_path):
+    """GOOD's runs used to pass in silence (~100 s in a real trial): now each run is announced before it
+    starts, with the ETA from the moment one run of this bisect has been timed."""
+    result, _ = bisect(pair, tmp_path, "--repeat", "2", bench=["--slow", "PLANTED_T_V17=b:0.5", "--sleep", "0.2"])
+    assert result.returncode == 0, result.stderr
+    lines = [line.removeprefix("envsnap bisect: ") for line in result.stderr.splitlines()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("searching 32 deltas (0 files, 32 variables)"))
+    assert "GOOD and BAD first, 2 runs each" in lines[start] and "bench.py env" in lines[start]
+    assert lines[start + 1] == "[1] GOOD (no delta): run 1 of 2"  # before any run ended: no ETA yet
+    assert re.fullmatch(r"\[1\] GOOD \(no delta\): run 2 of 2, ~[0-9.e+-]+ s/run, ETA ~\d+ s", lines[start + 2])
+    assert lines[start + 3].startswith("[2] BAD (all 32): run 1 of 2, ")
+    assert lines[start + 5].startswith("[1] GOOD (no delta) -> median 1000")  # the configuration's outcome after
+    assert any(re.match(r"\[3\] 16 BAD: .*: run 1 of 2, .*ETA", line) for line in lines)
+
+
+def test_a_benchmark_that_cannot_run_is_refused_before_anything_is_written(pair, tmp_path):
+    good, bad = pair
+    result = run_cli("bisect", good, bad, "--journal", tmp_path / "j.jsonl", "--", "nosuchcommand-envsnap")
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "envsnap: error: cannot run the benchmark: nosuchcommand-envsnap: command not found (not on PATH)"]
+    assert not (tmp_path / "j.jsonl").exists()

@@ -188,14 +188,14 @@ def test_processes_that_vanish_mid_walk(tmp_path):
 
 
 def test_target_process_gone_before_capture(tmp_path):
+    """Gone before the capture starts: bad input, one line, nothing written (tests/e2e/test_cli_bad_input.py);
+    gone while it is walked: recorded (test_processes_that_vanish_mid_walk)."""
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     out = tmp_path / "s.json"
     code, err, wall = capture(out, "--timeout", 10, "--pid", proc.pid)
-    assert code == 0, err
-    procs = sections(out)["processes"]
-    text = json.dumps(procs)
-    assert str(proc.pid) in text and ("gone" in text or "no such process" in text.lower() or "not found" in text)
+    assert code == 2 and f"no process {proc.pid} is running" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
 
 
 needs_root_and_setpriv = pytest.mark.skipif(

@@ -168,7 +168,10 @@ def test_credentials_in_the_url_are_refused_without_echoing_them():
     # checkout, and an edit to this file would otherwise hold it whole.
     password = "hunter" + "2"
     result = run_envsnap("capture", "-o", "-", "--timeout", "10", "--sglang-url", f"http://bob:{password}@127.0.0.1:9/")
-    assert result.returncode == 0, result.stderr
-    section = json.loads(result.stdout)["sections"]["sglang"]
+    assert result.returncode == 2 and result.stdout == ""  # bad input: refused before anything is captured
+    assert "ENVSNAP_SGLANG_API_KEY" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert password not in result.stderr and "bob" not in result.stderr
+    # A library caller (no CLI in between) gets the refusal recorded, without the credentials either.
+    section = sglang.collect(CaptureContext(sglang_url=f"http://bob:{password}@127.0.0.1:9/"))
     assert section["status"] == "error" and "ENVSNAP_SGLANG_API_KEY" in section["error"]
-    assert password not in result.stdout + result.stderr and "bob" not in section["error"]
+    assert password not in json.dumps(section) and "bob" not in section["error"]

@@ -55,3 +55,33 @@ def test_usage_errors_exit_2_one_line(tmp_path):
 def test_missing_output_dir_fails_before_capturing(tmp_path):
     result = run_envsnap("capture", "-o", tmp_path / "no" / "s.json")
     assert result.returncode == 2 and "does not exist" in result.stderr
+
+
+def test_shell_completion_is_clicks_and_completes_commands_options_and_files(tmp_path):
+    """The README's line, `eval "$(_ENVSNAP_COMPLETE=bash_source envsnap)"`, in a real bash."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    script = run_envsnap(env={"_ENVSNAP_COMPLETE": "bash_source"})
+    assert script.returncode == 0 and "complete -o nosort -F _envsnap_completion envsnap" in script.stdout
+    for shell in ("zsh_source", "fish_source"):
+        other = run_envsnap(env={"_ENVSNAP_COMPLETE": shell})
+        assert other.returncode == 0 and "_ENVSNAP_COMPLETE=" in other.stdout, shell
+    bindir = os.path.dirname(sys.executable)
+    if not shutil.which("bash") or not shutil.which("envsnap", path=bindir):
+        pytest.skip("needs bash and the envsnap script installed beside this interpreter")
+    (tmp_path / "complete.bash").write_text(script.stdout)
+    words = {"envsnap ca": "capture", "envsnap capture --sglang": "--sglang --sglang-url", "envsnap r": "rank report run"}
+    for line, expected in words.items():
+        probe = (f"source {tmp_path / 'complete.bash'}; COMP_WORDS=({line}); COMP_CWORD={len(line.split()) - 1}; "
+                 "_envsnap_completion envsnap; echo \"${COMPREPLY[*]}\"")
+        done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60,
+                              env=dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", "")))
+        assert done.stdout.split() == expected.split(), (line, done.stdout, done.stderr)
+    # Snapshot arguments and --watch complete as file names (the script then lets the shell list them).
+    for line in ("envsnap diff ", "envsnap capture --watch ", "envsnap rank a.json "):
+        asked = run_envsnap(env={"_ENVSNAP_COMPLETE": "bash_complete", "COMP_WORDS": line,
+                                 "COMP_CWORD": str(len(line.split()))})
+        assert asked.stdout.strip() == "file,", (line, asked.stdout)

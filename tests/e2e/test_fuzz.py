@@ -217,6 +217,14 @@ def invoke(*args: Any) -> tuple:
     return code, out.getvalue(), err.getvalue()
 
 
+def _one_error_line(err: str) -> bool:
+    """One `envsnap: error:` line, last; before it only progress of work done before the error (bisect
+    announces each run of the benchmark: one that never works is found by running it)."""
+    lines = err.strip().splitlines()
+    return bool(lines) and lines[-1].startswith("envsnap: error: ") and all(
+        line.startswith("envsnap bisect: ") for line in lines[:-1])
+
+
 def _check_cli(result: tuple, argv: List[str], stats: Stats) -> None:
     code, out, err = result
     stats.cli_runs += 1
@@ -225,7 +233,7 @@ def _check_cli(result: tuple, argv: List[str], stats: Stats) -> None:
         problem = "traceback"
     elif code not in (0, 1, 2):
         problem = f"exit {code}"
-    elif code == 2 and (len(err.strip().splitlines()) != 1 or not err.startswith("envsnap: error: ")):
+    elif code == 2 and not _one_error_line(err):
         problem = "rejection is not one 'envsnap: error:' line"
     if problem:
         stats.tracebacks.append(f"CLI {' '.join(map(str, argv))[:160]}: {problem}: {err.strip()[-300:]}")

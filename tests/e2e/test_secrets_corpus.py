@@ -156,7 +156,7 @@ def _check_clean(label, text):
 @pytest.fixture(scope="module")
 def hostile_capture(tmp_path_factory):
     """A real capture with the whole corpus in its environment, a watched process's argv,
-    watched file names, the label, an NCCL log and an SGLang URL."""
+    watched file names, the label and an NCCL log; and the refusal of an SGLang URL holding one."""
     tmp = tmp_path_factory.mktemp("secrets")
     watch = tmp / "watched"
     watch.mkdir()
@@ -174,13 +174,16 @@ def hostile_capture(tmp_path_factory):
     try:
         out = tmp / "snap.json"
         result = run_cli("capture", "-o", out, "--timeout", "30", "--label", f"run with {CORPUS[0].value}",
-                         "--pid", child.pid, "--watch", watch, "--log", log,
-                         "--sglang-url", f"http://admin:{CORPUS[-1].value}@127.0.0.1:9", env=env)
+                         "--pid", child.pid, "--watch", watch, "--log", log, env=env)
     finally:
         child.kill()
         child.wait()
     assert result.returncode == 0, result.stderr
-    return {"tmp": tmp, "snap": out, "capture": result, "env": env, "watch": watch}
+    # A URL carrying credentials is refused before the capture starts (one line, exit 2): that line too.
+    refused = run_cli("capture", "-o", tmp / "refused.json", "--timeout", "30",
+                      "--sglang-url", f"http://admin:{CORPUS[-1].value}@127.0.0.1:9", env=env)
+    assert refused.returncode == 2 and not (tmp / "refused.json").exists(), refused.stderr
+    return {"tmp": tmp, "snap": out, "capture": result, "refused": refused, "env": env, "watch": watch}
 
 
 @pytest.mark.slow
@@ -188,6 +191,7 @@ def test_capture_file_and_its_stderr_hold_no_secret(hostile_capture):
     text = hostile_capture["snap"].read_text()
     _check_clean("snapshot file", text)
     _check_clean("capture stderr/stdout", hostile_capture["capture"].stderr + hostile_capture["capture"].stdout)
+    _check_clean("refused URL's stderr/stdout", hostile_capture["refused"].stderr + hostile_capture["refused"].stdout)
     snap = store.load(str(hostile_capture["snap"]))
     _check_clean("decoded strings", "\n".join(walk_strings(snap)))
     sections = snap["sections"]

@@ -359,6 +359,21 @@ def test_default_repeat_is_enough_for_a_test_and_fewer_runs_are_said_plainly(tmp
         in few.stderr
 
 
+def test_too_few_runs_is_said_before_the_runs(tmp_path):
+    """The README's promise: said while it can still be changed, not after an hour of runs. The
+    benchmark itself copies what envsnap has written to stderr so far when its first run starts."""
+    err, seen, out = tmp_path / "stderr.txt", tmp_path / "seen.txt", tmp_path / "s.json"
+    bench = (f"import os, shutil\nif not os.path.exists({str(seen)!r}): shutil.copyfile({str(err)!r}, {str(seen)!r})\n"
+             "print('{\"tok_s\": 1}')")
+    with open(err, "w") as handle:
+        proc = subprocess.run([sys.executable, "-m", "envsnap", "run", "-o", str(out), "--repeat", "2", "--",
+                               sys.executable, "-c", bench], stderr=handle, env=base_env(), timeout=120)
+    assert proc.returncode == 0, err.read_text()
+    before_runs = seen.read_text()
+    assert "--repeat 2: n=2 vs 2 runs is too small to test" in before_runs
+    assert "wrote" not in before_runs and err.read_text().count("too small to test") == 1
+
+
 @pytest.fixture(scope="module")
 def probed_venv(tmp_path_factory):
     from helpers.workers import make_venv

@@ -151,6 +151,48 @@ def test_example_snapshots(browser, tmp_path):
         page.close()
 
 
+# Every id once, every in-page link to an element that exists; a link to a cause lands on that cause
+# (its key), tied causes included: they used to share `cause-N`, so a link to the second landed on the first.
+ANCHORS_JS = """(function () {
+  var ids = Array.from(document.querySelectorAll('[id]')).map(function (e) { return e.id; });
+  var seen = {}, repeated = [];
+  ids.forEach(function (id) { if (seen[id]) { repeated.push(id); } seen[id] = true; });
+  var broken = [], wrong = [], causeLinks = 0;
+  Array.from(document.querySelectorAll('a[href^="#"]')).forEach(function (a) {
+    var id = decodeURIComponent(a.getAttribute('href').slice(1));
+    if (!document.getElementById(id)) { broken.push(id); return; }
+    location.hash = '#' + id;
+    var target = document.querySelector(':target');
+    if (!target || target.id !== id) { broken.push(id); return; }
+    var m = /^#\\d+ (.*)$/.exec(a.textContent);
+    if (m && target.matches('li.cause')) {
+      causeLinks += 1;
+      if (target.querySelector('code.key').textContent !== m[1]) { wrong.push(id + ' -> ' + m[1]); }
+    }
+  });
+  return {ids: ids.length, repeated: repeated, broken: broken, wrong: wrong, causeLinks: causeLinks,
+          tied: document.querySelectorAll('li.cause[id*="-"][id$="-2"]').length};
+})()"""
+
+
+@pytest.mark.parametrize("pair", ["eagle3-tp8", "h200-spec-decode"])
+def test_every_id_is_unique_and_every_link_lands(browser, tmp_path, pair):
+    good_file, bad_file = (REPO_ROOT / "snapshots" / f"{pair}-{side}.json" for side in ("good", "bad"))
+    out = tmp_path / "report.html"
+    proc = run_envsnap("report", good_file, bad_file, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    page = browser.load(out)
+    try:
+        found = page.evaluate(ANCHORS_JS)
+        assert page.console_errors() == []
+    finally:
+        page.close()
+    assert found["ids"] > 20 and found["repeated"] == [] and found["broken"] == [], found
+    assert found["wrong"] == [] and found["tied"] > 0, found  # these pairs have tied causes
+    if pair == "eagle3-tp8":  # a patch supports the second cause of a tied rank
+        assert found["causeLinks"] > 0, found
+
+
 def test_report_reads_without_javascript(browser, tmp_path):
     good, bad = eagle3_pair()
     path = _write(tmp_path, "nojs.html", render_report(contract_result(good, bad)))

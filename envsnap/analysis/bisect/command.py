@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.bisect import outcome
@@ -46,6 +47,7 @@ from envsnap.measure.parsers import MetricSpec, parse_metric_specs
 from envsnap.measure.runs import result_files, result_patterns, stored_metric_regexes
 from envsnap.model import store
 from envsnap.redact import redact_argv, redact_text
+from envsnap.subproc import command_problem
 
 _REDACTED = re.compile(r"redacted:[0-9a-f]{8}")
 
@@ -138,6 +140,9 @@ def run_bisect(
     """Load both snapshots, search, and return the result (see README: `envsnap bisect`)."""
     if not command and not dry_run:
         raise EnvsnapError("bisect needs the benchmark command after --")
+    problem = None if dry_run else command_problem(command, env=os.environ if environ is None else environ)
+    if problem:  # before anything is loaded, journaled or switched
+        raise EnvsnapError(f"cannot run the benchmark: {problem}")
     if not 0 < margin < 0.5:
         raise EnvsnapError(f"--margin {margin}: must be between 0 and 0.5 (a fraction of the GOOD-BAD gap)")
     if "-" in (good_path, bad_path):
@@ -255,6 +260,8 @@ def run_bisect(
         say(f"resuming from {journal_path}: {len(journal.runs)} journaled runs will not be repeated")
     if journal.dropped_partial:
         result["notes"].append("the journal's last line was incomplete (an interrupted write) and was dropped")
+    say(f"searching {len(env_deltas) + len(file_deltas)} deltas ({len(file_deltas)} files, {len(env_deltas)} "
+        f"variables): GOOD and BAD first, {repeat} runs each, of `{shlex.join(redact_argv(command))}`")
     finished: Optional[Dict[str, Any]] = None
     try:
         finished = _search(result, bisector, overrides, max_runs, delta_set, file_set)

@@ -46,6 +46,14 @@ def _median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def short_name(name: str) -> str:
     """A delta as progress lines show it: a variable's name, a file's last two path parts."""
     if not name.startswith(os.sep):
@@ -173,7 +181,11 @@ class Bisector:
 
     def measure(self, config: Config, rounds: int) -> None:
         """Run until the configuration has rounds × repeat attempts (journaled ones count)."""
-        while len(config.runs) < rounds * self.repeat:
+        target = rounds * self.repeat
+        while len(config.runs) < target:
+            # Said before each run, from the first: a run can take minutes, GOOD's first ones included.
+            self.progress(f"[{self.order.index(config.key) + 1}] {self._label(config)}: run {len(config.runs) + 1} "
+                          f"of {target}{self._eta(config, target)}")
             self._run(config)
             self._ensure_metric(config)
         self._ensure_metric(config)
@@ -219,18 +231,28 @@ class Bisector:
         shown = f"median {_median(values):.6g}" if values else "no measurement"
         where = f" ({config.position:.0%} of the way to BAD)" if config.position is not None else ""
         eta = self._eta()
-        label = config.label if len(config.label) <= 60 else config.label[:57] + "..."
-        size = "" if config.key in (self.good_key, self.bad_key) else f"{len(config.key)} BAD: "
-        self.progress(f"[{self.order.index(config.key) + 1}] {size}{label} -> {shown}{where}: {config.outcome or 'measured'} | "
-                      f"{self.total_runs} runs ({self.journal_runs} journaled){eta}")
+        self.progress(f"[{self.order.index(config.key) + 1}] {self._label(config)} -> {shown}{where}: "
+                      f"{config.outcome or 'measured'} | {self.total_runs} runs ({self.journal_runs} journaled){eta}")
 
-    def _eta(self) -> str:
+    def _label(self, config: Config) -> str:
+        label = config.label if len(config.label) <= 60 else config.label[:57] + "..."
+        return label if config.key in (self.good_key, self.bad_key) else f"{len(config.key)} BAD: {label}"
+
+    def _eta(self, config: Optional[Config] = None, target: int = 0) -> str:
+        """', ~S s/run, ETA ~T' once a run of this bisect has been timed (journaled runs were not)."""
         if not self.run_seconds:
             return ""
         per_run = sum(self.run_seconds) / len(self.run_seconds)
+        runs = max(0, target - len(config.runs)) if config is not None else 0  # this configuration's
+        if self.configs[self.good_key].outcome is None:  # GOOD and BAD still being measured
+            for key in (self.good_key, self.bad_key):
+                other = self.configs.get(key)
+                if other is not config:
+                    runs += max(0, self.repeat - (len(other.runs) if other is not None else 0))
         # ddmin needs about 2·log2(k) more configurations for one cause among k deltas.
-        remaining = 2 * math.ceil(math.log2(len(self.current))) if len(self.current) > 1 else 0
-        return f", ~{per_run:.2g} s/run, ETA ~{remaining * self.repeat * per_run:.0f} s"
+        runs += self.repeat * (2 * math.ceil(math.log2(len(self.current))) if len(self.current) > 1 else 0)
+        runs = min(runs, max(0, self.max_runs - self.total_runs))
+        return f", ~{per_run:.2g} s/run, ETA ~{_duration(runs * per_run)}"
 
     def distinguishable(self) -> bool:
         g = self.values(self.configs[self.good_key])

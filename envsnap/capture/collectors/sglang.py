@@ -121,13 +121,13 @@ def normalize_url(url: str) -> str:
         text = "http://" + text
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise EnvsnapError(f"--sglang-url {url!r}: expected http://HOST:PORT")
+        raise EnvsnapError(f"{url!r}: expected http://HOST:PORT")
     if parts.username is not None or parts.password is not None:
         # SGLang authenticates with --api-key (a Bearer token), not HTTP user info; and the URL
         # must not carry a secret into the snapshot. The message names neither part.
-        raise EnvsnapError(f"--sglang-url: user:password@ in the URL is not supported; "
-                           f"pass http://{parts.hostname}:{parts.port or ''} and set {API_KEY_ENV} for a server "
-                           "started with --api-key")
+        # (Worded so that a redactor never takes what follows "--api-key" for its value.)
+        raise EnvsnapError(f"user:password@ in the URL is not supported: pass http://{parts.hostname}:"
+                           f"{parts.port or ''} (for a server started with --api-key, set {API_KEY_ENV})")
     path = parts.path.rstrip("/")
     for endpoint in ENDPOINTS:  # a URL that already names the route
         if path.endswith(endpoint):
