@@ -57,14 +57,15 @@ PROCESS_FIELDS = ("title", "cmdline", "exe", "cwd", "role", "cpu_affinity", "nic
 
 _MISSING = object()
 # A file's text (content records) is not compared: its sha256 beside it says whether it changed,
-# and the text itself would differ with redaction on one side only. analysis/patches.py reads it.
-TEXT_KEYS = ("content", "patch")
+# and the text itself would differ with redaction on one side only. analysis/patches.py reads it, and
+# the identities of a dirty file's hunks (git's "hunks": its sha256 already says whether it changed).
+TEXT_KEYS = ("content", "patch", "hunks")
 
 
 def without_text(entry: Any) -> Any:
     """An entry without its file text (content/patch records): whether a file differs is its hash's
     business, not the text's (redaction on one side only, or no text kept by an older envsnap)."""
-    if isinstance(entry, dict) and ("content" in entry or "patch" in entry):
+    if isinstance(entry, dict) and ("content" in entry or "patch" in entry or "hunks" in entry):
         return {k: v for k, v in entry.items() if k not in TEXT_KEYS}
     return entry
 
