@@ -55,3 +55,48 @@ def make_patch(repo: Path, rel: str, patch_path: Path) -> Path:
     patch_path.write_text(git(repo, "diff", "--no-color", "--", rel))
     target.write_text(original)
     return patch_path
+
+
+# A benchmark of `step` from the package's topk module: steps per CPU second (CPU time: the figure does not
+# depend on what else runs on the machine). Hunk 3 of the patch makes each step ten times the work.
+BENCH = '''\
+import json, time
+from {package} import topk
+REPS = 30
+start = time.process_time()
+for _ in range(REPS):
+    topk.step(20000)
+print(json.dumps({{"steps_per_cpu_second": round(REPS / (time.process_time() - start), 3)}}))
+'''
+
+
+def install_package(base: Path, name: str, modules: dict) -> "tuple[Path, Path]":
+    """A fresh venv (no pip of its own; envsnap and this interpreter's packages through a .pth line) with
+    package `name` installed by the real pip from a wheel setuptools builds (RECORD with hashes).
+    Returns (the venv's python, its site-packages)."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    from helpers import REPO_ROOT
+
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True, timeout=60).stdout.strip())
+    (site / "envsnap-test-deps.pth").write_text(f"{REPO_ROOT}\n{sysconfig.get_paths()['purelib']}\n")
+    src = base / f"{name}-src"
+    files = {"pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+                               f'[project]\nname = "{name}"\nversion = "1.0"\n[tool.setuptools]\npackages = ["{name}"]\n',
+             f"{name}/__init__.py": ""}
+    files.update({f"{name}/{rel}": text for rel, text in modules.items()})
+    for rel, text in files.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                           "--no-build-isolation", "--disable-pip-version-check", "--target", str(site), str(src)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert list(site.glob(f"{name}-1.0.dist-info/RECORD"))
+    return python, site
