@@ -4,8 +4,9 @@ Each snapshot's patches section (capture/collectors/patches.py) gives every hunk
 status there (applied, not applied, conflict...). Here:
 - the view keys (views.py calls `put_view`): `patches.<name>` per patch file (a presence key),
   `patches.<name>.file` (its bytes) and `patches.<name>.hunk.<n>` per hunk, valued by its status, so a
-  hunk applied on one side only is a difference of its own; <name> is the file's base name (the same patch kept elsewhere on the other
-  machine compares), its path where two patch files of one snapshot share a name;
+  hunk applied on one side only is a difference of its own; <name> is the file's base name (the same
+  patch kept elsewhere on the other machine compares), its path where two patch files of one snapshot
+  share a name;
 - the scoring of such a difference (`score_hunk`, called by causes.py): the patches rule's prior, raised to
   the rule of the installed file it edits; whether the file it edits changed with it (its sha256, which
   the capture records per target file) or only the patch did; whether that file is code that runs (the

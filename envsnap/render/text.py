@@ -242,6 +242,8 @@ def _show_value(value: Optional[str]) -> str:
 
 
 def _bisect_delta(d: Mapping) -> List[str]:
+    if d.get("kind") == "hunk":
+        return [f"  hunk {d['hunk']} of {d['of']} of {d['file']} ({d['header']})", f"      {d['where']}"]
     if d.get("kind") == "file":
         lines = [f"  file {d['name']}: {d['change']}, GOOD {d['good']} -> BAD {d['bad']}",
                  f"      {d['where']}"]
@@ -288,12 +290,15 @@ def render_bisect(result: Mapping) -> str:
                      f"BAD median {_bisect_num(b.get('median'))} (n={b.get('n')})"
                      + (f", {change:+.1f}%" if change is not None else ""))
     deltas = result["deltas"]
-    files, env = deltas.get("files", []), deltas["applied"]
+    files, env, hunks = deltas.get("files", []), deltas["applied"], deltas.get("hunks", [])
+    split = sorted({h["file"] for h in hunks})
+    whole = [f for f in files if f["name"] not in split]
     runs = result.get("runs", {})
     if status != "dry_run":
+        parts = f"{len(whole)} files, " + (f"{len(hunks)} hunks of {len(split)} files, " if hunks else "")
         lines.append(f"{result.get('configurations_run', 0)} configurations, {runs.get('total', 0)} runs "
                      f"({runs.get('from_journal', 0)} from the journal, {runs.get('failed', 0)} failed); "
-                     f"{len(files) + len(env)} deltas searched ({len(files)} files, {len(env)} variables)")
+                     f"{len(whole) + len(hunks) + len(env)} deltas searched ({parts}{len(env)} variables)")
     if result.get("minimal"):
         title = "minimal failure-inducing set" + (" (1-minimal)" if result.get("one_minimal") else "")
         lines.append(f"{title}:")
@@ -306,6 +311,10 @@ def render_bisect(result: Mapping) -> str:
         for d in files:
             lines.extend(_bisect_delta(d))
             lines.append(f"      now: {d.get('current', '?').upper()}'s version")
+            mine = [h for h in hunks if h["file"] == d["name"]]
+            if mine:
+                lines.append(f"      switched hunk by hunk ({len(mine)} hunks):")
+                lines.extend(f"        hunk {h['hunk']} {h['header']}" for h in mine)
         lines.append(f"variables ({len(env)}):")
         for d in env:
             lines.extend(_bisect_delta(d))
