@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 from envsnap.analysis import knowledge
 from envsnap.analysis.factors import HOT_PATH_EDIT_PRIOR, Score
 from envsnap.analysis.knowledge import KERNELS
-from envsnap.model import hunks as hunks_mod
 from envsnap.model.names import canonical_name
 from envsnap.model.snapshot import section_data
 
@@ -207,6 +206,8 @@ def twins(comp: "Comparison", diffs: Sequence["Difference"]) -> Dict[Tuple[str, 
 def _units_text(entry: Dict[str, Any]) -> Dict[str, str]:
     """{hunk number: its text} from the patch text the snapshot holds; a unit whose place in the text
     is not where the capture found it (redaction, a cut) gets none."""
+    from envsnap.model import hunks as hunks_mod  # here: only snapshots captured with --patch need it
+
     record = _dict(entry.get("content"))
     if record.get("status") not in ("text", "truncated") or not isinstance(record.get("text"), str):
         return {}

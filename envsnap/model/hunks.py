@@ -20,7 +20,6 @@ each line keeps its own ending, so a patch written back is the patch read, CRLF 
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Iterable, List, NamedTuple, Optional, Tuple
 
@@ -236,6 +235,8 @@ def edit_id(lines: Iterable[str]) -> str:
     ending and trailing whitespace, cut to EDIT_ID_CHARS hex digits. Context lines and line numbers are
     left out on purpose: the same edit made next to another edit, or lower in a longer file, is the
     same edit; a different line added or removed is a different one."""
+    import hashlib  # here: a diff that reads hunks never hashes (OpenSSL's load is not paid by every reader)
+
     digest = hashlib.sha256()
     for line in lines:
         if line.startswith(("+", "-")):

@@ -430,8 +430,14 @@ def _hunk_order(key: str) -> Tuple[int, str]:
 
 
 def summarize(data: Dict[str, Any]) -> List[str]:
+    entries = data.get("patches") or {}
     lines = []
-    for path, entry in sorted((data.get("patches") or {}).items()):
+    if len(entries) > 1:  # `show`'s one line: what the patches add up to, each patch below (-v)
+        by_status: Dict[str, int] = {}
+        for entry in entries.values():
+            by_status[str(entry.get("status"))] = by_status.get(str(entry.get("status")), 0) + 1
+        lines.append(f"{len(entries)} patches: " + ", ".join(f"{n} {s}" for s, n in sorted(by_status.items())))
+    for path, entry in sorted(entries.items()):
         hunks = entry.get("hunks") or {}
         counts: Dict[str, int] = {}
         for hunk in hunks.values():
