@@ -145,6 +145,8 @@ def test_hostile_patch_files_each_get_a_recorded_status(tmp_path, checkout, monk
     assert found["truncated.patch"]["hunks"]["2"]["status"] == "conflict"
     assert found["huge.patch"]["status"] == "too large" and found["huge.patch"]["size"] == 100 << 20
     assert "hunks" not in found["huge.patch"] and found["huge.patch"]["sha256"]
+    assert collector.summarize(result["data"])[0] == ("7 patches: 2 conflict, 1 empty, 1 mixed, 1 not a patch, "
+                                                       "1 too large, 1 unsafe path")
     assert len(calls) == 3 + 1 + 2  # crlf's three hunks, the binary unit, truncated's two: nothing else ran git
     assert tree_state(repo) == before
     assert not Path("/etc/passwd").read_text().startswith("diff")
