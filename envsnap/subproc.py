@@ -39,8 +39,10 @@ def run_command(
     cwd: Optional[str] = None,
     env: Optional[Mapping[str, str]] = None,
     input_text: Optional[str] = None,
+    input_bytes: Optional[bytes] = None,
 ) -> CommandResult:
-    """Run argv; return a CommandResult. Never raises."""
+    """Run argv; return a CommandResult. Never raises. Its stdin: input_text (UTF-8) or input_bytes as
+    given (a patch of a Latin-1 file), else nothing."""
     import subprocess  # here, not at the top: the collectors' declarations import this module cheaply
 
     argv = [str(a) for a in argv]
@@ -52,7 +54,7 @@ def run_command(
             argv,
             cwd=cwd,
             env=dict(env) if env is not None else None,
-            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+            stdin=subprocess.PIPE if input_text is not None or input_bytes is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # so a timeout can kill grandchildren too
@@ -63,8 +65,9 @@ def run_command(
     except OSError as exc:
         result.error = f"cannot run {argv[0]}: {exc.strerror or exc}"
         return result
+    data = input_text.encode() if input_text is not None else input_bytes
     try:
-        out, err = proc.communicate(input=input_text.encode() if input_text is not None else None, timeout=timeout)
+        out, err = proc.communicate(input=data, timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         try:

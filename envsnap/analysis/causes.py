@@ -9,6 +9,8 @@ of evidence is a named factor (factors.py) applied to it and listed in its evide
   mechanism  does its component fit how the runs got slower (mechanism.py, observed.py)?
   domain     the workers' own environment, NCCL's log, SGLang's launcher and custom all-reduce,
              editable checkouts, start-up hooks, hot-path packages (domain.py);
+  patches    a recorded patch's hunk applied on one side only: did its file change, does it run
+             (patch_status.py);
   EAGLE-3    the verify or drafter side the decomposition points at (eagle3.py);
   runs       how sure the runs are that something got worse (same for every cause).
 
@@ -20,7 +22,16 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from envsnap.analysis import context as context_mod, diff as diff_mod, domain, knowledge, nodes as nodes_mod, observed, priors
+from envsnap.analysis import (
+    context as context_mod,
+    diff as diff_mod,
+    domain,
+    knowledge,
+    nodes as nodes_mod,
+    observed,
+    patch_status,
+    priors,
+)
 from envsnap.analysis.factors import SIDE_WEIGHTS, Score
 from envsnap.analysis.knowledge import CPU_HOST, MEMORY, NONE
 from envsnap.analysis.verdict import worse
@@ -104,6 +115,8 @@ class _Ranking:
                 self._file_kind(d.subject.item, score)
         elif d.where == "files":
             self._file_kind(d.subject.entity, score)
+        elif d.where == patch_status.CATEGORY:
+            component, why = patch_status.score_hunk(d, facts.comp, component, why, score, notes)
         elif d.category == "nccl" and facts.worker_nccl_vars:
             # What NCCL logged it did (algorithms, protocols, channels) follows from the settings it read.
             score.apply("nccl_effect", f"an effect of the workers' {', '.join(facts.worker_nccl_vars)} change, "

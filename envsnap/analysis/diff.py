@@ -40,7 +40,8 @@ from envsnap.analysis.views import (
 
 # How a value missing on one side reads, per category. NCCL logs a variable only when it reads
 # it, so no line is "not logged", never "unset"; a file absent from a checkout's dirty list is clean.
-ABSENT_WORDS = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged"}
+ABSENT_WORDS = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged",
+                "patches": "not in the patch"}
 # A whole entity (a repository, a process, a GPU, a section) that one snapshot does not hold was not
 # captured there: that says nothing about its state, so it is never "clean" or "unset".
 NOT_CAPTURED = "not captured"
@@ -506,6 +507,12 @@ def display(subject: Subject, value: Any) -> Any:
         return f"{status} sha256 {str(value.get('sha256') or '')[:12]}"
     if where == "git":
         return f"{value.get('branch')}@{str(value.get('head') or '')[:10]}"
+    if where == "patches":  # a recorded patch file (its hunks' values are their statuses)
+        if "name" in value:
+            return "given"
+        sha = str(value.get("sha256") or "")
+        return f"sha256 {sha[:12]}" + (f" ({value['status']})" if value.get("status") else "") if sha else \
+            str(value.get("status") or "unreadable")
     if where == "files":
         if "error" in value:
             return f"error: {value['error']}"

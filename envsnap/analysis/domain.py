@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Set, Tuple
 
-from envsnap.analysis import diff as diff_mod, evidence as evidence_mod, knowledge
+from envsnap.analysis import diff as diff_mod, evidence as evidence_mod, knowledge, patch_status
 from envsnap.analysis.factors import HOT_PATH_EDIT_PRIOR, HOT_PATH_PACKAGE_PRIOR, STARTUP_MENTION_SHARE, Score
 from envsnap.analysis.knowledge import COMMUNICATION, KERNELS
 from envsnap.analysis.priors import rule_source
@@ -36,6 +36,8 @@ class Facts:
         self.car, self.car_note = custom_allreduce(comp)
         self.integrity = {d.subject.entity: d for d in diffs if d.where == "integrity"}
         self.dirty = [d for d in diffs if d.where == "git" and d.subject.aspect == "dirty"]
+        # Files whose change a recorded patch's hunk shows (patch_status.twins): their own causes defer to it.
+        self.hunk_twins = patch_status.twins(comp, diffs) if any(d.where == patch_status.CATEGORY for d in diffs) else {}
         self.worker_nccl_vars = sorted(n for n, places in self.by_var.items()
                                        if n.startswith("NCCL_") and "workers" in places)
         self.nccl_effects = [f"{d.subject.entity} {diff_mod.display(d.subject, d.good)} \u2192 "
@@ -259,6 +261,9 @@ def score_integrity(d: diff_mod.Difference, rule: knowledge.FieldRule, component
         if dirty.subject.item == rel or dirty.subject.item.endswith("/" + rel):
             notes.append(f"the same file is modified in a checkout ({dirty.key}): who edited it")
             break
+    hunk = facts.hunk_twins.get(("integrity", rel))
+    if hunk:
+        score.apply("shown_by_hunk", f"{hunk} shows this edit hunk by hunk, and ranks it")
     return component, why
 
 
@@ -317,6 +322,9 @@ def score_git(d: diff_mod.Difference, facts: Facts, score: Score, notes: List[st
             if rel.endswith(irel):
                 notes.append(f"the installed copy is edited too (integrity.{irel})")
                 break
+        hunk = facts.hunk_twins.get(("git", repo, rel))
+        if hunk:
+            score.apply("shown_by_hunk", f"{hunk} shows this edit hunk by hunk, and ranks it")
 
 
 def file_kind(path: str) -> Optional[Tuple[str, float]]:

@@ -87,6 +87,17 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     Factor("checkout_not_running", 0.8, "the checkout is not what runs (not an editable install)"),
     # knowledge.FILE_KINDS: what a changed file is (code runs; documentation never does).
     Factor("file_kind", 1.0, "what kind of file changed (knowledge.FILE_KINDS)"),
+
+    # ---- recorded patches (`--patch`, analysis/patch_status.py): a hunk applied on one side only ----
+    # The capture hashes each file a patch targets: a hunk whose status changed together with its file's
+    # bytes is an edit of the code; one whose file is the same on both sides changed only in the patch.
+    Factor("hunk_code_changed", 1.5, "its status changed and the file it edits changed with it"),
+    Factor("hunk_code_same", 0.3, "the file it edits is the same on both sides: only the patch file changed"),
+    # The capture found the file in the described interpreter's site-packages: what that interpreter imports.
+    Factor("patch_target_installed", 1.3, "the file it edits is installed in the described interpreter"),
+    # The same change as a whole file (RECORD hash, dirty checkout file) when a hunk of a recorded patch
+    # shows it more precisely: the hunk's cause ranks it (like in_process_shown_elsewhere).
+    Factor("shown_by_hunk", 0.5, "a recorded patch's hunk shows this change more precisely, and ranks it"),
 ]}
 
 # The value of "eagle3_side" per side and component (verify: communication, kernels and graphs explain a

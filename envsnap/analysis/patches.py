@@ -9,7 +9,8 @@ For every changed file the two snapshots can show, one patch: a unified diff rea
   one side, against the pristine file of the installed distribution when the caller found one
   offline (capture/pristine.py: a wheel, sha256 checked against RECORD), otherwise the edited
   text with the distribution and version to compare with.
-- start-up hooks and --watch files: the two texts (a missing side is empty).
+- start-up hooks and --watch files: the two texts (a missing side is empty);
+- a recorded patch's hunk (`--patch`) applied on one side only: that hunk, as the patch file has it.
 The file reading and wheel lookup happen below this layer (the CLI passes `pristine` in).
 
 Each patch says which causes it supports (link): the cause of its own key, causes whose
@@ -20,14 +21,14 @@ line pointing at the patch and its `patches` ids.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from envsnap.analysis.views import modified_entries_differing
 from envsnap.model import patchtext
 from envsnap.model.snapshot import section_data
 
 TEXT = ("text", "truncated")
-KIND_ORDER = {"git": 0, "untracked": 1, "stash": 2, "installed": 3, "startup": 4, "watched": 5}
+KIND_ORDER = {"hunk": -1, "git": 0, "untracked": 1, "stash": 2, "installed": 3, "startup": 4, "watched": 5}
 _EVIDENCE_LINES = 2  # changed lines quoted in a cause's evidence, per direction
 _QUOTE_CHARS = 100
 
@@ -138,10 +139,34 @@ def _git(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any]) -> None:
         _stash(b, repo, _dict(gr.get("stash")), _dict(br.get("stash")))
 
 
+def hunk_edits(ge: Optional[Dict[str, Any]], be: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """Which hunks of a dirty file's edit against HEAD (the git collector's "hunks": model/hunks.edit_id)
+    are the same edit on both sides and which are on one side only; None when a side did not name them."""
+    sides = []
+    for entry in (ge, be):
+        named = _dict(entry).get("hunks")
+        if entry is not None and not isinstance(named, list):
+            return None  # that side's snapshot did not name them (an older envsnap): not known
+        sides.append([str(x) for x in named] if isinstance(named, list) else [])  # clean: no hunk
+    good, bad = sides
+    return {"same": [h for h in good if h in bad], "good_only": [h for h in good if h not in bad],
+            "bad_only": [h for h in bad if h not in good]}
+
+
+def _edits_note(edits: Optional[Dict[str, Any]]) -> Optional[str]:
+    if not edits:
+        return None
+    parts = [f"{len(edits[k])} {words}" for k, words in (("same", "the same edit on both sides"),
+                                                          ("good_only", "only in good"), ("bad_only", "only in bad"))
+             if edits[k]]
+    return "hunk by hunk against HEAD: " + ", ".join(parts) if parts else None
+
+
 def _dirty(b: _Builder, repo: str, rel: str, ge: Optional[Dict[str, Any]], be: Optional[Dict[str, Any]],
            same_head: bool, ghead: str, bhead: str) -> None:
     if not _held(ge, be, keys=("content", "patch")):
         return
+    edits = hunk_edits(ge, be) if same_head else None  # the same HEAD: each side's hunks are edits of one text
     key, title, where = f"git.{repo}.dirty.{rel}", f"{repo}: {rel}", {"repo": repo, "path": rel}
     gsha, bsha = _dict(ge).get("sha256"), _dict(be).get("sha256")
     gtext, btext = _text(_dict(ge).get("content")), _text(_dict(be).get("content"))
@@ -150,8 +175,10 @@ def _dirty(b: _Builder, repo: str, rel: str, ge: Optional[Dict[str, Any]], be: O
             and (btext is not None or deleted["bad"]):
         diff = patchtext.unified(gtext or "", btext or "", "/dev/null" if deleted["good"] else f"a/{rel}",
                                  "/dev/null" if deleted["bad"] else f"b/{rel}")
-        b.add("git", key, title, where, gsha, bsha, "good's and bad's working copies", diff=diff,
-              records=(ge.get("content"), be.get("content")))
+        patch = b.add("git", key, title, where, gsha, bsha, "good's and bad's working copies", diff=diff,
+                      records=(ge.get("content"), be.get("content")), note=_edits_note(edits))
+        if edits:
+            patch["hunk_edits"] = edits
         return
     # One side's own patch against HEAD: exactly good -> bad when the other side is clean at the same HEAD.
     side, entry = ("bad", be) if be is not None else ("good", ge)
@@ -177,7 +204,11 @@ def _dirty(b: _Builder, repo: str, rel: str, ge: Optional[Dict[str, Any]], be: O
             note = (f"both working copies are edited, and {_why_no_text(_dict(other_entry).get('content'), other)}: "
                     f"this shows {side}'s own edit against HEAD")
     diff = patchtext.reverse(text) if side == "good" and other_clean and same_head else text
-    b.add("git", key, title, where, gsha, bsha, basis, diff=diff, note=note, records=(patch,))
+    edits_note = _edits_note(edits) if not other_clean else None
+    added = b.add("git", key, title, where, gsha, bsha, basis, diff=diff,
+                  note="; ".join(n for n in (note, edits_note) if n) or None, records=(patch,))
+    if edits:
+        added["hunk_edits"] = edits
 
 
 def _stash(b: _Builder, repo: str, gstash: Dict[str, Any], bstash: Dict[str, Any]) -> None:
@@ -313,10 +344,15 @@ def _hooks_and_files(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any]) -> 
 # ---------------------------------------------------------------- the whole, and the links to causes
 
 def build(good: Dict[str, Any], bad: Dict[str, Any], pristine: Optional[Dict[str, Dict[str, Any]]] = None,
-          modified_differing: Optional[Set[str]] = None) -> List[Dict[str, Any]]:
+          modified_differing: Optional[Set[str]] = None, hunks: Sequence[Dict[str, Any]] = ()
+          ) -> List[Dict[str, Any]]:
     """Every patch between two snapshots, in a fixed order, with ids patch-1, patch-2, ...
-    `modified_differing`: views.modified_entries_differing(good, bad) when the caller has it."""
+    `modified_differing`: views.modified_entries_differing(good, bad) when the caller has it; `hunks`:
+    the recorded patches' hunks applied on one side only (patch_status.hunk_patches), listed first."""
     b = _Builder(pristine or {})
+    for hunk in hunks:
+        b.add("hunk", hunk["key"], hunk["title"], hunk["where"], hunk.get("good_sha256"), hunk.get("bad_sha256"),
+              hunk["basis"], diff=hunk.get("diff"), note=hunk.get("note"))
     _git(b, good, bad)
     _installed(b, good, bad, modified_differing)
     _hooks_and_files(b, good, bad)
@@ -352,6 +388,15 @@ def _quote(lines: List[str]) -> str:
 
 
 def _summary(patch: Dict[str, Any]) -> str:
+    if patch["kind"] == "hunk":  # a recorded patch's hunk: its own edit, read in the patch's direction
+        if not patch.get("diff"):
+            return f"{patch['id']} ({patch['title']}): {patch['basis']}; {patch.get('note') or 'no text'}"
+        lines = patch["diff"].split("\n")
+        minus = [line[1:] for line in lines if line.startswith("-") and not line.startswith("--- ")]
+        plus = [line[1:] for line in lines if line.startswith("+") and not line.startswith("+++ ")]
+        edit = (f"replaces {_quote(minus)} with {_quote(plus)}" if minus and plus else
+                f"adds {_quote(plus)}" if plus else f"removes {_quote(minus)}")
+        return f"{patch['id']} ({patch['title']}): the hunk {edit}; {patch['basis']}"
     if not patch.get("diff"):
         twin = f"; same bytes as {patch['same_as']}" if patch.get("same_as") else ""
         return f"{patch['id']} ({patch['title']}): {patch['basis']}{twin}"

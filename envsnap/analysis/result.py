@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Union
 
-from envsnap.analysis import diff as diff_mod, patches as patches_mod
+from envsnap.analysis import diff as diff_mod, patch_status, patches as patches_mod
 from envsnap.analysis.causes import rank_causes
 from envsnap.analysis.context import build_context
 from envsnap.analysis.groups import bisect_hint, commands_differ, tie_groups
@@ -42,7 +42,10 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
     differing = comp.modified_differing if not comp.parts else None
     if callable(pristine):
         pristine = pristine(patches_mod.pristine_needs(good, bad, differing))
-    patches = patches_mod.build(good, bad, pristine, differing)
+    # Recorded patches (--patch): every hunk's status per side, its cause's rank where its status differs.
+    status_table = patch_status.table(good, bad, {c["key"]: c["rank"] for c in causes
+                                                  if c.get("where") == patch_status.CATEGORY})
+    patches = patches_mod.build(good, bad, pristine, differing, patch_status.hunk_patches(status_table))
     patches_mod.link(causes, patches)
     groups = tie_groups(causes, lambda: bisect_hint(good, bad, good_file, bad_file, causes))
     if top is not None:
@@ -62,6 +65,8 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
               "verdict": verdict, "causes": causes, "groups": groups, "context": context.to_json(),
               "differences": differences, "patches": patches,
               "warnings": list(dict.fromkeys(warnings))}
+    if status_table:  # only snapshots captured with --patch have it: other outputs stay as they were
+        result["patch_status"] = status_table
     if comp.pairing is not None and comp.pairing.mode != "single":
         result["nodes"] = comp.pairing.to_json()  # which node was compared with which (also a warning line)
     if tables:

@@ -33,7 +33,7 @@ from typing import (
     Tuple,
 )
 
-from envsnap.analysis import knowledge
+from envsnap.analysis import knowledge, patch_status
 from envsnap.model.snapshot import section_data
 from envsnap.model.workers import (
     SOURCE_LABELS,
@@ -44,8 +44,8 @@ from envsnap.model.workers import (
 )
 
 # Display/sort order of categories: what acts on the measured processes first.
-CATEGORY_ORDER = ("workers", "env", "nccl", "integrity", "startup", "packages", "python", "git", "sglang",
-                  "gpu", "host", "files", "sections")
+CATEGORY_ORDER = ("workers", "env", "nccl", "integrity", "patches", "startup", "packages", "python", "git",
+                  "sglang", "gpu", "host", "files", "sections")
 
 # Lists whose order means something are compared in order; every other list is a set of facts
 # (collectors sort them), compared sorted so a reordering is not a difference.
@@ -57,14 +57,15 @@ PROCESS_FIELDS = ("title", "cmdline", "exe", "cwd", "role", "cpu_affinity", "nic
 
 _MISSING = object()
 # A file's text (content records) is not compared: its sha256 beside it says whether it changed,
-# and the text itself would differ with redaction on one side only. analysis/patches.py reads it.
-TEXT_KEYS = ("content", "patch")
+# and the text itself would differ with redaction on one side only. analysis/patches.py reads it, and
+# the identities of a dirty file's hunks (git's "hunks": its sha256 already says whether it changed).
+TEXT_KEYS = ("content", "patch", "hunks")
 
 
 def without_text(entry: Any) -> Any:
     """An entry without its file text (content/patch records): whether a file differs is its hash's
     business, not the text's (redaction on one side only, or no text kept by an older envsnap)."""
-    if isinstance(entry, dict) and ("content" in entry or "patch" in entry):
+    if isinstance(entry, dict) and ("content" in entry or "patch" in entry or "hunks" in entry):
         return {k: v for k, v in entry.items() if k not in TEXT_KEYS}
     return entry
 
@@ -124,6 +125,8 @@ class View:
     env_read_tracked: List[str] = field(default_factory=list)
     node: Optional[str] = None  # the node of a multi-node snapshot this view is of (Subject.node of its keys)
     modified_only: Optional[Set[str]] = None  # see build_view
+    # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/patch_status.py): evidence.
+    patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
     def put(self, category: str, key: str, value: Any, flats: Sequence[str], subject: Subject,
             aggregate: bool = False, presence: bool = False) -> None:
@@ -613,6 +616,7 @@ def _nccl_subject(path: str, split: bool) -> Subject:
 _BUILDERS: Tuple[Tuple[str, Callable[[View, Dict[str, Any]], None]], ...] = (
     ("env", _env_view), ("python", _python_view), ("packages", _packages_view), ("git", _git_view),
     ("files", _files_view), ("nvidia", _gpu_view), ("sglang", _sglang_view), ("nccl", _nccl_view),
+    ("patches", patch_status.put_view),
 )
 _CUSTOM = frozenset(name for name, _ in _BUILDERS) | {"processes", "probe"}
 

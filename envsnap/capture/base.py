@@ -57,6 +57,8 @@ class CaptureContext:
     # watched files): per file and per snapshot, in bytes; over them: truncated / over_budget.
     content_max_file: int = DEFAULT_CONTENT_MAX_FILE
     content_max_total: int = DEFAULT_CONTENT_MAX_TOTAL
+    # --patch FILE|DIR (repeatable): unified diffs whose hunks are checked against their targets.
+    patches: List[str] = field(default_factory=list)
     # --no-cache: hash every file, neither read nor write the hash cache (hashcache.py).
     no_cache: bool = False
     # Run the collectors of forked.OWN_PROCESS in a forked child (capture/forked.py): set by the

@@ -42,10 +42,13 @@ from envsnap.cli.options import FILE
 @click.option("--restore", "restore_only", is_flag=True,
               help="Put back the files a killed bisect left switched (found through --journal, or BAD's "
                    "default journal), then exit.")
+@click.option("--by-file", is_flag=True,
+              help="Switch each differing file whole; by default a file whose versions differ in several hunks "
+                   "is switched hunk by hunk, so the result names the hunk.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_timeout, wheel_dirs, dry_run,
-           restore_only, fmt, command) -> int:
+           restore_only, by_file, fmt, command) -> int:
     """Find which differences between GOOD and BAD cause the slowdown: variables and files.
 
     \b
@@ -55,7 +58,8 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
 
     Put `--` before COMMAND. Runs COMMAND with the GOOD environment and files plus subsets of
     the differences switched to BAD (Zeller's ddmin: O(log n) configurations for one cause, and
-    interacting causes come out together). Files are switched by atomic replacement after a
+    interacting causes come out together); a file differing in several hunks is switched hunk by
+    hunk (--by-file: whole). Files are switched by atomic replacement after a
     journaled backup and restored at the end, on Ctrl-C, and by the next bisect (or --restore)
     after a kill -9; a file whose content is neither version is refused, never overwritten.
     GOOD and BAD are measured first; each configuration is classed by where its median falls
@@ -95,7 +99,7 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
             good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
             max_runs=max_runs, journal_path=journal, timeout=run_timeout, directions=directions,
             progress=progress, on_journal=lambda j: journal_box.update(path=j.path),
-            wheels=list(wheel_dirs), dry_run=dry_run,
+            wheels=list(wheel_dirs), dry_run=dry_run, by_file=by_file,
         )
     except KeyboardInterrupt:
         if "path" in journal_box:

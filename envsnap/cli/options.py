@@ -119,6 +119,9 @@ def capture_options(func):
                      help="Hash every file; neither read nor update the trusted hash cache (~/.cache/envsnap)."),
         click.option("--python", "python_exe", type=click.Path(), envvar="ENVSNAP_PYTHON",
                      help="Describe this interpreter's packages and startup hooks (the server's venv) [env: ENVSNAP_PYTHON]."),
+        click.option("--patch", "patch_files", multiple=True, type=click.Path(exists=True), metavar="FILE|DIR",
+                     help="Unified diff (or a directory of *.patch/*.diff) whose every hunk is checked against "
+                          "the files it targets: applied, not applied, conflict (repeatable)."),
         click.option("--content-max-file", type=ByteSize(), default=DEFAULT_CONTENT_MAX_FILE, show_default="512K",
                      help="Text kept per file (patches, edited files, start-up hooks, watched files); "
                           "a longer file is kept truncated."),
@@ -128,13 +131,13 @@ def capture_options(func):
 
     @functools.wraps(func)
     def wrapper(*args, label, watch, repos, deep, timeout, no_redact, pids, find_sglang, probe_dir, logs, sglang_url,
-                no_cache, python_exe, content_max_file, content_max_total, **kwargs):
+                no_cache, python_exe, patch_files, content_max_file, content_max_total, **kwargs):
         from envsnap.capture.base import CaptureContext
 
         kwargs["capture_ctx"] = CaptureContext(
             label=label, deep=deep, watch=list(watch), repos=list(repos), timeout=timeout,
             redact=not no_redact, pids=list(pids), sglang=find_sglang, probe_dir=probe_dir,
-            logs=list(logs), sglang_url=sglang_url, python=python_exe, no_cache=no_cache,
+            logs=list(logs), sglang_url=sglang_url, python=python_exe, no_cache=no_cache, patches=list(patch_files),
             content_max_file=content_max_file, content_max_total=content_max_total,
         )
         return func(*args, **kwargs)

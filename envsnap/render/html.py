@@ -269,6 +269,47 @@ def _patches_view(result: Dict[str, Any], causes: List[Dict[str, Any]]) -> Dict[
     return {"patches": patches, "total": len(patches)}
 
 
+def _patch_status_view(result: Dict[str, Any], causes: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The recorded patches (--patch): each patch's hunks with their status on GOOD and BAD; a hunk
+    whose status differs is marked, linked to its cause (`causes`: those the report shows, with their
+    anchors), and shows its text."""
+    anchors = {c["key"]: c["anchor"] for c in causes if c["anchor"]}
+    patches = []
+    for raw in _list(result.get("patch_status"))[:ROWS_MORE]:
+        if not isinstance(raw, dict):
+            continue
+        sides = {}
+        for side in ("good", "bad"):
+            info = _dict(raw.get(side))
+            target = _dict(info.get("target"))
+            where = ""
+            if target.get("root"):
+                owner = f" {target.get('dist')} {target.get('version') or ''}".rstrip() if target.get("dist") else ""
+                where = f"{target['root']} ({target.get('kind')}{owner}, -p{target.get('strip')})"
+            sides[side] = {"given": bool(info), "status": fmt_value(info.get("status"), 60) if info else "not given",
+                           "where": fmt_value(where, 300), "note": fmt_value(info.get("error") or info.get("note"), 400)
+                           if (info.get("error") or info.get("note")) else ""}
+        rows = []
+        for hunk in _list(raw.get("hunks"))[:ROWS_MORE]:
+            if not isinstance(hunk, dict):
+                continue
+            rank = hunk.get("rank")
+            text = hunk.get("text") if isinstance(hunk.get("text"), str) and hunk.get("changed") else None
+            rows.append({"n": fmt_value(hunk.get("n"), 10), "file": fmt_value(hunk.get("file"), 300),
+                         "header": fmt_value(hunk.get("header"), 200), "changed": bool(hunk.get("changed")),
+                         "good": fmt_value(hunk.get("good"), 40) if hunk.get("good") is not None else "—",
+                         "bad": fmt_value(hunk.get("bad"), 40) if hunk.get("bad") is not None else "—",
+                         "rank": rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
+                         "anchor": anchors.get(fmt_value(hunk.get("key"), 200), ""),
+                         "why": "; ".join(f"{s}: {fmt_value(w, 200)}" for s, w in sorted(_dict(hunk.get("why")).items())),
+                         "hunks": _hunks(text) if text else []})
+        if sides["good"]["where"] == sides["bad"]["where"] and not sides["good"]["note"]:
+            sides["good"]["where"] = ""  # one target line for both sides
+        patches.append({"name": fmt_value(raw.get("name"), 300), "good": sides["good"], "bad": sides["bad"],
+                        "rows": rows, "changed": sum(1 for r in rows if r["changed"])})
+    return {"patches": patches, "total": len(patches)}
+
+
 # ---------------------------------------------------------------- 3. runs chart
 
 def _nice_step(span: float, target: int = 5) -> float:
@@ -758,6 +799,7 @@ def build_view(result: Dict[str, Any]) -> Dict[str, Any]:
         "warnings": [fmt_value(w, 500) for w in _list(result.get("warnings"))[:50]],
         "causes": causes,
         "patches": _patches_view(result, causes["shown"] + causes["more"]),
+        "patch_status": _patch_status_view(result, causes["shown"] + causes["more"]),
         "runs": _charts_view(result),
         "workers": _workers_view(result),
         "node_parts": _node_parts(result),

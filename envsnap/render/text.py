@@ -76,6 +76,7 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
             lines.append(f"  … {more} more (--top N, or --format json)")
     else:
         lines.append("no relevant differences: the environments match (volatile fields aside)")
+    lines.extend(_patch_status_lines(result, verbose))
     lines.extend(_patches_lines(result, verbose))
     differences = result["differences"]
     listed = [d for d in differences if not d.get("volatile")]
@@ -99,6 +100,64 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
     elif listed:
         lines.append("  (-v lists them all; --all adds volatile fields)")
     return "\n".join(lines) + "\n"
+
+
+def _tally(hunks: List[Dict[str, Any]], side: str) -> str:
+    counts: Dict[str, int] = {}
+    for hunk in hunks:
+        if hunk.get(side) is not None:
+            counts[str(hunk[side])] = counts.get(str(hunk[side]), 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+
+
+def _patch_side(side: Optional[Dict[str, Any]], label: str, hunks: List[Dict[str, Any]]) -> str:
+    if side is None:
+        return f"{label} not given"
+    tally = _tally(hunks, label.lower())
+    return f"{label} {side.get('status')}" + (f" ({tally})" if tally and tally != f"{len(hunks)} {side.get('status')}"
+                                               else "")
+
+
+def _patch_status_lines(result: Dict[str, Any], verbose: bool) -> List[str]:
+    """The recorded patches (--patch): each hunk's status on GOOD and BAD; those that differ always, the
+    rest with -v."""
+    table = result.get("patch_status") or []
+    if not table:
+        return []
+    lines = ["", "recorded patches (--patch): each hunk's status on GOOD and BAD"]
+    for patch in table:
+        hunks = patch["hunks"]
+        target = (patch.get("bad") or patch.get("good") or {}).get("target") or {}
+        where = ""
+        if target.get("root"):
+            owner = f" {target['dist']} {target.get('version') or ''}".rstrip() if target.get("dist") else ""
+            where = f"; against {target['root']} ({target.get('kind')}{owner}, -p{target.get('strip')})"
+        lines.append(f"  {patch['name']}: {_patch_side(patch.get('good'), 'GOOD', hunks)}, "
+                     f"{_patch_side(patch.get('bad'), 'BAD', hunks)}{where}")
+        for side in ("good", "bad"):
+            info = patch.get(side) or {}
+            for what in ("error", "note"):
+                if info.get(what):
+                    lines.append(f"    {side}: {info[what]}")
+        shown = hunks if verbose else [h for h in hunks if h["changed"]]
+        for hunk in shown:
+            mark = "*" if hunk["changed"] else " "
+            rank = f"  (cause #{hunk['rank']})" if hunk.get("rank") else ""
+            statuses = (f"{hunk['good'] or '-'} \u2192 {hunk['bad'] or '-'}" if hunk["changed"]
+                        else str(hunk["bad"] or hunk["good"]))
+            lines.append(f"   {mark}hunk {hunk['n']:>3} {hunk.get('file')} {hunk.get('header') or ''}: {statuses}{rank}")
+            for side, why in sorted((hunk.get("why") or {}).items()):
+                lines.append(f"             {side}: {why}")
+            also = hunk.get("also_in") or {}
+            if also.get("good") and also.get("good") == also.get("bad"):
+                also = {"good and bad": also["good"]}
+            for side in ("good and bad", "good", "bad"):
+                if also.get(side):
+                    lines.append(f"             {side}: the same edit is in {', '.join(also[side])}")
+        rest = len(hunks) - len(shown)
+        if rest:
+            lines.append(f"    {rest} more hunk{'s' if rest != 1 else ''} with the same status on both sides (-v lists them)")
+    return lines
 
 
 def _patches_lines(result: Dict[str, Any], verbose: bool) -> List[str]:
@@ -183,6 +242,8 @@ def _show_value(value: Optional[str]) -> str:
 
 
 def _bisect_delta(d: Mapping) -> List[str]:
+    if d.get("kind") == "hunk":
+        return [f"  hunk {d['hunk']} of {d['of']} of {d['file']} ({d['header']})", f"      {d['where']}"]
     if d.get("kind") == "file":
         lines = [f"  file {d['name']}: {d['change']}, GOOD {d['good']} -> BAD {d['bad']}",
                  f"      {d['where']}"]
@@ -229,12 +290,15 @@ def render_bisect(result: Mapping) -> str:
                      f"BAD median {_bisect_num(b.get('median'))} (n={b.get('n')})"
                      + (f", {change:+.1f}%" if change is not None else ""))
     deltas = result["deltas"]
-    files, env = deltas.get("files", []), deltas["applied"]
+    files, env, hunks = deltas.get("files", []), deltas["applied"], deltas.get("hunks", [])
+    split = sorted({h["file"] for h in hunks})
+    whole = [f for f in files if f["name"] not in split]
     runs = result.get("runs", {})
     if status != "dry_run":
+        parts = f"{len(whole)} files, " + (f"{len(hunks)} hunks of {len(split)} files, " if hunks else "")
         lines.append(f"{result.get('configurations_run', 0)} configurations, {runs.get('total', 0)} runs "
                      f"({runs.get('from_journal', 0)} from the journal, {runs.get('failed', 0)} failed); "
-                     f"{len(files) + len(env)} deltas searched ({len(files)} files, {len(env)} variables)")
+                     f"{len(whole) + len(hunks) + len(env)} deltas searched ({parts}{len(env)} variables)")
     if result.get("minimal"):
         title = "minimal failure-inducing set" + (" (1-minimal)" if result.get("one_minimal") else "")
         lines.append(f"{title}:")
@@ -247,6 +311,10 @@ def render_bisect(result: Mapping) -> str:
         for d in files:
             lines.extend(_bisect_delta(d))
             lines.append(f"      now: {d.get('current', '?').upper()}'s version")
+            mine = [h for h in hunks if h["file"] == d["name"]]
+            if mine:
+                lines.append(f"      switched hunk by hunk ({len(mine)} hunks):")
+                lines.extend(f"        hunk {h['hunk']} {h['header']}" for h in mine)
         lines.append(f"variables ({len(env)}):")
         for d in env:
             lines.extend(_bisect_delta(d))

@@ -11,6 +11,7 @@ from helpers.git import git, init_repo, rich_repo, sha256_of, tree_state
 
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import git as git_collector
+from envsnap.model import hunks
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -48,6 +49,9 @@ def test_dirty_file_patch_against_head_and_working_copy(tmp_path, monkeypatch):
     assert '-    if "NCCL_NVLS_ENABLE" not in os.environ:' in patch["text"]
     assert patch["size"] == len(patch["text"].encode()) and len(patch["sha256"]) == 64
     assert _applies(repo, patch["text"], reverse=True)  # undoing it on the working tree works: a real patch
+    # Its one hunk's identity: its changed lines (model/hunks.edit_id), kept beside the text.
+    changed = [line + "\n" for line in patch["text"].splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert entry["hunks"] == [hunks.edit_id(changed)]
 
 
 def test_every_kind_of_dirt_and_nothing_written(tmp_path, monkeypatch):

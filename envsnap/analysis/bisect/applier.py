@@ -4,7 +4,9 @@ The one place envsnap writes to a user's files. Its rules:
 - before a file is first touched, its bytes are copied into a backup directory next to
   the journal (fsynced) and a manifest line records the copy, the file's mode, owner and
   times, and every sha256 bisect may leave in it (GOOD's and BAD's versions) — all BEFORE
-  the file is touched, so a kill at any instant leaves a manifest that can undo it;
+  the file is touched, so a kill at any instant leaves a manifest that can undo it; a file
+  switched hunk by hunk (hunks.py) holds other versions too: each one's sha256 is journaled
+  (a "may_hold" line, fsynced) before it is first written;
 - a version is written by atomic replacement: a temp file in the same directory under a
   name derived from the file's (so a restore finds one a kill left behind), fsync, the
   original mode and owner, rename, fsync of the directory; a version that is "absent" is
@@ -29,9 +31,10 @@ import shutil
 import stat
 import time
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from envsnap.analysis.bisect.files import FileDelta, Version, read_disk
+from envsnap.analysis.bisect.hunks import Split
 from envsnap.analysis.bisect.journal import lock_or_refuse
 from envsnap.errors import EnvsnapError
 from envsnap.model.store import process_umask
@@ -183,11 +186,18 @@ def _restore_locked(directory: str, entries: List[Dict[str, Any]]) -> RestoreRep
     report = RestoreReport()
     backups: Dict[str, Dict[str, Any]] = {}
     created_dirs: List[str] = []
+    held: Dict[str, List[str]] = {}  # states journaled before a write of a hunk subset (may_hold lines)
     for entry in entries:
         if entry.get("type") == "backup" and isinstance(entry.get("path"), str) and entry["path"] not in backups:
             backups[entry["path"]] = entry
         elif entry.get("type") == "mkdir" and isinstance(entry.get("path"), str):
             created_dirs.append(entry["path"])
+        elif entry.get("type") == "may_hold" and isinstance(entry.get("path"), str) \
+                and isinstance(entry.get("state"), str):
+            held.setdefault(entry["path"], []).append(entry["state"])
+    for path, states in held.items():
+        if path in backups:
+            backups[path] = dict(backups[path], may_hold=sorted(set(backups[path].get("may_hold") or []) | set(states)))
     keep = []
     for path, entry in backups.items():
         try:
@@ -274,11 +284,14 @@ def _keep(directory: str, entries: List[Dict[str, Any]]) -> str:
 # ---------------------------------------------------------------------------------------
 
 class FileApplier:
-    """Puts each file delta at its GOOD or BAD version for one configuration."""
+    """Puts each file delta at its GOOD or BAD version for one configuration; a file split into hunks
+    (hunks.py) at GOOD's text with the configuration's hunks at BAD's."""
 
-    def __init__(self, directory: str, deltas: Sequence[FileDelta], progress: Optional[Callable[[str], None]] = None):
+    def __init__(self, directory: str, deltas: Sequence[FileDelta], progress: Optional[Callable[[str], None]] = None,
+                 splits: Optional[Mapping[str, Split]] = None):
         self.directory = directory
         self.deltas = {d.name: d for d in deltas}
+        self.splits = dict(splits or {})
         self.progress = progress or (lambda line: None)
         self.state: Dict[str, str] = {d.name: _state_of(d.good if d.current == "good" else d.bad) for d in deltas}
         self.backed_up: Dict[str, Dict[str, Any]] = {}
@@ -337,11 +350,20 @@ class FileApplier:
             os.mkdir(directory)
 
     # -- switching -----------------------------------------------------------------------
+    def version_for(self, name: str, chosen: Set[str]) -> Version:
+        """The version of file `name` in a configuration switching the deltas named in `chosen`."""
+        split = self.splits.get(name)
+        if split is None:
+            delta = self.deltas[name]
+            return delta.bad if name in chosen else delta.good
+        return split.version({h.index for h in split.hunks if h.name in chosen})
+
     def apply(self, switched: Sequence[str]) -> None:
-        """GOOD's version of every file delta, BAD's for those named in switched."""
+        """GOOD's version of every file delta, BAD's for those named in switched (a split file: its
+        switched hunks at BAD's text)."""
         chosen = set(switched)
         for name, delta in sorted(self.deltas.items()):
-            version = delta.bad if name in chosen else delta.good
+            version = self.version_for(name, chosen)
             want = _state_of(version)
             if self.state[name] == want:
                 continue
@@ -349,9 +371,14 @@ class FileApplier:
             if now != self.state[name]:
                 raise FileChanged(
                     f"{name} was changed while bisect was running, by someone or by the benchmark itself (it "
-                    "holds neither GOOD's nor BAD's version): bisect stopped and did not overwrite it")
+                    "holds none of the versions bisect put there): bisect stopped and did not overwrite it")
             if name not in self.backed_up:
                 self._backup(delta)
+            entry = self.backed_up[name]
+            if want not in entry["may_hold"]:
+                # A subset of hunks: journaled before it is written, so a restore after a kill knows it is ours.
+                self._append({"type": "may_hold", "path": name, "state": want})
+                entry["may_hold"] = sorted(set(entry["may_hold"]) | {want})
             self._write(delta, version)
             self.state[name] = want
             self.writes += 1

@@ -2,7 +2,8 @@
 
 Order of a bisect, and why:
 1. the snapshots' differences: environment variables (deltas.py) and files (files.py), the
-   files resolved read-only against this machine;
+   files resolved read-only against this machine; a file differing in several hunks is searched
+   hunk by hunk (hunks.py), unless --by-file;
 2. files an earlier bisect with this journal left switched (it was killed: no chance to
    restore) are restored first, and that is said — before anything is compared with disk;
 3. `--dry-run` stops here: every file that would be touched and every variable, nothing
@@ -22,7 +23,7 @@ import re
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from envsnap.analysis.bisect import outcome
+from envsnap.analysis.bisect import hunks as hunks_mod, outcome
 from envsnap.analysis.bisect.applier import FileApplier, backup_dir_for, restore_dir
 from envsnap.analysis.bisect.deltas import collect_deltas
 from envsnap.analysis.bisect.files import collect_file_deltas
@@ -136,6 +137,7 @@ def run_bisect(
     on_journal: Optional[Callable[[Journal], None]] = None,
     wheels: Sequence[str] = (),
     dry_run: bool = False,
+    by_file: bool = False,
 ) -> Dict[str, Any]:
     """Load both snapshots, search, and return the result (see README: `envsnap bisect`)."""
     if not command and not dry_run:
@@ -181,16 +183,21 @@ def run_bisect(
     for delta in file_set.refused:
         say(f"{delta.name}: {delta.note}")
     env_deltas, file_deltas = delta_set.applicable, file_set.applicable
+    # A file whose versions differ in several hunks is searched hunk by hunk (hunks.py), unless --by-file.
+    units, splits, split_notes = (list(file_deltas), {}, []) if by_file else hunks_mod.split_all(file_deltas)
+    hunk_units = [u for u in units if isinstance(u, hunks_mod.HunkDelta)]
     spec = ";".join(f"{name}={regex.pattern}" for name, regex in custom) if custom else (metric or "")
     header = {
         "version": JOURNAL_VERSION,
         "good_file": os.path.abspath(good_path),
         "bad_file": os.path.abspath(bad_path),
-        "deltas": sorted([d.name for d in env_deltas] + [redact_text(d.name) for d in file_deltas]),
-        # Files join the identity only when there are some: an env-only journal keeps its hash.
+        "deltas": sorted([d.name for d in env_deltas] + [redact_text(d.name) for d in units]),
+        # Files join the identity only when there are some: an env-only journal keeps its hash; hunks
+        # only when a file is split (a journal of whole files keeps its hash too).
         "deltas_sha256": _sha([[d.name, d.good, d.bad] for d in env_deltas]
                               + [[d.name, d.good.sha256, d.bad.sha256, d.good.present, d.bad.present]
-                                 for d in file_deltas]),
+                                 for d in file_deltas]
+                              + [[h.name, h.index, h.of] for h in hunk_units]),
         "command": redact_argv(command),
         "command_sha256": _sha(list(command)),
         "metric": spec,
@@ -213,15 +220,16 @@ def run_bisect(
         "margin": margin,
         "journal": journal_path,
         "deltas": {
-            "total": len(env_deltas) + len(delta_set.not_applicable) + len(file_deltas)
+            "total": len(env_deltas) + len(delta_set.not_applicable) + len(units)
             + len(file_set.not_applicable) + len(file_set.refused),
             "applied": [d.public() for d in env_deltas],
             "not_applicable": [d.public() for d in delta_set.not_applicable],
             "files": [d.public() for d in file_deltas],
+            "hunks": [h.public() for h in hunk_units],
             "files_not_applicable": [d.public() for d in file_set.not_applicable],
             "files_refused": [d.public() for d in file_set.refused],
         },
-        "notes": notes + metric_notes + list(delta_set.notes) + file_set.notes + [
+        "notes": notes + metric_notes + list(delta_set.notes) + file_set.notes + split_notes + [
             "bisect switches environment variables and files whose GOOD and BAD versions it can re-create; "
             "package versions, drivers, GPU settings and commits cannot be switched per run (see `envsnap "
             "diff` for all differences)"],
@@ -230,8 +238,9 @@ def run_bisect(
         "configurations": [],
     }
     if dry_run:
-        n_files, n_env = len(file_deltas), len(env_deltas)
-        return outcome.finish(result, "dry_run", 0, f"would search {n_files + n_env} deltas ({n_files} files, "
+        n_files, n_env, n_hunks = len(units) - len(hunk_units), len(env_deltas), len(hunk_units)
+        what = f"{n_files} files, " + (f"{n_hunks} hunks of {len(splits)} files, " if n_hunks else "")
+        return outcome.finish(result, "dry_run", 0, f"would search {len(units) + n_env} deltas ({what}"
                               f"{n_env} variables); nothing was run or written", None, overrides)
     if not env_deltas and not file_deltas:
         anything = delta_set.not_applicable or file_set.not_applicable or file_set.refused
@@ -247,8 +256,8 @@ def run_bisect(
                 "that had completed no configuration")
         say(line)
         result["notes"].append(line)
-    applier = FileApplier(backup_dir, file_deltas) if file_deltas else None
-    bisector = Bisector(env_deltas, command, journal, file_deltas=file_deltas,
+    applier = FileApplier(backup_dir, file_deltas, splits=splits) if file_deltas else None
+    bisector = Bisector(env_deltas, command, journal, file_deltas=units,
                         apply_files=applier.apply if applier else None, metric=metric, custom=custom,
                         repeat=repeat, margin=margin, max_runs=max_runs, timeout=timeout, environ=environ,
                         progress=progress)
@@ -271,7 +280,7 @@ def run_bisect(
             _restore_after(applier, finished, say, journal_path)
     if finished["status"] == "isolated":
         minimal = [d["name"] for d in finished["minimal"]]
-        finished["keep"] = outcome.keep_plan(minimal, env_deltas, file_deltas, journal_path + ".keep")
+        finished["keep"] = outcome.keep_plan(minimal, env_deltas, file_deltas, journal_path + ".keep", splits)
     return finished
 
 

@@ -8,8 +8,9 @@ and, for files of the minimal set, their unified diff GOOD -> BAD. A git file's 
 version that is its HEAD blob is restored with `git restore --source`; an absent one with
 `rm`; any other version is saved under `<journal>.keep/` and copied with `cp`. The
 minimal set's git files are also written as one patch per checkout, for `git apply`
-on a GOOD tree. Nothing with a secret in it is written: a diff that redaction changes is
-shown redacted and its patch file is not written.
+on a GOOD tree. A file searched hunk by hunk is put at the minimal set's hunks (its other
+hunks stay as they are), and its patch holds those hunks only. Nothing with a secret in it
+is written: a diff that redaction changes is shown redacted and its patch file is not written.
 """
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ import os
 import shlex
 import shutil
 import statistics
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
 
 from envsnap.analysis.bisect.ddmin import AMBIGUOUS, FAILED, GOOD
 from envsnap.analysis.bisect.files import FileDelta, Version
+from envsnap.analysis.bisect.hunks import Split, patch_text
 from envsnap.measure import metrics as metrics_mod
 from envsnap.redact import redact_text
 
@@ -194,10 +196,35 @@ def _diff(delta: FileDelta) -> Optional[str]:
     return header + "".join(fixed)
 
 
+def _hunk_commands(plan: Dict[str, Any], delta: FileDelta, split: Split, chosen: Set[str], saver: _Saver) -> None:
+    """undo/only of a file switched hunk by hunk: the file with the minimal set's hunks at GOOD (from
+    BAD's state), or with only them at BAD (over GOOD); nothing where the file is there already."""
+    mine = {h.index for h in split.hunks if h.name in chosen}
+    names = [h.name for h in split.hunks if h.index in mine]
+    current = split.delta.bad if delta.current == "bad" else split.delta.good
+    if mine and delta.current == "bad":
+        rest = split.version({h.index for h in split.hunks} - mine)
+        plan["undo"].append({"delta": delta.name, "hunks": sorted(mine),
+                             "command": _file_command(delta, rest, "undo", saver)})
+    target = split.version(mine)
+    if target.sha256 != current.sha256 or target.present != current.present:
+        plan["only"].append({"delta": delta.name, "hunks": sorted(mine),
+                             "command": _file_command(delta, target, "only" if mine else "good", saver)})
+    for hunk in split.hunks:
+        if hunk.name not in names:
+            continue
+        shown = redact_text(hunk.text)
+        lines = shown.rstrip("\n").split("\n")
+        plan["diffs"].append({"delta": hunk.name, "lines": lines[:DIFF_LINES_SHOWN],
+                              "more_lines": max(0, len(lines) - DIFF_LINES_SHOWN), "redacted": shown != hunk.text})
+
+
 def keep_plan(minimal: Sequence[str], env_deltas: Sequence[Any], file_deltas: Sequence[FileDelta],
-              keep_dir: str) -> Dict[str, Any]:
-    """The commands and patches for an isolated minimal set (see the module docstring)."""
+              keep_dir: str, splits: Optional[Mapping[str, Split]] = None) -> Dict[str, Any]:
+    """The commands and patches for an isolated minimal set (see the module docstring); a file split into
+    hunks (`splits`, hunks.py) is put at the minimal set's hunks, its patch holds those hunks only."""
     chosen = set(minimal)
+    splits = splits or {}
     saver = _Saver(keep_dir)
     plan: Dict[str, Any] = {"undo": [], "only": [], "diffs": [], "patches": []}
     for delta in env_deltas:
@@ -207,6 +234,17 @@ def keep_plan(minimal: Sequence[str], env_deltas: Sequence[Any], file_deltas: Se
             plan["only"].append({"delta": delta.name, "command": _env_command(delta, delta.bad_value, delta.bad)})
         else:
             plan["only"].append(good)
+    by_repo: Dict[str, List[str]] = {}
+    for delta in file_deltas:
+        split = splits.get(delta.name)
+        if split is None:
+            continue
+        _hunk_commands(plan, delta, split, chosen, saver)
+        picked = [h for h in split.hunks if h.name in chosen]
+        hunk_patch = patch_text(picked)
+        if picked and delta.repo and redact_text(hunk_patch) == hunk_patch:
+            by_repo.setdefault(delta.repo, []).append(hunk_patch)
+    file_deltas = [d for d in file_deltas if d.name not in splits]
     for delta in file_deltas:
         # Both lists start from the state before bisect: a file already at the target needs nothing.
         if delta.name in chosen and delta.current != "good":
@@ -215,7 +253,6 @@ def keep_plan(minimal: Sequence[str], env_deltas: Sequence[Any], file_deltas: Se
             plan["only"].append({"delta": delta.name, "command": _file_command(delta, delta.good, "good", saver)})
         if delta.name in chosen and delta.current != "bad":
             plan["only"].append({"delta": delta.name, "command": _file_command(delta, delta.bad, "bad", saver)})
-    by_repo: Dict[str, List[str]] = {}
     for delta in file_deltas:
         if delta.name not in chosen:
             continue

@@ -26,8 +26,8 @@ while sha256 stays the hash of the real bytes: `redacted: true` says the text is
 
 Bounds (CaptureContext.content_max_file / content_max_total, options --content-max-file and
 --content-max-total): each collector keeps at most the total (a Budget bounds its memory), then
-the runner applies the total across collectors in one fixed order (enforce_total: git, installed
-files, start-up hooks, watched files; by path inside each), so which files keep their text never
+the runner applies the total across collectors in one fixed order (enforce_total: git, --patch
+files, installed files, start-up hooks, watched files; by path inside each), so which files keep their text never
 depends on which collector finished first. Text held by records is kept out of the runner's
 generic scrub (hold/release): it was redacted here with the rules for file text.
 """
@@ -226,9 +226,13 @@ def _slots(name: str, data: Dict[str, Any]) -> Iterator[Tuple[Dict[str, Any], st
     elif name == "files":
         for entry in entries(data.get("entries")):
             yield entry, "content"
+    elif name == "patches":
+        for entry in entries(data.get("patches")):
+            yield entry, "content"
 
 
-ORDER = ("git", "packages", "python", "files")
+# The patches the user named come right after the checkouts: a diff quotes their hunks from this text.
+ORDER = ("git", "patches", "packages", "python", "files")
 
 
 def enforce_total(sections: Dict[str, Dict[str, Any]], max_total: int) -> None:

@@ -63,7 +63,7 @@ from envsnap.subproc import CommandResult, run_command
 SHAPE = {"repos": ("map", {"roles": ("list", "str"), "head": "str", "branch": "str", "detached": "scalar",
                            "upstream": "str", "ahead": "num", "behind": "num",
                            "dirty": ("map", {"status": "str", "sha256": "str", "content": CONTENT_SHAPE,
-                                             "patch": CONTENT_SHAPE}),
+                                             "patch": CONTENT_SHAPE, "hunks": ("list", "str")}),
                            "untracked": ("map", {"sha256": "str", "content": CONTENT_SHAPE}),
                            "stash": ("map", {"sha": "str", "message": "str", "patch": CONTENT_SHAPE}),
                            "submodules": ("map", "dict"),
@@ -350,11 +350,15 @@ def _attach_patches(git: _Git, top: str, repo: Dict[str, Any], budget: content.B
         if not result.ok:
             repo["errors"]["patch"] = result.error or "git diff failed"
             return
-        from envsnap.model import patchtext  # here: only a dirty checkout has a patch (it loads difflib)
+        from envsnap.model import hunks, patchtext  # here: only a dirty checkout has a patch (it loads difflib)
 
         for path, chunk in patchtext.split_git_patch(result.stdout_bytes):
             entry = repo["dirty"].get(path) if path is not None else None
             if entry is not None and "patch" not in entry:
+                # Each hunk's identity (hunks.edit_id), kept whatever happens to the text: two snapshots
+                # can say "the same edit" hunk by hunk even when the patch is over the text budget.
+                entry["hunks"] = [hunks.edit_id(h.lines) for fp in hunks.parse(chunk.decode("utf-8", "surrogateescape"))
+                                  for h in fp.hunks]
                 # Redacting a big patch takes a while: past the deadline the rest are only named.
                 entry["patch"] = (content.patch_record(chunk, budget) if time.monotonic() < git.deadline else
                                   content.unreadable(content.DEADLINE_ERROR, {"size": len(chunk)}))
