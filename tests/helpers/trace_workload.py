@@ -33,6 +33,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--gzip", action="store_true")
     parser.add_argument("--tf32", action="store_true", help="float32 matmuls may use TF32 (CUDA)")
+    parser.add_argument("--sessions", type=int, default=1, help="profile this many times, one trace file each")
     parser.add_argument("--step-spans", action="store_true", help="also mark each step as SGLang does: step[DECODE bs=N]")
     args = parser.parse_args()
 
@@ -40,6 +41,8 @@ def main() -> None:
     dtype = getattr(torch, dtype_name)
     attn = os.environ.get("TRACE_WORKLOAD_ATTN", "sdpa")
     use_graphs = args.device == "cuda" and os.environ.get("TRACE_WORKLOAD_GRAPHS", "1") == "1"
+    if args.device == "cpu":
+        torch.set_num_threads(1)  # one thread: the work itself, steadier on a loaded machine
     if args.tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
     torch.manual_seed(0)
@@ -83,23 +86,27 @@ def main() -> None:
     if args.device == "cuda":
         torch.cuda.synchronize()
     os.makedirs(args.trace_dir, exist_ok=True)
-    path = os.path.join(args.trace_dir, f"workload-{os.getpid()}.pt.trace.json" + (".gz" if args.gzip else ""))
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
     start = time.perf_counter()
-    with profile(activities=activities, schedule=schedule(wait=0, warmup=args.warmup, active=args.steps, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
-        for _ in range(args.warmup + args.steps):
-            if args.step_spans:
-                with record_function(f"step[DECODE bs={t}]"):
+    for session in range(args.sessions):
+        name = f"workload-{os.getpid()}" + (f"-{session}" if args.sessions > 1 else "")
+        path = os.path.join(args.trace_dir, name + ".pt.trace.json" + (".gz" if args.gzip else ""))
+        with profile(activities=activities,
+                     schedule=schedule(wait=0, warmup=args.warmup, active=args.steps, repeat=1),
+                     on_trace_ready=lambda p, path=path: p.export_chrome_trace(path)) as prof:
+            for _ in range(args.warmup + args.steps):
+                if args.step_spans:
+                    with record_function(f"step[DECODE bs={t}]"):
+                        y = step_fn(x)
+                else:
                     y = step_fn(x)
-            else:
-                y = step_fn(x)
-            if args.device == "cuda":
-                torch.cuda.synchronize()
-            prof.step()
+                if args.device == "cuda":
+                    torch.cuda.synchronize()
+                prof.step()
     elapsed = time.perf_counter() - start
     float(y.float().sum())
-    print(json.dumps({"steps_per_s": round((args.warmup + args.steps) / elapsed, 3)}))
+    steps_run = args.sessions * (args.warmup + args.steps)
+    print(json.dumps({"steps_per_s": round(steps_run / elapsed, 3)}))
 
 
 if __name__ == "__main__":
