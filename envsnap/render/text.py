@@ -235,6 +235,8 @@ def render_bisect(result: Mapping) -> str:
         lines.append(f"{result.get('configurations_run', 0)} configurations, {runs.get('total', 0)} runs "
                      f"({runs.get('from_journal', 0)} from the journal, {runs.get('failed', 0)} failed); "
                      f"{len(files) + len(env)} deltas searched ({len(files)} files, {len(env)} variables)")
+    if (result.get("path") or {}).get("line"):
+        lines.append(f"path: {result['path']['line']}")
     if result.get("minimal"):
         title = "minimal failure-inducing set" + (" (1-minimal)" if result.get("one_minimal") else "")
         lines.append(f"{title}:")

@@ -134,6 +134,7 @@ def run_bisect(
     on_journal: Optional[Callable[[Journal], None]] = None,
     wheels: Sequence[str] = (),
     dry_run: bool = False,
+    guess: bool = True,
 ) -> Dict[str, Any]:
     """Load both snapshots, search, and return the result (see README: `envsnap bisect`)."""
     if not command and not dry_run:
@@ -255,9 +256,17 @@ def run_bisect(
         say(f"resuming from {journal_path}: {len(journal.runs)} journaled runs will not be repeated")
     if journal.dropped_partial:
         result["notes"].append("the journal's last line was incomplete (an interrupted write) and was dropped")
+    first: List[str] = []
+    if guess:
+        from envsnap.analysis.bisect.guess import first_candidate
+
+        candidate = first_candidate(good, bad, env_deltas, file_deltas)
+        if candidate is not None:
+            first = candidate["deltas"]
+            result["guess"] = candidate
     finished: Optional[Dict[str, Any]] = None
     try:
-        finished = _search(result, bisector, overrides, max_runs, delta_set, file_set)
+        finished = _search(result, bisector, overrides, max_runs, delta_set, file_set, first)
     finally:
         journal.close()
         if applier is not None:
@@ -288,7 +297,7 @@ def _leave_benchmark_outputs(file_set: Any, command: Sequence[str]) -> None:
 
 
 def _search(result: Dict[str, Any], bisector: Bisector, overrides: Mapping[str, str], max_runs: int, delta_set: Any,
-            file_set: Any) -> Dict[str, Any]:
+            file_set: Any, first: Sequence[str] = ()) -> Dict[str, Any]:
     try:
         bisector.baselines()
     except NotDistinguishable:
@@ -307,8 +316,12 @@ def _search(result: Dict[str, Any], bisector: Bisector, overrides: Mapping[str, 
         return outcome.finish(result, "budget_exhausted", 1,
                               f"stopped after --max-runs {max_runs} runs while measuring GOOD and BAD",
                               bisector, overrides)
+    guess = result.get("guess")
+    if guess and len(first) < len(bisector.names):
+        bisector.progress(f"testing the ranking's first candidate first (rank {guess['rank']}: "
+                          f"{', '.join(guess['keys'])}), then ddmin if it does not reproduce the split")
     try:
-        minimal = bisector.search()
+        minimal = bisector.search(first)
     except BudgetExhausted:
         return outcome.finish(result, "budget_exhausted", 1,
                               f"stopped after --max-runs {max_runs} runs before the set was minimal; the "
