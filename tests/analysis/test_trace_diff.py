@@ -3,26 +3,19 @@ setting, compared per step, and the ranking they move; the rules (families, repl
 a trace cannot tell) on summaries shaped as measure/traces.py writes them."""
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 
 import pytest
 from helpers import REPO_ROOT
 from helpers.diff import runs, section, snap
+from helpers.traces import allreduce_pair, trace_file, traced_pair, with_traces
 
 from envsnap.analysis import knowledge, result as result_mod, trace_diff
 from envsnap.measure import trace_runs
 
 WORKLOAD = str(REPO_ROOT / "tests" / "helpers" / "trace_workload.py")
 FAST, SLOW = {"tok_s": [100, 101, 99]}, {"tok_s": [60, 61, 59]}
-
-
-def _with_traces(side_runs, traces):
-    out = copy.deepcopy(side_runs)
-    for run, trace in zip(out, traces):
-        run["trace"] = trace
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +39,9 @@ def cpu_pair(tmp_path_factory):
 @pytest.mark.slow
 def test_real_cpu_traces_name_the_op_family_that_moved(cpu_pair):
     good = snap("good", env={"TRACE_WORKLOAD_DTYPE": "float32", "OMP_NUM_THREADS": "4"},
-                runs=_with_traces(runs(FAST), cpu_pair["good"]))
+                runs=with_traces(runs(FAST), cpu_pair["good"]))
     bad = snap("bad", env={"TRACE_WORKLOAD_DTYPE": "float64", "OMP_NUM_THREADS": "4"},
-               runs=_with_traces(runs(SLOW), cpu_pair["bad"]))
+               runs=with_traces(runs(SLOW), cpu_pair["bad"]))
     trace = trace_diff.compare(good, bad)
     assert trace is not None and trace["steps"]["good"]["source"] == "ProfilerStep#"
     assert trace["steps"]["good"]["count"] == trace["steps"]["bad"]["count"] == 9  # 3 runs x 3 steps
@@ -71,24 +64,6 @@ def test_real_cpu_traces_name_the_op_family_that_moved(cpu_pair):
 # ---------------------------------------------------------------- the rules, on summaries
 
 
-def _file(kernels=None, runtime=None, steps=10, span_us=20000.0, idle_us=1000.0, cpu_ops=None, launches=None):
-    return {"file": "x-TP-0-DECODE.trace.json.gz", "rank": 0, "stage": "DECODE",
-            "steps": {"count": steps, "source": "sglang step spans", "kind": "DECODE"}, "span_us": span_us,
-            "kernels": {n: {"count": c, "total_us": t, "stream": 7} for n, (c, t) in (kernels or {}).items()},
-            "memcpy": {}, "cpu_ops": {n: {"count": c, "total_us": t} for n, (c, t) in (cpu_ops or {}).items()},
-            "runtime": {n: {"count": c, "total_us": t} for n, (c, t) in (runtime or {}).items()},
-            "launches": dict({"kernel": 0, "graph": 0, "memcpy": 0, "sync": 0}, **(launches or {})),
-            "gpu": {"busy_us": span_us - idle_us, "span_us": span_us, "idle_us": idle_us}, "cpu_ops_us": 500.0}
-
-
-def _sides(good_file, bad_file, n=3, env_good=None, env_bad=None, **sections):
-    good = snap("good", env=env_good or {}, runs=_with_traces(runs(FAST), [{"source": "sglang", "files": [good_file]}] * n),
-                **copy.deepcopy(sections))
-    bad = snap("bad", env=env_bad or {}, runs=_with_traces(runs(SLOW), [{"source": "sglang", "files": [bad_file]}] * n),
-               **copy.deepcopy(sections))
-    return good, bad
-
-
 def test_families_drop_templates_parameters_and_tile_shapes():
     assert trace_diff.family("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
                              "execute_segment_k_off_kernel__5x_cublas") == \
@@ -107,13 +82,8 @@ def test_families_drop_templates_parameters_and_tile_shapes():
 
 
 def test_a_slower_all_reduce_moves_the_communication_cause_and_nccl_cannot_say_why():
-    allreduce = "void sglang::cross_device_reduce_1stage<__nv_bfloat16, 2>(sglang::RankData*)"
-    gemm = "nvjet_tst_128x64_64x8_1x2_h_bz_coopB_TNT"
-    good_file = _file({allreduce: (960, 9000.0), gemm: (1920, 40000.0)}, span_us=150000.0)
-    bad_file = _file({allreduce: (960, 96000.0), gemm: (1920, 44000.0)}, span_us=240000.0)
     one_gpu = section({"count": 1, "gpus": {"0": {"name": "NVIDIA H200"}}})
-    good, bad = _sides(good_file, bad_file, env_good={"NCCL_PROTO": "LL", "OMP_NUM_THREADS": "4"},
-                       env_bad={"NCCL_PROTO": "Simple", "OMP_NUM_THREADS": "8"}, nvidia=one_gpu)
+    good, bad = allreduce_pair(nvidia=one_gpu)
     trace = trace_diff.compare(good, bad)
     assert trace["line"].startswith("per decode step (sglang step spans): all-reduce +8.7 ms")
     assert trace["implicates"][0] == knowledge.COMMUNICATION
@@ -136,11 +106,11 @@ def test_graphs_that_stopped_replaying_and_a_replaced_kernel_family():
     flash = "void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4> >(Flash_fwd_params)"
     math = "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>(float*, float const*, int)"
     gemm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_kernel__5x_cublas"
-    good_file = _file({flash: (320, 8000.0), gemm: (960, 30000.0)}, span_us=60000.0, idle_us=2000.0,
+    good_file = trace_file({flash: (320, 8000.0), gemm: (960, 30000.0)}, span_us=60000.0, idle_us=2000.0,
                       runtime={"cudaGraphLaunch": (10, 60.0)}, launches={"graph": 10})
-    bad_file = _file({math: (320, 14000.0), gemm: (960, 30500.0)}, span_us=95000.0, idle_us=30000.0,
+    bad_file = trace_file({math: (320, 14000.0), gemm: (960, 30500.0)}, span_us=95000.0, idle_us=30000.0,
                      runtime={"cudaLaunchKernel": (1280, 6400.0)}, launches={"kernel": 1280})
-    trace = trace_diff.compare(*_sides(good_file, bad_file))
+    trace = trace_diff.compare(*traced_pair(good_file, bad_file))
     assert trace["replaced"][0]["from"] == "flash::flash_fwd_splitkv_kernel"
     assert trace["replaced"][0]["to"] == "at::native::cunn_SoftMaxForward"
     assert "0 \u2192 128 kernel launches" in trace["line"] and "1 \u2192 0 graph launches" in trace["line"]
@@ -150,8 +120,8 @@ def test_graphs_that_stopped_replaying_and_a_replaced_kernel_family():
 
 def test_nothing_moved_says_so_and_implicates_nothing():
     gemm = "nvjet_tst_128x64_64x8_1x2_h_bz_coopB_TNT"
-    same = _file({gemm: (100, 5000.0)})
-    trace = trace_diff.compare(*_sides(same, same))
+    same = trace_file({gemm: (100, 5000.0)})
+    trace = trace_diff.compare(*traced_pair(same, same))
     assert "no component moved beyond the runs' spread" in trace["line"]
     assert trace["implicates"] == [] and trace["held"] == []
     assert trace_diff.compare(snap("g", runs=runs(FAST)), snap("b", runs=runs(SLOW))) is None
