@@ -43,7 +43,7 @@ TOP = 8
 
 # Trace components: (name, label in the line, knowledge component). Kernels are sorted into the first
 # three by name (KERNEL_PATTERNS); memory copies are Kineto's gpu_memcpy/gpu_memset events; launch is the
-# host's time in CUDA launch and synchronisation calls; CPU ops the host's time in torch operators.
+# host's time in CUDA kernel and graph launch calls; CPU ops the host's time in torch operators.
 COMPONENTS: Tuple[Tuple[str, str, str], ...] = (
     ("communication", "communication kernels", COMMUNICATION),
     ("attention", "attention kernels", KERNELS),
@@ -145,7 +145,9 @@ def _components_us(f: Dict[str, Any]) -> Dict[str, float]:
     for stat in (f.get("memcpy") or {}).values():
         out["memory_copies"] += _num(stat.get("total_us"))
     for name, stat in (f.get("runtime") or {}).items():
-        if name.startswith(("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cuGraphLaunch")) or "Synchronize" in name:
+        # Launch calls only: a synchronisation call's time is the host waiting for the GPU's work, which the
+        # kernels' own time already shows (launches["sync"] counts them).
+        if name.startswith(("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cuGraphLaunch")):
             out["launch"] += _num(stat.get("total_us"))
     out["cpu_ops"] = _num(f.get("cpu_ops_us"))
     return out
