@@ -181,7 +181,8 @@ def guided_tables():
     print("4a. search alone, n = 20 (exact oracle), configurations incl. GOOD and BAD baselines")
     plain, right, wrong, extra = [], [], [], []
     for cause in names:
-        rule = (lambda s, c=cause: c in s)
+        def rule(s, c=cause):
+            return c in s
         plain_count = _Oracle(names, rule).run()[1]
         plain.append(plain_count)
         right.append(_Oracle(names, rule).run([cause])[1])
