@@ -121,3 +121,85 @@ def test_run_and_attach_record_the_traces(tmp_path):
     result = run_envsnap("attach", str(out), "--trace", str(bad))
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not a Chrome trace" in result.stderr
     shutil.rmtree(other)
+
+
+class _ProfilingServer:
+    """A stand-in for what cannot run here (an SGLang server on GPUs), shaped like sglang 0.5.23:
+    POST /start_profile takes a ProfileReq body (srt/managers/io_struct.py:2374-2400) and answers
+    "Start profiling." (srt/entrypoints/http_server.py:1221-1229); with profile_by_stage, after num_steps
+    decode steps each TP rank writes `{profile_id}-TP-{rank}-DECODE.trace.json.gz` into output_dir
+    (srt/managers/scheduler_components/profiler_manager.py:336-362), in the background of the requests.
+    The files it writes are a real torch.profiler trace, gzipped, one copy per rank."""
+
+    def __init__(self, trace: Path, ranks: int = 2, delay: float = 0.5):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.bodies = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802 - /server_info is not served: the capture records that
+                self.send_response(404)
+                self.end_headers()
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.bodies.append(body)
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"Start profiling.\n")
+
+                def write():
+                    import time as _time
+
+                    _time.sleep(delay)
+                    for rank in range(ranks):
+                        name = f"{body['profile_id']}-TP-{rank}-DECODE.trace.json.gz"
+                        Path(body["output_dir"], name).write_bytes(gzip.compress(trace.read_bytes()))
+                threading.Thread(target=write, daemon=True).start()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.slow
+def test_profile_steps_asks_sglang_and_waits_for_its_rank_files(real_trace, tmp_path):
+    server = _ProfilingServer(real_trace)
+    try:
+        trace_dir = tmp_path / "profiles"
+        out = tmp_path / "run.json"
+        result = run_envsnap("run", "-o", str(out), "--repeat", "2", "--trace", str(trace_dir), "--profile-steps", "4",
+                             "--sglang-url", server.url, "--timeout", "20", "--",
+                             sys.executable, "-c", 'print(\'{"tok_s": 100}\')', timeout=120)
+        assert result.returncode == 0, result.stderr
+    finally:
+        server.close()
+    assert len(server.bodies) == 2
+    body = server.bodies[0]
+    assert {k: body[k] for k in ("output_dir", "num_steps", "profile_by_stage", "activities", "with_stack",
+                                 "record_shapes")} == {"output_dir": str(trace_dir), "num_steps": 4,
+                                                       "profile_by_stage": True, "activities": ["CPU", "GPU"],
+                                                       "with_stack": False, "record_shapes": False}
+    runs = load_json(out)["runs"]
+    for run, sent in zip(runs, server.bodies):
+        trace = run["trace"]
+        assert trace["source"] == "sglang" and trace["requested_steps"] == 4
+        # each run holds its own request's files, one per rank, written after the command had finished
+        assert [(f["rank"], f["stage"]) for f in trace["files"]] == [(0, "DECODE"), (1, "DECODE")]
+        assert all(f["file"].startswith(sent["profile_id"]) for f in trace["files"])
+        assert trace["files"][0]["steps"]["source"] == "ProfilerStep#"  # the markers in the file win
+
+
+def test_profile_steps_needs_a_server_and_a_directory(tmp_path):
+    result = run_envsnap("run", "-o", str(tmp_path / "x.json"), "--profile-steps", "4", "--", "true")
+    assert result.returncode == 2 and "--profile-steps needs --sglang-url URL" in result.stderr
+    assert result.stderr.count("\n") == 1 and not (tmp_path / "x.json").exists()
