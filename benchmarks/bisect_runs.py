@@ -21,7 +21,9 @@ Two measurements:
    (c) the planted causes of tests/e2e/test_planted_cause.py (an edited installed file, a
    sitecustomize.py that pins OpenBLAS's kernels, among 20+ innocent changes: variables, a watched
    file, a dirty and an untracked file) re-run through the real `envsnap bisect`, with and without
-   the guess: configurations and runs of each.
+   the guess: configurations and runs of each; (d) the same for the planted causes of
+   tests/e2e/test_planted_evidence.py that bisect can switch (an interpreter switch, start-up code,
+   an unknown variable read by the benchmark, with the probe and without it).
 
 One-at-a-time subtraction (revert everything, re-apply one change, re-run) needs n
 configurations plus the GOOD baseline. The goal for one cause among n = 32 is
@@ -273,6 +275,48 @@ def planted_through_bisect():
                 print(f"      {line}")
 
 
+def planted_evidence_through_bisect():
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    import test_planted_evidence as planted
+    from helpers.planted import side_env
+
+    def hook(venv):
+        (venv["site"] / "sitecustomize.py").write_text(planted.PROFILE_HOOK)
+
+    cases = [("interpreter switch PYTHONTRACEMALLOC=1", dict(bad_env={"PYTHONTRACEMALLOC": "1"}, args=["120"])),
+             ("start-up code (sitecustomize profile hook)", dict(before_bad=hook)),
+             ("unknown variable read by the benchmark (probe on)", dict(bad_env={"VALIDATE_ROWS": "1"})),
+             ("unknown variable, probe off (a tied first group)", dict(bad_env={"VALIDATE_ROWS": "1"}, probe=False))]
+    print("4d. the planted causes of tests/e2e/test_planted_evidence.py (30 differences) through the real "
+          "`envsnap bisect` (--repeat 3)")
+    for name, kwargs in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            result, _text, _page = planted._pair(tmp, planted.BENCH, **kwargs)
+            first = result["causes"][0]
+            command = [str(tmp / "venv" / "bin" / "python"), str(tmp / "bench.py"), *kwargs.get("args", [])]
+            row = []
+            for flag in ([], ["--no-guess"]):
+                start = time.perf_counter()
+                proc = subprocess.run(
+                    [sys.executable, "-m", "envsnap", "bisect", str(tmp / "good.json"), str(tmp / "bad.json"),
+                     "--repeat", "3", "--format", "json", "--journal", str(tmp / f"j{len(flag)}.jsonl"), *flag, "--",
+                     *command], env=side_env(False), capture_output=True, text=True, cwd=tmp, timeout=1800)
+                try:
+                    out = json.loads(proc.stdout)
+                except ValueError:
+                    row.append(f"{'plain' if flag else 'guided'}: exit {proc.returncode}: "
+                               f"{proc.stderr.strip().splitlines()[-1:]}")
+                    continue
+                found = [os.path.basename(d["name"]) for d in out["minimal"]]
+                row.append(f"{'plain' if flag else 'guided'}: {out['status']}, found {found}, "
+                           f"{out['configurations_run']} configurations, {out['runs']['total']} runs, "
+                           f"{time.perf_counter() - start:.0f} s; path: {(out.get('path') or {}).get('line', '')[:110]}")
+            print(f"   {name} (ranked first: {first['key']}, tied with {first.get('tied', 0)}):")
+            for line in row:
+                print(f"      {line}")
+
+
 if __name__ == "__main__":
     os.chdir(ROOT)
     only = sys.argv[1:] or ["1", "2", "3", "4"]
@@ -286,3 +330,4 @@ if __name__ == "__main__":
         guided_tables()
         guided_end_to_end()
         planted_through_bisect()
+        planted_evidence_through_bisect()

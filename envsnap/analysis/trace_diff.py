@@ -8,7 +8,7 @@ summary per file, one file per rank) and returns None when a side has none, else
      "kernels": [...], "cpu_ops": [...]       families that moved most, per step (ms, counts)
      "appeared": [...], "vanished": [...], "replaced": [{"from", "to", "component"}],
      "gpu_idle_ms": {"good", "bad"}, "launches": {kind: {"good", "bad"}} (per step),
-     "line": "per decode step (ProfilerStep#): all-reduce +8.7 ms, GEMM +0.4 ms, 0 → 96 kernel launches",
+     "line": "per decode step (sglang step spans): all-reduce +8.7 ms, GEMM +0.4 ms, 0 → 96 kernel launches",
      "implicates": [knowledge components], "held": [knowledge components], "notes": [...]}
 
 Per step means per step of one rank: each side's totals over its files (decode-stage files only, when
@@ -388,10 +388,7 @@ def _verdict(components: List[Dict[str, Any]], launches: Dict[str, Dict[str, flo
 
 
 def _line(out: Dict[str, Any], steps: Dict[str, Any]) -> str:
-    kind = "decode step" if steps.get("kind") in ("DECODE", None) or "sglang" not in steps["source"] else \
-        f"{steps['kind'].lower()} step"
-    if steps["source"] == "whole trace":
-        kind = "trace (no step markers)"
+    kind = _step_word(steps)
     parts = []
     for row in sorted((r for r in out["components"] if r["moved"]), key=lambda r: -abs(r["change_ms"]))[:3]:
         label = row["label"]
@@ -417,6 +414,19 @@ def _line(out: Dict[str, Any], steps: Dict[str, Any]) -> str:
         held = f"; largest change {top[0]['family']} {_signed(top[0]['change_ms'])}" if top else ""
         return f"per {kind} ({steps['source']}): no component moved beyond the runs' spread{held}"
     return f"per {kind} ({steps['source']}): " + ", ".join(parts)
+
+
+def _step_word(steps: Dict[str, Any]) -> str:
+    """What one step is: SGLang's spans say (a decode step, a verify cycle); the steps asked of SGLang are decode
+    steps (profile_by_stage); torch.profiler's are the program's own steps."""
+    source = str(steps.get("source", ""))
+    if "sglang" in source:
+        return {"VERIFY": "verify cycle", "DECODE": "decode step"}.get(str(steps.get("kind")), "forward step")
+    if source == "requested":
+        return "decode step"
+    if source == "whole trace":
+        return "trace (no step markers)"
+    return "step"
 
 
 def _top_family(out: Dict[str, Any], component: str) -> Optional[Dict[str, Any]]:

@@ -52,7 +52,7 @@ def test_real_cpu_traces_name_the_op_family_that_moved(cpu_pair):
                for t in cpu_pair["bad"]]
     assert top["bad_ms"] == pytest.approx(sorted(per_run)[1], rel=1e-6)
     assert top["bad_ms"] > 1.3 * top["good_ms"]
-    assert trace["line"].startswith("per decode step (ProfilerStep#): CPU ops +")
+    assert trace["line"].startswith("per step (ProfilerStep#): CPU ops +")
     assert top["family"] in trace["line"]
     assert trace["implicates"] == [knowledge.CPU_HOST]
 
