@@ -99,6 +99,12 @@ def test_real_bisect_starts_from_the_ranked_cause(tmp_path):
     wrong = out[(names[13], False)]
     assert wrong["configurations_run"] <= out[(names[13], True)]["configurations_run"] + 2
     assert [s["outcome"] for s in wrong["path"]["steps"]] == ["good", "bad"]
+    # Run again on the wrong guess's journal: every configuration, the guess's two included, comes from it.
+    again = run_cli("bisect", good, bad, "--repeat", "1", "--format", "json", "--journal",
+                    tmp_path / f"j-{names[13]}-0.jsonl", "--", *bench_cmd("env", "--slow", f"{names[13]}=b:0.5"), env=env)
+    replayed = json.loads(again.stdout)
+    assert replayed["runs"]["new"] == 0 and replayed["runs"]["from_journal"] == wrong["runs"]["total"]
+    assert replayed["path"] == wrong["path"] and replayed["minimal"] == wrong["minimal"]
     text = run_cli("bisect", good, bad, "--repeat", "1", "--journal", tmp_path / "j-OPENBLAS_CORETYPE-0.jsonl", "--",
                    *bench_cmd("env", "--slow", "OPENBLAS_CORETYPE=Prescott:0.5"), env=env).stdout
     assert "path: started from the ranking's first candidate (env.OPENBLAS_CORETYPE): GOOD + guess: bad" in text
