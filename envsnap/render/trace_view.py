@@ -42,9 +42,12 @@ def trace_of(result: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 def heading(trace: Dict[str, Any]) -> str:
     steps = trace.get("steps") or {}
     good, bad = steps.get("good") or {}, steps.get("bad") or {}
+    def runs(n: Any) -> str:
+        return f"{n} run" + ("" if n == 1 else "s")
+
     return (f"per step of one rank (steps from {good.get('source', '?')}; GOOD "
-            f"{good.get('count', '?')} steps in {good.get('runs', '?')} runs, BAD {bad.get('count', '?')} in "
-            f"{bad.get('runs', '?')})")
+            f"{good.get('count', '?')} steps in {runs(good.get('runs', '?'))}, BAD {bad.get('count', '?')} in "
+            f"{runs(bad.get('runs', '?'))})")
 
 
 def component_rows(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
