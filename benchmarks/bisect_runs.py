@@ -14,11 +14,23 @@ Two measurements:
    variables, captured for real; the cause planted in each of the 23 deltas in turn (a
    benchmark slow exactly when that file holds BAD's bytes, or that variable BAD's value).
 
+4. Bisect that starts from the evidence (search.guided_search), side by side with plain ddmin
+   (--no-guess): (a) the search alone for n = 20, the guess right (the cause ranked first) and
+   wrong (every other delta ranked first), for every position of the cause; (b) the real CLI on
+   real captures of 20 differing variables, one of them a known setting the ranking puts first;
+   (c) the planted causes of tests/e2e/test_planted_cause.py (an edited installed file, a
+   sitecustomize.py that pins OpenBLAS's kernels, among 20+ innocent changes: variables, a watched
+   file, a dirty and an untracked file) re-run through the real `envsnap bisect`, with and without
+   the guess: configurations and runs of each; (d) the same for the planted causes of
+   tests/e2e/test_planted_evidence.py that bisect can switch (an interpreter switch, start-up code,
+   an unknown variable read by the benchmark, with the probe and without it).
+
 One-at-a-time subtraction (revert everything, re-apply one change, re-run) needs n
 configurations plus the GOOD baseline. The goal for one cause among n = 32 is
-<= 2*log2(n) + 4 = 14 configurations.
+<= 2*log2(n) + 4 = 14 configurations; from the evidence, <= 3 when the first cause is the
+culprit, never more than ddmin + 2 when it is not.
 
-    .venv/bin/python benchmarks/bisect_runs.py
+    .venv/bin/python benchmarks/bisect_runs.py [1 2 3 4]     (sections; all by default)
 """
 from __future__ import annotations
 
@@ -144,8 +156,178 @@ def mixed_table():
               f"{2 * math.log2(n) + 4:.0f}); one at a time: {n + 1}")
 
 
+class _Oracle:
+    """The search alone with an exact oracle (envsnap.bisect.search's Bisector, its test() answered by a rule)."""
+
+    def __init__(self, names, bad_when):
+        from envsnap.analysis.bisect.search import Bisector
+
+        class Oracle(Bisector):
+            def __init__(inner):  # noqa: N805 - no journal, no command
+                inner.names, inner.current, inner.seen = list(names), list(names), {}
+                inner.path = {"guided": False, "steps": []}
+
+            def test(inner, key):  # noqa: N805
+                if key not in inner.seen:
+                    inner.seen[key] = BAD if bad_when(set(key)) else GOOD
+                return inner.seen[key]
+        self.bisector = Oracle()
+
+    def run(self, first=()):
+        found = self.bisector.search(first)
+        return found, len(self.bisector.seen) + 2
+
+
+def guided_tables():
+    names = [f"V{i:02d}" for i in range(20)]
+    print("4a. search alone, n = 20 (exact oracle), configurations incl. GOOD and BAD baselines")
+    plain, right, wrong, extra = [], [], [], []
+    for cause in names:
+        def rule(s, c=cause):
+            return c in s
+        plain_count = _Oracle(names, rule).run()[1]
+        plain.append(plain_count)
+        right.append(_Oracle(names, rule).run([cause])[1])
+        for other in names:
+            if other != cause:
+                found, count = _Oracle(names, rule).run([other])
+                assert found == [cause]
+                wrong.append(count)
+                extra.append(count - plain_count)
+    print(f"   plain ddmin: worst {max(plain)}, mean {statistics.mean(plain):.1f}")
+    print(f"   guess right (cause ranked first): worst {max(right)}, mean {statistics.mean(right):.1f}")
+    print(f"   guess wrong (another delta first, all {len(wrong)} cases): worst {max(wrong)}, mean "
+          f"{statistics.mean(wrong):.1f}; over plain ddmin: worst +{max(extra)}, mean +{statistics.mean(extra):.1f}")
+
+
+def guided_end_to_end():
+    from helpers.bench import base_env, bench_cmd, capture_pair
+
+    names = [f"GUESS_B_V{i:02d}" for i in range(19)]
+    print("4b. end to end, n = 20: real captures, real `envsnap bisect` with and without the guess (--repeat 1)")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        good, bad = capture_pair(tmp, {}, {**{n: "g" for n in names}, "OPENBLAS_CORETYPE": "Haswell"},
+                                 {**{n: "b" for n in names}, "OPENBLAS_CORETYPE": "Prescott"})
+        env = base_env(**{n: None for n in names}, OPENBLAS_CORETYPE=None)
+        for cause, value in (("OPENBLAS_CORETYPE", "Prescott"), (names[7], "b"), (names[18], "b")):
+            row = []
+            for flag in ([], ["--no-guess"]):
+                start = time.perf_counter()
+                result = subprocess.run(
+                    [sys.executable, "-m", "envsnap", "bisect", str(good), str(bad), "--repeat", "1", "--format",
+                     "json", "--journal", str(tmp / f"j-{cause}-{len(flag)}.jsonl"), *flag, "--",
+                     *bench_cmd("env", "--slow", f"{cause}={value}:0.5")],
+                    env=env, capture_output=True, text=True, cwd=ROOT)
+                out = json.loads(result.stdout)
+                assert [d["name"] for d in out["minimal"]] == [cause], result.stderr[-500:]
+                row.append(f"{'plain' if flag else 'guided'} {out['configurations_run']} configurations, "
+                           f"{out['runs']['total']} runs, {time.perf_counter() - start:.1f} s")
+            first = "ranked first" if cause == "OPENBLAS_CORETYPE" else "not ranked first"
+            print(f"   cause {cause} ({first}): " + "; ".join(row))
+
+
+def planted_through_bisect():
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    import test_planted_cause as planted
+
+    print("4c. the planted causes of tests/e2e/test_planted_cause.py through the real `envsnap bisect` (--repeat 1)")
+    for name, plant in (("edited installed file fastlib/core.py", "core"), ("sitecustomize.py pinning OpenBLAS", "hook")):
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            repo = tmp / "repo"
+            repo.mkdir()
+            git_env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com", GIT_COMMITTER_NAME="t",
+                           GIT_COMMITTER_EMAIL="t@example.com")
+            for args in (["init", "-q", "-b", "main"], ["add", "a.py"], ["commit", "-q", "-m", "first"]):
+                if args[0] == "add":
+                    (repo / "a.py").write_text("x = 1\n")
+                subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=git_env)
+            site = planted._venv(tmp)
+            good = planted._side(tmp, repo, "good", planted._base_env())
+            env = planted._innocent_changes(tmp, repo)
+            if plant == "core":
+                (site / "fastlib" / "core.py").write_text(planted.SLOW_CORE)
+            else:
+                (site / "sitecustomize.py").write_text(planted.BLAS_HOOK)
+            bad = planted._side(tmp, repo, "bad", env)
+            python = str(tmp / "venv" / "bin" / "python")
+            row = []
+            for flag in ([], ["--no-guess"]):
+                start = time.perf_counter()
+                result = subprocess.run(
+                    [python, "-m", "envsnap", "bisect", str(good), str(bad), "--repeat", "1", "--format", "json",
+                     "--journal", str(tmp / f"j{len(flag)}.jsonl"), *flag, "--", python, str(tmp / "bench.py")],
+                    env=planted._base_env(), capture_output=True, text=True, cwd=repo, timeout=900)
+                try:
+                    out = json.loads(result.stdout)
+                except ValueError:
+                    row.append(f"{'plain' if flag else 'guided'}: exit {result.returncode}: "
+                               f"{result.stderr.strip().splitlines()[-1:]}")
+                    continue
+                found = [d["name"] for d in out["minimal"]]
+                row.append(f"{'plain' if flag else 'guided'}: {out['status']}, found {found}, "
+                           f"{out['configurations_run']} configurations, {out['runs']['total']} runs, "
+                           f"{time.perf_counter() - start:.0f} s ({out['deltas']['total']} deltas; path: "
+                           f"{(out.get('path') or {}).get('line', '')[:90]})")
+            print(f"   {name}:")
+            for line in row:
+                print(f"      {line}")
+
+
+def planted_evidence_through_bisect():
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    import test_planted_evidence as planted
+    from helpers.planted import side_env
+
+    def hook(venv):
+        (venv["site"] / "sitecustomize.py").write_text(planted.PROFILE_HOOK)
+
+    cases = [("interpreter switch PYTHONTRACEMALLOC=1", dict(bad_env={"PYTHONTRACEMALLOC": "1"}, args=["120"])),
+             ("start-up code (sitecustomize profile hook)", dict(before_bad=hook)),
+             ("unknown variable read by the benchmark (probe on)", dict(bad_env={"VALIDATE_ROWS": "1"})),
+             ("unknown variable, probe off (a tied first group)", dict(bad_env={"VALIDATE_ROWS": "1"}, probe=False))]
+    print("4d. the planted causes of tests/e2e/test_planted_evidence.py (30 differences) through the real "
+          "`envsnap bisect` (--repeat 3)")
+    for name, kwargs in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            result, _text, _page = planted._pair(tmp, planted.BENCH, **kwargs)
+            first = result["causes"][0]
+            command = [str(tmp / "venv" / "bin" / "python"), str(tmp / "bench.py"), *kwargs.get("args", [])]
+            row = []
+            for flag in ([], ["--no-guess"]):
+                start = time.perf_counter()
+                proc = subprocess.run(
+                    [sys.executable, "-m", "envsnap", "bisect", str(tmp / "good.json"), str(tmp / "bad.json"),
+                     "--repeat", "3", "--format", "json", "--journal", str(tmp / f"j{len(flag)}.jsonl"), *flag, "--",
+                     *command], env=side_env(False), capture_output=True, text=True, cwd=tmp, timeout=1800)
+                try:
+                    out = json.loads(proc.stdout)
+                except ValueError:
+                    row.append(f"{'plain' if flag else 'guided'}: exit {proc.returncode}: "
+                               f"{proc.stderr.strip().splitlines()[-1:]}")
+                    continue
+                found = [os.path.basename(d["name"]) for d in out["minimal"]]
+                row.append(f"{'plain' if flag else 'guided'}: {out['status']}, found {found}, "
+                           f"{out['configurations_run']} configurations, {out['runs']['total']} runs, "
+                           f"{time.perf_counter() - start:.0f} s; path: {(out.get('path') or {}).get('line', '')[:110]}")
+            print(f"   {name} (ranked first: {first['key']}, tied with {first.get('tied', 0)}):")
+            for line in row:
+                print(f"      {line}")
+
+
 if __name__ == "__main__":
     os.chdir(ROOT)
-    search_table()
-    end_to_end()
-    mixed_table()
+    only = sys.argv[1:] or ["1", "2", "3", "4"]
+    if "1" in only:
+        search_table()
+    if "2" in only:
+        end_to_end()
+    if "3" in only:
+        mixed_table()
+    if "4" in only:
+        guided_tables()
+        guided_end_to_end()
+        planted_through_bisect()
+        planted_evidence_through_bisect()

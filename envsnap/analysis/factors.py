@@ -46,6 +46,11 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     # ---- the mechanism (analysis/mechanism.py: GOOD's and BAD's run telemetry compared) ----
     Factor("mechanism_matches", 1.5, "its component is one the runs' mechanism implicates (mechanism.MECHANISMS)"),
     Factor("mechanism_contradicts", 0.4, "its component is one the runs' mechanism argues against"),
+    # ---- the profiler traces (analysis/trace_diff.py: GOOD's and BAD's traces compared per step) ----
+    # A trace names the part of the step that grew (kernels, collectives, copies, launches, CPU ops) directly:
+    # stronger than the run counters' mechanism, which infers it.
+    Factor("trace_implicates", 1.6, "its component's time per step grew in the profiler traces"),
+    Factor("trace_held", 0.5, "the profiler traces measured its component and it held while another grew"),
     # knowledge.SERIES_LINKS: a setting that acts through a run counter (thread pools, CPU sets).
     Factor("series_moved", 1.5, "the run counter it acts through moved the same way between GOOD and BAD"),
     Factor("series_held", 0.2, "the run counter it acts through held between GOOD and BAD: it did not act here"),

@@ -259,7 +259,20 @@ def _plural(n: float, word: str) -> str:
 # ---------------------------------------------------------------- the mechanism
 
 def mechanism(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
-    """The mechanism of the change from GOOD's runs to BAD's (see the module doc)."""
+    """The mechanism of the change from GOOD's runs to BAD's (see the module doc), with the profiler traces'
+    per-step comparison under "trace" when both sides' runs have traces (analysis/trace_diff.py); its line
+    joins the telemetry's."""
+    from envsnap.analysis import trace_diff
+
+    out = _telemetry_mechanism(good, bad)
+    trace = trace_diff.compare(good, bad)
+    if trace is not None:
+        out["trace"] = trace
+        out["line"] = trace["line"] if out["kind"] == "unknown" else f"{out['line']}; {trace['line']}"
+    return out
+
+
+def _telemetry_mechanism(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
     good_runs, bad_runs = _ok_telemetry(good), _ok_telemetry(bad)
     counts = {"good": len(good_runs), "bad": len(bad_runs)}
     if not good_runs or not bad_runs:

@@ -128,6 +128,10 @@ def apply_mechanism(d: Difference, component: str, mechanism: Optional[Dict[str,
             score.apply("series_moved", f"the runs' {word} moved with it ({shown}): {link.why}")
         else:
             notes.append(f"the runs' {word} moved ({shown}), the other way than this setting")
+    if isinstance(mechanism.get("trace"), dict) and component != knowledge.NONE:
+        from envsnap.analysis.trace_diff import apply_trace
+
+        apply_trace(component, mechanism["trace"], score)
     kind = mechanism.get("kind")
     if not kind or kind == "unknown" or component == knowledge.NONE:
         return

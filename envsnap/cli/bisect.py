@@ -45,10 +45,12 @@ from envsnap.cli.options import FILE
 @click.option("--by-file", is_flag=True,
               help="Switch each differing file whole; by default a file whose versions differ in several hunks "
                    "is switched hunk by hunk, so the result names the hunk.")
+@click.option("--no-guess", is_flag=True,
+              help="Plain ddmin: do not test the ranking's first candidate (GOOD plus it, BAD minus it) first.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_timeout, wheel_dirs, dry_run,
-           restore_only, by_file, fmt, command) -> int:
+           restore_only, by_file, no_guess, fmt, command) -> int:
     """Find which differences between GOOD and BAD cause the slowdown: variables and files.
 
     \b
@@ -63,7 +65,9 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     journaled backup and restored at the end, on Ctrl-C, and by the next bisect (or --restore)
     after a kill -9; a file whose content is neither version is refused, never overwritten.
     GOOD and BAD are measured first; each configuration is classed by where its median falls
-    between them. Progress and ETA go to stderr. Exit 0: isolated (or --dry-run, --restore);
+    between them. The first candidate of `envsnap diff`'s ranking (or its first tied group) is tested
+    before ddmin: GOOD plus it, then, if that does not reproduce BAD, BAD minus it; ddmin goes on
+    from what they showed (--no-guess: plain ddmin). Progress and ETA go to stderr. Exit 0: isolated (or --dry-run, --restore);
     1: not isolatable (indistinguishable, nothing to switch, --max-runs reached) or a file
     --restore had to leave; 2: bad input, a benchmark that never works, or a file that could
     not be restored.
@@ -99,7 +103,7 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
             good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
             max_runs=max_runs, journal_path=journal, timeout=run_timeout, directions=directions,
             progress=progress, on_journal=lambda j: journal_box.update(path=j.path),
-            wheels=list(wheel_dirs), dry_run=dry_run, by_file=by_file,
+            wheels=list(wheel_dirs), dry_run=dry_run, by_file=by_file, guess=not no_guess,
         )
     except KeyboardInterrupt:
         if "path" in journal_box:

@@ -23,9 +23,18 @@ from envsnap.errors import EnvsnapError
               help="Which way is better for a metric, when its name does not say (repeatable).")
 @click.option("--run-timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1, 7 * 86400),
               help="Seconds one run may take; a run still going then is killed and recorded as failed.")
+@click.option("--trace", "trace_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Summarise the profiler traces (Chrome/Kineto .json, .json.gz) each run writes under DIR "
+                   "into its record: kernels, CPU ops, launches, steps (not the trace itself).")
+@click.option("--profile-steps", type=click.IntRange(1, 100000), metavar="N",
+              help="With --sglang-url and --trace: ask the server to profile N decode steps at the start of "
+                   "each run (/start_profile, traces written to DIR).")
+@click.option("--trace-wait", default=60.0, show_default=True, type=click.FloatRange(0, 3600),
+              help="Seconds to wait after a run for the server's trace files (--profile-steps).")
 @capture_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeout, command, capture_ctx) -> int:
+def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeout, trace_dir, profile_steps,
+        trace_wait, command, capture_ctx) -> int:
     """Capture a snapshot, then run the benchmark COMMAND and record its metrics in it.
 
     \b
@@ -44,6 +53,11 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     with --pid/--sglang, and GPU utilisation, SM clock, power and clock-event reasons with NVML.
     With --probe-dir DIR the command runs with ENVSNAP_PROBE_DIR=DIR, and the probe records its
     processes write during the runs join the snapshot's probe section after the runs.
+
+    With --trace DIR, the profiler traces a run writes under DIR (torch.profiler's
+    export_chrome_trace, SGLang's /start_profile: one file per TP rank) are summarised into its
+    record; add --sglang-url URL --profile-steps N to have the server profile N decode steps of
+    each run. `envsnap diff` then says where the time per step went.
     """
     from envsnap.analysis import stats
     from envsnap.capture import runner
@@ -54,6 +68,7 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
 
     custom = parse_metric_specs(metric_specs)
     directions = runs.parse_direction_specs(direction_specs)
+    profile = _profile_request(trace_dir, profile_steps, trace_wait, capture_ctx.sglang_url)
     store.check_writable(output, force)  # before a capture and runs that may take an hour
     env = None
     if capture_ctx.probe_dir:
@@ -70,7 +85,7 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     snap = runner.capture(capture_ctx)
     opts = runs.RunOptions(command=list(command), repeat=repeat, warmup=warmup, custom=custom,
                            logs=list(capture_ctx.logs), timeout=run_timeout, cwd=os.getcwd(), env=env,
-                           telemetry=True, watch=_watched_processes(snap))
+                           telemetry=True, watch=_watched_processes(snap), trace_dir=trace_dir, profile=profile)
     session = runs.RunSession(opts)
     progress = None
     if sys.stderr.isatty():
@@ -106,6 +121,26 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
         click.echo(f"envsnap run: no run succeeded (first error: {first})", err=True)
         return 1
     return 0
+
+
+def _profile_request(trace_dir, steps, wait_s, sglang_url):
+    """--profile-steps's request to the server, checked before anything runs (None without it)."""
+    from envsnap.errors import EnvsnapError
+
+    if trace_dir is not None:
+        if os.path.exists(trace_dir) and not os.path.isdir(trace_dir):
+            raise EnvsnapError(f"--trace {trace_dir}: not a directory")
+        os.makedirs(trace_dir, exist_ok=True)
+    if steps is None:
+        return None
+    if not sglang_url or trace_dir is None:
+        raise EnvsnapError("--profile-steps needs --sglang-url URL (the server to profile) and --trace DIR "
+                           "(where it writes the traces)")
+    from envsnap.capture.collectors.sglang import normalize_url
+    from envsnap.measure.trace_runs import ProfileRequest
+
+    return ProfileRequest(url=normalize_url(sglang_url), steps=steps, output_dir=os.path.abspath(trace_dir),
+                          wait_s=wait_s)
 
 
 def _watched_processes(snap) -> dict:

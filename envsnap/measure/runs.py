@@ -41,6 +41,7 @@ from envsnap.subproc import run_command
 
 if TYPE_CHECKING:
     from envsnap.measure.telemetry import Telemetry
+    from envsnap.measure.trace_runs import ProfileRequest
 
 OUTPUT_TAIL_LINES = 40
 # A log or result file can be large (a server log of days): only this much of what a run
@@ -211,13 +212,18 @@ class RunOptions:
     telemetry: bool = False
     # Processes given with --pid/--sglang, {process key: pid}: their counters' deltas per run.
     watch: Dict[str, int] = field(default_factory=dict)
+    # --trace DIR: profiler traces written there during a run are summarised into its record
+    # (trace_runs.py); `profile` asks an SGLang server to write them (--profile-steps).
+    trace_dir: Optional[str] = None
+    profile: Optional["ProfileRequest"] = None
 
 
-def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None) -> Dict:
+def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None, label: str = "run") -> Dict:
     """Run the command once; return its run record (never raises, except KeyboardInterrupt).
 
     With opts.telemetry, the record has "telemetry"; pass a session's Telemetry to share its
     NVML handle and process cache between runs (else one is opened for this run alone).
+    With opts.trace_dir, the record has "trace": the summaries of the profiler traces the run wrote.
     """
     cwd = opts.cwd or os.getcwd()
     logs = AppendWatch([os.path.abspath(p) for p in opts.logs])
@@ -228,6 +234,12 @@ def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None) -> Dict:
         from envsnap.measure.telemetry import Telemetry
 
         telemetry = own = Telemetry(opts.watch)
+    watch = None
+    if opts.trace_dir:
+        from envsnap.measure.trace_runs import TraceWatch
+
+        watch = TraceWatch(opts.trace_dir, opts.profile)
+        watch.begin(label)
     sampler = telemetry.begin() if telemetry is not None else None
     try:
         result = run_command(opts.command, timeout=opts.timeout, cwd=cwd, env=opts.env)
@@ -268,6 +280,8 @@ def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None) -> Dict:
         record["note"] = "; ".join(dict.fromkeys(parsed.notes))
     if usage is not None:
         record["telemetry"] = usage
+    if watch is not None:
+        record["trace"] = watch.finish()
     return record
 
 
@@ -337,7 +351,7 @@ class RunSession:
     def _timed(self, label, telemetry) -> Dict:
         start = time.time()
         try:
-            return run_once(self.opts, telemetry)
+            return run_once(self.opts, telemetry, label=str(label).replace(" ", ""))
         finally:
             self.windows.append({"run": label, "start": start, "end": time.time()})
 
@@ -382,9 +396,9 @@ def summary(records: Sequence[Dict], preferred: Sequence[str] = ()) -> str:
     return text
 
 
-def attach_record(metrics: Mapping[str, float], note: Optional[str] = None) -> Dict:
-    """A measurement made elsewhere: no command, no output, source "attach"."""
-    if not metrics:
+def attach_record(metrics: Mapping[str, float], note: Optional[str] = None, trace: Optional[Dict] = None) -> Dict:
+    """A measurement made elsewhere: no command, no output, source "attach" (a trace summary alone is one too)."""
+    if not metrics and not trace:
         raise EnvsnapError("attach needs at least one --metric NAME=VALUE")
     record: Dict = {
         "ok": True,
@@ -399,6 +413,8 @@ def attach_record(metrics: Mapping[str, float], note: Optional[str] = None) -> D
     }
     if note:
         record["note"] = redact_text(note)
+    if trace:
+        record["trace"] = trace
     return record
 
 

@@ -74,9 +74,20 @@ _TELEMETRY = dict(_USAGE, **{
                      "sm_clock_mhz_median": "num", "sm_clock_mhz_min": "num", "sm_clock_mhz_max": "num",
                      "power_w_median": "num", "power_w_max": "num", "clock_event_reasons": ("map", "num")}),
 })
+# A run's profiler traces, summarised (envsnap/measure/traces.py, trace_runs.py): per file (one rank), per
+# kernel / copy / CPU operator / CUDA call name its count and total time, launches by kind, steps.
+_TRACE_STAT = {"count": "num", "total_us": "num", "stream": "scalar"}
+_TRACE_FILE = {"file": "str", "bytes": "num", "events": "num", "rank": "num", "stage": "str",
+               "steps": {"count": "num", "source": "str", "kind": "str", "kinds": ("map", "num")},
+               "span_us": "num", "kernels": ("map", _TRACE_STAT), "memcpy": ("map", _TRACE_STAT),
+               "cpu_ops": ("map", _TRACE_STAT), "runtime": ("map", _TRACE_STAT), "launches": ("map", "num"),
+               "gpu": ("map", "num"), "cpu_ops_us": "num",
+               "dropped": ("map", {"names": "num", "count": "num", "total_us": "num"})}
+_TRACE = {"source": "str", "files": ("list", _TRACE_FILE), "notes": ("list", "str"), "requested_steps": "num"}
 _RUN = {"ok": "scalar", "exit_code": "num", "duration_s": "num", "started": "str", "metrics": ("map", "num"),
         "output_tail": "str", "command": ("list", "str"), "source": "str", "parsers": ("list", "str"),
-        "error": "str", "note": "str", "host": "str", "telemetry": _TELEMETRY}
+        "error": "str", "note": "str", "host": "str", "telemetry": _TELEMETRY,
+        "trace": _TRACE}
 _TOP = {"envsnap_version": "str", "label": "str", "host": "str", "created": "str", "redaction": "str",
         "provenance": "dict", "metric_directions": ("map", "str"), "run_session": "dict", "runs": ("list", _RUN)}
 _TYPE_WORDS = {"finite": "a number within range", "int": "an integer", "str": "a string", "num": "a number",

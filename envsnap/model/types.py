@@ -34,6 +34,7 @@ class Run(TypedDict, total=False):
     note: str
     host: str
     telemetry: Dict[str, Any]
+    trace: Dict[str, Any]  # profiler traces summarised (measure/traces.py)
 
 
 class Snapshot(TypedDict, total=False):

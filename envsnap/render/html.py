@@ -30,6 +30,7 @@ from envsnap.analysis.diff import value_text
 from envsnap.analysis.verdict import mechanism_line
 from envsnap.analysis.views import CATEGORY_ORDER
 from envsnap.errors import EnvsnapError
+from envsnap.render import trace_view
 
 ROWS_SHOWN = 40          # rows of a long table shown before "N more"
 ROWS_MORE = 400          # further rows inside the closed "N more" <details>; beyond: counted only
@@ -142,7 +143,7 @@ def _verdict_view(result: Dict[str, Any]) -> Dict[str, Any]:
             "explanation": raw_dec.get("explanation") or "",
         }
     return {"metric": main, "others": others, "decomposition": decomposition,
-            "mechanism": mechanism_line(verdict),
+            "mechanism": mechanism_line(verdict), "trace": trace_view.html_view(result),
             "summary": verdict.get("summary") or "", "headline": verdict.get("headline") or "",
             "noise": verdict.get("noise") or "", "too_few_runs": verdict.get("too_few_runs") or "",
             "outcome": main["css"] if main else "unknown"}

@@ -12,6 +12,7 @@ from envsnap.analysis.diff import value_text
 from envsnap.analysis.verdict import mechanism_line
 from envsnap.analysis.views import CATEGORY_ORDER
 from envsnap.redact import redact_text
+from envsnap.render import trace_view
 
 DEFAULT_TOP = 5
 CONTENT_LINES = 60  # a file shown whole (no pristine copy to diff against) up to this long; JSON/HTML hold any
@@ -43,6 +44,7 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
     line = mechanism_line(verdict)
     if line:
         lines.append(f"mechanism: {line}")
+    lines.extend(trace_view.text_lines(result))
     if result["warnings"]:
         lines.append("")
         lines.append("warnings:")
@@ -299,6 +301,8 @@ def render_bisect(result: Mapping) -> str:
         lines.append(f"{result.get('configurations_run', 0)} configurations, {runs.get('total', 0)} runs "
                      f"({runs.get('from_journal', 0)} from the journal, {runs.get('failed', 0)} failed); "
                      f"{len(whole) + len(hunks) + len(env)} deltas searched ({parts}{len(env)} variables)")
+    if (result.get("path") or {}).get("line"):
+        lines.append(f"path: {result['path']['line']}")
     if result.get("minimal"):
         title = "minimal failure-inducing set" + (" (1-minimal)" if result.get("one_minimal") else "")
         lines.append(f"{title}:")

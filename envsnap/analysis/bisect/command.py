@@ -138,6 +138,7 @@ def run_bisect(
     wheels: Sequence[str] = (),
     dry_run: bool = False,
     by_file: bool = False,
+    guess: bool = True,
 ) -> Dict[str, Any]:
     """Load both snapshots, search, and return the result (see README: `envsnap bisect`)."""
     if not command and not dry_run:
@@ -237,9 +238,9 @@ def run_bisect(
         "one_minimal": False,
         "configurations": [],
     }
+    n_files, n_env, n_hunks = len(units) - len(hunk_units), len(env_deltas), len(hunk_units)
+    what = f"{n_files} files, " + (f"{n_hunks} hunks of {len(splits)} files, " if n_hunks else "")
     if dry_run:
-        n_files, n_env, n_hunks = len(units) - len(hunk_units), len(env_deltas), len(hunk_units)
-        what = f"{n_files} files, " + (f"{n_hunks} hunks of {len(splits)} files, " if n_hunks else "")
         return outcome.finish(result, "dry_run", 0, f"would search {len(units) + n_env} deltas ({what}"
                               f"{n_env} variables); nothing was run or written", None, overrides)
     if not env_deltas and not file_deltas:
@@ -269,11 +270,18 @@ def run_bisect(
         say(f"resuming from {journal_path}: {len(journal.runs)} journaled runs will not be repeated")
     if journal.dropped_partial:
         result["notes"].append("the journal's last line was incomplete (an interrupted write) and was dropped")
-    say(f"searching {len(env_deltas) + len(file_deltas)} deltas ({len(file_deltas)} files, {len(env_deltas)} "
-        f"variables): GOOD and BAD first, {repeat} runs each, of `{shlex.join(redact_argv(command))}`")
+    say(f"searching {len(units) + n_env} deltas ({what}{n_env} variables): GOOD and BAD first, {repeat} runs each, of `{shlex.join(redact_argv(command))}`")
+    first: List[str] = []
+    if guess:
+        from envsnap.analysis.bisect.guess import first_candidate
+
+        candidate = first_candidate(good, bad, env_deltas, units)
+        if candidate is not None:
+            first = candidate["deltas"]
+            result["guess"] = candidate
     finished: Optional[Dict[str, Any]] = None
     try:
-        finished = _search(result, bisector, overrides, max_runs, delta_set, file_set)
+        finished = _search(result, bisector, overrides, max_runs, delta_set, file_set, first)
     finally:
         journal.close()
         if applier is not None:
@@ -304,7 +312,7 @@ def _leave_benchmark_outputs(file_set: Any, command: Sequence[str]) -> None:
 
 
 def _search(result: Dict[str, Any], bisector: Bisector, overrides: Mapping[str, str], max_runs: int, delta_set: Any,
-            file_set: Any) -> Dict[str, Any]:
+            file_set: Any, first: Sequence[str] = ()) -> Dict[str, Any]:
     try:
         bisector.baselines()
     except NotDistinguishable:
@@ -323,8 +331,12 @@ def _search(result: Dict[str, Any], bisector: Bisector, overrides: Mapping[str, 
         return outcome.finish(result, "budget_exhausted", 1,
                               f"stopped after --max-runs {max_runs} runs while measuring GOOD and BAD",
                               bisector, overrides)
+    guess = result.get("guess")
+    if guess and len(first) < len(bisector.names):
+        bisector.progress(f"testing the ranking's first candidate first (rank {guess['rank']}: "
+                          f"{', '.join(guess['keys'])}), then ddmin if it does not reproduce the split")
     try:
-        minimal = bisector.search()
+        minimal = bisector.search(first)
     except BudgetExhausted:
         return outcome.finish(result, "budget_exhausted", 1,
                               f"stopped after --max-runs {max_runs} runs before the set was minimal; the "

@@ -85,6 +85,7 @@ def finish(result: Dict[str, Any], status: str, exit_code: int, message: str, bi
         })
     result["configurations"] = configs
     result["configurations_run"] = len(configs)
+    result["path"] = _path(bisector, result.get("guess"))
     all_runs = [r for c in bisector.configs.values() for r in c.runs]
     result["runs"] = {"total": len(all_runs), "new": bisector.new_runs, "from_journal": bisector.journal_runs,
                       "failed": sum(1 for r in all_runs if not r.get("ok"))}
@@ -112,6 +113,21 @@ def finish(result: Dict[str, Any], status: str, exit_code: int, message: str, bi
         result["notes"].append("--repeat 1: noise cannot be judged from one run per configuration")
     result["message"] = message
     return result
+
+
+def _path(bisector: Any, guess: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """Which way the search went, in words and data: the guess and its tests, or plain ddmin."""
+    path = dict(getattr(bisector, "path", None) or {"guided": False, "steps": []})
+    if path.get("guided"):
+        tests = "; ".join(f"{step['test']}: {step['outcome']}" for step in path["steps"])
+        keys = ", ".join((guess or {}).get("keys") or path.get("guess") or [])
+        path["line"] = (f"started from the ranking's first candidate ({keys}): {tests}; "
+                        f"{path.get('result', '')}")
+    elif guess is None:
+        path["line"] = "plain ddmin (--no-guess, or no ranked cause that bisect can switch)"
+    else:
+        path["line"] = "plain ddmin (the first candidate was every delta)"
+    return path
 
 
 def _one_minimal(bisector: Any, minimal: Sequence[str]) -> bool:
