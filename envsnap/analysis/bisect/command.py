@@ -270,7 +270,8 @@ def run_bisect(
         say(f"resuming from {journal_path}: {len(journal.runs)} journaled runs will not be repeated")
     if journal.dropped_partial:
         result["notes"].append("the journal's last line was incomplete (an interrupted write) and was dropped")
-    say(f"searching {len(units) + n_env} deltas ({what}{n_env} variables): GOOD and BAD first, {repeat} runs each, of `{shlex.join(redact_argv(command))}`")
+    say(f"searching {len(units) + n_env} deltas ({what}{n_env} variables): GOOD and BAD first, {repeat} runs "
+        f"each, of `{shlex.join(redact_argv(command))}`")
     first: List[str] = []
     if guess:
         from envsnap.analysis.bisect.guess import first_candidate
