@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from envsnap.analysis.bisect.ddmin import BAD, GOOD, ddmin  # noqa: E402
+from envsnap.bisect.ddmin import BAD, GOOD, ddmin  # noqa: E402
 
 
 def configs_for(names, bad_when):
@@ -160,7 +160,7 @@ class _Oracle:
     """The search alone with an exact oracle (envsnap.bisect.search's Bisector, its test() answered by a rule)."""
 
     def __init__(self, names, bad_when):
-        from envsnap.analysis.bisect.search import Bisector
+        from envsnap.bisect.search import Bisector
 
         class Oracle(Bisector):
             def __init__(inner):  # noqa: N805 - no journal, no command

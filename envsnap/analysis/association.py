@@ -12,7 +12,7 @@ the values) change together: no set of these snapshots can tell them apart, and 
 score and p-value by construction. They are reported as one group ("confounded"), ranked together,
 never ordered among themselves by name or prior.
 
-Merged multi-node snapshots are ranked node by node, with node-qualified keys (analysis/nodes.py).
+Merged multi-node snapshots are ranked node by node, with node-qualified keys (analysis/compare/nodes.py).
 """
 from __future__ import annotations
 
@@ -20,9 +20,11 @@ import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap import format as fmt
-from envsnap.analysis import diff as diff_mod, knowledge, nodes as nodes_mod, stats, views as views_mod
+from envsnap.analysis import knowledge
+from envsnap.analysis.compare import diff as diff_mod, nodes as nodes_mod, views as views_mod
 from envsnap.analysis.result import SCHEMA_VERSION
-from envsnap.analysis.verdict import choose_metric, run_values
+from envsnap.analysis.runs import stats
+from envsnap.analysis.runs.verdict import choose_metric, run_values
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics
 from envsnap.model.merge import node_snapshots

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Union
 
-from envsnap.analysis import diff as diff_mod, patch_status, patches as patches_mod
-from envsnap.analysis.causes import rank_causes
-from envsnap.analysis.context import build_context
-from envsnap.analysis.groups import bisect_hint, commands_differ, tie_groups
-from envsnap.analysis.patches import PristineFinder
-from envsnap.analysis.verdict import build_verdict
+from envsnap.analysis.compare import diff as diff_mod, patch_status, patches as patches_mod
+from envsnap.analysis.compare.patches import PristineFinder
+from envsnap.analysis.rank.causes import rank_causes
+from envsnap.analysis.rank.context import build_context
+from envsnap.analysis.rank.groups import bisect_hint, commands_differ, tie_groups
+from envsnap.analysis.runs.verdict import build_verdict
 
 SCHEMA_VERSION = 1
 

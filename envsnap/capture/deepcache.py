@@ -20,7 +20,7 @@ checksum, owner/mode checks and atomic replacement; git's stat rule and racy win
 - the host facts a probe reads beyond files: the CPU set it may run on (sched_getaffinity:
   OpenMP sizes torch's thread pool from it), the CPU count, the CPU model and flags
   (/proc/cpuinfo: the kernels' instruction sets), the kernel release;
-- the environment the child gets, whole, except the variables knowledge.py marks volatile as
+- the environment the child gets, whole, except the variables analysis/knowledge marks volatile as
   shell and launcher bookkeeping (BOOKKEEPING_ENV below; tests/capture/test_deepcache.py checks
   every one against that table): any other variable could change what torch reports
   (CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH, LD_PRELOAD, OMP_NUM_THREADS, TORCH_*, NVIDIA_TF32_OVERRIDE...).
@@ -51,7 +51,7 @@ _SUFFIX = ".cache"
 MAX_RESULTS = 4  # probes kept per interpreter (e.g. runs with and without CUDA_VISIBLE_DEVICES)
 # Fields the probe script adds for this module only; never part of the section.
 PRIVATE_FIELDS = ("_loaded_files", "_sys_path", "_absent")
-# knowledge.py's volatile environment rules for shell, login and launcher bookkeeping (bash(1)
+# analysis/knowledge's volatile environment rules for shell, login and launcher bookkeeping (bash(1)
 # "Shell Variables", ssh(1), tmux(1), screen(1), systemd.exec(5), pytest, torchrun, SGLang's
 # per-launch ids): none is read by torch, and each differs between two shells of one session.
 BOOKKEEPING_ENV = ("_", "SHLVL", "OLDPWD", "PWD", "COLUMNS", "LINES", "SSH_CONNECTION", "SSH_CLIENT",

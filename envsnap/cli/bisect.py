@@ -79,7 +79,7 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     if not good or not bad:
         raise EnvsnapError("bisect needs GOOD and BAD snapshot files (or --restore)")
 
-    from envsnap.analysis.bisect import command as command_mod
+    from envsnap.bisect import command as command_mod
     from envsnap.measure.parsers import check_metric_name, parse_metric_specs
     from envsnap.render.text import render_bisect
 
@@ -124,8 +124,8 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
 
 
 def _restore(good, bad, journal, command) -> int:
-    from envsnap.analysis.bisect import command as command_mod
-    from envsnap.analysis.bisect.journal import default_journal_path
+    from envsnap.bisect import command as command_mod
+    from envsnap.bisect.journal import default_journal_path
     from envsnap.errors import EnvsnapError
 
     if command:

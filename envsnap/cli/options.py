@@ -15,7 +15,7 @@ from envsnap.cli import keep_until_exit
 from envsnap.errors import EnvsnapError
 
 if TYPE_CHECKING:  # the analysis loads when a command analyses, not with the CLI's options
-    from envsnap.analysis.patches import PristineFinder
+    from envsnap.analysis.compare.patches import PristineFinder
 
 _T = TypeVar("_T")
 

@@ -59,7 +59,7 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     record; add --sglang-url URL --profile-steps N to have the server profile N decode steps of
     each run. `envsnap diff` then says where the time per step went.
     """
-    from envsnap.analysis import stats
+    from envsnap.analysis.runs import stats
     from envsnap.capture import runner
     from envsnap.measure import runs
     from envsnap.measure.parsers import parse_metric_specs

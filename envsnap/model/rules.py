@@ -5,7 +5,7 @@ part of the inference stack it acts on, how likely a change in it is to change s
 weight 0..1, before any evidence from runs), whether it changes on every capture (volatile:
 ignored by diff unless --all) and why. The type sits here, below capture and analysis, so a
 collector declares the rules of its own fields beside the code that writes them
-(`RULES = SectionRules(...)` in its module), and analysis/knowledge.py matches keys against
+(`RULES = SectionRules(...)` in its module), and analysis/knowledge matches keys against
 every collector's rules plus its cross-cutting tables (environment variables, volatile fields
 of any section). Plain data: no matching here.
 """

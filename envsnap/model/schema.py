@@ -59,7 +59,7 @@ ENV_SHAPE = ("map", "str")  # an environment: {name: value}
 CONTENT_SHAPE = {"status": "str", "text": "str", "size": "num", "sha256": "str", "redacted": "scalar",
                  "error": "str"}
 # Where a section's file hashes came from (capture/hashcache.py): bookkeeping, not a fact
-# about the environment (analysis/knowledge.py's VOLATILE_RULES mark it volatile).
+# about the environment (analysis/knowledge's VOLATILE_RULES mark it volatile).
 HASH_CACHE_SHAPE = {"used": "scalar", "hits": "num", "misses": "num", "racy": "num", "path": "str", "note": "str"}
 # What a run did (envsnap/measure/telemetry.py): counters of the command's process tree, of the
 # --pid/--sglang processes (deltas over the run), and GPU samples.

@@ -13,6 +13,11 @@ SUPPORTED_SCHEMA_VERSIONS = (1,)
 SECTION_STATUSES = ("ok", "unavailable", "error", "timeout")
 
 
+def as_dict(value: Any) -> Dict[str, Any]:
+    """A mapping field, or {} where a snapshot (written by another version, or by hand) holds something else."""
+    return value if isinstance(value, dict) else {}
+
+
 def section_data(snapshot: Mapping[str, Any], name: str) -> Dict[str, Any]:
     """The data of a section, or {} when the section is absent or not ok."""
     section = snapshot.get("sections", {}).get(name) or {}

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
+from envsnap.model.snapshot import as_dict
+
 # Reading order of process kinds (roles.py gives kinds from SGLang's process titles).
 KIND_ORDER = {"main": 0, "dp_controller": 1, "tokenizer": 2, "detokenizer": 3, "scheduler": 4, "rank": 5, "other": 6}
 # Front-end processes: not TP workers, whatever else runs.
@@ -50,9 +52,6 @@ class SeenProcess(NamedTuple):
         return SOURCE_LABELS.get(self.source, "")
 
 
-def _dict(value: Any) -> Dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
 
 def _natural(text: str) -> Tuple[Any, ...]:
     return tuple(int(part) if part.isdecimal() else part for part in re.split(r"(\d+)", text))
@@ -66,8 +65,8 @@ def role_kind(entry: Mapping[str, Any]) -> str:
 
 
 def _order(entry: Mapping[str, Any]) -> Tuple[int, int, int]:
-    role = _dict(entry.get("role"))
-    rank = _dict(entry.get("init")).get("rank")
+    role = as_dict(entry.get("role"))
+    rank = as_dict(entry.get("init")).get("rank")
 
     def num(value: Any) -> int:
         return value if isinstance(value, int) and not isinstance(value, bool) else 0
@@ -78,8 +77,8 @@ def _order(entry: Mapping[str, Any]) -> Tuple[int, int, int]:
 
 def seen_processes(processes: Mapping[str, Any], probe: Mapping[str, Any]) -> Dict[str, SeenProcess]:
     """Every process of one snapshot (section data of `processes` and `probe`), in reading order."""
-    procs = {str(k): v for k, v in _dict(processes.get("processes")).items() if isinstance(v, dict)}
-    records = {str(k): v for k, v in _dict(probe.get("records")).items() if isinstance(v, dict)}
+    procs = {str(k): v for k, v in as_dict(processes.get("processes")).items() if isinstance(v, dict)}
+    records = {str(k): v for k, v in as_dict(probe.get("records")).items() if isinstance(v, dict)}
     out: List[SeenProcess] = []
     for key in set(procs) | set(records):
         proc, record = procs.get(key, {}), records.get(key, {})
@@ -118,6 +117,6 @@ def tp_workers(seen: Mapping[str, SeenProcess], roles: Mapping[str, str]) -> Lis
 
 def role_kinds(processes: Mapping[str, Any], probe: Mapping[str, Any]) -> Dict[str, str]:
     """Each process key's role kind, the walk's over the probe's (the walk reads the title it has now)."""
-    kinds = {str(k): role_kind(r) for k, r in _dict(probe.get("records")).items() if isinstance(r, dict)}
-    kinds.update({str(k): role_kind(p) for k, p in _dict(processes.get("processes")).items() if isinstance(p, dict)})
+    kinds = {str(k): role_kind(r) for k, r in as_dict(probe.get("records")).items() if isinstance(r, dict)}
+    kinds.update({str(k): role_kind(p) for k, p in as_dict(processes.get("processes")).items() if isinstance(p, dict)})
     return kinds

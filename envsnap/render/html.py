@@ -26,10 +26,11 @@ from functools import lru_cache
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from envsnap import __version__, format as fmt
-from envsnap.analysis.diff import value_text
-from envsnap.analysis.verdict import mechanism_line
-from envsnap.analysis.views import CATEGORY_ORDER
+from envsnap.analysis.compare.diff import value_text
+from envsnap.analysis.compare.views import CATEGORY_ORDER
+from envsnap.analysis.runs.verdict import mechanism_line
 from envsnap.errors import EnvsnapError
+from envsnap.model.snapshot import as_dict
 from envsnap.render import trace_view
 
 ROWS_SHOWN = 40          # rows of a long table shown before "N more"
@@ -56,9 +57,6 @@ def fmt_value(value: Any, limit: int = VALUE_CHARS) -> str:
     return fmt.value(value, limit)
 
 
-def _dict(value: Any) -> Dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
 
 def _list(value: Any) -> List[Any]:
     return value if isinstance(value, list) else []
@@ -82,7 +80,7 @@ def _capped(rows: List[Any], row_format: Optional[Callable[[Any], Dict[str, Any]
 # ---------------------------------------------------------------- 1. verdict
 
 def _stats(raw: Any) -> Dict[str, Any]:
-    raw = _dict(raw)
+    raw = as_dict(raw)
     values = [v for v in _list(raw.get("values")) if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return {
         "median": fmt_num(raw.get("median")), "spread": fmt_num(raw.get("spread")),
@@ -91,7 +89,7 @@ def _stats(raw: Any) -> Dict[str, Any]:
     }
 
 
-# Outcomes (analysis/verdict.py) as the words and colour classes of the page.
+# Outcomes (analysis/runs/verdict.py) as the words and colour classes of the page.
 _OUTCOME_WORDS = {"worse": "worse", "better": "better", "possibly_worse": "possibly worse",
                   "possibly_better": "possibly better", "no_change": "no change", "changed": "changed",
                   "unknown": "no comparable measurements"}
@@ -113,7 +111,7 @@ def _metric_view(name: str, raw: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _decomposition_part(raw: Any) -> Optional[Dict[str, Any]]:
-    raw = _dict(raw)
+    raw = as_dict(raw)
     if not raw:
         return None
 
@@ -126,11 +124,11 @@ def _decomposition_part(raw: Any) -> Optional[Dict[str, Any]]:
 
 
 def _verdict_view(result: Dict[str, Any]) -> Dict[str, Any]:
-    verdict = _dict(result.get("verdict"))
+    verdict = as_dict(result.get("verdict"))
     name = verdict.get("metric")
     main = _metric_view(name, verdict) if name else None
     others = []
-    for other, raw in sorted(_dict(verdict.get("metrics")).items(), key=lambda kv: _natural_key(kv[0])):
+    for other, raw in sorted(as_dict(verdict.get("metrics")).items(), key=lambda kv: _natural_key(kv[0])):
         if other != name and isinstance(raw, dict):
             others.append(_metric_view(other, raw))
     decomposition = None
@@ -281,8 +279,8 @@ def _patch_status_view(result: Dict[str, Any], causes: List[Dict[str, Any]]) -> 
             continue
         sides = {}
         for side in ("good", "bad"):
-            info = _dict(raw.get(side))
-            target = _dict(info.get("target"))
+            info = as_dict(raw.get(side))
+            target = as_dict(info.get("target"))
             where = ""
             if target.get("root"):
                 owner = f" {target.get('dist')} {target.get('version') or ''}".rstrip() if target.get("dist") else ""
@@ -302,7 +300,7 @@ def _patch_status_view(result: Dict[str, Any], causes: List[Dict[str, Any]]) -> 
                          "bad": fmt_value(hunk.get("bad"), 40) if hunk.get("bad") is not None else "—",
                          "rank": rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
                          "anchor": anchors.get(fmt_value(hunk.get("key"), 200), ""),
-                         "why": "; ".join(f"{s}: {fmt_value(w, 200)}" for s, w in sorted(_dict(hunk.get("why")).items())),
+                         "why": "; ".join(f"{s}: {fmt_value(w, 200)}" for s, w in sorted(as_dict(hunk.get("why")).items())),
                          "hunks": _hunks(text) if text else []})
         if sides["good"]["where"] == sides["bad"]["where"] and not sides["good"]["note"]:
             sides["good"]["where"] = ""  # one target line for both sides
@@ -366,17 +364,17 @@ def _chart(name: str, good: List[Tuple[int, float]], bad: List[Tuple[int, float]
 
 
 def _charts_view(result: Dict[str, Any]) -> Dict[str, Any]:
-    runs = _dict(_dict(result.get("tables")).get("runs"))
-    good, bad = _dict(runs.get("good")), _dict(runs.get("bad"))
-    good_values = {str(k): [(int(i), float(v)) for i, v in _list(p)] for k, p in _dict(good.get("metrics")).items()}
-    bad_values = {str(k): [(int(i), float(v)) for i, v in _list(p)] for k, p in _dict(bad.get("metrics")).items()}
-    verdict = _dict(result.get("verdict"))
+    runs = as_dict(as_dict(result.get("tables")).get("runs"))
+    good, bad = as_dict(runs.get("good")), as_dict(runs.get("bad"))
+    good_values = {str(k): [(int(i), float(v)) for i, v in _list(p)] for k, p in as_dict(good.get("metrics")).items()}
+    bad_values = {str(k): [(int(i), float(v)) for i, v in _list(p)] for k, p in as_dict(bad.get("metrics")).items()}
+    verdict = as_dict(result.get("verdict"))
     main = verdict.get("metric")
-    decomposition = _dict(verdict.get("decomposition"))
-    first = [main] + [_dict(decomposition.get(p)).get("metric") for p in ("accept_length", "cycle_time")]
+    decomposition = as_dict(verdict.get("decomposition"))
+    first = [main] + [as_dict(decomposition.get(p)).get("metric") for p in ("accept_length", "cycle_time")]
     names = sorted(set(good_values) | set(bad_values),
                    key=lambda n: (n not in first, first.index(n) if n in first else 0, _natural_key(n)))
-    directions = {n: _dict(_dict(verdict.get("metrics")).get(n)).get("direction") for n in names}
+    directions = {n: as_dict(as_dict(verdict.get("metrics")).get(n)).get("direction") for n in names}
     charts = [_chart(n, good_values.get(n, []), bad_values.get(n, []), directions.get(n) or "")
               for n in names[:MAX_CHARTS]]
     # The verdict's metric and the EAGLE-3 ones are shown; the other metrics wait in a closed <details>.
@@ -422,12 +420,12 @@ def _cell_view(cell: Dict[str, Any], has_parent_column: bool) -> Dict[str, str]:
 
 
 def _workers_view(result: Dict[str, Any]) -> Dict[str, Any]:
-    table = _dict(_dict(result.get("tables")).get("workers"))
+    table = as_dict(as_dict(result.get("tables")).get("workers"))
     rows = [r for r in _list(table.get("rows")) if isinstance(r, dict)]
     views = []
     for side in ("good", "bad"):
-        columns = [c for c in _list(_dict(table.get("columns")).get(side)) if isinstance(c, dict)]
-        cells = _dict(_dict(table.get("cells")).get(side))
+        columns = [c for c in _list(as_dict(table.get("columns")).get(side)) if isinstance(c, dict)]
+        cells = as_dict(as_dict(table.get("cells")).get(side))
         views.append({
             "side": side,
             "columns": [{"key": fmt_value(c.get("key"), 200),
@@ -436,7 +434,7 @@ def _workers_view(result: Dict[str, Any]) -> Dict[str, Any]:
                          "status": c.get("status"), "note": fmt_value(c.get("note") or "", 200),
                          "source": c.get("source") or "", "parent": c.get("parent") or "",
                          "readable": bool(c.get("readable"))} for c in columns],
-            "cells": {r["name"]: {str(c.get("key")): _cell_view(_dict(_dict(cells.get(r["name"])).get(str(c.get("key")))),
+            "cells": {r["name"]: {str(c.get("key")): _cell_view(as_dict(as_dict(cells.get(r["name"])).get(str(c.get("key")))),
                                                                  True)
                                   for c in columns} for r in rows},
         })
@@ -449,7 +447,7 @@ def _workers_view(result: Dict[str, Any]) -> Dict[str, Any]:
 # ---------------------------------------------------------------- 5. code state
 
 def _state_text(state: Any) -> str:
-    state = _dict(state)
+    state = as_dict(state)
     name = state.get("state") or "—"
     if name == "modified":
         return short_hash(state.get("sha256"))
@@ -469,7 +467,7 @@ def _capped_rows(table: Dict[str, Any], row: Callable[[Dict[str, Any]], Dict[str
 
 def _integrity_view(table: Dict[str, Any]) -> Dict[str, Any]:
     def row(raw: Dict[str, Any]) -> Dict[str, Any]:
-        g, b = _dict(raw.get("good")), _dict(raw.get("bad"))
+        g, b = as_dict(raw.get("good")), as_dict(raw.get("bad"))
         return {"path": fmt_value(raw.get("path"), 200), "dist": fmt_value(raw.get("dist") or "", 60),
                 "recorded": short_hash(raw.get("recorded_sha256")) if raw.get("recorded_sha256") else "—",
                 "good": _state_text(g), "bad": _state_text(b),
@@ -478,12 +476,12 @@ def _integrity_view(table: Dict[str, Any]) -> Dict[str, Any]:
                 "differs": bool(raw.get("differs"))}
 
     summary = {side: {k: fmt_value(v) if k in ("mode", "checked") else v
-                      for k, v in _dict(_dict(table.get("summary")).get(side)).items()} for side in ("good", "bad")}
+                      for k, v in as_dict(as_dict(table.get("summary")).get(side)).items()} for side in ("good", "bad")}
     return {"rows": _capped_rows(table, row), "summary": summary, "present": bool(table.get("present"))}
 
 
 def _package_text(facts: Any) -> str:
-    facts = _dict(facts)
+    facts = as_dict(facts)
     text = fmt_value(facts.get("version"), 60)
     if facts.get("origin") and facts.get("origin") != "index":
         text += f" ({facts['origin']}" + (f" {short_hash(facts.get('commit'))}" if facts.get("commit") else "") + ")"
@@ -525,12 +523,12 @@ def _git_fact_text(name: str, value: Any, captured: bool) -> str:
     if name == "head":
         return short_hash(value) if value else "—"
     if name == "upstream":
-        up = _dict(value)
+        up = as_dict(value)
         return fmt_value(f"{up.get('name')} ahead {up.get('ahead', 0)} behind {up.get('behind', 0)}", 200) if up else "—"
     if name == "stash":
-        return "; ".join(f"{_dict(e).get('name')} {fmt_value(_dict(e).get('message'), 120)}" for e in _list(value)) or "—"
+        return "; ".join(f"{as_dict(e).get('name')} {fmt_value(as_dict(e).get('message'), 120)}" for e in _list(value)) or "—"
     if name == "errors":
-        return "; ".join(f"{k}: {fmt_value(v, 120)}" for k, v in sorted(_dict(value).items())) or "—"
+        return "; ".join(f"{k}: {fmt_value(v, 120)}" for k, v in sorted(as_dict(value).items())) or "—"
     return str(value)
 
 
@@ -548,7 +546,7 @@ def _git_view(repos: List[Any]) -> List[Dict[str, Any]]:
                     "bad": _state_text(raw.get("bad")), "differs": bool(raw.get("differs"))}
 
         out.append({"path": fmt_value(repo.get("path"), 200), "rows": rows,
-                    "files": _capped_rows(_dict(repo.get("files")), file_row),
+                    "files": _capped_rows(as_dict(repo.get("files")), file_row),
                     "good_absent": not good_captured, "bad_absent": not bad_captured, "differs": bool(repo.get("differs"))})
     return out
 
@@ -569,13 +567,13 @@ def _files_view(table: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _code_view(tables: Dict[str, Any]) -> Dict[str, Any]:
-    code = _dict(tables.get("code"))
+    code = as_dict(tables.get("code"))
     return {
-        "integrity": _integrity_view(_dict(code.get("integrity"))),
-        "packages": _packages_view(_dict(code.get("packages"))),
+        "integrity": _integrity_view(as_dict(code.get("integrity"))),
+        "packages": _packages_view(as_dict(code.get("packages"))),
         "hooks": _hooks_view(_list(code.get("hooks"))),
         "git": _git_view(_list(code.get("git"))),
-        "files": _files_view(_dict(code.get("files"))),
+        "files": _files_view(as_dict(code.get("files"))),
     }
 
 
@@ -604,14 +602,14 @@ def _cmp_rows(rows: List[Any]) -> Dict[str, Any]:
 
 
 def _status_text(status: Any) -> str:
-    status = _dict(status)
+    status = as_dict(status)
     reason = status.get("reason")
     return f"{status.get('status')}: {fmt_value(reason, 160)}" if reason else str(status.get("status") or "?")
 
 
 def _gpu_host_view(tables: Dict[str, Any]) -> Dict[str, Any]:
-    hw = _dict(tables.get("hardware"))
-    gpus = _dict(hw.get("gpus"))
+    hw = as_dict(tables.get("hardware"))
+    gpus = as_dict(hw.get("gpus"))
     rows: List[Dict[str, Any]] = []
     same: List[Dict[str, Any]] = []
     for raw in (r for r in _list(gpus.get("rows")) if isinstance(r, dict)):
@@ -642,12 +640,12 @@ def _gpu_host_view(tables: Dict[str, Any]) -> Dict[str, Any]:
                 side_rows.append({"name": name, "cells": cells})
             sides.append({"side": side, "rows": side_rows, "present": bool(topo.get(f"{side}_present"))})
         topology = {"names": names, "sides": sides, "differing": topo.get("differing", 0)}
-    status = _dict(hw.get("status"))
+    status = as_dict(hw.get("status"))
     return {"overview": _cmp_rows(_list(hw.get("overview"))),
             "gpu_indices": [str(i) for i in _list(gpus.get("indices"))], "gpu_rows": rows, "gpu_same": same,
             "topology": topology, "host": _cmp_rows(_list(hw.get("host"))),
-            "nvidia_status": tuple(_status_text(_dict(status.get("nvidia")).get(s)) for s in ("good", "bad")),
-            "host_status": tuple(_status_text(_dict(status.get("host")).get(s)) for s in ("good", "bad"))}
+            "nvidia_status": tuple(_status_text(as_dict(status.get("nvidia")).get(s)) for s in ("good", "bad")),
+            "host_status": tuple(_status_text(as_dict(status.get("host")).get(s)) for s in ("good", "bad"))}
 
 
 # ---------------------------------------------------------------- 7. differences, provenance
@@ -694,13 +692,13 @@ _PROVENANCE_LABELS = {"envsnap_version": "envsnap", "schema_version": "Schema", 
 
 
 def _provenance_view(result: Dict[str, Any]) -> Dict[str, Any]:
-    tables = _dict(result.get("tables"))
-    prov = _dict(tables.get("provenance"))
+    tables = as_dict(result.get("tables"))
+    prov = as_dict(tables.get("provenance"))
     differing = {_PROVENANCE_LABELS.get(str(k), str(k)) for k in _list(prov.get("differs"))}
     sides = {}
     banners: List[Dict[str, str]] = []
     for side in ("good", "bad"):
-        meta, facts = _dict(result.get(side)), _dict(prov.get(side))
+        meta, facts = as_dict(result.get(side)), as_dict(prov.get(side))
         nodes = [str(n) for n in _list(facts.get("nodes"))]
         sides[side] = {
             "Label": fmt_value(meta.get("label") or "(no label)", 200),
@@ -748,7 +746,7 @@ def _node_tables(tables: Dict[str, Any]) -> List[Tuple[Optional[str], Dict[str, 
 
 def _node_parts(result: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Code state and GPU/host per node compared (one untitled part for two single-node snapshots)."""
-    tables = _dict(result.get("tables"))
+    tables = as_dict(result.get("tables"))
     parts = []
     for node, part in _node_tables(tables):
         title = ""

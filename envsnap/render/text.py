@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional
 
 from envsnap import format as fmt
-from envsnap.analysis.diff import value_text
-from envsnap.analysis.verdict import mechanism_line
-from envsnap.analysis.views import CATEGORY_ORDER
+from envsnap.analysis.compare.diff import value_text
+from envsnap.analysis.compare.views import CATEGORY_ORDER
+from envsnap.analysis.runs.verdict import mechanism_line
 from envsnap.redact import redact_text
 from envsnap.render import trace_view
 

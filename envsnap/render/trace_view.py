@@ -1,5 +1,5 @@
 """Where the time went, as text lines and as an inline SVG bar chart: the profiler traces' per-step comparison
-(verdict.mechanism.trace, analysis/trace_diff.py) formatted, never recomputed. Text and HTML show the same rows."""
+(verdict.mechanism.trace, analysis/runs/trace_diff.py) formatted, never recomputed. Text and HTML show the same rows."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional

@@ -188,7 +188,7 @@ def test_processes_that_vanish_mid_walk(tmp_path):
 
 
 def test_target_process_gone_before_capture(tmp_path):
-    """Gone before the capture starts: bad input, one line, nothing written (tests/e2e/test_cli_bad_input.py);
+    """Gone before the capture starts: bad input, one line, nothing written (tests/cli/test_cli_bad_input.py);
     gone while it is walked: recorded (test_processes_that_vanish_mid_walk)."""
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()

@@ -65,9 +65,41 @@ def test_the_graph_is_read():
         t.startswith("envsnap.analysis.tables") for t in graph["envsnap.analysis.result"])
 
 
-def test_analysis_never_imports_render_or_cli():
+def test_analysis_never_imports_render_cli_or_bisect():
     bad = {(m, t) for m, imports in _graph().items() if _layer(m) == "analysis"
-           for t in _envsnap_targets(imports) if _layer(t) in ("render", "cli")}
+           for t in _envsnap_targets(imports) if _layer(t) in ("render", "cli", "bisect")}
+    assert bad == set()
+
+
+def test_bisect_is_a_layer_of_its_own_below_the_cli():
+    """bisect runs benchmarks, switches files and writes journals: it sits above analysis and measure, and
+    only the CLI imports it."""
+    graph = _graph()
+    assert "envsnap.bisect.command" in graph and "envsnap.analysis.bisect" not in graph
+    users = {m for m, imports in graph.items() for t in _envsnap_targets(imports)
+             if _layer(t) == "bisect" and _layer(m) != "bisect"}
+    assert users and all(_layer(m) == "cli" for m in users), users
+
+
+# Inside analysis/, arrows point down this list only: the knowledge table, then comparing two snapshots,
+# then what the runs say, then the ranking, then the report's tables and the result that runs the whole.
+ANALYSIS_ORDER = ("knowledge", "compare", "runs", "rank", "tables", "result", "association")
+
+
+def _analysis_part(module: str) -> str:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else ""
+
+
+def test_analysis_sub_packages_point_down():
+    bad = set()
+    for m, imports in _graph().items():
+        if _layer(m) != "analysis" or _analysis_part(m) not in ANALYSIS_ORDER:
+            continue
+        for t in _envsnap_targets(imports):
+            if _layer(t) == "analysis" and _analysis_part(t) in ANALYSIS_ORDER and \
+                    ANALYSIS_ORDER.index(_analysis_part(t)) > ANALYSIS_ORDER.index(_analysis_part(m)):
+                bad.add((m, t))
     assert bad == set()
 
 
@@ -99,7 +131,7 @@ def test_only_the_cli_imports_click():
 
 
 def test_analysis_reads_only_the_collectors_declarations_from_capture():
-    """analysis/ may read what the collectors declare about their sections (knowledge.py: their rules;
+    """analysis/ may read what the collectors declare about their sections (analysis/knowledge: their rules;
     bisect: their shapes, to load), never the capture machinery itself (runner, base, hash cache...)."""
     bad = {(m, t) for m, imports in _graph().items() if _layer(m) == "analysis"
            for t in _envsnap_targets(imports) if _layer(t) == "capture"

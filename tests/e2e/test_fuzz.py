@@ -118,7 +118,7 @@ def _consume(snap: Dict[str, Any], index: int, partners, stats: Stats, what: str
 
 def _light(snap, partner, index) -> None:
     from envsnap.analysis import result as result_mod
-    from envsnap.analysis.bisect import deltas
+    from envsnap.bisect import deltas
     from envsnap.model import merge
     from envsnap.render import show, text as text_mod
 
@@ -131,7 +131,7 @@ def _light(snap, partner, index) -> None:
     store.dumps(merge.merge([snap, dict(partner, host="partner-host-x")], ["a", "b"], "2026-01-01T00:00:00Z"))
     deltas.collect_deltas(good, bad, environ={})
     if index % 50 == 0:  # file deltas run read-only git commands: a sample, not every input
-        from envsnap.analysis.bisect import files
+        from envsnap.bisect import files
 
         files.collect_file_deltas(good, bad)
 
@@ -305,7 +305,7 @@ def fuzz_subprocess(seeds: Dict[str, bytes], tmp: Path, n: int, seed: int, stats
 
 def fuzz_journal(tmp: Path, n: int, seed: int, stats: Stats) -> None:
     """The bisect journal: a valid header, then damaged run lines, or a damaged header."""
-    from envsnap.analysis.bisect import journal as journal_mod
+    from envsnap.bisect import journal as journal_mod
 
     rnd = random.Random(seed)
     header = {"version": journal_mod.JOURNAL_VERSION, "good_file": "/g", "bad_file": "/b", "deltas": ["A"],

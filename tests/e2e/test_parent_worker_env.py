@@ -23,7 +23,9 @@ from helpers import REPO_ROOT, run_envsnap
 from helpers.diff import runs, snap
 from helpers.workers import clean_env, make_venv, start, stop
 
-from envsnap.analysis import diff, evidence as evidence_mod, result as result_mod, views
+from envsnap.analysis import result as result_mod
+from envsnap.analysis.compare import diff, views
+from envsnap.analysis.rank import evidence as evidence_mod
 from envsnap.render import text as text_mod
 
 TUNING = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}

@@ -10,7 +10,7 @@ import pytest
 from helpers.bench import bench_cmd
 
 from envsnap.analysis import knowledge
-from envsnap.analysis.mechanism import mechanism
+from envsnap.analysis.runs.mechanism import mechanism
 from envsnap.measure import runs
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]

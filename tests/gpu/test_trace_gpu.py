@@ -17,7 +17,8 @@ from helpers import REPO_ROOT
 from helpers.diff import runs, section, snap
 from helpers.traces import with_traces
 
-from envsnap.analysis import knowledge, result as result_mod, trace_diff
+from envsnap.analysis import knowledge, result as result_mod
+from envsnap.analysis.runs import trace_diff
 from envsnap.measure import trace_runs
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]

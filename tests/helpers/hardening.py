@@ -528,7 +528,7 @@ class Consumers:
 
     def run(self, snap: Dict[str, Any]) -> None:
         from envsnap.analysis import association, result as result_mod
-        from envsnap.analysis.bisect import deltas
+        from envsnap.bisect import deltas
         from envsnap.errors import EnvsnapError
         from envsnap.model import merge
         from envsnap.render import show, text as text_mod

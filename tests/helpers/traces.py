@@ -1,6 +1,6 @@
 """Snapshots whose runs carry profiler trace summaries shaped as envsnap/measure/traces.py writes them, for the
-rules of analysis/trace_diff.py and its rendering (real traces: tests/measure/test_traces.py,
-tests/analysis/test_trace_diff.py's CPU pair, benchmarks/gpu_trace_check.sh on a GPU)."""
+rules of analysis/runs/trace_diff.py and its rendering (real traces: tests/measure/test_traces.py,
+tests/analysis/runs/test_trace_diff.py's CPU pair, benchmarks/gpu_trace_check.sh on a GPU)."""
 from __future__ import annotations
 
 import copy

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from envsnap.analysis import nodes
+from envsnap.analysis.compare import nodes
 from envsnap.analysis.tables import code, hardware, runs, workers
 
 # A side that has no such node: every section "not captured".
@@ -21,7 +21,7 @@ def build_tables(good: Dict[str, Any], bad: Dict[str, Any], pairing: Optional[no
 
     Two single-node snapshots give one "code", "hardware" and "sections" table each. Merged
     multi-node snapshots give them per node instead, under "nodes" (one entry per node pair of
-    analysis/nodes.py, a side that lacks the node shown as not captured); the workers matrix has
+    analysis/compare/nodes.py, a side that lacks the node shown as not captured); the workers matrix has
     one group of columns per node ("node/process").
     """
     pairing = pairing or nodes.pair_nodes(good, bad)

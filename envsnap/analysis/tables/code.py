@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Set
 
+from envsnap.analysis.compare.views import without_text
 from envsnap.analysis.tables.common import (
-    as_dict,
     as_list,
     capped,
     data,
     natural_key,
     sections,
 )
-from envsnap.analysis.views import without_text
+from envsnap.model.snapshot import as_dict
 
 
 def _integrity(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:

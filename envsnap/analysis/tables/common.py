@@ -4,12 +4,10 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Sequence, Tuple
 
+from envsnap.model.snapshot import as_dict
+
 # Rows that are the same on both sides, listed before the rest are only counted.
 SAME_ROWS = 440
-
-
-def as_dict(value: Any) -> Dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def as_list(value: Any) -> List[Any]:

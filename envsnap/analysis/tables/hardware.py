@@ -11,7 +11,6 @@ from typing import Any, Dict, Optional
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.tables.common import (
-    as_dict,
     compare_rows,
     data,
     flat,
@@ -19,6 +18,7 @@ from envsnap.analysis.tables.common import (
     section_status,
     sections,
 )
+from envsnap.model.snapshot import as_dict
 
 GPU_PINNED = ("name", "clocks.max", "clocks.application", "clock_event_reasons", "power.limit_w", "pcie",
               "nvlink", "persistence_mode", "ecc.current", "mig_mode")

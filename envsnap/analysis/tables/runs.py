@@ -5,12 +5,12 @@ import math
 from typing import Any, Dict, List
 
 from envsnap.analysis.tables.common import (
-    as_dict,
     as_list,
     natural_key,
     section_status,
     sections,
 )
+from envsnap.model.snapshot import as_dict
 
 
 def _series(snap: Dict[str, Any]) -> Dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Columns are the processes of each side (model/workers.py decides which environment each ran with
 and orders them); merged multi-node snapshots get one group of columns per node ("node/key", the
-node pairs of analysis/nodes.py, so a column is compared with the same node's on the other side).
+node pairs of analysis/compare/nodes.py, so a column is compared with the same node's on the other side).
 A cell is flagged where the process differs from its parent (`vs_parent`), where it disagrees with
 its peers (same kind under the same parent: the TP schedulers of one server, `vs_peers`), and
 where the value was changed inside the process after exec (probe vs /proc, `in_process`). A row
@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.analysis import knowledge
-from envsnap.analysis.nodes import Pairing
+from envsnap.analysis.compare.nodes import Pairing
 from envsnap.analysis.tables.common import data, sections
 from envsnap.model.workers import SeenProcess, seen_processes
 

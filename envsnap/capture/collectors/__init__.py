@@ -4,11 +4,11 @@ Each module describes its own section (see base.py for the collect contract):
   collect(ctx) -> dict   the data (ok / unavailable / failed), never raises
   SHAPE                  its data's shape, in model/schema.py's shape language (checked on load)
   RULES                  a model.rules.SectionRules: its category, what diff can compare with it,
-                         and its fields' rules (volatile fields, priors) for analysis/knowledge.py
+                         and its fields' rules (volatile fields, priors) for analysis/knowledge
   summarize(data)        optional: its lines in `show`
 A new collector is its module plus one line here: no registry, no import-time side effects. The
 tables below are read by whoever needs them (the CLI's loader passes SECTION_SHAPES to
-model/store.load; analysis/knowledge.py reads SECTION_RULES), so the modules keep their top level
+model/store.load; analysis/knowledge reads SECTION_RULES), so the modules keep their top level
 cheap: declarations and light imports only, anything heavy imported inside the function using it.
 
 The tables are built on first use (PEP 562 `__getattr__`): importing one collector module (the

@@ -15,7 +15,7 @@ from envsnap.model.schema import ENV_SHAPE
 from envsnap.redact import redact_env
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"count": "num", "vars": ENV_SHAPE}
 RULES = SectionRules(category="env", component=NONE, compares="the environment")
 

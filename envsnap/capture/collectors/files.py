@@ -32,7 +32,7 @@ from envsnap.model.rules import NONE, SectionRules, rule
 from envsnap.model.schema import CONTENT_SHAPE
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"entries": ("map", {"size": "num", "sha256": "str", "error": "str", "content": CONTENT_SHAPE}),
          "roots": ("list", "str"),
          "errors": "dict"}

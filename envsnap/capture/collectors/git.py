@@ -59,7 +59,7 @@ from envsnap.model.schema import CONTENT_SHAPE
 from envsnap.subproc import CommandResult, run_command
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"repos": ("map", {"roles": ("list", "str"), "head": "str", "branch": "str", "detached": "scalar",
                            "upstream": "str", "ahead": "num", "behind": "num",
                            "dirty": ("map", {"status": "str", "sha256": "str", "content": CONTENT_SHAPE,

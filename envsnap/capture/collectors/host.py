@@ -41,7 +41,7 @@ from envsnap.model.rules import (
 from envsnap.subproc import run_command
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"os": "dict", "cpu": "dict", "thp": "dict", "numa_nodes": "num", "memory": "dict", "cgroup": "dict",
          "container": "dict", "ulimits": "dict"}
 RULES = SectionRules(category="host", component=CPU_HOST, compares="host settings", rules=(

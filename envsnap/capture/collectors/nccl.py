@@ -13,7 +13,7 @@ from envsnap.model.rules import COMMUNICATION, SectionRules, rule, volatile
 from envsnap.model.schema import ENV_SHAPE
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"logs": ("list", "str"), "version": "str", "env": ENV_SHAPE,
          "ranks": ("map", {"host": "str", "pid": "num", "version": "str", "env": ENV_SHAPE, "transports": "dict",
                            "channels": "num", "init": "dict"})}

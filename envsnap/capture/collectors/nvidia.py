@@ -34,10 +34,11 @@ from envsnap.model.rules import (
     rule,
     volatile,
 )
+from envsnap.model.snapshot import as_dict
 from envsnap.subproc import run_command
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"driver_version": "str", "nvml_version": "str", "cuda_driver_version": "str", "count": "num",
          "gpus": ("map", "dict"), "topology": {"matrix": ("map", ("map", "scalar"))}, "source": "str"}
 RULES = SectionRules(category="gpu", component=NONE, compares="GPU state", rules=(
@@ -643,9 +644,9 @@ def summarize(data: Dict[str, Any]) -> List[str]:
         if not isinstance(gpu, dict) or "error" in gpu:
             lines.append(f"GPU{index}: {gpu.get('error') if isinstance(gpu, dict) else gpu}")
             continue
-        memory = _dict_of(gpu.get("memory"))
+        memory = as_dict(gpu.get("memory"))
         total = memory.get("total_bytes")
-        clocks = _dict_of(gpu.get("clocks")).get("max") or {}
+        clocks = as_dict(gpu.get("clocks")).get("max") or {}
         power = gpu.get("power") or {}
         parts = [f"GPU{index} {gpu.get('name', '?')} {gpu.get('pci_bus_id', '?')}"]
         if isinstance(total, int):
@@ -667,6 +668,3 @@ def summarize(data: Dict[str, Any]) -> List[str]:
         lines.append("topology: " + ", ".join(pairs))
     return lines
 
-
-def _dict_of(value: Any) -> Dict[str, Any]:
-    return value if isinstance(value, dict) else {}

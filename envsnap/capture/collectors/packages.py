@@ -31,7 +31,7 @@ from envsnap.model.rules import (
 from envsnap.model.schema import CONTENT_SHAPE, HASH_CACHE_SHAPE
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"count": "num",
          "dists": ("map", {"name": "str", "version": "str", "installer": "str", "location": "str",
                            "origin": {"kind": "str", "url": "str", "commit": "str", "editable": "scalar"}}),
@@ -57,7 +57,7 @@ RULES = SectionRules(category="packages", component=NONE, compares="installed pa
     rule("integrity.sglang/srt/layers/*", "integrity", KERNELS, 0.7, "edited model layer code"),
     rule("integrity.sglang/srt/models/*", "integrity", KERNELS, 0.7, "edited model definition"),
     # _set_envs_and_config sets the workers' NCCL/CUDA env (sglang 0.5.5 srt/entrypoints/engine.py:676,
-    # 0.5.23 srt/entrypoints/engine.py:1878; analysis/knowledge.py ENGINE_SET_ENV lists what each version sets).
+    # 0.5.23 srt/entrypoints/engine.py:1878; analysis/knowledge ENGINE_SET_ENV lists what each version sets).
     rule("integrity.sglang/srt/entrypoints/engine.py", "integrity", COMMUNICATION, 0.7,
          "edited engine.py: its _set_envs_and_config sets NCCL_NVLS_ENABLE/NCCL_CUMEM_ENABLE/CUDA_DEVICE_MAX_CONNECTIONS for the workers"),
     # sglang/srt/managers/scheduler.py: the scheduler loop (CPU overhead per decode step).

@@ -48,7 +48,7 @@ from envsnap.model.rules import NONE, SectionRules, rule
 from envsnap.model.schema import CONTENT_SHAPE
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"patches": ("map", {
     "name": "str", "size": "num", "sha256": "str", "status": "str", "error": "str", "note": "str",
     "target": {"root": "str", "kind": "str", "strip": "num", "dist": "str", "version": "str"},

@@ -18,7 +18,7 @@ from envsnap.model.rules import NONE, SectionRules, volatile
 from envsnap.model.schema import ENV_SHAPE
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 _ENV_CHANGE_SHAPE = {"added": ENV_SHAPE, "removed": ("list", "str"),
                      "changed": ("map", {"before": "str", "after": "str"})}
 _RECORD_SHAPE = {

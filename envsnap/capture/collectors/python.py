@@ -33,7 +33,7 @@ from envsnap.redact import redact_env
 from envsnap.subproc import run_command
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"executable": "str", "version": "str", "implementation": "str", "prefix": "str", "base_prefix": "str",
          "in_venv": "scalar", "sys_path": ("list", "str"), "env": ENV_SHAPE,
          "startup_hooks": ("map", {"kind": "str", "sha256": "str", "size": "num", "import_lines": ("list", "str"),

@@ -34,7 +34,7 @@ from envsnap.model.rules import (
 )
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"url": "str", "endpoint": "str", "version": "str", "server_args": "dict",
          "internal_states": ("list", "dict")}
 RULES = SectionRules(category="sglang", component=NONE, compares="SGLang server args", rules=(

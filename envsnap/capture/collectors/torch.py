@@ -24,7 +24,7 @@ from envsnap.model.rules import COMMUNICATION, KERNELS, NONE, SectionRules, rule
 from envsnap.subproc import run_command
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
-# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+# snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"installed": "scalar", "version": "str", "cuda": "str", "git_version": "str", "location": "str",
          "deep": "dict", "deep_cache": "dict"}
 RULES = SectionRules(category="packages", component=NONE, compares="the torch build", rules=(

@@ -1,0 +1,521 @@
+"""Semantic differences between two snapshots (pure: returns data, never prints).
+
+Two views (views.py) are compared category by category: identical categories cost one dict
+equality, the keys whose values differ are found with a cheap per-key check, and the changed
+leaves inside each value are named the way DeepDiff's tree view names them: by a plain walk
+when the values are dicts, scalars and lists of scalars (scalar_lists.py reproduces DeepDiff's
+ordered-list matching for those), by DeepDiff itself when a list of objects changed. DeepDiff is
+imported only then: it pulls in asyncio, and numpy, pandas or pydantic where installed, more than
+the rest of `envsnap diff` takes. Sections that are usable on one side only
+are reported (and not compared), since half a comparison would mislead.
+
+Merged multi-node snapshots are compared node by node (analysis/compare/nodes.py pairs the nodes by host
+name and qualifies every key by its node, "node-a/workers.env.NCCL_ALGO"); the same change on
+several nodes reads as one difference ("*/workers.env.NCCL_ALGO" when it is on every node).
+
+Over 400 lines on purpose: the Difference type, how two views compare, how the per-node
+comparisons combine and how a Difference displays are one contract that every renderer reads.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from envsnap import format as fmt
+from envsnap.analysis import knowledge
+from envsnap.analysis.compare import nodes as nodes_mod
+from envsnap.analysis.compare.scalar_lists import changed_indices
+from envsnap.analysis.compare.views import (
+    _MISSING,
+    CATEGORY_ORDER,
+    Subject,
+    View,
+    _leaves,
+    build_view,
+    categories,
+    modified_entries_differing,
+    usable_sections,
+)
+
+# How a value missing on one side reads, per category. NCCL logs a variable only when it reads
+# it, so no line is "not logged", never "unset"; a file absent from a checkout's dirty list is clean.
+ABSENT_WORDS = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged",
+                "patches": "not in the patch"}
+# A whole entity (a repository, a process, a GPU, a section) that one snapshot does not hold was not
+# captured there: that says nothing about its state, so it is never "clean" or "unset".
+NOT_CAPTURED = "not captured"
+
+
+def absent_wording(subject: Subject, entity: bool = False) -> str:
+    """The words for the side of a difference where its key is missing."""
+    if entity:
+        return NOT_CAPTURED
+    if subject.where == "parent_only":
+        return "none"
+    if subject.where == "in_process":
+        return "not changed in-process"
+    return ABSENT_WORDS.get(subject.where, "unset")
+
+
+@dataclass
+class Difference:
+    key: str  # the readable key ("workers.env.NCCL_PROTO", "node-a/workers.env.NCCL_PROTO"): for people, never parsed
+    category: str
+    change: str  # changed | added | removed
+    good: Any  # raw view value (None when absent)
+    bad: Any
+    volatile: bool
+    flat_keys: List[str]
+    subject: Subject  # what the key is about, as fields
+    absent: str = "unset"  # how the missing side reads (absent_wording)
+    base_key: str = ""  # the key without its node qualifier: what the knowledge rules match (default: key)
+
+    def __post_init__(self) -> None:
+        if not self.base_key:
+            self.base_key = self.key
+
+    @property
+    def variable(self) -> Optional[str]:
+        return self.subject.variable
+
+    @property
+    def where(self) -> str:
+        return self.subject.where
+
+    def to_json(self) -> Dict[str, Any]:
+        out = {"key": self.key, "category": self.category, "change": self.change,
+               "good": display(self.subject, self.good), "bad": display(self.subject, self.bad),
+               "absent": self.absent, "volatile": self.volatile, "flat_keys": self.flat_keys}
+        out.update(self.subject.to_json())
+        return out
+
+    def side_text(self, side: str) -> str:
+        """One side's value as text: the absent wording where the key is missing, "none" for a null value."""
+        return value_text(self.change, side, display(self.subject, getattr(self, side)), self.absent)
+
+
+def value_text(change: str, side: str, shown: Any, absent: str) -> str:
+    """A displayed value of one side of a difference as text (shared by every renderer of a result)."""
+    if shown is None:
+        missing = change == ("added" if side == "good" else "removed")
+        return absent if missing else "none"
+    if isinstance(shown, bool):
+        return "true" if shown else "false"
+    return str(shown)
+
+
+@dataclass
+class Comparison:
+    """Differences and warnings between two snapshots, with the views they were found in.
+
+    For merged multi-node snapshots, `parts` holds one Comparison per node compared on both sides
+    (its own views, and the differences that concern that node: a difference merged over several
+    nodes is in each of their parts), plus one with empty views for the nodes on one side only;
+    `good`/`bad` are empty: use node_parts()."""
+    differences: List[Difference]
+    warnings: List[str]
+    good: View
+    bad: View
+    usable: Set[str]
+    parts: List[Comparison] = field(default_factory=list)
+    pairing: Optional[nodes_mod.Pairing] = None
+    node: Optional[str] = None
+    # views.modified_entries_differing of the two snapshots compared (None for a multi-node whole)
+    modified_differing: Optional[Set[str]] = None
+
+    def node_parts(self) -> List[Comparison]:
+        """Each node's comparison; the comparison itself for single-node snapshots (or when no node pairs)."""
+        return self.parts or [self]
+
+
+# ---------------------------------------------------------------- comparing views
+
+def compare(good: Dict[str, Any], bad: Dict[str, Any]) -> Comparison:
+    """All differences (volatile ones flagged) and warnings between good and bad, node by node."""
+    pairing = nodes_mod.pair_nodes(good, bad)
+    if pairing.mode == "single":
+        comp = _compare_one(good, bad, None)
+        comp.pairing = pairing
+        return comp
+    parts = [_compare_one(p.good, p.bad, p.name) for p in pairing.pairs if p.good is not None and p.bad is not None]
+    diffs = _merge_nodes(parts, pairing.compared)
+    one_sided = [_node_presence(p) for p in pairing.pairs if p.good is None or p.bad is None]
+    diffs.extend(one_sided)
+    order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
+    diffs.sort(key=lambda d: (order.get(d.category, len(order)), d.key))
+    warnings = list(pairing.notes) + _node_warnings(parts, pairing.compared)
+    usable: Set[str] = set().union(*(p.usable for p in parts)) if parts else set()
+    if one_sided:
+        parts.append(Comparison(one_sided, [], View(), View(), set()))
+    return Comparison(diffs, warnings, View(), View(), usable, parts=parts, pairing=pairing)
+
+
+def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str]) -> Comparison:
+    """Two single-node snapshots (or two nodes' own): keys qualified by `node` when given."""
+    usable = usable_sections([good, bad])
+    differing = modified_entries_differing(good, bad)
+    va, vb = build_view(good, usable, node, differing), build_view(bad, usable, node, differing)
+    diffs: List[Difference] = []
+    for category in categories(va, vb):
+        a, b = va.values.get(category, {}), vb.values.get(category, {})
+        if a == b:  # the cheap check: most categories are identical
+            continue
+        diffs.extend(_diff_category(category, a, b, va, vb))
+    diffs.extend(_section_differences(good, bad))
+    diffs = _merge_instances(diffs, va, vb)
+    order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
+    diffs.sort(key=lambda d: (order.get(d.category, len(order)), d.key))
+    if node is not None:
+        diffs = [replace(d, key=nodes_mod.qualify(node, d.key), subject=d.subject._replace(node=node)) for d in diffs]
+    warnings = _warnings(good, bad, va, vb, compare_hosts=node is None)
+    return Comparison(diffs, warnings, va, vb, usable, node=node, modified_differing=differing)
+
+
+def _merge_nodes(parts: List[Comparison], everyone: List[str]) -> List[Difference]:
+    """The same change on several nodes is one difference ("*/env.NCCL_ALGO" on every node compared,
+    "node-a,node-c/env.NCCL_ALGO" on some); each part then holds the merged differences of its node."""
+    groups: Dict[Tuple[Any, ...], List[Difference]] = {}
+    for part in parts:
+        for d in part.differences:
+            sig = (d.base_key, d.category, d.change, _canon(d.good), _canon(d.bad), d.volatile, d.absent)
+            groups.setdefault(sig, []).append(d)
+    merged_of: Dict[int, Difference] = {}
+    out: List[Difference] = []
+    for members in groups.values():
+        merged = members[0]
+        if len(members) > 1:
+            label = nodes_mod.label([str(m.subject.node) for m in members], everyone)
+            merged = replace(merged, key=nodes_mod.qualify(label, merged.base_key),
+                             flat_keys=sorted({f for m in members for f in m.flat_keys}),
+                             subject=merged.subject._replace(node=label))
+        for member in members:
+            merged_of[id(member)] = merged
+        out.append(merged)
+    for part in parts:
+        seen: Set[int] = set()
+        mine = []
+        for d in part.differences:
+            merged = merged_of[id(d)]
+            if id(merged) not in seen:
+                seen.add(id(merged))
+                mine.append(merged)
+        part.differences = mine
+    return out
+
+
+def _node_presence(pair: nodes_mod.NodePair) -> Difference:
+    """A node in one snapshot only: a difference of its own (its sections are not compared)."""
+    snap = pair.good if pair.good is not None else pair.bad
+    sections = (snap or {}).get("sections") or {}
+    ok = sum(1 for section in sections.values() if isinstance(section, dict) and section.get("status") == "ok")
+    value = f"{ok}/{len(sections)} sections captured"
+    name = str(pair.name)
+    good, bad, change = (value, None, "removed") if pair.bad is None else (None, value, "added")
+    return Difference(nodes_mod.qualify(name, "node"), "sections", change, good, bad, False, [f"nodes.{name}"],
+                      Subject("node", name, node=name), NOT_CAPTURED, base_key="node")
+
+
+def _node_warnings(parts: List[Comparison], everyone: List[str]) -> List[str]:
+    """Each node's warnings, named by node; one line for a warning every node compared has."""
+    found: Dict[str, List[str]] = {}
+    for part in parts:
+        for warning in part.warnings:
+            found.setdefault(warning, []).append(str(part.node))
+    out = []
+    for warning, names in found.items():
+        label = nodes_mod.label(names, everyone)
+        where = ("every node" if label == nodes_mod.EVERY_NODE
+                 else f"node{'s' if len(names) > 1 else ''} {label}")
+        out.append(f"{where}: {warning}")
+    return out
+
+
+def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View, vb: View) -> List[Difference]:
+    get_b = b.get
+    changed = [k for k, v in a.items() if get_b(k, _MISSING) != v]
+    changed.extend(b.keys() - a.keys())
+    presence = va.presence | vb.presence
+    # A presence key on both sides whose value moved (a repository's head, a process's title) is the same
+    # entity: its own keys (commit, dirty files, fields) say what changed, and must not be hidden by it.
+    changed = [k for k in changed if not (k in presence and k in a and k in b)]
+    gone = sorted(k for k in changed if k in presence)  # whole entities added/removed
+    if gone:
+        prefixes = tuple(k + "." for k in gone)
+        changed = [k for k in changed if k in presence or not k.startswith(prefixes)]
+    leaf_paths: Dict[str, Set[Tuple[str, ...]]] = {k: set() for k in changed}
+    with_lists = []
+    for key in changed:
+        if key not in a or key not in b:
+            _whole(a[key] if key in a else b[key], (), leaf_paths[key])
+        elif not _changed_leaves(a[key], b[key], (), leaf_paths[key]):
+            leaf_paths[key] = set()
+            with_lists.append(key)
+    if with_lists:
+        _deepdiff_leaves({k: a[k] for k in with_lists}, {k: b[k] for k in with_lists}, leaf_paths)
+    out = []
+    for key in changed:
+        in_a, in_b = key in a, key in b
+        flats = va.flat_of(key) or vb.flat_of(key)
+        if key in va.aggregate or key in vb.aggregate:
+            leaf_flats = sorted(set(va.flat_of(key)) | set(vb.flat_of(key)))
+        else:
+            subs = leaf_paths.get(key) or {()}
+            leaf_flats = sorted({(f + "." + ".".join(s)) if s else f for f in flats for s in subs
+                                 if not (s and s[-1] == "state" and category == "integrity")} or set(flats))
+        volatile_flags = [knowledge.is_volatile(f) for f in leaf_flats]
+        volatile = knowledge.is_volatile(key) or (bool(volatile_flags) and all(volatile_flags))
+        if not volatile:
+            leaf_flats = [f for f, v in zip(leaf_flats, volatile_flags) if not v] or leaf_flats
+        change = "changed" if in_a and in_b else ("added" if in_b else "removed")
+        subject = va.subject_of(key) or vb.subject_of(key) or Subject(category, key)
+        out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats, subject,
+                              absent_wording(subject, key in presence)))
+    return out
+
+
+_PLAIN = (dict, str, int, float, bool, type(None))
+
+
+def _whole(value: Any, sub: Tuple[str, ...], out: Set[Tuple[str, ...]]) -> None:
+    """An added, removed or retyped value: its own path and, for a dict, every leaf in it."""
+    if isinstance(value, dict):
+        out.update(sub + p for p, _ in _leaves(value))
+    out.add(sub)
+
+
+def _changed_leaves(a: Any, b: Any, sub: Tuple[str, ...], out: Set[Tuple[str, ...]]) -> bool:
+    """Add to `out` the paths where a and b differ as DeepDiff (tree view, dicts item by item)
+    reports them: a key on one side only, a type change or a changed value, each at its own
+    path. Returns False, leaving the rest undone, when both sides hold a list at some path."""
+    kind_a, kind_b = type(a), type(b)
+    if kind_a is dict and kind_b is dict:
+        for key, value in a.items():
+            path = sub + (str(key),)
+            if key not in b:
+                _whole(value, path, out)
+            elif not _changed_leaves(value, b[key], path, out):
+                return False
+        for key, value in b.items():
+            if key not in a:
+                _whole(value, sub + (str(key),), out)
+        return True
+    if kind_a not in _PLAIN or kind_b not in _PLAIN:
+        # Lists (and anything else): equal ones report nothing; differing ones need DeepDiff's
+        # ordered-list matching, which names changed items by index: reproduced for lists of scalars
+        # (scalar_lists.py), DeepDiff's own for the rest.
+        if kind_a is kind_b and kind_a in (list, tuple) and a == b:
+            return True
+        indices = changed_indices(a, b)
+        if indices is None:
+            return False
+        out.update(sub + (str(i),) for i in indices)
+        return True
+    if kind_a is not kind_b:  # DeepDiff's type_changes (1 vs 1.0 and 1 vs True included)
+        _whole(a, sub, out)
+        _whole(b, sub, out)
+    elif a != b:
+        out.add(sub)
+    return True
+
+
+def _deepdiff_leaves(sub_a: Dict[str, Any], sub_b: Dict[str, Any], leaf_paths: Dict[str, Set[Tuple[str, ...]]]) -> None:
+    """The changed leaves of values holding lists, from DeepDiff's tree view."""
+    from deepdiff import DeepDiff
+
+    options: Dict[str, Any] = {"view": "tree", "cache_size": 0}
+    if "threshold_to_diff_deeper" in inspect.signature(DeepDiff.__init__).parameters:
+        # DeepDiff >= 8 reports a whole dict as replaced when few keys are shared; we want items.
+        options["threshold_to_diff_deeper"] = 0
+    tree = DeepDiff(sub_a, sub_b, **options)
+    for report_type, levels in tree.items():
+        for level in levels:
+            path = [str(p) for p in level.path(output_format="list")]
+            if not path:
+                continue
+            key, sub = path[0], tuple(path[1:])
+            if key not in leaf_paths:
+                continue
+            if report_type in ("dictionary_item_added", "iterable_item_added", "dictionary_item_removed",
+                               "iterable_item_removed", "type_changes", "values_changed"):
+                for t in (level.t1, level.t2):
+                    if isinstance(t, dict):
+                        leaf_paths[key].update(sub + p for p, _ in _leaves(t))
+                leaf_paths[key].add(sub)
+            else:
+                leaf_paths[key].add(sub)
+
+
+def _section_differences(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Difference]:
+    out = []
+    ga, ba = good.get("sections") or {}, bad.get("sections") or {}
+    for name in sorted(set(ga) | set(ba)):
+        sa, sb = ga.get(name) or {}, ba.get(name) or {}
+        st_a, st_b = sa.get("status"), sb.get("status")
+        if (st_a == "ok") == (st_b == "ok"):
+            continue
+        category = knowledge.section_category(name)[0]
+        change = "changed" if st_a is not None and st_b is not None else ("added" if st_a is None else "removed")
+        out.append(Difference(f"{name}.status", category, change, _status_text(sa), _status_text(sb),
+                              False, [f"{name}.status"], Subject("section", name, "status"), NOT_CAPTURED))
+    return out
+
+
+def _status_text(section: Dict[str, Any]) -> Optional[str]:
+    status = section.get("status")
+    if status is None:
+        return None
+    detail = section.get("reason") or section.get("error")
+    return f"{status}: {detail}" if detail and status != "ok" else status
+
+
+def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Difference]:
+    """The same change on several GPUs/workers is one difference ('gpu.*.power.limit_w')."""
+    groups: Dict[Tuple[str, str, str, str, str, bool], List[Difference]] = {}
+    rest: List[Difference] = []
+    for d in diffs:
+        subject = d.subject
+        per_instance = ((subject.where == "gpu" and subject.entity.isdigit()) or subject.where == "process") \
+            and bool(subject.aspect)
+        if not per_instance:
+            rest.append(d)
+            continue
+        sig = (subject.where, subject.aspect, d.change, _canon(d.good), _canon(d.bad), d.volatile)
+        groups.setdefault(sig, []).append(d)
+    for (where, aspect, _c, _g, _b, _v), members in groups.items():
+        if len(members) == 1:
+            rest.append(members[0])
+            continue
+        instances = sorted((m.subject.entity for m in members), key=lambda s: (len(s), s))
+        if where == "gpu":
+            everyone = {subject.entity for v in (va, vb) for k in v.presence if k.startswith("gpu.")
+                        for subject in [v.subject_of(k)] if subject is not None}
+        else:
+            everyone = set(va.workers) | set(vb.workers)
+        label = "*" if set(instances) >= everyone else ",".join(instances)
+        first = members[0]
+        flats = sorted({f for d in members for f in d.flat_keys})
+        rest.append(Difference(f"{first.category}.{label}.{aspect}", first.category, first.change, first.good,
+                               first.bad, first.volatile, flats, first.subject._replace(entity=label), first.absent))
+    return rest
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View, compare_hosts: bool = True) -> List[str]:
+    out: List[str] = []
+    ga, ba = good.get("sections") or {}, bad.get("sections") or {}
+    for name in sorted(set(ga) | set(ba)):
+        sa, sb = ga.get(name) or {}, ba.get(name) or {}
+        if (sa.get("status") == "ok") == (sb.get("status") == "ok"):
+            continue
+        side, section = ("bad", sb) if sa.get("status") == "ok" else ("good", sa)
+        status = section.get("status") or "absent"
+        detail = section.get("reason") or section.get("error")
+        out.append(f"{name} {status} in {side}{f' ({detail})' if detail else ''}: "
+                   f"can't compare {knowledge.section_compares(name)}")
+    for side, view in (("good", va), ("bad", vb)):
+        if view.unreadable_workers:
+            out.append(f"{side}: environment of {len(view.unreadable_workers)} worker(s) unreadable "
+                       f"({', '.join(view.unreadable_workers[:4])}): capture as their user or with the probe")
+    # Parent-only variables: a cause candidate and a measurement warning. The server's own parent
+    # first: it is the headline ("the parent shows it, the TP workers never saw it").
+    server_warnings: List[str] = []
+    for name in sorted({k.split(".", 2)[2] for v in (va, vb) for k in v.values["workers"]
+                        if k.startswith("workers.parent_only.")}):
+        key = f"workers.parent_only.{name}"
+        sides = [s for s, v in (("good", va), ("bad", vb)) if key in v.values["workers"]]
+        view = vb if "bad" in sides else va
+        value = view.values["workers"][key]
+        seen = "unset" if value["workers"] is None else value["workers"]
+        where = "both snapshots" if len(sides) == 2 else sides[0]
+        if value.get("in") == "server":
+            info = view.parent_only_info.get(name) or {}
+            when = ("set it after its TP workers started" if info.get("late")
+                    else "has it, yet its TP workers were started without it")
+            server_warnings.append(
+                f"{name}={value['parent']}: the server's parent process ({info.get('process', '?')}) {when} "
+                f"({where}); the TP workers see {seen}: measurements of that server ran without it")
+            continue
+        out.append(f"{name}={value['parent']} is set in the shell that captured {where}, but the workers "
+                   f"see {seen}: setting it in that shell does not reach the running server")
+    out[:0] = server_warnings
+    for side, view in (("good", va), ("bad", vb)):
+        if view.workers and view.worker_env_source == "proc":
+            out.append(f"{side}: workers' environments come from /proc/PID/environ (as at exec); changes made "
+                       "in-process (engine.py, sitecustomize.py) are invisible without the probe (--probe-dir)")
+    if compare_hosts and good.get("host") and bad.get("host") and good.get("host") != bad.get("host"):
+        out.append(f"good and bad come from different hosts ({good.get('host')} vs {bad.get('host')})")
+    return out
+
+
+# ---------------------------------------------------------------- display
+
+def display(subject: Subject, value: Any) -> Any:
+    """A short, readable form of a view value for output (scalars stay scalars)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        if all(isinstance(v, (str, int, float, bool)) or v is None for v in value):
+            return fmt.clip(" ".join(str(v) for v in value))
+        return fmt.clip(json.dumps(value, sort_keys=True, default=str))
+    if not isinstance(value, dict):
+        return fmt.clip(str(value))
+    where, aspect = subject.where, subject.aspect
+    if where == "integrity":
+        state = value.get("state", "modified")
+        if state == "modified":
+            sha = value.get("actual_sha256") or ""
+            size = value.get("actual_size")
+            return f"modified (sha256 {sha[:12]}{f', {size} bytes' if size is not None else ''})"
+        return state
+    if where == "packages":
+        text = str(value.get("version"))
+        origin = value.get("origin") or {}
+        kind = origin.get("kind") if isinstance(origin, dict) else None
+        if kind and kind != "index":
+            url = origin.get("url") or ""
+            commit = origin.get("commit")
+            text += f" ({kind}{' ' + url if url else ''}{' @' + str(commit)[:10] if commit else ''})"
+        return text
+    if where == "startup":
+        text = f"{value.get('kind', 'hook')} sha256 {str(value.get('sha256') or '')[:12]}"
+        if value.get("env_mentions"):
+            text += "; mentions " + ", ".join(map(str, value["env_mentions"]))
+        return text
+    if where == "parent_only":
+        seen = value.get("workers")
+        if value.get("in") == "server":
+            return f"server parent {value.get('parent')}, TP workers {'unset' if seen is None else seen}"
+        return f"shell {value.get('parent')}, workers {'unset' if seen is None else seen}"
+    if where == "in_process":
+        after = ", then ".join("unset" if v is None else str(v) for v in value.get("after") or []) or "?"
+        start = value.get("start")
+        return fmt.clip(f"{after} in-process (was {'unset' if start is None else start} at start)")
+    if aspect == "disagree":
+        return fmt.instances(value)
+    if where == "git" and aspect == "stash":
+        if not value:
+            return "empty"
+        first = value.get("stash@{0}") or value[sorted(value)[0]]
+        message = first.get("message") if isinstance(first, dict) else first
+        return fmt.clip(f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}: {message}")
+    if where == "git" and aspect in ("dirty", "untracked"):
+        status = value.get("status", "??" if aspect == "untracked" else "M")
+        return f"{status} sha256 {str(value.get('sha256') or '')[:12]}"
+    if where == "git":
+        return f"{value.get('branch')}@{str(value.get('head') or '')[:10]}"
+    if where == "patches":  # a recorded patch file (its hunks' values are their statuses)
+        if "name" in value:
+            return "given"
+        sha = str(value.get("sha256") or "")
+        return f"sha256 {sha[:12]}" + (f" ({value['status']})" if value.get("status") else "") if sha else \
+            str(value.get("status") or "unreadable")
+    if where == "files":
+        if "error" in value:
+            return f"error: {value['error']}"
+        return f"sha256 {str(value.get('sha256') or '')[:12]} ({value.get('size')} bytes)"
+    return fmt.clip(json.dumps(value, sort_keys=True, default=str))

@@ -1,0 +1,680 @@
+"""A snapshot as a *view*: per category, a flat dict of readable keys to small JSON values.
+
+Keys read like "env.NCCL_PROTO", "workers.env.NCCL_PROTO", "integrity.sglang/srt/layers/moe/topk.py",
+"packages.torch", "gpu.0.clocks.max.sm"; each remembers the flattened snapshot keys it came from
+(snapshot.flatten format) so the volatility rules apply. Worker processes are aggregated on the
+way: one "workers.env.X" when all TP workers agree, "workers.disagree.X" when they don't, and
+"workers.parent_only.X" when a parent has a performance-relevant variable the workers don't see:
+the server's own parent process (set in-process after the TP workers started, the engine.py-patch
+mistake: seen in its probe records or in a child it started later, never in /proc/PID/environ),
+else the capturing shell.
+
+Over 400 lines on purpose: one reader per kind of section (workers' environments, probe records, NCCL's log,
+packages, git) turning a snapshot into readable keys; they share the View type, and the workers' precedence is
+defined here once.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import ne
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+)
+
+from envsnap.analysis import knowledge
+from envsnap.analysis.compare import patch_status
+from envsnap.model.snapshot import as_dict, section_data
+from envsnap.model.workers import (
+    SOURCE_LABELS,
+    role_kind,
+    role_kinds,
+    seen_processes,
+    tp_workers,
+)
+
+# Display/sort order of categories: what acts on the measured processes first.
+CATEGORY_ORDER = ("workers", "env", "nccl", "integrity", "patches", "startup", "packages", "python", "git",
+                  "sglang", "gpu", "host", "files", "sections")
+
+# Lists whose order means something are compared in order; every other list is a set of facts
+# (collectors sort them), compared sorted so a reordering is not a difference.
+ORDERED_FIELDS = frozenset({"cmdline", "sys_path", "argv", "launch_command", "command", "import_lines"})
+
+# Per-process fields compared between launches (pid/ppid/num_threads are volatile and left out).
+PROCESS_FIELDS = ("title", "cmdline", "exe", "cwd", "role", "cpu_affinity", "nice", "gpus", "status",
+                  "environ_status", "parent_key")
+
+_MISSING = object()
+# A file's text (content records) is not compared: its sha256 beside it says whether it changed,
+# and the text itself would differ with redaction on one side only. analysis/compare/patches.py reads it, and
+# the identities of a dirty file's hunks (git's "hunks": its sha256 already says whether it changed).
+TEXT_KEYS = ("content", "patch", "hunks")
+
+
+def without_text(entry: Any) -> Any:
+    """An entry without its file text (content/patch records): whether a file differs is its hash's
+    business, not the text's (redaction on one side only, or no text kept by an older envsnap)."""
+    if isinstance(entry, dict) and ("content" in entry or "patch" in entry or "hunks" in entry):
+        return {k: v for k, v in entry.items() if k not in TEXT_KEYS}
+    return entry
+
+
+class Subject(NamedTuple):
+    """What a view key is about, as fields (no caller takes a key string apart).
+
+    where: env | workers | parent_only | nccl (an environment variable, by whose environment it is)
+           or process | integrity | packages | torch | startup | git | files | gpu | host | python |
+           sglang | section (everything else: the kind of thing the key names)
+    entity: the thing itself: variable name, installed file, distribution, hook path, repository,
+            GPU index ("*" / "0,1" for several), process key, field path, section name
+    aspect: which part of the entity differs ("disagree" for workers that disagree; git: dirty,
+            untracked, submodules, stash, commit, branch...; gpu/process/nccl: the field path)
+    item: the file inside a repository (git dirty/untracked/submodules), else ""
+    variable: the environment variable's name when the key is one, else None
+    node: the node of a merged multi-node snapshot the key belongs to (a difference found on several:
+          "node-a,node-c", or "*" on every node compared; analysis/compare/nodes.py), else None
+    """
+    where: str
+    entity: str
+    aspect: str = ""
+    item: str = ""
+    variable: Optional[str] = None
+    node: Optional[str] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"where": self.where, "entity": self.entity, "aspect": self.aspect, "item": self.item,
+                "variable": self.variable, "node": self.node}
+
+
+def env_subject(where: str, name: str, aspect: str = "") -> Subject:
+    return Subject(where, name, aspect=aspect, variable=name)
+
+
+@dataclass
+class View:
+    """One snapshot, as readable keys per category."""
+    values: Dict[str, Dict[str, Any]] = field(default_factory=lambda: {c: {} for c in CATEGORY_ORDER})
+    flats: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
+    aggregate: Set[str] = field(default_factory=set)  # flats are the leaves themselves
+    presence: Set[str] = field(default_factory=set)  # keys standing for a whole entity
+    workers: List[str] = field(default_factory=list)  # TP workers whose env could be read
+    unreadable_workers: List[str] = field(default_factory=list)
+    worker_env_source: str = ""  # "probe" | "proc" | "" (none)
+    workers_are_tp: bool = False  # the workers are TP schedulers (else every probed/walked process stands in)
+    parent_env: Dict[str, Any] = field(default_factory=dict)
+    # Evidence behind the keys (not compared): each TP worker's env and where it came from,
+    # what the server's parent process showed for each workers.parent_only.X of its kind, and
+    # NCCL's per-rank "X set by environment to Y" lines.
+    worker_views: Dict[str, Tuple[Dict[str, Any], str]] = field(default_factory=dict)
+    parent_only_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    nccl_rank_env: Optional[Dict[str, Dict[str, Any]]] = None  # None: no NCCL log on both sides
+    subjects: Dict[str, Subject] = field(default_factory=dict)
+    # Who read each environment variable (evidence for the ranking, never compared): see env_read_evidence.
+    env_reads: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    env_read_tracked: List[str] = field(default_factory=list)
+    node: Optional[str] = None  # the node of a multi-node snapshot this view is of (Subject.node of its keys)
+    modified_only: Optional[Set[str]] = None  # see build_view
+    # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
+    patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+
+    def put(self, category: str, key: str, value: Any, flats: Sequence[str], subject: Subject,
+            aggregate: bool = False, presence: bool = False) -> None:
+        try:
+            self.values[category][key] = value
+        except KeyError:  # a category no view of its own uses (a new collector's): after the known ones
+            self.values[category] = {key: value}
+        self.flats[key] = tuple(flats)
+        self.subjects[key] = subject if self.node is None else subject._replace(node=self.node)
+        if aggregate:
+            self.aggregate.add(key)
+        if presence:
+            self.presence.add(key)
+
+    def flat_of(self, key: str) -> Tuple[str, ...]:
+        """Flattened snapshot keys behind a readable key ('' tuple when unknown)."""
+        found = self.flats.get(key)
+        if found is not None:
+            return found
+        if key.startswith("integrity.") and key in self.values["integrity"]:
+            return (f"packages.integrity.modified.{key[len('integrity.'):]}",)
+        return ()
+
+    def subject_of(self, key: str) -> Optional[Subject]:
+        found = self.subjects.get(key)
+        if found is None and key.startswith("integrity.") and key in self.values["integrity"]:
+            return Subject("integrity", key[len("integrity."):], node=self.node)  # the bulk entries put() skipped
+        return found
+
+    def get(self, key: str, default: Any = None) -> Any:
+        for values in self.values.values():
+            if key in values:
+                return values[key]
+        return default
+
+
+# ---------------------------------------------------------------- building a view
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _norm(value: Any, name: str = "") -> Any:
+    """JSON-like copy with unordered lists sorted (so reordering is no difference)."""
+    if isinstance(value, dict):
+        # Exact types, checked in C (thousands of entries): a subclass is copied below, to an equal value.
+        if _SCALARS.issuperset(map(type, value.values())):
+            return value  # nothing to sort below: share, don't copy
+        return {str(k): _norm(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [_norm(v) for v in value]
+        if name in ORDERED_FIELDS:
+            return items
+        kinds = {type(v) for v in items}
+        if kinds <= {str} or (kinds <= {int, float} and kinds):
+            return sorted(items)
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str))
+    return value
+
+
+def _leaves(obj: Any, path: Tuple[str, ...] = ()) -> Iterator[Tuple[Tuple[str, ...], Any]]:
+    """(path, value) for each leaf of nested dicts; lists are values (compared whole)."""
+    if isinstance(obj, dict) and obj:
+        for key in sorted(obj, key=str):
+            yield from _leaves(obj[key], path + (str(key),))
+    else:
+        yield path, _norm(obj, path[-1] if path else "")
+
+
+def _ok(snap: Dict[str, Any], name: str) -> bool:
+    section = (snap.get("sections") or {}).get(name)
+    return isinstance(section, dict) and section.get("status") == "ok"
+
+
+def usable_sections(snaps: Sequence[Dict[str, Any]]) -> Set[str]:
+    names: Set[str] = set()
+    for snap in snaps:
+        names.update((snap.get("sections") or {}).keys())
+    return {n for n in names if all(_ok(s, n) for s in snaps)}
+
+
+def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = None,
+               modified_only: Optional[Set[str]] = None) -> View:
+    """The view of one snapshot (or of one node of a merged snapshot: `node` names it in every Subject).
+
+    `modified_only`: the edited installed files (packages.integrity.modified) to keep, when the caller
+    compares two views and knows which entries differ (modified_entries_differing): the thousands of
+    a broken install edited alike on both sides are then no key of either view."""
+    view = View(node=node, modified_only=modified_only)
+    data = {name: section_data(snap, name) for name in usable}
+    declared = knowledge.section_rules()
+    # The sections with a view of their own first; then every other section a collector declares, leaf
+    # by leaf (a new collector's fields are compared without a line here).
+    for name, builder in _BUILDERS:
+        if name in data:
+            builder(view, data[name])
+    for name in sorted(n for n in data if n in declared and n not in _CUSTOM):
+        _leaf_view(view, declared[name].category, name, data[name])
+    _workers_view(view, data.get("processes"), data.get("probe"))
+    view.env_reads, view.env_read_tracked = env_read_evidence(snap)
+    return view
+
+
+def _leaf_view(view: "View", category: str, section: str, data: Dict[str, Any]) -> None:
+    """Every leaf of a section as its own difference key, `<section>.<path>` (torch, host, and any
+    section without a view of its own)."""
+    for path, value in _leaves(data):
+        if path:
+            key = f"{section}.{'.'.join(path)}"
+            view.put(category, key, value, (key,), Subject(section, ".".join(path)))
+
+
+def _files_view(view: View, files: Dict[str, Any]) -> None:
+    for path, info in sorted((files.get("entries") or {}).items()):
+        view.put("files", f"files.{path}", _norm(without_text(info)), (f"files.entries.{path}",),
+                 Subject("files", path))
+
+
+def _env_view(view: View, env: Dict[str, Any]) -> None:
+    variables = env.get("vars") or {}
+    view.parent_env = dict(variables)
+    for name, value in variables.items():
+        view.put("env", f"env.{name}", value, (f"env.vars.{name}",), env_subject("env", name))
+
+
+def _python_view(view: View, py: Dict[str, Any]) -> None:
+    for name in ("version", "implementation", "executable", "prefix", "base_prefix", "in_venv", "sys_path"):
+        if name in py:
+            view.put("python", f"python.{name}", _norm(py[name], name), (f"python.{name}",), Subject("python", name))
+    for path, hook in (py.get("startup_hooks") or {}).items():
+        view.put("startup", f"startup.{path}", _norm(without_text(hook)), (f"python.startup_hooks.{path}",),
+                 Subject("startup", path))
+
+
+_INTEGRITY_STATES = (("modified", "modified"), ("missing", "missing"), ("rewritten_scripts", "rewritten"))
+
+
+def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
+    for name, dist in (pkgs.get("dists") or {}).items():
+        if not isinstance(dist, dict):
+            continue
+        value = {k: _norm(dist[k], k) for k in ("version", "origin", "location") if k in dist}
+        view.put("packages", f"packages.{name}", value, (f"packages.dists.{name}",), Subject("packages", name))
+    integrity = pkgs.get("integrity") or {}
+    values = view.values["integrity"]
+    for section, state in _INTEGRITY_STATES:
+        entries = integrity.get(section) or {}
+        if section == "modified":
+            # Tens of thousands of entries in a broken install: shared by reference, their flat
+            # keys derived only for the few that differ (View.flat_of).
+            if view.modified_only is not None:
+                entries = {rel: entries[rel] for rel in view.modified_only if rel in entries}
+            values.update({"integrity." + rel: (without_text(info) if type(info) is dict else {"info": info})
+                           for rel, info in entries.items()})
+            continue
+        for rel, info in entries.items():
+            value = dict(info) if isinstance(info, dict) else {"info": info}
+            value["state"] = state
+            view.put("integrity", f"integrity.{rel}", value, (f"packages.integrity.{section}.{rel}",),
+                     Subject("integrity", rel))
+
+
+def modified_entries_differing(good: Dict[str, Any], bad: Dict[str, Any]) -> Set[str]:
+    """The edited installed files (packages.integrity.modified keys) whose entries are not equal on
+    both sides: the only ones that can differ between the two views."""
+    maps = []
+    for snap in (good, bad):
+        pkgs = section_data(snap, "packages") if _ok(snap, "packages") else {}
+        integrity = pkgs.get("integrity") if isinstance(pkgs, dict) else None
+        modified = integrity.get("modified") if isinstance(integrity, dict) else None
+        maps.append(modified if isinstance(modified, dict) else {})
+    gmod, bmod = maps
+    # Entry by entry in C (map, operator.ne, compress): tens of thousands of edited files in a
+    # broken install cost no Python-level loop.
+    rels = list(gmod)
+    bad_entries = map(bmod.get, rels, repeat(_MISSING))
+    differing = set(compress(rels, map(ne, gmod.values(), bad_entries)))
+    differing.update(bmod.keys() - gmod.keys())
+    return differing
+
+
+def _git_view(view: View, git: Dict[str, Any]) -> None:
+    for repo, info in (git.get("repos") or {}).items():
+        if not isinstance(info, dict):
+            continue
+        base = f"git.repos.{repo}"
+        view.put("git", f"git.{repo}", {"branch": info.get("branch"), "head": info.get("head")},
+                 (base,), Subject("git", repo), presence=True)
+        for name, label in (("head", "commit"), ("branch", "branch"), ("detached", "detached"),
+                            ("upstream", "upstream"), ("ahead", "ahead"), ("behind", "behind"), ("roles", "roles")):
+            if name in info:
+                view.put("git", f"git.{repo}.{label}", _norm(info[name], name), (f"{base}.{name}",),
+                         Subject("git", repo, label))
+        for kind in ("dirty", "untracked", "submodules"):
+            for rel, entry in (info.get(kind) or {}).items():
+                view.put("git", f"git.{repo}.{kind}.{rel}", _norm(without_text(entry)), (f"{base}.{kind}.{rel}",),
+                         Subject("git", repo, kind, item=rel))
+        if "stash" in info:
+            stash = {name: without_text(entry) for name, entry in (info.get("stash") or {}).items()}
+            view.put("git", f"git.{repo}.stash", _norm(stash), (f"{base}.stash",), Subject("git", repo, "stash"))
+
+
+def _gpu_view(view: View, nv: Dict[str, Any]) -> None:
+    for name in ("driver_version", "nvml_version", "cuda_driver_version", "count"):
+        if name in nv:
+            view.put("gpu", f"gpu.{name}", nv[name], (f"nvidia.{name}",), Subject("gpu", "driver", name))
+    for index, gpu in (nv.get("gpus") or {}).items():
+        if not isinstance(gpu, dict):
+            continue
+        view.put("gpu", f"gpu.{index}", gpu.get("name"), (f"nvidia.gpus.{index}",), Subject("gpu", str(index)),
+                 presence=True)
+        for path, value in _leaves(gpu):
+            if path:
+                key = ".".join(path)
+                view.put("gpu", f"gpu.{index}.{key}", value, (f"nvidia.gpus.{index}.{key}",),
+                         Subject("gpu", str(index), key))
+    for path, value in _leaves(nv.get("topology") or {}):
+        if path:
+            key = ".".join(path)
+            view.put("gpu", f"gpu.topology.{key}", value, (f"nvidia.topology.{key}",), Subject("gpu", "topology", key))
+
+
+def _sglang_view(view: View, sg: Dict[str, Any]) -> None:
+    if sg.get("version") is not None:
+        view.put("sglang", "sglang.version", sg["version"], ("sglang.version",), Subject("sglang", "version"))
+    for name, value in (sg.get("server_args") or {}).items():
+        view.put("sglang", f"sglang.args.{name}", _norm(value, name), (f"sglang.server_args.{name}",),
+                 Subject("sglang", name, "args"))
+
+
+def _agree(view: View, category: str, prefix: str, disagree: str, per_instance: Dict[str, Dict[str, Any]],
+           flat_of: Dict[str, str], subject: Callable[[str, bool], Subject]) -> None:
+    """Aggregate one dict per instance (worker/rank): '<prefix>.X' when all agree, else
+    '<disagree>.X' holding every instance's value (absent = None)."""
+    names: Set[str] = set()
+    for env in per_instance.values():
+        names.update(env)
+    instances = sorted(per_instance)
+    for name in sorted(names):
+        values = {inst: per_instance[inst].get(name) for inst in instances}
+        flats = [f"{flat_of[inst]}.{name}" for inst in instances if name in per_instance[inst]]
+        first = values[instances[0]]
+        # count() compares in C, with == (after an identity check: a snapshot holds no NaN to tell them apart)
+        if list(values.values()).count(first) == len(values):
+            view.put(category, f"{prefix}.{name}", first, flats, subject(name, False), aggregate=True)
+        else:
+            view.put(category, f"{disagree}.{name}", values, flats, subject(name, True), aggregate=True)
+
+
+def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optional[Dict[str, Any]]) -> None:
+    procs = {k: v for k, v in ((processes or {}).get("processes") or {}).items() if isinstance(v, dict)}
+    records = {k: v for k, v in ((probe or {}).get("records") or {}).items() if isinstance(v, dict)}
+    if not procs and not records:
+        return
+    seen = seen_processes(processes or {}, probe or {})
+    kinds = role_kinds(processes or {}, probe or {})
+    workers = tp_workers(seen, kinds)
+    view.workers_are_tp = any(kinds.get(k) == "scheduler" for k in workers)
+    envs: Dict[str, Dict[str, Any]] = {}
+    flat_of: Dict[str, str] = {}
+    sources: Set[str] = set()
+    for key in workers:
+        process = seen[key]
+        if process.env is None:
+            view.unreadable_workers.append(key)
+            continue
+        envs[key], flat_of[key] = process.env, process.flat
+        view.worker_views[key] = (process.env, process.source_label)
+        sources.add("proc" if process.source == "environ" else "probe")
+    view.workers = sorted(envs)
+    view.worker_env_source = "probe" if sources == {"probe"} else ("proc" if sources == {"proc"} else
+                                                                    ("mixed" if sources else ""))
+    if envs:
+        _agree(view, "workers", "workers.env", "workers.disagree", envs, flat_of,
+               lambda name, split: env_subject("workers", name, "disagree" if split else ""))
+        _server_parent_only(view, procs, records, workers, envs, flat_of)
+        _parent_only(view, envs, flat_of)
+    for key in sorted(set(procs) | set(records)):
+        proc, rec = procs.get(key) or {}, records.get(key) or {}
+        summary = proc.get("title") or rec.get("title") or key
+        view.put("workers", f"workers.{key}", summary, (f"processes.processes.{key}",), Subject("process", key),
+                 presence=True)
+        for name in PROCESS_FIELDS:
+            if name in proc:
+                view.put("workers", f"workers.{key}.{name}", _norm(proc[name], name),
+                         (f"processes.processes.{key}.{name}",), Subject("process", key, name))
+        if isinstance(rec.get("init"), dict):
+            view.put("workers", f"workers.{key}.init", _norm(rec["init"]), (f"probe.records.{key}.init",),
+                     Subject("process", key, "init"))
+        for name, (value, flats) in in_process_changes(key, rec).items():
+            view.put("workers", f"workers.{key}.changed_in_process.{name}", value, flats,
+                     Subject("in_process", key, f"changed_in_process.{name}", variable=name), aggregate=True)
+
+
+def in_process_changes(key: str, record: Dict[str, Any]) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
+    """{NAME: (value, flat keys)} for each variable a probed process changed in its own os.environ after
+    start-up (by init_process_group and by exit), whatever its title or role: /proc/PID/environ never
+    shows these, and a process that never reaches init_process_group shows them only here.
+
+    The value is {"start": value at start, "after": [each later value that differs from it, in stage
+    order, None = removed]}: the same change reads the same whether or not the process lived to exit.
+    """
+    start = record.get("env_at_start")
+    if not isinstance(start, dict):
+        return {}
+    stages: List[Tuple[str, Dict[str, Any]]] = []
+    for stage in ("init", "exit"):
+        env = record.get(f"env_at_{stage}")
+        if isinstance(env, dict):
+            stages.append((stage, env))
+    names: Set[str] = set()
+    for _, env in stages:
+        names.update(n for n in set(env) | set(start) if env.get(n) != start.get(n))
+    out: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
+    for name in sorted(names):
+        after: List[Any] = []
+        flats = [f"probe.records.{key}.env_at_start.{name}"] if name in start else []
+        for stage, env in stages:
+            value = env.get(name)
+            if value != start.get(name) and value not in after:
+                after.append(value)
+            if name in env:
+                flats.append(f"probe.records.{key}.env_at_{stage}.{name}")
+        out[name] = ({"start": start.get(name), "after": after}, flats)
+    return out
+
+
+def _display_names(procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str, Any]]) -> Dict[Tuple[str, str], str]:
+    """A name per (source, key) for evidence lines. The process walk and the probe key processes on their
+    own ("python-0" in one may be "sglang-main" in the other: the probe keys by the title a process had
+    when it last wrote); the same pid ties them, and the name that carries a role wins."""
+    by_pid: Dict[Any, List[Tuple[str, str, str]]] = {}
+    for source, entries in (("proc", procs), ("probe", records)):
+        for key, entry in entries.items():
+            pid = entry.get("pid")
+            by_pid.setdefault(pid if isinstance(pid, int) else None, []).append((source, key, role_kind(entry)))
+    names: Dict[Tuple[str, str], str] = {}
+    for pid, found in by_pid.items():
+        if pid is None or len(found) == 1:
+            for source, key, _ in found:
+                names[(source, key)] = key
+            continue
+        best = sorted(found, key=lambda f: (f[2] == "other", f[0] != "proc", f[1]))[0][1]
+        for source, key, _ in found:
+            names[(source, key)] = best
+    return names
+
+
+def _spawner(entries: Dict[str, Dict[str, Any]], workers: Set[str]) -> Optional[str]:
+    """The one process (in one source) that started the TP workers, if that source shows it."""
+    parents = {p for p in (entries[w].get("parent_key") for w in workers if w in entries)
+               if isinstance(p, str)} - workers
+    if len(parents) != 1:
+        return None
+    parent = next(iter(parents))
+    return parent if parent in entries else None
+
+
+def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str, Any]],
+                        workers: List[str], envs: Dict[str, Dict[str, Any]], flat_of: Dict[str, str]) -> None:
+    """Performance-relevant variables the server's parent process had that no TP worker saw.
+
+    /proc/PID/environ of the parent is its environment at exec, so a variable it set in-process
+    after starting the workers (os.environ[...] in a patched engine.py) shows only in the probe's
+    later records of it (exit, init) and in children it started afterwards (the detokenizer):
+    those are "late" evidence, flagged when no worker saw that value. The parent's own exec-time
+    environment (probe at start, /proc) is flagged only when the workers lack the variable
+    altogether, since SGLang itself changes some values for its workers before starting them.
+    """
+    worker_set = set(workers)
+    names = _display_names(procs, records)
+    late: List[Tuple[str, str, Dict[str, Any], str]] = []  # (process, source, env, flat prefix)
+    early: List[Tuple[str, str, Dict[str, Any], str]] = []
+    spawner = None
+    pmain = _spawner(records, worker_set)
+    if pmain is not None:
+        spawner = names.get(("probe", pmain), pmain)
+        rec = records[pmain]
+        for field_name in ("env_at_exit", "env_at_init"):
+            if isinstance(rec.get(field_name), dict):
+                late.append((spawner, SOURCE_LABELS[field_name], rec[field_name],
+                             f"probe.records.{pmain}.{field_name}"))
+        if isinstance(rec.get("env_at_start"), dict):
+            early.append((spawner, SOURCE_LABELS["env_at_start"], rec["env_at_start"],
+                          f"probe.records.{pmain}.env_at_start"))
+        for key in sorted(records):
+            child = records[key]
+            if (child.get("parent_key") == pmain and key not in worker_set and role_kind(child) != "scheduler"
+                    and isinstance(child.get("env_at_start"), dict)):
+                late.append((names.get(("probe", key), key), SOURCE_LABELS["env_at_start"], child["env_at_start"],
+                             f"probe.records.{key}.env_at_start"))
+    qmain = _spawner(procs, worker_set)
+    if qmain is not None:
+        spawner = spawner or names.get(("proc", qmain), qmain)
+        for key in sorted(procs):
+            proc = procs[key]
+            readable = proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict)
+            if not readable:
+                continue
+            if key == qmain:
+                early.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
+                              f"processes.processes.{key}.environ"))
+            elif proc.get("parent_key") == qmain and key not in worker_set and role_kind(proc) != "scheduler":
+                late.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
+                             f"processes.processes.{key}.environ"))
+    if spawner is None:
+        return
+
+    def first_values(sources: List[Tuple[str, str, Dict[str, Any], str]]) -> Dict[str, Any]:
+        found: Dict[str, Any] = {}
+        for _, _, env, _ in sources:
+            for name, value in env.items():
+                if name not in found and knowledge.is_performance_variable(name):
+                    found[name] = value
+        return found
+
+    late_values, early_values = first_values(late), first_values(early)
+    for name in sorted(set(late_values) | set(early_values)):
+        seen = {k: env.get(name) for k, env in envs.items()}
+        if name in late_values:
+            value = late_values[name]
+            is_late = early_values.get(name, _MISSING) != value
+            if any(v == value for v in seen.values()):
+                continue
+            if not is_late and any(v is not None for v in seen.values()):
+                continue
+        else:
+            value, is_late = early_values[name], False
+            if any(v is not None for v in seen.values()):
+                continue  # a changed value: SGLang's _set_envs_and_config does that on purpose
+        distinct = {json.dumps(v, default=str) for v in seen.values()}
+        workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
+        has = [(who, src) for who, src, env, _ in late + early if env.get(name, _MISSING) == value]
+        lacks = [(who, src) for who, src, env, _ in early if name not in env] if is_late else []
+        flats = [f"{prefix}.{name}" for _, _, env, prefix in late + early if env.get(name, _MISSING) == value]
+        flats += [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
+        view.put("workers", f"workers.parent_only.{name}",
+                 {"parent": value, "workers": workers_value, "in": "server"}, flats,
+                 env_subject("parent_only", name, "server"), aggregate=True)
+        view.parent_only_info[name] = {"process": spawner, "late": is_late, "has": has, "lacks": lacks}
+
+
+def _parent_only(view: View, envs: Dict[str, Dict[str, Any]], flat_of: Dict[str, str]) -> None:
+    """Performance-relevant variables set in the capturing shell that no worker sees with that value
+    (unless the server's own parent already accounts for them: the stronger evidence)."""
+    for name, value in view.parent_env.items():
+        if not knowledge.is_performance_variable(name):
+            continue
+        if name in view.parent_only_info:
+            view.parent_only_info[name]["shell"] = value
+            continue
+        seen = {k: env.get(name) for k, env in envs.items()}
+        if any(v == value for v in seen.values()):
+            continue
+        distinct = {json.dumps(v, default=str) for v in seen.values()}
+        workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
+        flats = [f"env.vars.{name}"] + [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
+        view.put("workers", f"workers.parent_only.{name}", {"parent": value, "workers": workers_value},
+                 flats, env_subject("parent_only", name, "shell"), aggregate=True)
+
+
+def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:
+    if nccl.get("version") is not None:
+        view.put("nccl", "nccl.version", nccl["version"], ("nccl.version",), Subject("nccl", "version"))
+    ranks = {str(r): info for r, info in (nccl.get("ranks") or {}).items() if isinstance(info, dict)}
+    view.nccl_rank_env = {r: as_dict(info.get("env")) for r, info in ranks.items()}
+    if not ranks:
+        return
+    view.put("nccl", "nccl.ranks", sorted(ranks, key=lambda r: (len(r), r)), ("nccl.ranks",), Subject("nccl", "ranks"))
+    skip = {"pid", "host"} | ({"version"} if nccl.get("version") is not None else set())
+    per_rank = {r: {".".join(p): v for p, v in _leaves({k: v for k, v in info.items() if k not in skip}) if p}
+                for r, info in ranks.items()}
+    flat_of = {r: f"nccl.ranks.{r}" for r in ranks}
+    _agree(view, "nccl", "nccl", "nccl.disagree", per_rank, flat_of, _nccl_subject)
+
+
+def _nccl_subject(path: str, split: bool) -> Subject:
+    """NCCL's logged facts per rank: "env.NAME" is a variable NCCL read, the rest what it did."""
+    aspect = "disagree" if split else ""
+    if path.startswith("env."):
+        return env_subject("nccl", path[len("env."):], aspect)
+    return Subject("nccl", path, aspect)
+
+
+# Sections with a view of their own, in building order; processes and probe are viewed together as the
+# workers (always, after the rest). Any other section a collector declares (host, torch, a new one) is
+# viewed leaf by leaf, in the category its RULES name.
+_BUILDERS: Tuple[Tuple[str, Callable[[View, Dict[str, Any]], None]], ...] = (
+    ("env", _env_view), ("python", _python_view), ("packages", _packages_view), ("git", _git_view),
+    ("files", _files_view), ("nvidia", _gpu_view), ("sglang", _sglang_view), ("nccl", _nccl_view),
+    ("patches", patch_status.put_view),
+)
+_CUSTOM = frozenset(name for name, _ in _BUILDERS) | {"processes", "probe"}
+
+
+# Who stands for NCCL in the read evidence: NCCL logs a variable ("X set by environment to Y")
+# only when it reads it with getenv, so each such line is a read by NCCL (nccl_log.py).
+NCCL_READER = "NCCL"
+
+
+def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], List[str]]:
+    """({variable: {process: reads}}, processes whose reads were counted) for one snapshot.
+
+    Processes are the probe's record keys ("scheduler_TP0", "python-2", "3/python-0" for a process
+    of the third run of `envsnap run` that is not the compared one); a record counts only
+    when the probe that wrote it tracked reads (it has "env_reads"), so an old record is no
+    evidence either way. NCCL counts as one reader ("NCCL") whose count is the number of ranks
+    that logged the variable. A variable missing here was read by none of the tracked
+    processes' Python code -- C code (NCCL before its log, CUDA, OpenMP, glibc) reads with
+    getenv, which the probe does not see: "not read by Python" never means "not read".
+    Taken from the snapshot's own sections whatever the other side has: it is evidence about
+    this side's processes, not a compared key.
+    """
+    reads: Dict[str, Dict[str, int]] = {}
+    tracked: List[str] = []
+    probe = section_data(snap, "probe") or {}
+    every = dict(probe.get("run_records") or {})  # the other runs of `envsnap run`: "<run>/<process>"
+    every.update(probe.get("records") or {})
+    for key, record in sorted(every.items()):
+        counts = record.get("env_reads") if isinstance(record, dict) else None
+        if not isinstance(counts, dict):
+            continue
+        tracked.append(key)
+        for name, count in counts.items():
+            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                reads.setdefault(str(name), {})[key] = count
+    nccl = section_data(snap, "nccl") or {}
+    ranks = [info for info in (nccl.get("ranks") or {}).values() if isinstance(info, dict)]
+    if ranks:
+        tracked.append(NCCL_READER)
+        for info in ranks:
+            for name in as_dict(info.get("env")):
+                per = reads.setdefault(str(name), {})
+                per[NCCL_READER] = per.get(NCCL_READER, 0) + 1
+    return {name: dict(sorted(per.items())) for name, per in sorted(reads.items())}, tracked
+
+
+def categories(*views: View) -> List[str]:
+    """The categories of these views in display order: CATEGORY_ORDER, then any other (a collector's
+    own category) by name."""
+    extra = {c for view in views for c in view.values} - set(CATEGORY_ORDER)
+    return list(CATEGORY_ORDER) + sorted(extra)
+
+
+def iter_keys(view: View) -> Iterable[Tuple[str, str]]:
+    """(category, key) of every non-presence key in a view."""
+    for category in categories(view):
+        for key in view.values[category]:
+            if key not in view.presence:
+                yield category, key
+

@@ -1,0 +1,71 @@
+"""What envsnap knows besides what the snapshots show: the field rules (rules.py: ONE table of category,
+component, prior, volatility and why per key, collectors' own rules included), the lookup of a key's rule
+(matching.py), the evidence tables the ranking reads (evidence.py: context, native readers, run counters)
+and what an unknown difference looks like (variables.py).
+
+This package's face: callers write `knowledge.rule_for(key)`; the names below are its whole API.
+"""
+from envsnap.analysis.knowledge.evidence import (
+    BUSY_CPUS,
+    CPU_SET,
+    GPU_CONTEXT,
+    NATIVE_READERS,
+    NCCL_CONTEXT,
+    PEAK_THREADS,
+    REQUIREMENTS,
+    SERIES_LINKS,
+    SGLANG_CONTEXT,
+    Requirement,
+    SeriesLink,
+    native_reader,
+    requirement_for,
+    series_link,
+)
+from envsnap.analysis.knowledge.matching import glob_matcher, is_performance_variable, is_volatile, rule_for
+from envsnap.analysis.knowledge.rules import (
+    CROSS_SECTION_RULES,
+    ENGINE_SET_ENV,
+    HOT_PATH_PACKAGES,
+    KNOWLEDGE_RULES,
+    VOLATILE_RULES,
+    all_rules,
+    section_category,
+    section_compares,
+    section_rules,
+)
+from envsnap.analysis.knowledge.variables import (
+    CPU_SIZED,
+    DOCUMENTATION_NAMES,
+    FILE_KINDS,
+    KNOB_FREE_FAMILIES,
+    MEMORY_SIZED,
+    NAME_FAMILIES,
+    RESOURCE_KEYS,
+    SMT_OFF_PRIOR,
+    SMT_OTHER_PRIOR,
+    VARIABLE_KINDS,
+    SizedPrior,
+    VariableKind,
+)
+from envsnap.model.rules import (
+    COMMUNICATION,
+    CPU_HOST,
+    DRAFTER,
+    GRAPHS,
+    KERNELS,
+    MEMORY,
+    NONE,
+    FieldRule,
+    SectionRules,
+)
+
+__all__ = [
+    "BUSY_CPUS", "COMMUNICATION", "CPU_HOST", "CPU_SET", "CPU_SIZED", "CROSS_SECTION_RULES", "DOCUMENTATION_NAMES",
+    "DRAFTER", "ENGINE_SET_ENV", "FILE_KINDS", "FieldRule", "GPU_CONTEXT", "GRAPHS", "HOT_PATH_PACKAGES", "KERNELS",
+    "KNOB_FREE_FAMILIES", "KNOWLEDGE_RULES", "MEMORY", "MEMORY_SIZED", "NAME_FAMILIES", "NATIVE_READERS",
+    "NCCL_CONTEXT", "NONE", "PEAK_THREADS", "REQUIREMENTS", "RESOURCE_KEYS", "Requirement", "SERIES_LINKS",
+    "SGLANG_CONTEXT", "SMT_OFF_PRIOR", "SMT_OTHER_PRIOR", "SectionRules", "SeriesLink", "SizedPrior",
+    "VARIABLE_KINDS", "VOLATILE_RULES", "VariableKind", "all_rules", "glob_matcher", "is_performance_variable",
+    "is_volatile", "native_reader", "requirement_for", "rule_for", "section_category", "section_compares",
+    "section_rules", "series_link",
+]

@@ -1,0 +1,3 @@
+"""Ranking: a prior per difference, the evidence factors that move it (context, reads, mechanism, domain),
+the ranked causes and their tied groups; and the association of keys with a metric over N snapshots
+(`envsnap rank`)."""

@@ -1,0 +1,180 @@
+"""Ranking: which differences most likely caused the change in the metric, and why.
+
+Each difference starts from a prior (priors.py: its field rule's weight in the knowledge rules, or what an
+unknown variable's name and values look like, or the size of a host resource change), and every piece
+of evidence is a named factor (factors.py) applied to it and listed in its evidence:
+
+  context    is the part of the stack it acts on in play (context.py: a GPU, NCCL, SGLang)?
+  reads      did the measured processes read the variable (observed.py; C libraries count as readers)?
+  mechanism  does its component fit how the runs got slower (mechanism.py, observed.py)?
+  domain     the workers' own environment, NCCL's log, SGLang's launcher and custom all-reduce,
+             editable checkouts, start-up hooks, hot-path packages (domain.py);
+  patches    a recorded patch's hunk applied on one side only: did its file change, does it run
+             (patch_status.py);
+  EAGLE-3    the verify or drafter side the decomposition points at (eagle3.py);
+  runs       how sure the runs are that something got worse (same for every cause).
+
+score = 1 - exp(-2.3 * prior * factors). Causes with equal evidence share one rank and are reported
+as a group ("tied": how many others share the rank; result["groups"] lists them), never ordered by name:
+the snapshots cannot tell them apart.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from envsnap.analysis import knowledge
+from envsnap.analysis.compare import diff as diff_mod, nodes as nodes_mod, patch_status
+from envsnap.analysis.knowledge import CPU_HOST, MEMORY, NONE
+from envsnap.analysis.rank import context as context_mod, domain, hunks, observed, priors
+from envsnap.analysis.rank.factors import SIDE_WEIGHTS, Score
+from envsnap.analysis.runs.verdict import worse
+
+RESOURCE_COMPONENTS = {"cpus": CPU_HOST, "cpuset": CPU_HOST, "cpu_quota": CPU_HOST, "smt": CPU_HOST,
+                       "memory": MEMORY}
+
+
+def _runs_factor(verdict: Dict[str, Any]) -> Tuple[str, str]:
+    """How much the runs say 'something got worse' (scales every cause alike)."""
+    if not verdict.get("metric"):
+        return "no_runs", ""
+    entry = {"change_pct": verdict.get("change_pct"), "direction": verdict.get("direction")}
+    if not worse(entry):
+        return "runs_not_worse", ""
+    if verdict.get("significant"):
+        return "runs_significant", ""
+    return "runs_beyond_noise", ""
+
+
+class _Ranking:
+    """Everything one ranking reads besides the difference itself."""
+
+    def __init__(self, comp: diff_mod.Comparison, verdict: Dict[str, Any],
+                 context: Optional[context_mod.Context]) -> None:
+        self.comp = comp
+        self.diffs = [d for d in comp.differences if not d.volatile]
+        self.facts = domain.Facts(comp, self.diffs)
+        self.context = context or context_mod.Context()
+        self.mechanism = verdict.get("mechanism")
+        self.side = (verdict.get("decomposition") or {}).get("side")
+        self.runs = _runs_factor(verdict)
+
+    def cause(self, d: diff_mod.Difference) -> Tuple[Score, Dict[str, Any]]:
+        rule = knowledge.rule_for(d.base_key)
+        prior = priors.prior_for(d, rule, self.comp)
+        score = Score(prior.value, prior.source)
+        notes: List[str] = []
+        component = rule.component
+        why = prior.why or rule.why or f"{d.key} changed"
+        if prior.sized:
+            component = RESOURCE_COMPONENTS[knowledge.RESOURCE_KEYS[d.base_key]]
+        elif prior.component:
+            component = prior.component
+        component, why = self._domain(d, rule, component, why, score, notes)
+        found = context_mod.context_factor(d.base_key, self.context)
+        if found is not None:
+            score.apply(*found)
+        else:
+            note = context_mod.context_note(d.base_key, self.context)
+            if note:
+                notes.append(note)
+        if d.variable is not None:
+            places = self.facts.by_var.get(d.variable, {})
+            nccl_counted = d.where == "nccl" or (d.where == "workers" and "nccl" in places)
+            observed.apply_reads(d, self.comp, score, notes, nccl_counted)
+        observed.apply_mechanism(d, component, self.mechanism, score, notes)
+        self._eagle3(component, score, notes)
+        score.apply(self.runs[0])
+        cause = {"key": d.key, "category": d.category, "component": component, "score": score.score,
+                 "good": diff_mod.display(d.subject, d.good), "bad": diff_mod.display(d.subject, d.bad),
+                 "change": d.change, "absent": d.absent, "why": why,
+                 "evidence": [domain.change_text(d)] + score.lines() + notes, "factors": score.to_json(),
+                 **d.subject.to_json()}
+        return score, cause
+
+    def _domain(self, d: diff_mod.Difference, rule: knowledge.FieldRule, component: str, why: str, score: Score,
+                notes: List[str]) -> Tuple[str, str]:
+        facts = self.facts
+        if d.variable is not None:
+            why = domain.score_variable(d, component, why, facts, score, notes)
+        elif d.category == "integrity":
+            component, why = domain.score_integrity(d, rule, component, why, facts, score, notes)
+        elif d.where == "packages":
+            component, why = domain.score_package(d, rule, component, why, score)
+        elif d.category == "startup":
+            why = domain.score_startup(d, why, facts, score, notes)
+        elif d.category == "git":
+            domain.score_git(d, facts, score, notes)
+            if d.subject.aspect in ("dirty", "untracked") and d.subject.item:
+                self._file_kind(d.subject.item, score)
+        elif d.where == "files":
+            self._file_kind(d.subject.entity, score)
+        elif d.where == patch_status.CATEGORY:
+            component, why = hunks.score_hunk(d, facts.comp, component, why, score, notes)
+        elif d.category == "nccl" and facts.worker_nccl_vars:
+            # What NCCL logged it did (algorithms, protocols, channels) follows from the settings it read.
+            score.apply("nccl_effect", f"an effect of the workers' {', '.join(facts.worker_nccl_vars)} change, "
+                                       "as NCCL logged it")
+            why += f" \u2014 an effect of the workers' {', '.join(facts.worker_nccl_vars)} change, as NCCL logged it"
+        elif d.where == "gpu" and d.subject.entity == "*":
+            notes.append("the same change on every GPU")
+        elif d.where == "section":
+            why = "a section was captured on one side only: what it holds cannot be compared"
+        node = d.subject.node
+        if node == nodes_mod.EVERY_NODE:
+            notes.append("the same change on every node compared")
+        elif node and "," in node:
+            notes.append(f"the same change on nodes {node.replace(',', ', ')}")
+        return component, why
+
+    @staticmethod
+    def _file_kind(path: str, score: Score) -> None:
+        found = domain.file_kind(path)
+        if found is not None and found[1] != 1.0:
+            score.apply("file_kind", f"a {found[0]} file", value=found[1])
+
+    def _eagle3(self, component: str, score: Score, notes: List[str]) -> None:
+        weights = SIDE_WEIGHTS.get(self.side or "")
+        if not weights:
+            return
+        weight = weights.get(component, 1.0)
+        if weight < 1.0:
+            what = "what it acts on is not known" if component == NONE else f"{component} is not on that side"
+            score.apply("eagle3_side", f"the EAGLE-3 decomposition points at the {self.side} side, and {what}",
+                        value=weight)
+        elif component != NONE:
+            notes.append(f"fits the {self.side} side of the EAGLE-3 decomposition ({component})")
+
+
+def rank_causes(comp: diff_mod.Comparison, verdict: Dict[str, Any],
+                context: Optional[context_mod.Context] = None) -> List[Dict[str, Any]]:
+    """Every non-volatile difference as a cause, most likely first; equal evidence shares a rank."""
+    # Node by node (one part for single-node snapshots): the domain rules read the views of the node a
+    # difference was found on. A difference merged over several nodes keeps its best-supported score.
+    best: Dict[int, Tuple[Score, Dict[str, Any]]] = {}
+    for part in comp.node_parts():
+        ranking = _Ranking(part, verdict, context)
+        for d in ranking.diffs:
+            score, cause = ranking.cause(d)
+            if id(d) not in best or score.signature() > best[id(d)][0].signature():
+                best[id(d)] = (score, cause)
+    scored = list(best.values())
+    scored.sort(key=lambda pair: (-pair[0].signature(), pair[1]["key"]))
+    causes: List[Dict[str, Any]] = []
+    rank = 0
+    previous: Optional[float] = None
+    group: List[Dict[str, Any]] = []
+
+    def close(members: List[Dict[str, Any]]) -> None:
+        for member in members:  # how many others share its rank (the group's keys: result["groups"])
+            member["tied"] = len(members) - 1
+
+    for score, cause in scored:
+        signature = score.signature()
+        if signature != previous:
+            close(group)
+            rank, previous, group = rank + 1, signature, []
+        cause["rank"] = rank
+        group.append(cause)
+        causes.append(cause)
+    close(group)
+    return causes

@@ -1,0 +1,341 @@
+"""Domain knowledge about the inference stack, as factors (factors.py) and reasons of a cause.
+
+Environment: a variable the server's parent set after its TP workers started (so they never saw it)
+ranks first; the workers' own environment outranks the capturing shell's; NCCL's log corroborates (a
+missing log line is never read as "unset"); SGLang's custom all-reduce makes NCCL tuning matter less.
+Code: an edited engine.py explains worker environment changes; edits and versions on the decode hot path
+outrank others; start-up hooks that mention a changed variable rank higher; a checkout that is an
+editable install runs, one that is not does not.
+
+Every function takes the difference, the shared `Facts` and the cause's `Score` (factors applied there,
+each with its evidence) and `notes` (evidence lines that move nothing), and returns the cause's reason.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Set, Tuple
+
+from envsnap.analysis import knowledge
+from envsnap.analysis.compare import diff as diff_mod, patch_status
+from envsnap.analysis.knowledge import COMMUNICATION, KERNELS
+from envsnap.analysis.rank import evidence as evidence_mod, hunks
+from envsnap.analysis.rank.factors import HOT_PATH_EDIT_PRIOR, HOT_PATH_PACKAGE_PRIOR, STARTUP_MENTION_SHARE, Score
+from envsnap.analysis.rank.priors import rule_source
+from envsnap.model.names import canonical_name
+
+ENGINE_PY = "sglang/srt/entrypoints/engine.py"
+
+
+class Facts:
+    """What the domain rules look at across all differences of one comparison."""
+
+    def __init__(self, comp: diff_mod.Comparison, diffs: List[diff_mod.Difference]) -> None:
+        self.comp = comp
+        self.by_var: Dict[str, Dict[str, diff_mod.Difference]] = {}
+        for d in diffs:
+            if d.variable is not None:
+                self.by_var.setdefault(d.variable, {})[d.where] = d
+        self.workers_both = bool(comp.good.workers) and bool(comp.bad.workers)
+        self.car, self.car_note = custom_allreduce(comp)
+        self.integrity = {d.subject.entity: d for d in diffs if d.where == "integrity"}
+        self.dirty = [d for d in diffs if d.where == "git" and d.subject.aspect == "dirty"]
+        # Files whose change a recorded patch's hunk shows (rank/hunks.twins): their own causes defer to it.
+        self.hunk_twins = hunks.twins(comp, diffs) if any(d.where == patch_status.CATEGORY for d in diffs) else {}
+        self.worker_nccl_vars = sorted(n for n, places in self.by_var.items()
+                                       if n.startswith("NCCL_") and "workers" in places)
+        self.nccl_effects = [f"{d.subject.entity} {diff_mod.display(d.subject, d.good)} \u2192 "
+                             f"{diff_mod.display(d.subject, d.bad)}"
+                             for d in diffs if d.where == "nccl" and d.variable is None
+                             and (d.subject.entity in ("algorithms", "protocols")
+                                  or d.subject.entity.startswith(("transports", "channel_counts.nvls")))]
+
+    def edited_engine(self) -> Optional[str]:
+        return next((rel for rel in self.integrity if rel.endswith(ENGINE_PY)), None)
+
+
+def custom_allreduce(comp: diff_mod.Comparison) -> Tuple[Optional[str], str]:
+    """'on' / 'off' / None: does SGLang's custom all-reduce carry decode all-reduces (bad side)?"""
+    states: List[Optional[str]] = []
+    for view in (comp.good, comp.bad):
+        disabled = view.values["sglang"].get("sglang.args.disable_custom_all_reduce")
+        tp = view.values["sglang"].get("sglang.args.tp_size")
+        if disabled is None and tp is None:
+            states.append(None)
+        elif disabled:
+            states.append("off")
+        elif isinstance(tp, int) and tp in (2, 4, 6, 8):
+            # sglang 0.5.5 distributed/device_communicators/custom_all_reduce.py:55: world sizes 2,4,6,8
+            states.append("on")
+        else:
+            states.append("off")
+    bad_state = states[1] if states[1] is not None else states[0]
+    if bad_state == "on":
+        return "on", ("SGLang's custom all-reduce is on (tp_size in 2/4/6/8), and it carries the small decode "
+                      "all-reduces on NVLink boxes, so NCCL tuning matters less (mostly prefill)")
+    if bad_state == "off":
+        which = "on both sides" if states[0] == states[1] == "off" else "in bad"
+        return "off", (f"custom all-reduce is disabled {which} (disable_custom_all_reduce), so decode "
+                       "all-reduces go through NCCL: NCCL settings act on every decode step")
+    return None, ""
+
+
+def change_text(d: diff_mod.Difference) -> str:
+    return f"good {d.side_text('good')} \u2192 bad {d.side_text('bad')}"
+
+
+# ---------------------------------------------------------------- environment variables
+
+def score_variable(d: diff_mod.Difference, component: str, why: str, facts: Facts, score: Score,
+                   notes: List[str]) -> str:
+    name = d.variable or ""
+    places = facts.by_var.get(name, {})
+    where = d.where
+    if where == "workers":
+        why = _workers(d, name, why, places, facts, score, notes)
+    elif where == "env" and facts.workers_both:
+        tp = facts.comp.good.workers_are_tp or facts.comp.bad.workers_are_tp
+        own = (f"the workers' own value (workers.env.{name}) is what the server uses" if tp
+               else f"the measured processes' own value (workers.env.{name}) is what ran")
+        if "workers" in places:
+            score.apply("shell_behind_workers", f"the capturing shell's copy: {own}")
+            why += f" \u2014 {own}"
+        else:
+            score.apply("shell_only")
+            why = (f"{name} changed only in the capturing shell: the running "
+                   f"{'workers' if tp else 'measured processes'} did not see it")
+    elif where == "in_process":
+        why = _in_process(d, name, why, places, score, notes)
+    elif where == "parent_only" and server_parent_only(d):
+        why = _server_parent_only(d, name, facts, score, notes)
+    elif where == "parent_only":
+        value = d.bad if isinstance(d.bad, dict) else (d.good if isinstance(d.good, dict) else {})
+        seen = value.get("workers")
+        score.apply("parent_only_shell")
+        if "workers" in places:
+            score.apply("parent_only_shell_and_workers", f"the workers' own {name} change ranks it")
+        why = (f"{name}={value.get('parent')} is set in the shell but the workers run with "
+               f"{'it unset' if seen is None else seen}: the setting never reached them")
+        notes.append("a cause candidate and a measurement trap: the shell's env is not the server's")
+    elif where == "nccl":
+        if "workers" in places:
+            score.apply("nccl_logged_with_workers")
+            why = f"NCCL's log confirms the workers' {name} change (the effective setting at communicator init)"
+        else:
+            score.apply("nccl_logged_alone")
+            why += " \u2014 as NCCL itself read it at communicator init"
+    if name.startswith(("NCCL_", "TORCH_NCCL_")):
+        if facts.car == "on":
+            score.apply("custom_allreduce_on", facts.car_note)
+            why += "; but custom all-reduce is on, so NCCL tuning matters less"
+        elif facts.car == "off" and component == COMMUNICATION:
+            score.apply("custom_allreduce_off", facts.car_note)
+    return why
+
+
+def _workers(d: diff_mod.Difference, name: str, why: str, places: Dict[str, diff_mod.Difference], facts: Facts,
+             score: Score, notes: List[str]) -> str:
+    comp = facts.comp
+    source = {"probe": "seen by the in-process probe", "proc": "from /proc/PID/environ"}.get(
+        comp.bad.worker_env_source or comp.good.worker_env_source, "")
+    tp = comp.good.workers_are_tp or comp.bad.workers_are_tp
+    who = "the TP workers'" if tp else "the measured processes'"
+    why += f" \u2014 changed in {who} own environment{f' ({source})' if source else ''}"
+    if d.subject.aspect == "disagree":
+        why += f"; the {'workers' if tp else 'processes'} disagree with each other"
+    if "nccl" in places:
+        logged = places["nccl"]
+        if logged.good is not None and logged.bad is not None:
+            score.apply("nccl_log_confirms", f"NCCL's own log confirms it ({change_text(logged)})")
+        else:  # one side has no "set by environment" line: consistent, not proof
+            score.apply("nccl_log_confirms", f"NCCL's own log agrees ({change_text(logged)}; a missing line is "
+                                             "not proof it was unset)")
+    if name.startswith("NCCL_") and facts.nccl_effects:
+        notes.append("NCCL's log shows the effect: " + "; ".join(facts.nccl_effects))
+    if "env" in places:
+        notes.append(f"also changed in the capturing shell ({change_text(places['env'])})")
+    if "in_process" in places:
+        notes.append(f"set in-process, after start-up ({places['in_process'].key})")
+    if "parent_only" in places:
+        if server_parent_only(places["parent_only"]):
+            notes.append(f"the server's parent process had it, the workers never saw it (workers.parent_only.{name})")
+        else:
+            notes.append(f"the shell's value never reached the workers (workers.parent_only.{name})")
+    edited = facts.edited_engine()
+    if name in knowledge.ENGINE_SET_ENV and edited:
+        notes.append(f"integrity.{edited} is edited, and engine.py's _set_envs_and_config sets {name} for the workers")
+    return why
+
+
+def _in_process(d: diff_mod.Difference, name: str, why: str, places: Dict[str, diff_mod.Difference], score: Score,
+                notes: List[str]) -> str:
+    """A variable a process set in its own os.environ after start-up (seen by the probe: start vs init/exit).
+
+    Where the same change already shows as the workers' own environment or as the server parent's
+    late setting, this key names the mechanism (who set it, in-process) and ranks below that key.
+    """
+    process = d.subject.entity
+    who = "every probed process" if process == "*" else process
+    why += f" \u2014 set in-process by {who} after start-up (os.environ): /proc/PID/environ never shows it"
+    notes.append("the probe saw it change between the process's start and its later records "
+                 "(init_process_group / exit)")
+    for other, label in (("workers", "the workers' own environment"), ("parent_only", "the server's parent")):
+        if other in places:
+            score.apply("in_process_shown_elsewhere", f"the same change shows in {label} ({places[other].key}), "
+                                                      "which ranks it")
+            why += f"; the same change shows in {label} ({places[other].key}), which ranks it"
+            break
+    return why
+
+
+def server_parent_only(d: diff_mod.Difference) -> bool:
+    """Is this workers.parent_only.X about the server's own parent process (not the capturing shell)?"""
+    return any(isinstance(v, dict) and v.get("in") == "server" for v in (d.good, d.bad))
+
+
+def _server_parent_only(d: diff_mod.Difference, name: str, facts: Facts, score: Score, notes: List[str]) -> str:
+    """The headline case: the server's parent set NAME (in-process, after the TP workers started), the
+    workers never saw it. When the other side's workers did run with that value, this is the mechanism
+    behind the workers' env change, so it ranks above workers.env.NAME itself."""
+    comp = facts.comp
+    flagged, other = ("bad", "good") if isinstance(d.bad, dict) and d.bad.get("in") == "server" else ("good", "bad")
+    fview, oview = (comp.bad, comp.good) if flagged == "bad" else (comp.good, comp.bad)
+    value = d.bad if flagged == "bad" else d.good
+    parent = value.get("parent")
+    info = fview.parent_only_info.get(name) or {}
+    if info.get("late"):
+        why = (f"{name}={parent} set in the parent after the workers started: the TP workers never saw it "
+               f"(parent: {info.get('process', '?')})")
+    else:
+        why = (f"{name}={parent} is in the server's parent process ({info.get('process', '?')}), but the TP "
+               "workers never saw it: removed before they started")
+    notes.extend(evidence_mod.parent_only_evidence(fview, name, flagged))
+    notes.append(evidence_mod.worker_sightings(oview, name, other))
+    notes.append(evidence_mod.nccl_sightings(name, [(flagged, fview), (other, oview)]))
+    other_envs = [env for env, _ in oview.worker_views.values()]
+    if other_envs and all(env.get(name) == parent for env in other_envs):
+        score.apply("server_parent_explains", f"{other}'s TP workers did run with {name}={parent}: this is what "
+                                              "changed for them")
+    elif "workers" in facts.by_var.get(name, {}):
+        notes.append(f"the workers' {name} differs between good and bad too")
+    else:
+        score.apply("server_parent_trap")
+        why += f"; {other}'s workers did not run with it either, so it is a measurement trap more than the change"
+    # NCCL's log corroborates when it read the value on the other side and not on the flagged one.
+    franks, oranks = fview.nccl_rank_env or {}, oview.nccl_rank_env or {}
+    if oranks and franks and all(env.get(name) == parent for env in oranks.values()) \
+            and all(env.get(name) != parent for env in franks.values()):
+        score.apply("nccl_log_corroborates_parent", f"NCCL read {name}={parent} on {other} and not on {flagged}")
+    edited = facts.edited_engine()
+    if (name in knowledge.ENGINE_SET_ENV or info.get("late")) and edited:
+        notes.append(f"integrity.{edited} is edited: the launcher's environment handling lives there, "
+                     "a likely place for this os.environ change")
+    return why
+
+
+# ---------------------------------------------------------------- code
+
+def score_integrity(d: diff_mod.Difference, rule: knowledge.FieldRule, component: str, why: str, facts: Facts,
+                    score: Score, notes: List[str]) -> Tuple[str, str]:
+    """(component, why) of an installed file that differs from pip's RECORD."""
+    rel = d.subject.entity
+    value = d.bad if isinstance(d.bad, dict) else (d.good if isinstance(d.good, dict) else {})
+    dist = str(value.get("dist") or "")
+    if rule.pattern == "integrity.*" and canonical_name(dist) in knowledge.HOT_PATH_PACKAGES:
+        score.set_prior(HOT_PATH_EDIT_PRIOR, f"an edited file of a hot-path package ({rule_source(rule)}, raised)")
+        component, why = KERNELS, f"an edited file of {dist}, which runs on the hot path"
+    if dist:
+        why += f" ({dist})"
+    state = value.get("state", "modified")
+    if state == "rewritten":
+        score.apply("rewritten_script")
+        why = f"console-script wrapper rewritten by the installer ({dist}): rarely matters"
+    elif state == "modified" and value.get("recorded_sha256"):
+        notes.append(f"pip RECORD sha256 {str(value.get('recorded_sha256'))[:12]}, on disk "
+                     f"{str(value.get('actual_sha256'))[:12]}")
+    if rel.endswith(ENGINE_PY):
+        names = [n for n in knowledge.ENGINE_SET_ENV
+                 if "workers" in facts.by_var.get(n, {}) or "nccl" in facts.by_var.get(n, {})]
+        if names:
+            score.apply("engine_sets_changed_env",
+                        f"the workers' {', '.join(names)} changed, and engine.py's _set_envs_and_config sets these "
+                        "for the workers (sglang 0.5.5 srt/entrypoints/engine.py:676, 0.5.23 "
+                        "srt/entrypoints/engine.py:1878): the likely mechanism")
+    for dirty in facts.dirty:
+        if dirty.subject.item == rel or dirty.subject.item.endswith("/" + rel):
+            notes.append(f"the same file is modified in a checkout ({dirty.key}): who edited it")
+            break
+    hunk = facts.hunk_twins.get(("integrity", rel))
+    if hunk:
+        score.apply("shown_by_hunk", f"{hunk} shows this edit hunk by hunk, and ranks it")
+    return component, why
+
+
+def score_package(d: diff_mod.Difference, rule: knowledge.FieldRule, component: str, why: str,
+                  score: Score) -> Tuple[str, str]:
+    name = d.subject.entity
+    if rule.pattern == "packages.*" and name in knowledge.HOT_PATH_PACKAGES:
+        score.set_prior(HOT_PATH_PACKAGE_PRIOR, f"a hot-path package ({rule_source(rule)}, raised)")
+        component, why = KERNELS, f"{name} runs on the decode hot path"
+    gv = (d.good or {}).get("version") if isinstance(d.good, dict) else None
+    bv = (d.bad or {}).get("version") if isinstance(d.bad, dict) else None
+    if d.change == "changed" and gv == bv:
+        score.apply("same_version_other_origin")
+        why += " (same version, different origin)"
+    return component, why
+
+
+def score_startup(d: diff_mod.Difference, why: str, facts: Facts, score: Score, notes: List[str]) -> str:
+    mentions: Set[str] = set()
+    touches = False
+    for value in (d.good, d.bad):
+        if isinstance(value, dict):
+            mentions.update(str(m) for m in value.get("env_mentions") or [])
+            touches = touches or bool(value.get("touches_env"))
+    changed = sorted(mentions & set(facts.by_var))
+    relevant = sorted(m for m in mentions if knowledge.is_performance_variable(m))
+    if changed:
+        score.apply("startup_mentions_changed", f"mentions {', '.join(changed)}, which differ(s) between good and bad")
+    if relevant:
+        strongest = max(relevant, key=lambda m: knowledge.rule_for(f"env.{m}").weight)
+        mentioned = STARTUP_MENTION_SHARE * knowledge.rule_for(f"env.{strongest}").weight
+        if mentioned > score.prior:
+            score.set_prior(mentioned, f"{STARTUP_MENTION_SHARE:g} x the {strongest} rule it mentions")
+        why += f"; it mentions {', '.join(relevant)}"
+    if touches:
+        notes.append("sets os.environ at start-up: invisible in /proc/PID/environ, only the probe sees it")
+    return why
+
+
+def score_git(d: diff_mod.Difference, facts: Facts, score: Score, notes: List[str]) -> None:
+    repo = d.subject.entity
+    roles: Set[str] = set()
+    for view in (facts.comp.good, facts.comp.bad):
+        roles.update(str(r) for r in view.values["git"].get(f"git.{repo}.roles") or [])
+    editable = sorted(r.split(":", 1)[1] for r in roles if r.startswith("editable:"))
+    hot = [e for e in editable if canonical_name(e) in knowledge.HOT_PATH_PACKAGES]
+    if hot:
+        score.apply("editable_hot_path", f"this checkout is the installed {hot[0]} (editable): its changes run")
+    elif editable:
+        score.apply("editable", f"this checkout is the installed {editable[0]} (editable): its changes run")
+    elif roles:
+        score.apply("checkout_not_running", f"this checkout is not what runs (roles: {', '.join(sorted(roles))})")
+    if d.subject.aspect == "dirty":
+        rel = d.subject.item
+        for irel in facts.integrity:
+            if rel.endswith(irel):
+                notes.append(f"the installed copy is edited too (integrity.{irel})")
+                break
+        hunk = facts.hunk_twins.get(("git", repo, rel))
+        if hunk:
+            score.apply("shown_by_hunk", f"{hunk} shows this edit hunk by hunk, and ranks it")
+
+
+def file_kind(path: str) -> Optional[Tuple[str, float]]:
+    """(kind, multiplier) of a changed file by its name (knowledge.FILE_KINDS), None when unknown."""
+    lower = path.lower()
+    base = lower.rsplit("/", 1)[-1]
+    for suffixes, kind, multiplier in knowledge.FILE_KINDS:
+        if lower.endswith(suffixes):
+            return kind, multiplier
+    if base in knowledge.DOCUMENTATION_NAMES:
+        return next((kind, m) for suffixes, kind, m in knowledge.FILE_KINDS if ".md" in suffixes)
+    return None

@@ -1,0 +1,151 @@
+"""What the processes and runs showed, as factors of a cause's score: who read a variable, and whether the
+runs' mechanism (analysis/runs/mechanism.py) fits what the difference acts on.
+
+Who read it (views.env_read_evidence): a variable the measured processes' Python code read, or NCCL
+logged, reached running code (factor "read_by_process"). With read tracking on and no reader, it ranks
+lower ("not_read") -- unless a C, C++ or Rust library is known to read it with getenv
+(knowledge.NATIVE_READERS), which the probe cannot see: "not read by Python" never means "not read".
+
+The mechanism: a cause whose component the mechanism implicates moves up, one it argues against moves
+down (mechanism.MECHANISMS). A setting that acts through a run counter (knowledge.SERIES_LINKS: thread
+pools, CPU sets) is judged by that counter instead when the runs recorded it: it moved with the setting,
+or it held and the setting did not act here.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from envsnap import format as fmt
+from envsnap.analysis import knowledge
+from envsnap.analysis.compare.diff import Comparison, Difference
+from envsnap.analysis.compare.views import NCCL_READER
+from envsnap.analysis.rank.factors import Score
+from envsnap.analysis.rank.priors import cpu_count
+
+SERIES_WORDS = {knowledge.CPU_SET: "CPU set", knowledge.PEAK_THREADS: "peak threads",
+                knowledge.BUSY_CPUS: "CPUs kept busy"}
+_RUN_PREFIX = re.compile(r"(\d+)/(.+)")
+
+
+# ---------------------------------------------------------------- who read it
+
+def _readers(comp: Comparison, name: str) -> Dict[str, Tuple[int, int]]:
+    """{process: (reads, records that read it)} over both sides; a process of another run of
+    `envsnap run` ("3/python-0") counts as the same process. NCCL's count is its ranks that logged the
+    variable, the larger side's."""
+    out: Dict[str, Tuple[int, int]] = {}
+    for view in (comp.good, comp.bad):
+        for key, count in (view.env_reads.get(name) or {}).items():
+            match = _RUN_PREFIX.fullmatch(key)
+            process = match.group(2) if match else key
+            reads, runs = out.get(process, (0, 0))
+            out[process] = (max(reads, count), 1) if process == NCCL_READER else (reads + count, runs + 1)
+    return out
+
+
+def _readers_text(readers: Dict[str, Tuple[int, int]]) -> str:
+    parts = []
+    for process, (reads, _runs) in sorted(readers.items(), key=lambda kv: (-kv[1][0], kv[0]))[:3]:
+        if process == NCCL_READER:
+            parts.append(f"NCCL (logged by {reads} rank{'s' if reads != 1 else ''})")
+        else:
+            parts.append(f"{process} ({reads} read{'s' if reads != 1 else ''})")
+    more = len(readers) - len(parts)
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+def _process_of(key: str) -> str:
+    """A tracked reader's process key, without the run prefix that names the run it was seen in."""
+    match = _RUN_PREFIX.fullmatch(key)
+    return match.group(2) if match else key
+
+
+def apply_reads(d: Difference, comp: Comparison, score: Score, notes: List[str], nccl_counted: bool = False) -> None:
+    """The read factor of a variable's difference (see the module doc). `nccl_counted`: NCCL's log of this
+    variable already moved this cause (the key is NCCL's log, or the log confirms it): not counted twice."""
+    name = d.variable
+    if name is None:
+        return
+    readers = _readers(comp, name)
+    if nccl_counted:
+        readers.pop(NCCL_READER, None)
+    if readers:
+        score.apply("read_by_process", f"read by {_readers_text(readers)}")
+        return
+    tracked = sorted({k for view in (comp.good, comp.bad) for k in view.env_read_tracked if k != NCCL_READER})
+    if not tracked:
+        return
+    native = knowledge.native_reader(name)
+    if native is not None:
+        notes.append(f"no measured process's Python code read it, but {native} reads it with getenv, unseen "
+                     "by the probe: it keeps its weight")
+        return
+    processes = {_process_of(k) for k in tracked}
+    score.apply("not_read", f"not read: read tracking was on in {len(processes)} measured "
+                            f"process{'es' if len(processes) != 1 else ''} and none read it; no C library is "
+                            "known to read it")
+
+
+# ---------------------------------------------------------------- the mechanism
+
+def _number(value: Any) -> Optional[float]:
+    """A setting's size: a number, or how many CPUs a CPU list names (affinity, cpuset)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value))
+    except (TypeError, ValueError):
+        return cpu_count(value)
+
+
+def _direction(good: Any, bad: Any) -> Optional[int]:
+    g, b = _number(good), _number(bad)
+    if g is None or b is None or g == b:
+        return None
+    return 1 if b > g else -1
+
+
+def apply_mechanism(d: Difference, component: str, mechanism: Optional[Dict[str, Any]], score: Score,
+                    notes: List[str]) -> None:
+    """The mechanism's factors for one difference (see the module doc)."""
+    if not mechanism:
+        return
+    factors = mechanism.get("factors") or {}
+    link = knowledge.series_link(d.base_key)
+    if link is not None and link.series in factors:
+        series = factors[link.series]
+        word = SERIES_WORDS.get(link.series, link.series)
+        shown = f"{fmt.num(series['good'])} \u2192 {fmt.num(series['bad'])}"
+        if not series.get("beyond_noise"):
+            score.apply("series_held", f"the runs' {word} held ({shown}): {link.why}, and it did not act here")
+            return
+        moved = -1 if series["bad"] < series["good"] else 1
+        setting = _direction(d.good, d.bad)
+        if setting is None or setting == moved:
+            score.apply("series_moved", f"the runs' {word} moved with it ({shown}): {link.why}")
+        else:
+            notes.append(f"the runs' {word} moved ({shown}), the other way than this setting")
+    if isinstance(mechanism.get("trace"), dict) and component != knowledge.NONE:
+        _apply_trace(component, mechanism["trace"], score)
+    kind = mechanism.get("kind")
+    if not kind or kind == "unknown" or component == knowledge.NONE:
+        return
+    components = mechanism.get("components") or {}
+    line = mechanism.get("line", kind)
+    if component in (components.get("matches") or []):
+        score.apply("mechanism_matches", f"fits the mechanism ({component}): {line}")
+    elif component in (components.get("contradicts") or []):
+        score.apply("mechanism_contradicts", f"contradicts the mechanism ({component}): {line}")
+
+
+def _apply_trace(component: str, trace: Dict[str, Any], score: Score) -> None:
+    """The profiler traces' factor (runs/trace_diff.py) of a cause acting on `component`: up when the traces
+    implicate it, down when they measured it and it held while another component grew."""
+    line = trace.get("line", "")
+    if component in (trace.get("implicates") or []):
+        score.apply("trace_implicates", f"the profiler traces implicate its component ({component}): {line}")
+    elif component in (trace.get("held") or []):
+        score.apply("trace_held", f"the profiler traces measured its component ({component}) and it held: {line}")

@@ -1,0 +1,207 @@
+"""Priors: how likely a difference is to move speed before any evidence from runs or processes.
+
+A difference a field rule names (analysis/knowledge) takes that rule's weight. The rest are not all alike:
+
+- an unknown environment variable is classed by its name's family (LD_*, MALLOC_*, PYTHON*, *_THREADS,
+  *_ENABLE*, *_SIZE, *_MODE, *_DIR, *_ID...: knowledge.NAME_FAMILIES) and by the shape of its values
+  (a boolean, a small integer or a size looks like a knob; a path, URL, id, hash or timestamp looks like
+  bookkeeping; free text configures nothing visible), and takes its kind's prior (knowledge.VARIABLE_KINDS);
+- a host resource (usable CPUs, CPU set, cgroup CPU quota, memory limit, SMT: knowledge.RESOURCE_KEYS) is
+  sized: taking away half the CPUs is a major candidate, adding CPUs a minor one.
+
+`prior_for` returns (prior, where it comes from), the first line of a cause's evidence.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple, Optional, Tuple
+
+from envsnap.analysis import knowledge
+from envsnap.analysis.compare.diff import Comparison, Difference
+
+_BOOLEANS = frozenset({"0", "1", "true", "false", "yes", "no", "on", "off", "y", "n", "t", "f", "enabled",
+                       "disabled", "enable", "disable"})
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(\d+\.\d*|\.\d+)([eE][+-]?\d+)?")
+_SIZE = re.compile(r"\d+(\.\d+)?\s*([kKmMgGtT]i?[bB]?|[bB])")
+_HEX_ID = re.compile(r"[0-9a-fA-F-]{8,}")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_MODE_TOKEN = re.compile(r"[A-Za-z][A-Za-z_]{0,23}[0-9]?")
+_TOKEN_LIST = re.compile(r"[A-Za-z][A-Za-z0-9_]*(,[A-Za-z][A-Za-z0-9_]*)+")
+_CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
+
+
+# ---------------------------------------------------------------- unknown variables
+
+def value_kind(value: Any) -> Optional[str]:
+    """The kind a value's shape suggests (a knowledge.VARIABLE_KINDS name), None for no value."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "switch"
+    if isinstance(value, (int, float)):
+        return "count" if len(str(abs(int(value)))) < 9 else "bookkeeping"
+    text = str(value).strip()
+    if not text:
+        return "switch"  # set-but-empty reads as "on" to most code that checks presence
+    if text.lower() in _BOOLEANS:
+        return "switch"
+    if _INT.fullmatch(text):
+        return "count" if len(text.lstrip("+-")) < 9 else "bookkeeping"  # 9+ digits: a timestamp or an id
+    if _FLOAT.fullmatch(text) or _SIZE.fullmatch(text):
+        return "count"
+    if text.startswith("redacted:") or "://" in text or _DATE.match(text):
+        return "bookkeeping"
+    if text.startswith(("/", "~", "./", "../")) or ("/" in text and " " not in text):
+        return "bookkeeping"
+    if _HEX_ID.fullmatch(text) and any(c.isdigit() for c in text):
+        return "bookkeeping"  # a hash or a uuid
+    if _MODE_TOKEN.fullmatch(text) or _TOKEN_LIST.fullmatch(text):
+        return "mode"
+    if " " not in text and any(c.isdigit() for c in text):
+        return "bookkeeping"  # PERF-1234, run42-b, v1.2.3-rc1: an id or a version
+    return "text"
+
+
+def _family(name: str) -> Optional[str]:
+    for pattern, kind in knowledge.NAME_FAMILIES:
+        if knowledge.glob_matcher(pattern)(name):
+            return kind
+    return None
+
+
+def variable_kind(name: str, good: Any, bad: Any) -> Tuple[str, str]:
+    """(kind, what showed it: "name" | "values" | "nothing") for an environment variable no rule names."""
+    kinds = [k for k in (value_kind(good), value_kind(bad)) if k is not None]
+    by_value = max(kinds, key=lambda k: knowledge.VARIABLE_KINDS[k].prior) if kinds else None
+    family = _family(name)
+    if family in knowledge.KNOB_FREE_FAMILIES or family == "bookkeeping":
+        return str(family), "name"
+    if by_value == "bookkeeping":
+        return "bookkeeping", "values"
+    if family is not None:
+        return family, "name"
+    if by_value is not None:
+        return by_value, "values"
+    return "text", "nothing"
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+# ---------------------------------------------------------------- host resources
+
+def cpu_count(value: Any) -> Optional[float]:
+    """How many CPUs a value names: a count, a list of CPUs, a cpu list string ("0-3,8"); else None."""
+    if isinstance(value, list):
+        return float(len(value))
+    return _cpus(value, None)
+
+
+def _cpus(value: Any, logical: Any) -> Optional[float]:
+    """A CPU amount: a count, a cpu list ("0-3,8"), a quota in cores; "max" = every logical CPU."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    if text == "max":
+        return float(logical) if isinstance(logical, (int, float)) and not isinstance(logical, bool) else None
+    if _CPU_LIST.fullmatch(text):
+        count = 0
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            count += int(hi) - int(lo) + 1 if hi else 1
+        return float(count)
+    return None
+
+
+def _bytes(value: Any) -> Optional[float]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return float("inf") if value == "max" else None
+
+
+def _sized(sizing: knowledge.SizedPrior, share: float) -> float:
+    return min(sizing.ceiling, sizing.floor + sizing.slope * share)
+
+
+def resource_prior(resource: str, d: Difference, comp: Comparison) -> Optional[Tuple[float, str]]:
+    """(prior, source) for a sized host resource change, None when its values cannot be sized."""
+    good, bad = d.good, d.bad
+    if resource in ("cpus", "cpuset", "cpu_quota"):
+        logical = comp.bad.values["host"].get("host.cpu.logical") or comp.good.values["host"].get("host.cpu.logical")
+        g, b = _cpus(good, logical), _cpus(bad, logical)
+        if g is None or b is None or g <= 0:
+            return None
+        label = {"cpus": "usable CPUs", "cpuset": "CPU set", "cpu_quota": "CPU quota"}[resource]
+        if b < g:
+            share = 1.0 - b / g
+            return _sized(knowledge.CPU_SIZED, share), f"{label} {g:g} \u2192 {b:g}: {share:.0%} of them taken away"
+        return knowledge.CPU_SIZED.raised, f"{label} {g:g} \u2192 {b:g}: more CPUs rarely slow a program down"
+    if resource == "memory":
+        g, b = _bytes(good), _bytes(bad)
+        if g is None or b is None or g <= 0:
+            return None
+        if b < g:
+            share = 1.0 - b / g if g != float("inf") else knowledge.MEMORY_SIZED.unknown_share
+            return _sized(knowledge.MEMORY_SIZED, share), "memory limit lowered: reclaim and swapping under pressure"
+        return knowledge.MEMORY_SIZED.raised, "memory limit raised"
+    if resource == "smt":
+        if good == "on" and bad != "on":
+            return knowledge.SMT_OFF_PRIOR, "SMT turned off: half the logical CPUs gone"
+        return knowledge.SMT_OTHER_PRIOR, f"SMT {good} \u2192 {bad}"
+    return None
+
+
+# ---------------------------------------------------------------- the prior
+
+def rule_source(rule: knowledge.FieldRule) -> str:
+    pattern = rule.pattern[2:] if rule.pattern.startswith("*.") else rule.pattern
+    return f"{pattern} rule"
+
+
+class Prior(NamedTuple):
+    value: float
+    source: str  # where it comes from, for the evidence line "prior 0.15 (SOURCE)"
+    why: str = ""  # the cause's reason when no rule gives one
+    sized: bool = False  # a host resource change, sized
+    component: str = ""  # what it acts on, when the prior's source says (else the rule's)
+
+
+def prior_for(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Prior:
+    """The prior of one difference and where it comes from."""
+    resource = knowledge.RESOURCE_KEYS.get(d.base_key)
+    if resource is not None:
+        sized = resource_prior(resource, d, comp)
+        if sized is not None:
+            return Prior(sized[0], f"sized: {sized[1]}", sized[1], sized=True)
+    if rule.pattern != "*":
+        return Prior(rule.weight, rule_source(rule))
+    if d.variable is not None and d.where in ("env", "workers", "in_process", "parent_only", "nccl"):
+        good, bad = d.good, d.bad
+        if d.where == "in_process":
+            good = good.get("start") if isinstance(good, dict) else good
+            after = (bad or {}).get("after") if isinstance(bad, dict) else None
+            bad = after[-1] if after else bad
+        if d.subject.aspect == "disagree":
+            good, bad = _one_value(good), _one_value(bad)
+        kind, shown_by = variable_kind(d.variable, good, bad)
+        entry = knowledge.VARIABLE_KINDS[kind]
+        values = " \u2192 ".join("unset" if v is None else _short(v) for v in (good, bad))
+        noun = entry.why.split(" (", 1)[0]
+        how = {"name": f"its name marks {noun}", "values": f"its values ({values}) look like {noun}",
+               "nothing": "nothing in its name or values says what it sets"}[shown_by]
+        return Prior(entry.prior, f"unknown variable: {noun}, by its {shown_by}" if shown_by != "nothing"
+                     else "unknown variable: free text", f"{d.variable} is not in the knowledge table; {how}",
+                     component=entry.component)
+    return Prior(rule.weight, "no rule names it: the section's default")
+
+
+def _one_value(value: Any) -> Any:
+    """A representative value of a per-instance dict (workers that disagree): the first set one."""
+    if isinstance(value, dict):
+        return next((v for _, v in sorted(value.items()) if v is not None), None)
+    return value

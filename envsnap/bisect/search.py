@@ -1,0 +1,336 @@
+"""Delta debugging over the differences between a GOOD and a BAD snapshot: the search.
+
+What a person does by hand — revert everything, re-apply one change at a time, re-run the
+benchmark — done in O(log n) configurations: deltas (environment variables: deltas.py; files:
+files.py, switched by applier.py) searched with ddmin (ddmin.py), every run journaled
+(journal.py). Noise: each configuration runs --repeat times; its median is placed on the line
+from the GOOD median (0) to the BAD median (1), both measured first in the same bisect. Within
+--margin of an end it is good/bad; in between it is re-measured (at most twice more), and if
+still in between it stays "ambiguous". When GOOD and BAD themselves do not separate beyond their
+spread, bisect stops (exit 1). The command around it (loading, journal, files, result) is
+command.py; the result's assembly is outcome.py.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from envsnap.bisect.ddmin import AMBIGUOUS, BAD, FAILED, GOOD, Key, ddmin
+from envsnap.bisect.deltas import Delta, config_env
+from envsnap.bisect.journal import Journal
+from envsnap.errors import EnvsnapError
+from envsnap.measure.parsers import MetricSpec
+from envsnap.measure.runs import RunOptions, main_metric, run_once
+
+DEFAULT_MARGIN = 0.25
+DEFAULT_MAX_RUNS = 200
+MAX_EXTRA_ROUNDS = 2  # an ambiguous configuration is measured at most 1 + 2 times
+
+
+# ---------------------------------------------------------------------------------------
+# Measuring configurations
+# ---------------------------------------------------------------------------------------
+
+class BudgetExhausted(Exception):
+    pass
+
+
+class NotDistinguishable(Exception):
+    pass
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def short_name(name: str) -> str:
+    """A delta as progress lines show it: a variable's name, a file's last two path parts."""
+    if not name.startswith(os.sep):
+        return name
+    parts = name.rstrip(os.sep).split(os.sep)
+    return os.sep.join(parts[-2:])
+
+
+@dataclass
+class Config:
+    key: Key
+    label: str
+    runs: List[Dict[str, Any]] = field(default_factory=list)
+    outcome: Optional[str] = None
+    position: Optional[float] = None
+
+
+class Bisector:
+    def __init__(
+        self,
+        deltas: Sequence[Delta],
+        command: Sequence[str],
+        journal: Journal,
+        *,
+        file_deltas: Sequence[Any] = (),
+        apply_files: Optional[Callable[[Sequence[str]], None]] = None,
+        metric: Optional[str] = None,
+        custom: Sequence[MetricSpec] = (),
+        repeat: int = 3,
+        margin: float = DEFAULT_MARGIN,
+        max_runs: int = DEFAULT_MAX_RUNS,
+        timeout: float = 3600.0,
+        environ: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        progress: Optional[Callable[[str], None]] = None,
+    ):
+        self.deltas = sorted(deltas, key=lambda d: d.name)
+        self.file_deltas = sorted(file_deltas, key=lambda d: d.name)
+        # Files and variables are searched together (a file's name is its absolute path).
+        self.names = sorted([d.name for d in self.deltas] + [d.name for d in self.file_deltas])
+        self._env_names = {d.name for d in self.deltas}
+        self.apply_files = apply_files
+        self.command = list(command)
+        self.journal = journal
+        self.metric = metric
+        self.custom = list(custom)
+        self.repeat = repeat
+        self.margin = margin
+        self.max_runs = max_runs
+        self.timeout = timeout
+        self.environ = dict(os.environ if environ is None else environ)
+        self.cwd = cwd or os.getcwd()
+        self.progress = progress or (lambda line: None)
+        self.configs: Dict[Key, Config] = {}
+        self.order: List[Key] = []
+        self.new_runs = 0
+        self.journal_runs = 0
+        self.run_seconds: List[float] = []
+        self.good_key: Key = ()
+        self.bad_key: Key = tuple(self.names)
+        self.current: List[str] = list(self.names)
+        self._pending: Dict[Key, List[Dict[str, Any]]] = {}
+        # How the search went (search/guided_search): guided or not, the guess and its tests.
+        self.path: Dict[str, Any] = {"guided": False, "steps": []}
+        for entry in journal.runs:
+            key = tuple(sorted(entry["config"]))
+            if set(key) <= set(self.names):
+                self._pending.setdefault(key, []).append(entry)
+
+    # -- runs ------------------------------------------------------------------------
+    @property
+    def total_runs(self) -> int:
+        return self.new_runs + self.journal_runs
+
+    def _config(self, key: Key) -> Config:
+        if key not in self.configs:
+            if key == self.good_key:
+                label = "GOOD (no delta)"
+            elif key == self.bad_key:
+                label = f"BAD (all {len(key)})"
+            else:
+                label = ", ".join(short_name(k) for k in key)
+            config = Config(key, label)
+            journaled = self._pending.pop(key, [])
+            config.runs.extend(journaled)
+            self.journal_runs += len(journaled)
+            self.configs[key] = config
+            self.order.append(key)
+        return self.configs[key]
+
+    def _run(self, config: Config) -> None:
+        if self.total_runs >= self.max_runs:
+            raise BudgetExhausted()
+        env = config_env(self.environ, self.deltas, [k for k in config.key if k in self._env_names])
+        if self.apply_files is not None:
+            self.apply_files([k for k in config.key if k not in self._env_names])
+        record = run_once(RunOptions(command=self.command, custom=self.custom, timeout=self.timeout,
+                                     env=env, cwd=self.cwd, require_metric=self.metric))
+        entry = {
+            "config": list(config.key),
+            "ok": bool(record["ok"]),
+            "metrics": record.get("metrics", {}),
+            "exit_code": record.get("exit_code"),
+            "duration_s": record.get("duration_s"),
+            "started": record.get("started"),
+        }
+        if not record["ok"]:
+            entry["error"] = record.get("error", "failed")
+            entry["output_tail"] = "\n".join(record.get("output_tail", "").splitlines()[-5:])
+        self.journal.append_run(entry)
+        config.runs.append(entry)
+        self.new_runs += 1
+        self.run_seconds.append(float(record.get("duration_s") or 0.0))
+
+    def values(self, config: Config) -> List[float]:
+        if self.metric is None:
+            return []
+        return [float(r["metrics"][self.metric]) for r in config.runs
+                if r.get("ok") and isinstance(r.get("metrics"), dict) and self.metric in r["metrics"]]
+
+    def _ensure_metric(self, config: Config) -> None:
+        if self.metric is None:
+            for run in config.runs:
+                if run.get("ok") and run.get("metrics"):
+                    self.metric = main_metric(run["metrics"], [name for name, _ in self.custom])
+                    return
+
+    def measure(self, config: Config, rounds: int) -> None:
+        """Run until the configuration has rounds × repeat attempts (journaled ones count)."""
+        target = rounds * self.repeat
+        while len(config.runs) < target:
+            # Said before each run, from the first: a run can take minutes, GOOD's first ones included.
+            self.progress(f"[{self.order.index(config.key) + 1}] {self._label(config)}: run {len(config.runs) + 1} "
+                          f"of {target}{self._eta(config, target)}")
+            self._run(config)
+            self._ensure_metric(config)
+        self._ensure_metric(config)
+
+    # -- classification --------------------------------------------------------------
+    def _baseline(self) -> Tuple[float, float]:
+        good = _median(self.values(self.configs[self.good_key]))
+        bad = _median(self.values(self.configs[self.bad_key]))
+        return good, bad
+
+    def classify(self, config: Config) -> str:
+        values = self.values(config)
+        if not values:
+            config.outcome, config.position = FAILED, None
+            return FAILED
+        good, bad = self._baseline()
+        position = (_median(values) - good) / (bad - good) + 0.0  # + 0.0: no "-0%"
+        config.position = position
+        if position <= self.margin:
+            config.outcome = GOOD
+        elif position >= 1 - self.margin:
+            config.outcome = BAD
+        else:
+            config.outcome = AMBIGUOUS
+        return config.outcome
+
+    def test(self, key: Key) -> str:
+        config = self._config(key)
+        if config.outcome is not None:  # the same subset is never measured twice
+            return config.outcome
+        rounds = max(1, math.ceil(len(config.runs) / self.repeat))
+        self.measure(config, rounds)
+        outcome = self.classify(config)
+        while outcome == AMBIGUOUS and rounds < 1 + MAX_EXTRA_ROUNDS:
+            rounds += 1
+            self.measure(config, rounds)
+            outcome = self.classify(config)
+        self._report(config)
+        return outcome
+
+    def _report(self, config: Config) -> None:
+        values = self.values(config)
+        shown = f"median {_median(values):.6g}" if values else "no measurement"
+        where = f" ({config.position:.0%} of the way to BAD)" if config.position is not None else ""
+        eta = self._eta()
+        self.progress(f"[{self.order.index(config.key) + 1}] {self._label(config)} -> {shown}{where}: "
+                      f"{config.outcome or 'measured'} | {self.total_runs} runs ({self.journal_runs} journaled){eta}")
+
+    def _label(self, config: Config) -> str:
+        label = config.label if len(config.label) <= 60 else config.label[:57] + "..."
+        return label if config.key in (self.good_key, self.bad_key) else f"{len(config.key)} BAD: {label}"
+
+    def _eta(self, config: Optional[Config] = None, target: int = 0) -> str:
+        """', ~S s/run, ETA ~T' once a run of this bisect has been timed (journaled runs were not)."""
+        if not self.run_seconds:
+            return ""
+        per_run = sum(self.run_seconds) / len(self.run_seconds)
+        runs = max(0, target - len(config.runs)) if config is not None else 0  # this configuration's
+        if self.configs[self.good_key].outcome is None:  # GOOD and BAD still being measured
+            for key in (self.good_key, self.bad_key):
+                other = self.configs.get(key)
+                if other is not config:
+                    runs += max(0, self.repeat - (len(other.runs) if other is not None else 0))
+        # ddmin needs about 2·log2(k) more configurations for one cause among k deltas.
+        runs += self.repeat * (2 * math.ceil(math.log2(len(self.current))) if len(self.current) > 1 else 0)
+        runs = min(runs, max(0, self.max_runs - self.total_runs))
+        return f", ~{per_run:.2g} s/run, ETA ~{_duration(runs * per_run)}"
+
+    def distinguishable(self) -> bool:
+        g = self.values(self.configs[self.good_key])
+        b = self.values(self.configs[self.bad_key])
+        if not g or not b:
+            return False
+        gm, bm = _median(g), _median(b)
+        if gm == bm:
+            return False
+        separated = max(g) < min(b) if bm > gm else min(g) > max(b)
+        spread = max(max(g) - min(g), max(b) - min(b))
+        return separated and abs(bm - gm) > spread
+
+    # -- the whole search --------------------------------------------------------------
+    def baselines(self) -> None:
+        good, bad = self._config(self.good_key), self._config(self.bad_key)
+        rounds = 1
+        while True:
+            self.measure(good, rounds)
+            self.measure(bad, rounds)
+            for config in (good, bad):
+                if not self.values(config) and len(config.runs) >= self.repeat:
+                    errors = [r.get("error", "failed") for r in config.runs if not r.get("ok")]
+                    what = "GOOD" if config is good else "BAD"
+                    raise EnvsnapError(f"every run of the {what} configuration failed, so there is nothing to "
+                                       f"compare: {errors[-1] if errors else 'no metric'}")
+            if self.distinguishable() or rounds >= 1 + MAX_EXTRA_ROUNDS:
+                break
+            rounds += 1
+        if not self.distinguishable():
+            self._report(good)
+            self._report(bad)
+            raise NotDistinguishable()
+        good.outcome, good.position = GOOD, 0.0
+        bad.outcome, bad.position = BAD, 1.0
+        self._report(good)
+        self._report(bad)
+
+    def _tracked(self, key: Key) -> str:
+        outcome = self.test(key)
+        if outcome == BAD and len(key) < len(self.current):
+            self.current = list(key)
+        return outcome
+
+    def search(self, first: Sequence[str] = ()) -> List[str]:
+        """The minimal BAD set: plain ddmin, or, given the ranking's first candidate (a delta or a group of
+        tied ones), that guess tested first (guided_search)."""
+        guess = sorted(set(first) & set(self.names))
+        if not guess or len(guess) == len(self.names):
+            self.path = {"guided": False, "steps": []}
+            return ddmin(self.names, self._tracked)
+        return self.guided_search(guess)
+
+    def guided_search(self, guess: Sequence[str]) -> List[str]:
+        """Test the guess before ddmin. GOOD plus the guess: BAD means it reproduces the slowdown alone, and
+        ddmin within it (nothing more when it is one delta) is the answer. Otherwise BAD minus the guess says
+        whether the rest reproduces it without the guess (BAD) or the guess is needed but not enough (GOOD: it
+        acts together with something else); either way ddmin then searches every delta, as plain ddmin would,
+        its tests that meet these two taken from the cache (and the journal): at most two configurations more
+        than plain ddmin (ddmin over the rest alone partitions differently and can cost four more,
+        benchmarks/bisect_runs.py)."""
+        guess_key: Key = tuple(sorted(guess))
+        rest_key: Key = tuple(sorted(n for n in self.names if n not in guess_key))
+        steps: List[Dict[str, Any]] = []
+        self.path = {"guided": True, "guess": list(guess_key), "steps": steps}
+        plus = self._tracked(guess_key)
+        steps.append({"test": "GOOD + guess", "bad_deltas": list(guess_key), "outcome": plus})
+        if plus == BAD:
+            self.path["result"] = "the guess reproduces BAD alone" + (
+                ": ddmin within it" if len(guess_key) > 1 else "")
+            return ddmin(list(guess_key), self._tracked) if len(guess_key) > 1 else list(guess_key)
+        minus = self._tracked(rest_key)
+        steps.append({"test": "BAD \u2212 guess", "bad_deltas": list(rest_key), "outcome": minus})
+        if minus == BAD:
+            self.path["result"] = "the rest reproduces BAD without the guess: ddmin over every delta"
+        else:
+            self.path["result"] = "the guess is needed but not enough (it acts with another delta): ddmin over " \
+                                  "every delta"
+        return ddmin(self.names, self._tracked)

@@ -1,0 +1,292 @@
+"""Ranking on evidence (issue 13), unit by unit, on exact minimal snapshots (tests/helpers/diff.py): context
+(is the part of the stack in play?), who read a variable, the mechanism's factors, priors of unknown
+differences, ties reported as groups with the bisect command, and the factor table itself. The end-to-end
+planted causes on real processes are tests/e2e/test_planted_evidence.py."""
+from __future__ import annotations
+
+import ast
+import copy
+
+import pytest
+from helpers import REPO_ROOT
+from helpers.diff import runs, section, snap, workers
+
+from envsnap.analysis import knowledge, result as result_mod
+from envsnap.analysis.compare import diff as diff_mod
+from envsnap.analysis.rank import context as context_mod, factors, priors
+from envsnap.analysis.rank.groups import configurations_for_one_cause
+from envsnap.bisect.ddmin import simulated_configurations_for_one_cause
+
+NO_GPU = section({}, status="unavailable")
+NO_GPU["reason"] = "NVML: NVML Shared Library Not Found; nvidia-smi not on PATH"
+ONE_GPU = section({"count": 1, "gpus": {"0": {"name": "NVIDIA H200"}}})
+FAST, SLOW = {"tok_s": [100, 101, 99, 100, 102]}, {"tok_s": [60, 61, 59, 60, 62]}
+
+
+def _pair(good_env, bad_env, **sections):
+    good = snap("good", env=good_env, runs=runs(FAST), **copy.deepcopy(sections))
+    bad = snap("bad", env=bad_env, runs=runs(SLOW), **copy.deepcopy(sections))
+    return good, bad
+
+
+def _causes(good, bad):
+    return {c["key"]: c for c in result_mod.analyze(good, bad)["causes"]}
+
+
+def _has(cause, prefix):
+    return any(e.startswith(prefix) for e in cause["evidence"])
+
+
+# ---------------------------------------------------------------- context
+
+def test_gpu_and_nccl_settings_are_out_of_context_without_a_gpu():
+    good, bad = _pair({"A": "1"}, {"A": "1", "NCCL_PROTO": "Simple", "CUDA_LAUNCH_BLOCKING": "1", "EDITOR": "vi"},
+                      nvidia=NO_GPU)
+    causes = _causes(good, bad)
+    for key in ("env.NCCL_PROTO", "env.CUDA_LAUNCH_BLOCKING"):
+        assert _has(causes[key], "x0.1 out of context: no GPU captured on either side (NVML: NVML Shared Library"), \
+            causes[key]["evidence"]
+    assert not _has(causes["env.EDITOR"], "x0.1 out of context")  # needs nothing in particular
+    # Without the factor NCCL_PROTO (prior 0.8) would outrank anything here; out of context it is below 0.2.
+    assert causes["env.NCCL_PROTO"]["score"] < 0.2
+
+
+def test_a_gpu_in_play_keeps_cuda_settings_and_no_nccl_init_means_not_seen():
+    probe = {"dir": "/p", "records": {"python-0": {"pid": 5, "title": "python bench.py", "env_at_start": {}}}}
+    good, bad = _pair({}, {"NCCL_ALGO": "Tree", "CUDA_LAUNCH_BLOCKING": "1"}, nvidia=ONE_GPU, probe=probe)
+    causes = _causes(good, bad)
+    assert _has(causes["env.NCCL_ALGO"], "x0.25 not seen in play: NCCL not seen in use on either side (no probed "
+                                         "process initialised NCCL")
+    assert not any("x0." in e and "context" in e for e in causes["env.CUDA_LAUNCH_BLOCKING"]["evidence"])
+    assert _has(causes["env.CUDA_LAUNCH_BLOCKING"], "in context: 1 GPU captured (both sides)")
+
+
+def test_an_nccl_init_record_puts_nccl_in_play_and_unknown_context_moves_nothing():
+    envs = {"scheduler_TP0": {"NCCL_PROTO": "LL"}}
+    good = snap("good", env={}, runs=runs(FAST), **workers(envs))
+    bad = copy.deepcopy(good)
+    bad["runs"] = runs(SLOW)
+    bad["sections"]["probe"]["data"]["records"]["scheduler_TP0"]["env_at_init"]["NCCL_PROTO"] = "Simple"
+    presence = context_mod.build_context(good, bad).of(knowledge.NCCL_CONTEXT)
+    assert presence.state == context_mod.IN_PLAY and "scheduler_TP0 initialised NCCL" in presence.why
+    # No nvidia section at all: whether a GPU ran is not known, and nothing is taken off.
+    unknown = context_mod.build_context(snap("g", env={}), snap("b", env={})).of(knowledge.GPU_CONTEXT)
+    assert unknown.state == context_mod.UNKNOWN
+    assert context_mod.context_factor("env.CUDA_LAUNCH_BLOCKING", context_mod.build_context(good, bad)) is None
+
+
+def test_sglang_settings_need_sglang():
+    pkgs = {"python": "/venv/bin/python", "dists": {"torch": {"version": "2.13.0"}}, "integrity": {}}
+    good, bad = _pair({}, {"SGLANG_ENABLE_SPEC_V2": "1"}, packages=pkgs)
+    # Nothing shows that the described interpreter is the one that ran (it may be envsnap's own): weaker.
+    assert _has(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"],
+                "x0.25 not seen in play: SGLang not seen in use on either side (SGLang is not installed in the "
+                "interpreter envsnap described (/venv/bin/python)")
+    for side in (good, bad):
+        side["run_session"] = {"command": ["/venv/bin/python", "bench.py"]}
+    assert _has(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"],
+                "x0.1 out of context: no SGLang captured on either side (SGLang is not installed in the interpreter "
+                "that ran (/venv/bin/python))")
+    with_sglang = {"dists": {"sglang": {"version": "0.5.23"}}, "integrity": {}}
+    good, bad = _pair({}, {"SGLANG_ENABLE_SPEC_V2": "1"}, packages=with_sglang, sglang={"server_args": {"tp_size": 2}})
+    assert not _has(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"], "x0.1 out of context")
+
+
+def test_a_merged_cluster_is_in_context_when_any_node_shows_the_part():
+    def cluster(label, gpu_node, algo):
+        nodes = {}
+        for host, nvidia in (("node-a", ONE_GPU if gpu_node else NO_GPU), ("node-b", NO_GPU)):
+            node = snap(label, env={"NCCL_ALGO": algo}, nvidia=copy.deepcopy(nvidia))
+            nodes[host] = {"label": label, "created": node["created"], "sections": node["sections"]}
+        merged = snap(label, env={})
+        merged["sections"], merged["nodes"] = {}, nodes
+        return merged
+
+    in_play = context_mod.build_context(cluster("g", True, "Ring"), cluster("b", True, "Tree"))
+    assert in_play.of(knowledge.GPU_CONTEXT).state == context_mod.IN_PLAY
+    assert "(node-a)" in in_play.of(knowledge.GPU_CONTEXT).why
+    absent = context_mod.build_context(cluster("g", False, "Ring"), cluster("b", False, "Tree"))
+    assert absent.of(knowledge.GPU_CONTEXT).state == context_mod.ABSENT
+    assert "(every node)" in absent.of(knowledge.GPU_CONTEXT).why
+    causes = _causes(cluster("g", True, "Ring"), cluster("b", True, "Tree"))
+    assert not _has(causes["*/env.NCCL_ALGO"], "x0.1 out of context")
+    assert _has(causes["*/env.NCCL_ALGO"], "the same change on every node compared")
+
+
+# ---------------------------------------------------------------- who read it
+
+def _probe(reads):
+    return {"dir": "/p", "records": {"python-0": {"pid": 5, "title": "python bench.py", "env_at_start": {},
+                                                   "env_reads": reads}}}
+
+
+def test_a_variable_the_benchmark_read_outranks_one_nobody_read():
+    reads = {"APP_VALIDATE": 3}
+    good, bad = _pair({}, {"APP_VALIDATE": "1", "APP_COLOR": "1", "OMP_NUM_THREADS": "2"}, probe=_probe(reads))
+    causes = _causes(good, bad)
+    assert _has(causes["env.APP_VALIDATE"], "x2 read by python-0 (6 reads)")
+    assert _has(causes["env.APP_COLOR"], "x0.3 not read: read tracking was on in 1 measured process and none read it")
+    # Equal priors (both look like switches): the read decides.
+    assert causes["env.APP_VALIDATE"]["score"] > causes["env.APP_COLOR"]["score"]
+    # C libraries read with getenv, unseen by the probe: no penalty for OpenMP's variable.
+    omp = causes["env.OMP_NUM_THREADS"]
+    assert not _has(omp, "x0.3 not read")
+    assert any("the OpenMP runtime reads it with getenv" in e for e in omp["evidence"])
+
+
+def test_without_read_tracking_nothing_is_called_unread():
+    probe = {"dir": "/p", "records": {"python-0": {"pid": 5, "title": "python bench.py", "env_at_start": {}}}}
+    good, bad = _pair({}, {"APP_COLOR": "1"}, probe=probe)
+    assert not any("read" in e for e in _causes(good, bad)["env.APP_COLOR"]["evidence"][1:])
+
+
+# ---------------------------------------------------------------- the mechanism
+
+def _telemetry(cpu_s, cpus, threads, wall=1.0):
+    return {"wall_s": wall, "cpu_user_s": cpu_s, "cpu_system_s": 0.0, "cpu_set": list(range(cpus)),
+            "peak_threads": threads, "ctx_voluntary": 5, "ctx_involuntary": 10}
+
+
+def _measured(values, telemetry):
+    out = runs(values)
+    for run, usage in zip(out, telemetry):
+        run["telemetry"] = usage
+    return out
+
+
+def test_a_halved_cpu_set_moves_the_host_fact_up_and_a_thread_count_whose_threads_held_down():
+    host_g = {"cpu": {"usable": 2, "logical": 2}}
+    host_b = {"cpu": {"usable": 1, "logical": 2}}
+    good = snap("good", env={"OMP_NUM_THREADS": "4"}, host=host_g,
+                runs=_measured(FAST, [_telemetry(0.5, 2, 3, wall=0.25 + i / 100) for i in range(5)]))
+    bad = snap("bad", env={"OMP_NUM_THREADS": "1"}, host=host_b,
+               runs=_measured(SLOW, [_telemetry(0.5, 1, 3, wall=0.5 + i / 100) for i in range(5)]))
+    result = result_mod.analyze(good, bad)
+    assert result["verdict"]["mechanism"]["kind"] == "fewer_cpus"
+    causes = {c["key"]: c for c in result["causes"]}
+    usable = causes["host.cpu.usable"]
+    assert usable["factors"][0] == {"factor": "prior", "value": pytest.approx(0.65),
+                                    "why": "sized: usable CPUs 2 \u2192 1: 50% of them taken away"}
+    assert _has(usable, "x1.5 the runs' CPU set moved with it (2 \u2192 1)")
+    assert _has(usable, "x1.5 fits the mechanism (cpu/host): ran on 1 CPU instead of 2")
+    omp = causes["env.OMP_NUM_THREADS"]
+    assert _has(omp, "x0.2 the runs' peak threads held (3 \u2192 3): it sizes OpenMP's thread pool")
+    assert not _has(omp, "x1.5 fits the mechanism")  # the pathway it acts through did not act
+    assert result["causes"][0]["key"] == "host.cpu.usable" and usable["score"] - omp["score"] > 0.5
+
+
+def test_the_mechanism_moves_components_it_implicates_up_and_those_it_contradicts_down():
+    mechanism = {"kind": "gpu_work", "line": "GPU busy 99% on both sides, SM clock held: GPU work got slower",
+                 "factors": {}, "components": {"matches": [knowledge.KERNELS], "contradicts": [knowledge.CPU_HOST]}}
+    good, bad = _pair({}, {"NVIDIA_TF32_OVERRIDE": "0", "OMP_NUM_THREADS": "1"}, nvidia=ONE_GPU)
+    verdict, _ = result_mod.build_verdict(good, bad)
+    verdict["mechanism"] = mechanism
+    comp = diff_mod.compare(good, bad)
+    causes = {c["key"]: c for c in result_mod.rank_causes(comp, verdict, context_mod.build_context(good, bad))}
+    assert _has(causes["env.NVIDIA_TF32_OVERRIDE"], "x1.5 fits the mechanism (attention/kernels): GPU busy 99%")
+    assert _has(causes["env.OMP_NUM_THREADS"], "x0.4 contradicts the mechanism (cpu/host): GPU busy 99%")
+    assert causes["env.NVIDIA_TF32_OVERRIDE"]["rank"] == 1
+
+
+# ---------------------------------------------------------------- priors of unknown differences
+
+@pytest.mark.parametrize("value,kind", [
+    ("1", "switch"), ("false", "switch"), ("", "switch"), ("8", "count"), ("0.75", "count"), ("512MB", "count"),
+    ("LAZY", "mode"), ("fast", "mode"), ("INIT,ENV", "mode"), ("/opt/models/llama", "bookkeeping"),
+    ("https://example.com/x", "bookkeeping"), ("1764000000", "bookkeeping"), ("9fceb02d0ae598e95dc9", "bookkeeping"),
+    ("3f2b8c1e-9d4a-4c6e-8f1a-2b7d5e0c9a41", "bookkeeping"), ("2025-11-28T09:00", "bookkeeping"),
+    ("PERF-1234", "bookkeeping"), ("redacted:0a1b2c3d", "bookkeeping"), ("try the new kernel", "text"),
+])
+def test_value_shapes(value, kind):
+    assert priors.value_kind(value) == kind
+
+
+@pytest.mark.parametrize("name,good,bad,kind", [
+    ("LD_BIND_NOW", None, "1", "linker"), ("MALLOC_ARENA_MAX", None, "2", "allocator"),
+    ("PYTHONTRACEMALLOC", None, "1", "interpreter"), ("LD_AUDIT", None, "/opt/audit.so", "linker"),
+    ("DATA_LOADER_NUM_WORKERS", "4", "1", "threads"), ("FEATURE_X_ENABLED", None, "yes", "switch"),
+    ("CACHE_SIZE", "64", "8", "count"), ("SCHED_POLICY", "fifo", "lru", "mode"),
+    ("MODEL_DIR", "/a", "/b", "bookkeeping"), ("APP_MODE", None, "/etc/app.conf", "bookkeeping"),
+    ("BUILD_TAG", None, "1", "bookkeeping"), ("VALIDATE_ROWS", None, "1", "switch"),
+    ("EXPERIMENT", "a", "b", "mode"), ("MOTD", None, "have a nice day", "text"),
+])
+def test_unknown_variables_by_name_family_and_value_shape(name, good, bad, kind):
+    assert priors.variable_kind(name, good, bad)[0] == kind
+
+
+def test_knob_like_unknowns_outrank_bookkeeping_and_resources_are_sized():
+    good, bad = _pair({"HF_HOME": "/a"}, {"HF_HOME": "/b", "APP_TURBO": "1"},
+                      host={"cpu": {"usable": 8, "logical": 8}, "cgroup": {"cpu_limit_cores": "max"}})
+    bad["sections"]["host"]["data"] = {"cpu": {"usable": 2, "logical": 8}, "cgroup": {"cpu_limit_cores": 4}}
+    causes = _causes(good, bad)
+    assert causes["env.APP_TURBO"]["score"] > causes["env.HF_HOME"]["score"]
+    assert causes["host.cpu.usable"]["factors"][0]["value"] == pytest.approx(0.3 + 0.7 * 0.75)
+    assert causes["host.cgroup.cpu_limit_cores"]["factors"][0]["why"] == \
+        "sized: CPU quota 8 \u2192 4: 50% of them taken away"
+    assert causes["host.cpu.usable"]["component"] == knowledge.CPU_HOST
+    assert [c for c in _causes(good, bad).values()][0]["key"] == "host.cpu.usable"
+
+
+# ---------------------------------------------------------------- ties
+
+def test_equal_evidence_is_one_group_with_the_bisect_command_never_an_order_by_name():
+    good, bad = _pair({}, {"ZZ_FLAG": "1", "AA_FLAG": "1", "MM_FLAG": "1", "NCCL_ALGO": "Tree"}, nvidia=NO_GPU)
+    good["run_session"] = bad["run_session"] = {"command": ["python", "bench.py", "--fast path"]}
+    result = result_mod.analyze(good, bad, good_file="g.json", bad_file="b.json")
+    flags = [c for c in result["causes"] if c["key"].endswith("_FLAG")]
+    assert {c["rank"] for c in flags} == {1} and all(c["tied"] == 2 for c in flags)
+    group = result["groups"][0]
+    assert group["rank"] == 1 and group["size"] == 3 and sorted(group["keys"]) == [c["key"] for c in flags]
+    assert group["line"] == "these 3 cannot be told apart from the snapshots (the evidence scores them equally)"
+    bisect = group["bisect"]
+    assert bisect["command"] == "envsnap bisect g.json b.json -- python bench.py '--fast path'"
+    assert bisect["deltas"] == 4 and bisect["configurations"] == configurations_for_one_cause(4)
+    assert bisect["runs"] == bisect["configurations"] * 3
+    assert f"about {bisect['runs']} runs" in group["bisect_line"]
+
+
+def test_one_change_seen_in_several_places_is_not_sent_to_bisect():
+    causes = [{"rank": 1, "key": "workers.a.changed_in_process.X", "variable": "X", "score": 0.5},
+              {"rank": 1, "key": "workers.b.changed_in_process.X", "variable": "X", "score": 0.5}]
+    from envsnap.analysis.rank.groups import tie_groups
+
+    group = tie_groups(causes, {"deltas": 3, "command": "c", "runs": 1, "configurations": 1, "repeat": 1})[0]
+    assert group["line"] == "these 2 are one change (X) seen in 2 places, scored equally"
+    assert "bisect" not in group
+
+
+def test_bisect_cost_estimate_matches_ddmin():
+    # benchmarks/bisect_runs.py: one cause among 32 deltas, worst case 12 configurations with the baselines.
+    assert configurations_for_one_cause(32) == 12
+    assert [configurations_for_one_cause(n) for n in (0, 1, 2)] == [0, 2, 4]
+    assert configurations_for_one_cause(1000) < 2 * 10 + 6
+    # The analysis' closed form is the count bisect's own ddmin gives (analysis cannot import bisect).
+    for n in (1, 2, 3, 5, 8, 13, 20, 33, 64, 100, 257):
+        assert configurations_for_one_cause(n) == simulated_configurations_for_one_cause(n), n
+
+
+# ---------------------------------------------------------------- the factor table
+
+def test_every_factor_is_named_with_a_reason_and_no_ranker_module_holds_a_number_of_its_own():
+    for factor in factors.FACTORS.values():
+        assert factor.value > 0 and factor.why and factor.name
+    for side in factors.SIDE_WEIGHTS.values():
+        assert all(0 < w <= 1 for w in side.values())
+    # The ranking modules take every number from the table (analysis/knowledge, factors.py): no float literal
+    # other than 0 and 1 in them.
+    for name in ("causes", "domain", "observed", "context", "priors", "groups"):
+        tree = ast.parse((REPO_ROOT / "envsnap" / "analysis" / "rank" / f"{name}.py").read_text())
+        floats = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, float)
+                  and n.value not in (0.0, 1.0)]
+        assert not floats, (name, floats)
+
+
+def test_score_lines_say_every_factor_with_its_value():
+    score = factors.Score(0.8, "NCCL_PROTO rule")
+    score.apply("out_of_context", "out of context: no GPU captured on either side")
+    score.apply("read_by_process", "read by scheduler_TP0 (12 reads)")
+    score.apply("runs_significant")  # 1.0 moves nothing: not listed
+    assert score.lines() == ["prior 0.80 (NCCL_PROTO rule)", "x0.1 out of context: no GPU captured on either side",
+                             "x2 read by scheduler_TP0 (12 reads)"]
+    assert score.raw == pytest.approx(0.16) and 0 < score.score < 1
+    assert [f["factor"] for f in score.to_json()] == ["prior", "out_of_context", "read_by_process"]
