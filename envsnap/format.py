@@ -96,6 +96,13 @@ def short_hash(raw: Any) -> str:
     return value(raw, 40)
 
 
+def clock(epoch: float) -> str:
+    """A moment as people read it in a log: '2026-12-04 13:05:09 UTC'."""
+    import datetime
+
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def size(nbytes: float) -> str:
     """A byte count people can read: "1.5 GiB"."""
     for name, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):

@@ -27,6 +27,7 @@ class CommandResult:
     elapsed_s: float = 0.0
     timed_out: bool = False
     stdout_bytes: bytes = b""  # stdout as the command wrote it (a patch's exact bytes; stdout is decoded)
+    pid: Optional[int] = None  # the command's pid, which is also its session's id (start_new_session)
 
     @property
     def ok(self) -> bool:
@@ -65,6 +66,7 @@ def run_command(
     except OSError as exc:
         result.error = f"cannot run {argv[0]}: {exc.strerror or exc}"
         return result
+    result.pid = proc.pid
     data = input_text.encode() if input_text is not None else input_bytes
     try:
         out, err = proc.communicate(input=data, timeout=timeout)

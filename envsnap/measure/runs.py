@@ -218,12 +218,15 @@ class RunOptions:
     profile: Optional["ProfileRequest"] = None
 
 
-def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None, label: str = "run") -> Dict:
+def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None, label: str = "run",
+             sessions: Optional[List[int]] = None) -> Dict:
     """Run the command once; return its run record (never raises, except KeyboardInterrupt).
 
     With opts.telemetry, the record has "telemetry"; pass a session's Telemetry to share its
     NVML handle and process cache between runs (else one is opened for this run alone).
     With opts.trace_dir, the record has "trace": the summaries of the profiler traces the run wrote.
+    `sessions` gets the command's session id (its pid: run_command starts it in a session of its own),
+    which tells the command's processes from a server's.
     """
     cwd = opts.cwd or os.getcwd()
     logs = AppendWatch([os.path.abspath(p) for p in opts.logs])
@@ -243,6 +246,8 @@ def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None, label: s
     sampler = telemetry.begin() if telemetry is not None else None
     try:
         result = run_command(opts.command, timeout=opts.timeout, cwd=cwd, env=opts.env)
+        if sessions is not None and result.pid is not None:
+            sessions.append(result.pid)
         usage = sampler.finish(result.elapsed_s) if sampler is not None else None
     finally:
         if sampler is not None:
@@ -320,8 +325,8 @@ class RunSession:
     opts: RunOptions
     records: List[Dict] = field(default_factory=list)
     warmups_done: int = 0
-    # When each run ran: {"run": 1-based number or "warmup N", "start": epoch s, "end": epoch s}
-    # (the probe's records are matched to runs by these).
+    # When each run ran: {"run": 1-based number or "warmup N", "start": epoch s, "end": epoch s, "sid": the
+    # command's session id} (the probe's records are matched to runs, and told from a server's, by these).
     windows: List[Dict] = field(default_factory=list)
 
     def execute(self, progress: Optional[Callable[[str], None]] = None) -> List[Dict]:
@@ -350,10 +355,14 @@ class RunSession:
 
     def _timed(self, label, telemetry) -> Dict:
         start = time.time()
+        sessions: List[int] = []
         try:
-            return run_once(self.opts, telemetry, label=str(label).replace(" ", ""))
+            return run_once(self.opts, telemetry, label=str(label).replace(" ", ""), sessions=sessions)
         finally:
-            self.windows.append({"run": label, "start": start, "end": time.time()})
+            window = {"run": label, "start": start, "end": time.time()}
+            if sessions:
+                window["sid"] = sessions[0]
+            self.windows.append(window)
 
     def session_info(self, interrupted: bool) -> Dict:
         info = {

@@ -2,8 +2,15 @@
 
 A process can be seen twice: walking the process tree (section processes: /proc/PID/environ, the
 environment as it was at exec) and by the in-process probe (section probe: os.environ inside the
-process at start, at init_process_group, at exit). Which environment a process ran with is decided
-here and nowhere else:
+process at start, at init_process_group, at exit). The two collectors key processes on their own (the
+walk by the title a process has now, the probe by the title it had when it last wrote, or its rank),
+so they are joined here by host and pid: one process, one entry, under the key that says most (an
+SGLang role, else a rank, else the walk's), with both sources' section keys kept for evidence.
+
+`envsnap run`'s own command (the benchmark client) is not the server: its processes (the probe's
+"command_records" of the compared run) form a group of their own, "command", apart from the "server"
+processes, in the model and in every output built on it. Which environment a process ran with is
+decided here and nowhere else:
 
   1. the probe at init_process_group (what NCCL read),
   2. else the probe at start,
@@ -31,6 +38,9 @@ SOURCE_LABELS = {"env_at_init": "probe at init_process_group", "env_at_start": "
 PRECEDENCE = ("env_at_init", "env_at_start")  # probe fields, most telling first; then /proc
 
 
+SERVER, COMMAND = "server", "command"
+
+
 class SeenProcess(NamedTuple):
     """One process as envsnap saw it."""
     key: str
@@ -46,6 +56,10 @@ class SeenProcess(NamedTuple):
     exec_env: Optional[Dict[str, Any]]  # /proc's view beside a probe view (in-process changes), else None
     in_probe: bool
     in_walk: bool
+    group: str = SERVER  # SERVER | COMMAND (the `envsnap run` command's own processes)
+    walk_key: str = ""  # its key in the processes section ("" when the walk did not see it)
+    probe_key: str = ""  # its key in the probe section's records or command_records ("" when not probed)
+    initialised: bool = False  # it called init_process_group (the probe's init record): a distributed worker
 
     @property
     def source_label(self) -> str:
@@ -75,48 +89,137 @@ def _order(entry: Mapping[str, Any]) -> Tuple[int, int, int]:
     return 0, num(rank), 0
 
 
+def _pid(entry: Mapping[str, Any]) -> Optional[int]:
+    pid = entry.get("pid")
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+
+
+def _joined_key(walk_key: str, proc: Mapping[str, Any], probe_key: str, record: Mapping[str, Any]) -> str:
+    """The key of a process both collectors saw: an SGLang role first (the walk reads the title the process
+    has now), else a rank, else the walk's key."""
+    if role_kind(proc) != "other":
+        return walk_key
+    if role_kind(record) != "other" or isinstance(as_dict(record.get("role")).get("rank"), int):
+        return probe_key
+    return walk_key
+
+
+def command_records(probe: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """The compared run's command processes ({process key: record}, the run prefix taken off)."""
+    compared = probe.get("compared_run")
+    out: Dict[str, Dict[str, Any]] = {}
+    for key, record in as_dict(probe.get("command_records")).items():
+        run, _, name = str(key).partition("/")
+        if isinstance(record, dict) and name and record.get("run") == compared and run == str(compared):
+            out[name] = record
+    return out
+
+
 def seen_processes(processes: Mapping[str, Any], probe: Mapping[str, Any]) -> Dict[str, SeenProcess]:
-    """Every process of one snapshot (section data of `processes` and `probe`), in reading order."""
+    """Every process of one snapshot (section data of `processes` and `probe`), in reading order: the server's
+    (walked and probed, joined by pid), then the compared run's command processes."""
     procs = {str(k): v for k, v in as_dict(processes.get("processes")).items() if isinstance(v, dict)}
     records = {str(k): v for k, v in as_dict(probe.get("records")).items() if isinstance(v, dict)}
+    # The walk reads this machine's /proc (its entries carry no host); a probe record names its host, so a
+    # record is joined to a walked process by pid, and by host too where both name one.
+    walked_by_pid = {_pid(p): k for k, p in procs.items() if _pid(p) is not None}
+    # (key, walk key, probe key) per process: the probe's records joined to the walk by pid
+    members: List[Tuple[str, str, str]] = []
+    joined = set()
+    probe_to_key: Dict[str, str] = {}
+    for probe_key in sorted(records):
+        record = records[probe_key]
+        walk_key = walked_by_pid.get(_pid(record))
+        if walk_key is not None and procs[walk_key].get("host", record.get("host")) != record.get("host"):
+            walk_key = None
+        if walk_key is not None and walk_key not in joined:
+            joined.add(walk_key)
+            key = _joined_key(walk_key, procs[walk_key], probe_key, records[probe_key])
+            members.append((key, walk_key, probe_key))
+        else:
+            members.append((probe_key, "", probe_key))
+        probe_to_key[probe_key] = members[-1][0]
+    members += [(k, k, "") for k in procs if k not in joined]
+    walk_to_key = {w: k for k, w, _ in members if w}
+    used: Dict[str, int] = {}
     out: List[SeenProcess] = []
-    for key in set(procs) | set(records):
-        proc, record = procs.get(key, {}), records.get(key, {})
-        walked_ok = proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict)
-        env, source, flat = None, "", ""
-        for name in PRECEDENCE:
-            if isinstance(record.get(name), dict):
-                env, source, flat = record[name], name, f"probe.records.{key}.{name}"
-                break
-        exec_env = proc["environ"] if walked_ok and env is not None else None
-        if env is None and walked_ok:
-            env, source, flat = proc["environ"], "environ", f"processes.processes.{key}.environ"
-        status = "ok" if env is not None else str(proc.get("environ_status") or "unreadable")
-        entry = proc or record
-        kind = role_kind(proc) if proc else ("rank" if role_kind(record) == "other" else role_kind(record))
+    for key, walk_key, probe_key in members:
+        used[key] = used.get(key, 0) + 1
+        if used[key] > 1:  # a probe key equal to another process's walk key: keep both apart
+            key = f"{key}#{used[key]}"
+        proc, record = procs.get(walk_key, {}), records.get(probe_key, {})
         parent = proc.get("parent_key") if proc else record.get("parent_key")
-        out.append(SeenProcess(
-            key=key, title=str(proc.get("title") or record.get("title") or key), kind=kind,
-            order=_order(entry if proc else record), parent=parent if isinstance(parent, str) else None,
-            status=status, note=str(proc.get("environ_note") or ""), env=env, source=source, flat=flat,
-            exec_env=exec_env, in_probe=bool(record), in_walk=bool(proc)))
-    out.sort(key=lambda p: (KIND_ORDER[p.kind], p.order, _natural(p.key)))
+        if isinstance(parent, str):
+            parent = (walk_to_key if proc else probe_to_key).get(parent, parent)
+        out.append(_seen(key, proc, record, walk_key, probe_key, "records", SERVER,
+                         parent if isinstance(parent, str) else None))
+    for name, record in sorted(command_records(probe).items()):
+        key = f"command/{name}"
+        parent = record.get("parent_key")
+        out.append(_seen(key, {}, record, "", f"{record.get('run')}/{name}", "command_records", COMMAND,
+                         f"command/{parent}" if isinstance(parent, str) else None))
+    out.sort(key=lambda p: (p.group == COMMAND, KIND_ORDER[p.kind], p.order, _natural(p.key)))
     return {p.key: p for p in out}
 
 
+def _seen(key: str, proc: Dict[str, Any], record: Dict[str, Any], walk_key: str, probe_key: str, field: str,
+          group: str, parent: Optional[str]) -> SeenProcess:
+    walked_ok = proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict)
+    env, source, flat = None, "", ""
+    for name in PRECEDENCE:
+        if isinstance(record.get(name), dict):
+            env, source, flat = record[name], name, f"probe.{field}.{probe_key}.{name}"
+            break
+    exec_env = proc["environ"] if walked_ok and env is not None else None
+    if env is None and walked_ok:
+        env, source, flat = proc["environ"], "environ", f"processes.processes.{walk_key}.environ"
+    status = "ok" if env is not None else str(proc.get("environ_status") or "unreadable")
+    if proc:
+        kind = role_kind(proc)
+    elif group == COMMAND:
+        kind = role_kind(record)
+    else:
+        kind = "rank" if role_kind(record) == "other" else role_kind(record)
+    # /proc's note (a title overwrote the environment...) matters only where /proc is what was read.
+    note = str(proc.get("environ_note") or "") if source in ("", "environ") else ""
+    return SeenProcess(
+        key=key, title=str(proc.get("title") or record.get("title") or key), kind=kind,
+        order=_order(proc if proc else record), parent=parent, status=status,
+        note=note, env=env, source=source, flat=flat, exec_env=exec_env,
+        in_probe=bool(record), in_walk=bool(proc), group=group, walk_key=walk_key, probe_key=probe_key,
+        initialised=isinstance(record.get("init"), dict))
+
+
 def tp_workers(seen: Mapping[str, SeenProcess], roles: Mapping[str, str]) -> List[str]:
-    """The TP workers (they run NCCL): the schedulers; without roles, every non-front-end process.
+    """The TP workers (they run NCCL): the server's schedulers; without roles, the server's processes that
+    initialised a process group (init_process_group, seen by the probe), else every non-front-end process
+    of the server; without server processes, the `envsnap run` command's own (what was measured).
 
     `roles` maps each key to the role kind its own records give (a probe-only record is "rank" for
     reading order, but its role decides whether it is a worker)."""
-    workers = sorted(k for k in seen if roles.get(k) == "scheduler")
+    server = {k: p for k, p in seen.items() if p.group == SERVER}
+    pool = server or dict(seen)
+    workers = sorted(k for k in pool if roles.get(k) == "scheduler")
     if not workers:
-        workers = sorted(k for k in seen if roles.get(k, "other") not in FRONT_END_KINDS)
-    return workers or sorted(seen)
+        workers = sorted(k for k in pool if pool[k].initialised)
+    if not workers:
+        workers = sorted(k for k in pool if roles.get(k, "other") not in FRONT_END_KINDS)
+    return workers or sorted(pool)
 
 
 def role_kinds(processes: Mapping[str, Any], probe: Mapping[str, Any]) -> Dict[str, str]:
-    """Each process key's role kind, the walk's over the probe's (the walk reads the title it has now)."""
-    kinds = {str(k): role_kind(r) for k, r in as_dict(probe.get("records")).items() if isinstance(r, dict)}
-    kinds.update({str(k): role_kind(p) for k, p in as_dict(processes.get("processes")).items() if isinstance(p, dict)})
+    """Each process key (seen_processes' keys) to its role kind, the walk's over the probe's (the walk reads
+    the title the process has now)."""
+    seen = seen_processes(processes, probe)
+    procs = as_dict(processes.get("processes"))
+    records = as_dict(probe.get("records"))
+    commands = command_records(probe)
+    kinds: Dict[str, str] = {}
+    for key, process in seen.items():
+        if process.walk_key and isinstance(procs.get(process.walk_key), dict):
+            kinds[key] = role_kind(procs[process.walk_key])
+        elif process.group == COMMAND:
+            kinds[key] = role_kind(commands.get(key.partition("/")[2], {}))
+        else:
+            kinds[key] = role_kind(as_dict(records.get(process.probe_key)))
     return kinds

@@ -33,6 +33,22 @@ What it writes: `<ENVSNAP_PROBE_DIR>/<host>-<pid>.json`, replaced atomically (te
 - "env_reads" {name: count} and "env_copies": which variables the process's Python code
   read, counted from activation on (see "Who read it" below); every record carries the
   counts so far, the exit record the final ones. "started_at": when the probe activated.
+- "modules": the top-level modules loaded so far, {name: file} ("built-in", "frozen",
+  "namespace:<dir>", "object" where sys.modules holds something other than a module), with
+  "stdlib_dir" and "site_dirs" so envsnap can tell a module loaded from elsewhere (a file in
+  the working directory shadowing `json` or `numpy`) from the one installed; "__main__" is
+  the main script. Also "sid" (the session: `envsnap run` starts its command in a session of
+  its own, so the command's processes are told from a server's) and "cwd".
+
+Records that cover the measured window: a record is a picture at one moment, and a server
+still running writes no exit record. So once the start record is written, every variable
+read for the first time is also appended, synchronously, to `<host>-<pid>.journal` (one
+JSON line, the file opened, written and closed: no descriptor is kept that the program
+could close or reuse); whenever envsnap reads the journal, the reads it holds are every
+read up to that moment, for a process alive or gone. New top-level modules are appended
+the same way, at most once a second, from a gc callback (the program allocates while it
+imports: no thread, no signal and no timer of the probe's own); the journal says when its
+module lines were written, so "loaded" is claimed only up to then.
 Argument lists and environments are redacted with envsnap's own redact module; if it
 cannot be loaded, values are not recorded at all (names only).
 
@@ -57,12 +73,17 @@ import os
 import sys
 
 PROBE_ENV = "ENVSNAP_PROBE_DIR"
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+JOURNAL_SUFFIX = ".journal"
+MODULES_EVERY_S = 1.0  # the gc callback lists new modules at most this often
 REDACT_COPY = "_envsnap_probe_redact.py"
 CACHE_DIR = ".envsnap-probe-cache"
 _UNREDACTED = "<not recorded: redaction unavailable>"
 
-_state = {"active": False, "record": None, "path": None, "start_done": False, "redact": None}
+_state = {"active": False, "record": None, "path": None, "start_done": False, "redact": None,
+          "journal": None}
+# Modules already listed (names) and when the gc callback last looked.
+_modules = {"known": set(), "count": 0, "checked": 0.0}
 
 # Environment reads: {name: count}, whole-environment walks, names beyond the cap.
 MAX_READ_NAMES = 4096
@@ -104,6 +125,11 @@ def _activate():
         "title": " ".join(_redact_argv(argv)),
         "stages": [],
         "started_at": _now(),
+        "sid": _sid(),
+        "cwd": _cwd(),
+        "stdlib_dir": os.path.dirname(os.path.abspath(os.__file__)),
+        "site_dirs": [p for p in sys.path if isinstance(p, str) and os.path.basename(p.rstrip(os.sep))
+                      in ("site-packages", "dist-packages")],
     }
     finder = _Finder()
     if "sitecustomize" in sys.modules:
@@ -113,8 +139,10 @@ def _activate():
     finder.watch["torch.distributed"] = _after_torch_distributed
     sys.meta_path.insert(0, finder)
     import atexit
+    import gc
 
     atexit.register(_at_exit)
+    gc.callbacks.append(_after_collection)
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_child)
 
@@ -123,6 +151,20 @@ def _now():
     import time
 
     return time.time()
+
+
+def _sid():
+    try:
+        return os.getsid(0)
+    except (AttributeError, OSError):
+        return None
+
+
+def _cwd():
+    try:
+        return os.getcwd()
+    except OSError:  # the working directory was removed
+        return None
 
 
 def _hostname():
@@ -258,6 +300,16 @@ def _write(stage):
     record["stages"].append(stage)
     record["written_at"] = time.time()
     record["env_reads"] = dict(sorted(_reads.items()))
+    modules = _module_files()
+    record["modules"] = modules
+    _modules["known"] = set(modules)
+    _modules["count"] = len(sys.modules)
+    journal = path[:-len(".json")] + JOURNAL_SUFFIX
+    if _state.get("journal_broken_at"):
+        record.pop("journal", None)
+        record["journal_broken_at"] = _state["journal_broken_at"]
+    else:
+        record["journal"] = os.path.basename(journal)
     record["env_copies"] = _read_totals["copies"]
     if _read_totals["dropped"]:
         record["env_reads_dropped"] = _read_totals["dropped"]
@@ -271,6 +323,10 @@ def _write(stage):
         with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as handle:
             handle.write(text + "\n")
         os.replace(tmp, path)
+        if _state["journal"] is None and not _state.get("journal_broken_at"):
+            # From here on, every first read of a name is appended to the journal (see the module doc);
+            # the reads before it are in this record (a forked child's journal starts with its first record).
+            _state["journal"] = journal
     except Exception:
         try:
             os.unlink(tmp)
@@ -308,8 +364,11 @@ def _after_fork_child():
         child["pid"] = os.getpid()
         child["ppid"] = os.getppid()
         child["stages"] = []
+        child["sid"] = _sid()
         directory = os.path.dirname(_state["path"])
         _state["path"] = os.path.join(directory, "%s-%d.json" % (_safe_host(record["host"]), child["pid"]))
+        _state["journal"] = None  # the child's journal starts with its own first record
+        _state.pop("journal_broken_at", None)
         _state["record"] = child
     except Exception:
         _state["record"] = None
@@ -333,6 +392,82 @@ def _at_exit():
         _start_record(late="exit")
         _state["record"]["env_at_exit"] = _redact_env(_environ_copy())
         _write("exit")
+    except Exception:
+        pass
+
+
+# --- the journal and the module list ----------------------------------------------------
+
+def _append(entry):
+    """One JSON line appended to the journal; on failure journaling stops (the next record says when)."""
+    path = _state["journal"]
+    if path is None:
+        return
+    import json
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            os.write(fd, (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape"))
+        finally:
+            os.close(fd)
+    except Exception:
+        _state["journal"] = None
+        _state["journal_broken_at"] = _now()
+
+
+def _module_file(module):
+    """Where a top-level module came from, without touching its attributes (a lazy module's __getattr__)."""
+    import types
+
+    if not isinstance(module, types.ModuleType):
+        return "object"
+    namespace = module.__dict__
+    spec = namespace.get("__spec__")
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    path = namespace.get("__file__") or origin
+    if isinstance(path, str) and path not in ("built-in", "frozen"):
+        return path
+    if origin in ("built-in", "frozen"):
+        return origin
+    locations = getattr(spec, "submodule_search_locations", None) if spec is not None else None
+    for location in list(locations or ()):
+        return "namespace:%s" % location
+    return "built-in" if namespace.get("__name__") in sys.builtin_module_names else "unknown"
+
+
+def _module_files(names=None):
+    """{top-level module name: file} of sys.modules (or of `names` only)."""
+    out = {}
+    for name, module in list(sys.modules.items()):
+        if "." in name or (names is not None and name not in names):
+            continue
+        try:
+            out[name] = _module_file(module)
+        except Exception:
+            out[name] = "unknown"
+    return out
+
+
+def _after_collection(phase, info):
+    """gc callback: new top-level modules go to the journal, at most once every MODULES_EVERY_S."""
+    if phase != "stop" or _state["journal"] is None:
+        return
+    try:
+        count = len(sys.modules)
+        if count == _modules["count"]:
+            return
+        import time
+
+        now = time.monotonic()
+        if now - _modules["checked"] < MODULES_EVERY_S:
+            return
+        _modules["checked"], _modules["count"] = now, count
+        known = _modules["known"]
+        new = [name for name in list(sys.modules) if "." not in name and name not in known]
+        if new:
+            known.update(new)
+            _append({"t": _now(), "modules": _module_files(set(new))})
     except Exception:
         pass
 
@@ -382,6 +517,8 @@ def _track_reads():
             reads[key] += 1
         elif len(reads) < MAX_READ_NAMES:
             reads[key] = 1
+            if _state["journal"] is not None:
+                _append({"t": _now(), "read": key})
         else:
             totals["dropped"] += 1
 

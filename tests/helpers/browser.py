@@ -193,7 +193,9 @@ def eagle3_pair(hostile: Optional[str] = None) -> Tuple[Dict[str, Any], Dict[str
         for tp in range(8):
             at_start = dict(processes["processes"][f"scheduler_TP{tp}"].get("environ") or BASE_ENV)
             at_init = dict(at_start, **env_at_init_extra)
-            records[f"scheduler_TP{tp}"] = {"pid": 4100 + tp, "ppid": 4000, "argv": ["python3"],
+            # The same process the walk saw (one process, one pid: model/workers.py joins the two by pid).
+            pid = processes["processes"][f"scheduler_TP{tp}"]["pid"]
+            records[f"scheduler_TP{tp}"] = {"pid": pid, "ppid": 4000, "argv": ["python3"],
                                             "title": f"sglang::scheduler_TP{tp}", "env_at_start": at_start,
                                             "env_at_init": at_init,
                                             "init": {"backend": "nccl", "rank": tp, "world_size": 8,

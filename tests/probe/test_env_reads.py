@@ -183,3 +183,79 @@ def test_names_are_bounded(probed, tmp_path):
     assert len(record["env_reads"]) == 4096
     assert record["env_reads_dropped"] >= 5001 - 4096
     assert all(len(name) <= 256 for name in record["env_reads"])
+
+
+# A long-running process: reads after its start record (and after any init) are journaled the moment they
+# happen, so a capture while it still runs knows them (the records cover the runs).
+SERVING = r"""
+import json, os, sys
+print("started", flush=True)
+for line in sys.stdin:
+    name = line.strip()
+    if name == "import":
+        import json.decoder, fractions  # a new top-level module after the start record
+    elif name == "collect":  # the program allocates on: a collection runs the probe's gc callback
+        import gc, time
+        time.sleep(1.1)
+        gc.collect()
+    elif name:
+        os.environ.get(name)
+    print("done", flush=True)
+"""
+
+
+def test_reads_of_a_running_process_are_journaled_and_collected_while_it_runs(probed, tmp_path):
+    from helpers.workers import start, stop, wait_line
+
+    from envsnap.capture.base import CaptureContext
+    from envsnap.capture.collectors import probe as probe_collector
+
+    rec = tmp_path / "rec"
+    proc = start([probed["python"], "-c", SERVING], env=clean_env(ENVSNAP_PROBE_DIR=str(rec)))
+    try:
+        wait_line(proc, "started")
+        for name in ("T_LATE", "T_LATE", "T_OTHER", "import", "collect"):
+            proc.stdin.write(name + "\n")
+            proc.stdin.flush()
+            wait_line(proc, "done")
+        (record,) = records(rec)  # only the start record is on disk: the process still runs
+        assert record["stages"] == ["start"] and "T_LATE" not in record["env_reads"]
+        journal = rec / record["journal"]
+        lines = [json.loads(line) for line in journal.read_text().splitlines()]
+        assert [entry["read"] for entry in lines if "read" in entry] == ["T_LATE", "T_OTHER"]  # first reads only
+        section = probe_collector.collect(CaptureContext(probe_dir=str(rec)))
+        (entry,) = section["data"]["records"].values()
+        assert {"T_LATE", "T_OTHER"} <= set(entry["env_reads"])
+        assert entry["reads_until"] >= record["written_at"] and not entry.get("reads_to_exit")
+        # Modules imported after the start record reach the journal from the gc callback (at most once a second).
+        assert "fractions" not in record["modules"] and "fractions" in entry["modules"]["stdlib"]
+        assert entry["modules_listed_at"] > record["written_at"]
+    finally:
+        assert stop(proc) == 0
+    (record,) = records(rec)
+    assert record["stages"] == ["start", "exit"] and {"T_LATE", "T_OTHER"} <= set(record["env_reads"])
+    assert "fractions" in record["modules"] and record["modules"]["__main__"] in ("unknown", "built-in")
+
+
+def test_a_module_shadowing_the_standard_library_is_reported_with_both_paths(probed, tmp_path):
+    from envsnap.capture.base import CaptureContext
+    from envsnap.capture.collectors import probe as probe_collector
+
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "statistics.py").write_text("def median(xs):\n    return sorted(xs)[len(xs) // 2]\n")
+    (app / "helper.py").write_text("VALUE = 1\n")
+    (app / "main.py").write_text("import statistics, helper, fractions\nprint(statistics.median([3, 1, 2]))\n")
+    rec = tmp_path / "rec"
+    result = subprocess.run([str(probed["python"]), str(app / "main.py")], capture_output=True, text=True,
+                            timeout=120, cwd=str(app), env=clean_env(ENVSNAP_PROBE_DIR=str(rec)))
+    assert result.returncode == 0 and result.stdout.strip() == "2", result.stderr
+    section = probe_collector.collect(CaptureContext(probe_dir=str(rec)))
+    (entry,) = section["data"]["records"].values()
+    modules = entry["modules"]
+    shadow = modules["shadowed"]["statistics"]
+    assert shadow["kind"] == "stdlib" and shadow["file"] == str(app / "statistics.py")
+    assert shadow["instead_of"].endswith("statistics.py") and shadow["instead_of"] != shadow["file"]
+    assert modules["elsewhere"]["helper"] == str(app / "helper.py") and "helper" not in modules["shadowed"]
+    assert "fractions" in modules["stdlib"] and modules["main"] == str(app / "main.py")
+    assert entry["cwd"] == str(app)

@@ -56,6 +56,10 @@ def absent_wording(subject: Subject, entity: bool = False) -> str:
         return "none"
     if subject.where == "in_process":
         return "not changed in-process"
+    if subject.where == "process" and subject.aspect.startswith("shadowed."):
+        return "not shadowed"
+    if subject.where == "process" and subject.aspect.startswith("module."):
+        return "not loaded from elsewhere"
     return ABSENT_WORDS.get(subject.where, "unset")
 
 
@@ -495,6 +499,9 @@ def display(subject: Subject, value: Any) -> Any:
         after = ", then ".join("unset" if v is None else str(v) for v in value.get("after") or []) or "?"
         start = value.get("start")
         return fmt.clip(f"{after} in-process (was {'unset' if start is None else start} at start)")
+    if where == "process" and aspect.startswith("shadowed."):
+        return fmt.clip(f"{aspect[len('shadowed.'):]} loaded from {value.get('file')} instead of "
+                        f"{value.get('instead_of')}", 300)
     if aspect == "disagree":
         return fmt.instances(value)
     if where == "git" and aspect == "stash":

@@ -37,7 +37,11 @@ from envsnap.analysis import knowledge
 from envsnap.analysis.compare import patch_status
 from envsnap.model.snapshot import as_dict, section_data
 from envsnap.model.workers import (
+    COMMAND,
+    SERVER,
     SOURCE_LABELS,
+    SeenProcess,
+    command_records,
     role_kind,
     role_kinds,
     seen_processes,
@@ -113,6 +117,7 @@ class View:
     unreadable_workers: List[str] = field(default_factory=list)
     worker_env_source: str = ""  # "probe" | "proc" | "" (none)
     workers_are_tp: bool = False  # the workers are TP schedulers (else every probed/walked process stands in)
+    workers_are_command: bool = False  # no server process was seen: the `envsnap run` command's own stand in
     parent_env: Dict[str, Any] = field(default_factory=dict)
     # Evidence behind the keys (not compared): each TP worker's env and where it came from,
     # what the server's parent process showed for each workers.parent_only.X of its kind, and
@@ -124,6 +129,10 @@ class View:
     # Who read each environment variable (evidence for the ranking, never compared): see env_read_evidence.
     env_reads: Dict[str, Dict[str, int]] = field(default_factory=dict)
     env_read_tracked: List[str] = field(default_factory=list)
+    # How far each tracked process's reads are known (epoch s; None: to its exit), and when this side's runs
+    # ended (None: no runs): "not read" holds only for records that cover the runs (env_read_coverage).
+    env_read_until: Dict[str, Optional[float]] = field(default_factory=dict)
+    runs_ended: Optional[float] = None
     node: Optional[str] = None  # the node of a multi-node snapshot this view is of (Subject.node of its keys)
     modified_only: Optional[Set[str]] = None  # see build_view
     # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
@@ -227,6 +236,7 @@ def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = Non
         _leaf_view(view, declared[name].category, name, data[name])
     _workers_view(view, data.get("processes"), data.get("probe"))
     view.env_reads, view.env_read_tracked = env_read_evidence(snap)
+    view.env_read_until, view.runs_ended = env_read_coverage(snap)
     return view
 
 
@@ -379,12 +389,14 @@ def _agree(view: View, category: str, prefix: str, disagree: str, per_instance: 
 def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optional[Dict[str, Any]]) -> None:
     procs = {k: v for k, v in ((processes or {}).get("processes") or {}).items() if isinstance(v, dict)}
     records = {k: v for k, v in ((probe or {}).get("records") or {}).items() if isinstance(v, dict)}
-    if not procs and not records:
+    commands = command_records(probe or {})
+    if not procs and not records and not commands:
         return
     seen = seen_processes(processes or {}, probe or {})
     kinds = role_kinds(processes or {}, probe or {})
     workers = tp_workers(seen, kinds)
     view.workers_are_tp = any(kinds.get(k) == "scheduler" for k in workers)
+    view.workers_are_command = bool(workers) and all(seen[k].group == COMMAND for k in workers)
     envs: Dict[str, Dict[str, Any]] = {}
     flat_of: Dict[str, str] = {}
     sources: Set[str] = set()
@@ -402,26 +414,51 @@ def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Option
     if envs:
         _agree(view, "workers", "workers.env", "workers.disagree", envs, flat_of,
                lambda name, split: env_subject("workers", name, "disagree" if split else ""))
-        _server_parent_only(view, procs, records, workers, envs, flat_of)
+        walk_workers = {seen[k].walk_key for k in workers if seen[k].walk_key}
+        probe_workers = {seen[k].probe_key for k in workers if seen[k].probe_key and seen[k].group == SERVER}
+        _server_parent_only(view, procs, records, walk_workers, probe_workers, envs, flat_of)
         _parent_only(view, envs, flat_of)
-    for key in sorted(set(procs) | set(records)):
-        proc, rec = procs.get(key) or {}, records.get(key) or {}
-        summary = proc.get("title") or rec.get("title") or key
-        view.put("workers", f"workers.{key}", summary, (f"processes.processes.{key}",), Subject("process", key),
-                 presence=True)
-        for name in PROCESS_FIELDS:
-            if name in proc:
-                view.put("workers", f"workers.{key}.{name}", _norm(proc[name], name),
-                         (f"processes.processes.{key}.{name}",), Subject("process", key, name))
-        if isinstance(rec.get("init"), dict):
-            view.put("workers", f"workers.{key}.init", _norm(rec["init"]), (f"probe.records.{key}.init",),
-                     Subject("process", key, "init"))
-        for name, (value, flats) in in_process_changes(key, rec).items():
-            view.put("workers", f"workers.{key}.changed_in_process.{name}", value, flats,
-                     Subject("in_process", key, f"changed_in_process.{name}", variable=name), aggregate=True)
+    for key, process in seen.items():
+        if process.group == COMMAND:
+            record = commands.get(key.partition("/")[2]) or {}
+        else:
+            record = records.get(process.probe_key) or {} if process.probe_key else {}
+        _process_keys(view, key, process, procs.get(process.walk_key) or {}, record)
 
 
-def in_process_changes(key: str, record: Dict[str, Any]) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
+def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, Any], rec: Dict[str, Any]) -> None:
+    """One process's own keys: `workers.<key>.<field>` for the server's, `command.<name>.<field>` for the
+    `envsnap run` command's own processes (never among the server's)."""
+    if process.group == COMMAND:
+        base, record_flat = f"command.{key.partition('/')[2]}", f"probe.command_records.{process.probe_key}"
+    else:
+        base, record_flat = f"workers.{key}", f"probe.records.{process.probe_key}"
+    walk_flat = f"processes.processes.{process.walk_key}"
+    view.put("workers", base, process.title, (walk_flat if proc else record_flat,), Subject("process", key),
+             presence=True)
+    for name in PROCESS_FIELDS:
+        if name in proc:
+            view.put("workers", f"{base}.{name}", _norm(proc[name], name), (f"{walk_flat}.{name}",),
+                     Subject("process", key, name))
+    if isinstance(rec.get("init"), dict):
+        view.put("workers", f"{base}.init", _norm(rec["init"]), (f"{record_flat}.init",),
+                 Subject("process", key, "init"))
+    for name, (value, flats) in in_process_changes(record_flat, rec).items():
+        view.put("workers", f"{base}.changed_in_process.{name}", value, flats,
+                 Subject("in_process", key, f"changed_in_process.{name}", variable=name), aggregate=True)
+    modules = rec.get("modules")
+    if isinstance(modules, dict):
+        for name, shadow in sorted((modules.get("shadowed") or {}).items()):
+            if isinstance(shadow, dict):
+                view.put("workers", f"{base}.modules.shadowed.{name}", _norm(shadow),
+                         (f"{record_flat}.modules.shadowed.{name}",), Subject("process", key, f"shadowed.{name}"))
+        for name, path in sorted((modules.get("elsewhere") or {}).items()):
+            if name not in (modules.get("shadowed") or {}):
+                view.put("workers", f"{base}.modules.elsewhere.{name}", path,
+                         (f"{record_flat}.modules.elsewhere.{name}",), Subject("process", key, f"module.{name}"))
+
+
+def in_process_changes(record_flat: str, record: Dict[str, Any]) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
     """{NAME: (value, flat keys)} for each variable a probed process changed in its own os.environ after
     start-up (by init_process_group and by exit), whatever its title or role: /proc/PID/environ never
     shows these, and a process that never reaches init_process_group shows them only here.
@@ -443,13 +480,13 @@ def in_process_changes(key: str, record: Dict[str, Any]) -> Dict[str, Tuple[Dict
     out: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
     for name in sorted(names):
         after: List[Any] = []
-        flats = [f"probe.records.{key}.env_at_start.{name}"] if name in start else []
+        flats = [f"{record_flat}.env_at_start.{name}"] if name in start else []
         for stage, env in stages:
             value = env.get(name)
             if value != start.get(name) and value not in after:
                 after.append(value)
             if name in env:
-                flats.append(f"probe.records.{key}.env_at_{stage}.{name}")
+                flats.append(f"{record_flat}.env_at_{stage}.{name}")
         out[name] = ({"start": start.get(name), "after": after}, flats)
     return out
 
@@ -486,7 +523,8 @@ def _spawner(entries: Dict[str, Dict[str, Any]], workers: Set[str]) -> Optional[
 
 
 def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str, Any]],
-                        workers: List[str], envs: Dict[str, Dict[str, Any]], flat_of: Dict[str, str]) -> None:
+                        walk_workers: Set[str], probe_workers: Set[str], envs: Dict[str, Dict[str, Any]],
+                        flat_of: Dict[str, str]) -> None:
     """Performance-relevant variables the server's parent process had that no TP worker saw.
 
     /proc/PID/environ of the parent is its environment at exec, so a variable it set in-process
@@ -496,12 +534,11 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
     environment (probe at start, /proc) is flagged only when the workers lack the variable
     altogether, since SGLang itself changes some values for its workers before starting them.
     """
-    worker_set = set(workers)
     names = _display_names(procs, records)
     late: List[Tuple[str, str, Dict[str, Any], str]] = []  # (process, source, env, flat prefix)
     early: List[Tuple[str, str, Dict[str, Any], str]] = []
     spawner = None
-    pmain = _spawner(records, worker_set)
+    pmain = _spawner(records, probe_workers)
     if pmain is not None:
         spawner = names.get(("probe", pmain), pmain)
         rec = records[pmain]
@@ -514,11 +551,11 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
                           f"probe.records.{pmain}.env_at_start"))
         for key in sorted(records):
             child = records[key]
-            if (child.get("parent_key") == pmain and key not in worker_set and role_kind(child) != "scheduler"
+            if (child.get("parent_key") == pmain and key not in probe_workers and role_kind(child) != "scheduler"
                     and isinstance(child.get("env_at_start"), dict)):
                 late.append((names.get(("probe", key), key), SOURCE_LABELS["env_at_start"], child["env_at_start"],
                              f"probe.records.{key}.env_at_start"))
-    qmain = _spawner(procs, worker_set)
+    qmain = _spawner(procs, walk_workers)
     if qmain is not None:
         spawner = spawner or names.get(("proc", qmain), qmain)
         for key in sorted(procs):
@@ -529,7 +566,7 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
             if key == qmain:
                 early.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
                               f"processes.processes.{key}.environ"))
-            elif proc.get("parent_key") == qmain and key not in worker_set and role_kind(proc) != "scheduler":
+            elif proc.get("parent_key") == qmain and key not in walk_workers and role_kind(proc) != "scheduler":
                 late.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
                              f"processes.processes.{key}.environ"))
     if spawner is None:
@@ -643,7 +680,8 @@ def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], 
     reads: Dict[str, Dict[str, int]] = {}
     tracked: List[str] = []
     probe = section_data(snap, "probe") or {}
-    every = dict(probe.get("run_records") or {})  # the other runs of `envsnap run`: "<run>/<process>"
+    every = dict(probe.get("run_records") or {})  # an older envsnap's other runs: "<run>/<process>"
+    every.update(probe.get("command_records") or {})  # `envsnap run`'s command processes: "<run>/<process>"
     every.update(probe.get("records") or {})
     for key, record in sorted(every.items()):
         counts = record.get("env_reads") if isinstance(record, dict) else None
@@ -662,6 +700,49 @@ def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], 
                 per = reads.setdefault(str(name), {})
                 per[NCCL_READER] = per.get(NCCL_READER, 0) + 1
     return {name: dict(sorted(per.items())) for name, per in sorted(reads.items())}, tracked
+
+
+def _epoch(value: Any) -> Optional[float]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def env_read_coverage(snap: Dict[str, Any]) -> Tuple[Dict[str, Optional[float]], Optional[float]]:
+    """({tracked process: how far its reads are known, epoch s, or None when to its exit}, when the runs
+    ended (epoch s; None without runs)). A record is known to its exit when it has an exit stage; else up
+    to when envsnap last read its journal (reads_until), else its last write (an older probe)."""
+    import datetime
+
+    probe = section_data(snap, "probe") or {}
+    every = dict(probe.get("run_records") or {})
+    every.update(probe.get("command_records") or {})
+    every.update(probe.get("records") or {})
+    until: Dict[str, Optional[float]] = {}
+    for key, record in sorted(every.items()):
+        if not isinstance(record, dict) or not isinstance(record.get("env_reads"), dict):
+            continue
+        if record.get("reads_to_exit") or "exit" in (record.get("stages") or []):
+            until[key] = None
+        else:
+            known = _epoch(record.get("reads_until"))
+            until[key] = known if known is not None else _epoch(record.get("written_at"))
+    ended: Optional[float] = None
+    for run in snap.get("runs") or []:
+        if not isinstance(run, dict) or not isinstance(run.get("started"), str):
+            continue
+        start = None
+        for form in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):  # utc_now's, and without microseconds
+            try:
+                start = datetime.datetime.strptime(run["started"], form)
+                break
+            except ValueError:
+                continue
+        if start is None:
+            continue
+        end = start.replace(tzinfo=datetime.timezone.utc).timestamp() + (_epoch(run.get("duration_s")) or 0.0)
+        ended = end if ended is None else max(ended, end)
+    return until, ended
 
 
 def categories(*views: View) -> List[str]:

@@ -100,6 +100,8 @@ class _Ranking:
             component, why = domain.score_integrity(d, rule, component, why, facts, score, notes)
         elif d.where == "packages":
             component, why = domain.score_package(d, rule, component, why, score)
+        elif d.where == "process" and d.subject.aspect.startswith("shadowed."):
+            why = domain.shadowed_why(d, why)
         elif d.category == "startup":
             why = domain.score_startup(d, why, facts, score, notes)
         elif d.category == "git":

@@ -58,6 +58,7 @@ def _section(snap: Mapping[str, Any], name: str) -> Tuple[Optional[str], str]:
 def _records(snap: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
     probe = section_data(snap, "probe") or {}
     every: Dict[str, Any] = dict(probe.get("run_records") or {})
+    every.update(probe.get("command_records") or {})
     every.update(probe.get("records") or {})
     return {str(k): v for k, v in every.items() if isinstance(v, dict)}
 

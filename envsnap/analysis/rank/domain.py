@@ -339,3 +339,16 @@ def file_kind(path: str) -> Optional[Tuple[str, float]]:
     if base in knowledge.DOCUMENTATION_NAMES:
         return next((kind, m) for suffixes, kind, m in knowledge.FILE_KINDS if ".md" in suffixes)
     return None
+
+
+def shadowed_why(d: diff_mod.Difference, why: str) -> str:
+    """What the probe's module list showed: which process loaded which file in place of the library."""
+    name = d.subject.aspect[len("shadowed."):]
+    sides = [(side, value) for side, value in (("GOOD", d.good), ("BAD", d.bad)) if isinstance(value, dict)]
+    if not sides:
+        return why
+    side, value = sides[-1]
+    library = "standard library's" if value.get("kind") == "stdlib" else "installed"
+    where = "on both sides" if len(sides) == 2 else f"on {side} only"
+    return (f"{d.subject.entity} imported {name} from {value.get('file')} instead of the {library} "
+            f"{value.get('instead_of')} ({where}, the probe's module list): that file ran in the library's place")

@@ -61,6 +61,19 @@ def _process_of(key: str) -> str:
     return match.group(2) if match else key
 
 
+def _uncovered(comp: Comparison) -> Dict[str, float]:
+    """{tracked process: when its reads stop being known} of the records, on either side, whose reads are
+    not known through the end of that side's runs."""
+    out: Dict[str, float] = {}
+    for view in (comp.good, comp.bad):
+        if view.runs_ended is None:
+            continue
+        for key, until in view.env_read_until.items():
+            if until is not None and until < view.runs_ended:
+                out[key] = min(until, out.get(key, until))
+    return out
+
+
 def apply_reads(d: Difference, comp: Comparison, score: Score, notes: List[str], nccl_counted: bool = False) -> None:
     """The read factor of a variable's difference (see the module doc). `nccl_counted`: NCCL's log of this
     variable already moved this cause (the key is NCCL's log, or the log confirms it): not counted twice."""
@@ -81,10 +94,22 @@ def apply_reads(d: Difference, comp: Comparison, score: Score, notes: List[str],
         notes.append(f"no measured process's Python code read it, but {native} reads it with getenv, unseen "
                      "by the probe: it keeps its weight")
         return
+    uncovered = _uncovered(comp)
+    if uncovered:
+        # Records that end before the runs did cannot say the variable was not read during them.
+        shown = ", ".join(sorted({_process_of(k) for k in uncovered})[:3])
+        more = len({_process_of(k) for k in uncovered}) - min(3, len({_process_of(k) for k in uncovered}))
+        when = fmt.clock(min(t for t in uncovered.values()))
+        notes.append(f"no measured process's Python code read it up to their last records, but reads are not known "
+                     f"after {when} for {shown}{f' and {more} more' if more > 0 else ''}, whose records end before "
+                     "the runs did (a probe without a journal): not counted as not read")
+        return
     processes = {_process_of(k) for k in tracked}
+    through = " (their reads are known through the runs)" if any(
+        view.runs_ended is not None for view in (comp.good, comp.bad)) else ""
     score.apply("not_read", f"not read: read tracking was on in {len(processes)} measured "
-                            f"process{'es' if len(processes) != 1 else ''} and none read it; no C library is "
-                            "known to read it")
+                            f"process{'es' if len(processes) != 1 else ''} and none read it{through}; no C library "
+                            "is known to read it")
 
 
 # ---------------------------------------------------------------- the mechanism

@@ -1,26 +1,32 @@
 """Records of the in-process probe (`--probe-dir DIR`): os.environ inside each worker.
 
-Each record (<host>-<pid>.json, written by envsnap/probe/runtime.py) is keyed the way
-the processes section keys live processes: by SGLang role from the title the process
-had when it last wrote ("scheduler_TP0"), else by its torch.distributed rank ("rank0"),
-else "<program>-<n>" in tree order. Pids stay inside as volatile fields.
+Each record (<host>-<pid>.json, written by envsnap/probe/runtime.py, with its journal folded in by
+probe_records.py) is keyed the way the processes section keys live processes: by SGLang role from the
+title the process had when it last wrote ("scheduler_TP0"), else by its torch.distributed rank
+("rank0"), else "<program>-<n>" in tree order. Pids stay inside as volatile fields. The modules a
+process imported are classified by probe_modules.py (stdlib, installed, elsewhere, shadowed).
+
+`envsnap run` keeps its command's own processes apart from the server's: those in the command's
+session (the probe records its session id; run_command starts the command in a session of its own),
+or started by one of them, go to "command_records", never to "records".
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-import stat
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
-from envsnap.model.rules import NONE, SectionRules, volatile
+from envsnap.model.rules import CPU_HOST, NONE, SectionRules, rule, volatile
 from envsnap.model.schema import ENV_SHAPE
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 _ENV_CHANGE_SHAPE = {"added": ENV_SHAPE, "removed": ("list", "str"),
                      "changed": ("map", {"before": "str", "after": "str"})}
+_MODULES_SHAPE = {"count": "num", "stdlib": ("list", "str"), "installed": ("list", "str"),
+                  "elsewhere": ("map", "str"), "main": "str",
+                  "shadowed": ("map", {"file": "str", "instead_of": "str", "kind": "str"})}
 _RECORD_SHAPE = {
     "pid": "num", "ppid": "num", "argv": ("list", "str"), "title": "str", "env_at_start": ENV_SHAPE,
     "env_at_init": ENV_SHAPE, "env_at_exit": ENV_SHAPE, "init": "dict", "host": "str",
@@ -29,19 +35,34 @@ _RECORD_SHAPE = {
     # when the probe started; which `envsnap run` run the process belonged to (1-based, or "warmup N").
     "env_reads": ("map", "num"), "env_copies": "num", "env_reads_dropped": "num", "started_at": "num",
     "run": "scalar",
+    # How far the process's reads are known (epoch s; probe_records.py), whether to its exit; its session
+    # and working directory; the modules it imported (probe_modules.py) and when they were last listed.
+    "reads_until": "num", "reads_to_exit": "scalar", "sid": "num", "cwd": "str", "modules": _MODULES_SHAPE,
+    "modules_listed_at": "num",
 }
 SHAPE = {"dir": "str", "records": ("map", _RECORD_SHAPE), "env_at_init_common": ENV_SHAPE, "records_from_runs": "num",
-         "run_records": ("map", _RECORD_SHAPE), "compared_run": "num"}
+         "run_records": ("map", _RECORD_SHAPE), "command_records": ("map", _RECORD_SHAPE), "compared_run": "num"}
 RULES = SectionRules(category="workers", component=NONE, compares="in-process worker environments", rules=(
-    volatile("probe.records.*.written_at", "a timestamp"),
+    volatile("probe.*records.*.written_at", "a timestamp"),
     volatile("probe.dir", "where this capture's probe records lay"),
-    volatile("probe.records.*.file", "probe record file names carry pids"),
-    volatile("probe.records.*.host", "host name of the record (compared through the top-level host)"),
-    volatile("probe.records.*.forked_from", "pid of the forking parent"),
-    volatile("probe.records.*.argv*", "multiprocessing spawn arguments carry fd numbers"),
+    volatile("probe.*records.*.file", "probe record file names carry pids"),
+    volatile("probe.*records.*.host", "host name of the record (compared through the top-level host)"),
+    volatile("probe.*records.*.forked_from", "pid of the forking parent"),
+    volatile("probe.*records.*.argv*", "multiprocessing spawn arguments carry fd numbers"),
+    volatile("probe.*.reads_until", "when the reads were read (a timestamp)"),
+    volatile("probe.*.modules_listed_at", "a timestamp"),
+    volatile("probe.*.sid", "a session id (a pid)"),
+    # Python's import system (docs.python.org "The import system", sys.path): the first directory on sys.path
+    # that holds a name wins, and the script's directory comes first, so a statistics.py or numpy/ beside the
+    # script runs instead of the library of that name: other code, other speed, in every call to it.
+    *(rule(f"{who}.*.modules.shadowed.*", "workers", CPU_HOST, 0.6,
+           "a module named like a standard-library or installed one was loaded from another file instead")
+      for who in ("workers", "command")),
+    # The program's own modules (not a library's name): which copy of them ran.
+    *(rule(f"{who}.*.modules.elsewhere.*", "workers", NONE, 0.2,
+           "a module of the program's own was loaded from another file, or only on one side")
+      for who in ("workers", "command")),
 ))
-
-MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 
 def _env_change(before: Dict[str, str], after: Dict[str, str]) -> Dict[str, Any]:
@@ -53,40 +74,12 @@ def _env_change(before: Dict[str, str], after: Dict[str, str]) -> Dict[str, Any]
 
 
 def read_records(directory: str) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
-    """Every probe record in `directory` (own process excluded), and per-file errors."""
+    """Every probe record in `directory` (own process excluded), journals folded in, and per-file errors."""
     import socket
 
-    records: List[Dict[str, Any]] = []
-    errors: Dict[str, str] = {}
-    me = (socket.gethostname(), os.getpid())
-    for name in sorted(os.listdir(directory)):
-        if name.startswith(".") or not name.endswith(".json"):
-            continue
-        path = os.path.join(directory, name)
-        try:
-            # O_NONBLOCK + regular files only, bounded read: a FIFO named *.json would block the
-            # collector, and a link to /dev/zero (size 0) would be read without end.
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-            with os.fdopen(fd, "rb") as handle:
-                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                    errors[name] = "not a regular file: not a probe record"
-                    continue
-                raw = handle.read(MAX_RECORD_BYTES + 1)
-            if len(raw) > MAX_RECORD_BYTES:
-                errors[name] = "larger than 16 MiB: not a probe record"
-                continue
-            record = json.loads(raw.decode("utf-8", "surrogateescape"))
-        except (OSError, ValueError) as exc:
-            errors[name] = f"unreadable: {exc}"
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get("pid"), int) or "probe_version" not in record:
-            errors[name] = "not a probe record"
-            continue
-        if (record.get("host"), record.get("pid")) == me:
-            continue
-        record["file"] = name
-        records.append(record)
-    return records, errors
+    from envsnap.capture.collectors.probe_records import read_records as read
+
+    return read(directory, (socket.gethostname(), os.getpid()))
 
 
 def assign_keys(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
@@ -156,6 +149,32 @@ def _read_fields(record: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+def _where_fields(record: Dict[str, Any]) -> Dict[str, Any]:
+    """Session, working directory, how far the reads are known, and the classified modules: each kept only
+    when well-formed (other people's processes wrote the record), paths redacted."""
+    from envsnap.capture.collectors.probe_modules import classify
+    from envsnap.redact import redact_text
+
+    out: Dict[str, Any] = {}
+    for name in ("reads_until", "modules_listed_at"):
+        value = record.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out[name] = value
+    if type(record.get("sid")) is int:
+        out["sid"] = record["sid"]
+    if isinstance(record.get("cwd"), str):
+        out["cwd"] = redact_text(record["cwd"])
+    modules = classify(record)
+    if modules is not None:
+        modules["elsewhere"] = {k: redact_text(v) for k, v in modules["elsewhere"].items()}
+        if "main" in modules:
+            modules["main"] = redact_text(modules["main"])
+        for shadow in (modules.get("shadowed") or {}).values():
+            shadow["file"], shadow["instead_of"] = redact_text(shadow["file"]), redact_text(shadow["instead_of"])
+        out["modules"] = modules
+    return out
+
+
 def collect(ctx: CaptureContext) -> Dict[str, Any]:
     if not ctx.probe_dir:
         return unavailable("not requested: use --probe-dir DIR (after `envsnap probe install`, "
@@ -178,9 +197,10 @@ def _entries(records: List[Dict[str, Any]]) -> Tuple[Dict[str, Dict[str, Any]], 
     for key, record in assign_keys(records).items():
         entry: Dict[str, Any] = {k: record[k] for k in ("pid", "ppid", "host", "argv", "title", "role", "parent_key", "file",
                                         "written_at", "stages", "python_version", "executable", "forked_from",
-                                        "env_at_start", "env_at_start_note", "env_at_init", "init", "env_at_exit")
-                 if k in record}
+                                        "env_at_start", "env_at_start_note", "env_at_init", "init", "env_at_exit",
+                                        "reads_to_exit") if k in record}
         entry.update(_read_fields(record))
+        entry.update(_where_fields(record))
         # What the process changed in its own os.environ after start-up (an `os.environ[...] =` in a
         # launcher, engine.py or a library), whatever the process is: by init_process_group, and by exit.
         start = record.get("env_at_start")
@@ -233,6 +253,10 @@ def summarize(data: Dict[str, Any]) -> List[str]:
                or _change_text(r.get("changed_before_exit") or {})]
     if changed:
         head += f"; {len(changed)} changed their environment in-process"
+    commands = data.get("command_records") or {}
+    if commands:
+        head += (f"; and {len(commands)} of the benchmark command's own process{'es' if len(commands) != 1 else ''} "
+                 "(envsnap run), kept apart")
     lines = [head]
     for key in sorted(records):
         record = records[key]
@@ -241,10 +265,51 @@ def summarize(data: Dict[str, Any]) -> List[str]:
         lines.append(f"{key}: pid {record.get('pid')} stages {stages}"
                      + (f" rank {init.get('rank')}/{init.get('world_size')}" if "rank" in init else "")
                      + (f" ({record['title'][:100]})" if record.get("title") else ""))
-        for stage, field_name in (("init", "changed_before_init"), ("exit", "changed_before_exit")):
-            for item in _change_text(record.get(field_name) or {}):
-                lines.append(f"    set in-process, start \u2192 {stage}: {item}")
+        lines += _record_details(record)
+    if commands:
+        runs = sorted({str(r.get("run")) for r in commands.values() if isinstance(r, dict)})
+        lines.append(f"the benchmark command's own processes (envsnap run), kept apart from the server's: "
+                     f"{len(commands)} record{'s' if len(commands) != 1 else ''} over run{'s' if len(runs) != 1 else ''} "
+                     f"{', '.join(runs)}; run {data.get('compared_run', '?')} is the one compared")
+        for key in sorted(commands):
+            record = commands[key]
+            if isinstance(record, dict) and record.get("run") == data.get("compared_run"):
+                lines.append(f"command {key}: pid {record.get('pid')} stages {','.join(record.get('stages') or [])}"
+                             + (f" ({record['title'][:100]})" if record.get("title") else ""))
+                lines += _record_details(record)
     lines += list(data.get("warnings") or [])
+    return lines
+
+
+def _record_details(record: Dict[str, Any]) -> List[str]:
+    """A record's in-process changes, how far its reads are known, and its shadowed modules."""
+    from envsnap import format as fmt
+
+    lines = []
+    for stage, field_name in (("init", "changed_before_init"), ("exit", "changed_before_exit")):
+        for item in _change_text(record.get(field_name) or {}):
+            lines.append(f"    set in-process, start \u2192 {stage}: {item}")
+    if isinstance(record.get("env_reads"), dict):
+        until = record.get("reads_until")
+        if record.get("reads_to_exit") or "exit" in (record.get("stages") or []):
+            known = "to its exit"
+        elif isinstance(until, (int, float)) and not isinstance(until, bool):
+            known = f"up to {fmt.clock(until)}"
+        else:
+            known = "up to its last record"
+        lines.append(f"    read {len(record['env_reads'])} variable{'s' if len(record['env_reads']) != 1 else ''} "
+                     f"(reads known {known})")
+    modules = record.get("modules")
+    if isinstance(modules, dict):
+        elsewhere = modules.get("elsewhere") or {}
+        lines.append(f"    imported {modules.get('count', '?')} top-level modules: {len(modules.get('stdlib') or [])} "
+                     f"standard library, {len(modules.get('installed') or [])} installed, {len(elsewhere)} from "
+                     "elsewhere" + (f" (main script {modules['main']})" if modules.get("main") else ""))
+        for name, shadow in sorted((modules.get("shadowed") or {}).items()):
+            if isinstance(shadow, dict):
+                lines.append(f"    SHADOWED: {name} loaded from {shadow.get('file')} instead of the "
+                             f"{'standard library' if shadow.get('kind') == 'stdlib' else 'installed'} "
+                             f"{shadow.get('instead_of')}")
     return lines
 
 
@@ -254,14 +319,13 @@ def collect_after_runs(ctx: CaptureContext, at_capture: Dict[str, Any],
 
     The capture before the runs saw only what was there then (a running server's records); the
     command's own processes write theirs while the runs go on, and a server adds init and exit
-    stages. A record whose process started inside a run's time window belongs to that run
-    ("run": 1-based number, or "warmup N"); `windows` are {"run": label, "start": epoch s, "end":
-    epoch s}. "records" -- what diff compares, process by process -- holds the records from before
-    the runs and those of the first measured run that wrote any ("compared_run"): every run starts
-    the same command, and comparing one run's processes keeps GOOD and BAD comparable whatever
-    their --repeat. The other runs' records (warm-ups too) are kept whole in "run_records", keyed
-    "<run>/<process>", as evidence of who read what. If the directory cannot be read any more, the
-    section taken at capture stays, with a warning saying why.
+    stages and journal lines. `windows` are {"run": label, "start": epoch s, "end": epoch s, "sid": the
+    command's session id}. A record whose process is in a run command's session, or was started by
+    such a process, is the command's: it goes to "command_records", keyed "<run>/<process>" with "run"
+    (1-based number, or "warmup N"), never among the server's "records"; "compared_run" is the first
+    measured run that wrote any. Any other record (the server's) stays in "records", with "run" when its
+    process started inside a run's window. If the directory cannot be read any more, the section taken
+    at capture stays, with a warning saying why.
     """
     directory = os.path.abspath(ctx.probe_dir or "")
     if not ctx.probe_dir or not os.path.isdir(directory):
@@ -269,33 +333,70 @@ def collect_after_runs(ctx: CaptureContext, at_capture: Dict[str, Any],
     records, errors = read_records(directory)
     if not records:
         return _kept(at_capture, None)
-    tags = {(r.get("host"), r["pid"]): _run_of(r, windows) for r in records}
-    measured = sorted(t for t in tags.values() if isinstance(t, int))
-    compared = measured[0] if measured else None
-    kept = [r for r in records if tags[(r.get("host"), r["pid"])] in (None, compared)]
-    others = [r for r in records if tags[(r.get("host"), r["pid"])] not in (None, compared)]
-    if not kept:  # only warm-up records: compare those rather than nothing
-        kept, others = others, []
-    data = _section(directory, kept, errors)
+    commands = _command_runs(records, windows)
+    server = [r for r in records if _ident(r) not in commands]
+    data = _section(directory, server, errors) if server else _empty_section(directory, errors)
     for entry in data["records"].values():
-        tag = tags.get((entry.get("host"), entry.get("pid")))
+        tag = _run_of(entry, windows)
         if tag is not None:
             entry["run"] = tag
-    if others:
+    if commands:
         by_run: Dict[Any, List[Dict[str, Any]]] = {}
-        for record in others:
-            by_run.setdefault(tags[(record.get("host"), record["pid"])], []).append(record)
-        run_records: Dict[str, Dict[str, Any]] = {}
+        for record in records:
+            if _ident(record) in commands:
+                by_run.setdefault(commands[_ident(record)], []).append(record)
+        command_records: Dict[str, Dict[str, Any]] = {}
         for tag, group in sorted(by_run.items(), key=lambda kv: str(kv[0])):
             entries, _ = _entries(group)
             for key, entry in entries.items():
                 entry["run"] = tag
-                run_records[f"{tag}/{key}"] = entry
-        data["run_records"] = run_records
-    data["records_from_runs"] = sum(1 for t in tags.values() if t is not None)
-    if compared is not None:
-        data["compared_run"] = compared
+                command_records[f"{_tag_text(tag)}/{key}"] = entry
+        data["command_records"] = command_records
+        measured = sorted(t for t in by_run if isinstance(t, int))
+        if measured:
+            data["compared_run"] = measured[0]
+    data["records_from_runs"] = len(commands) + sum(1 for e in data["records"].values() if "run" in e)
     return ok(data)
+
+
+def _ident(record: Dict[str, Any]) -> Tuple[Any, Any]:
+    return record.get("host"), record.get("pid")
+
+
+def _tag_text(tag: Any) -> str:
+    return str(tag).replace(" ", "")
+
+
+def _command_runs(records: List[Dict[str, Any]], windows: Sequence[Dict[str, Any]]) -> Dict[Tuple[Any, Any], Any]:
+    """{record identity: run label} of the records that are a run command's processes: in its session,
+    or started (ppid) by such a process (a child that made a session of its own)."""
+    by_sid = {w["sid"]: w["run"] for w in windows if type(w.get("sid")) is int}
+    found: Dict[Tuple[Any, Any], Any] = {}
+    for record in records:
+        sid = record.get("sid")
+        if type(sid) is int and sid in by_sid:
+            found[_ident(record)] = by_sid[sid]
+    by_pid = {_ident(r): r for r in records}
+    changed = True
+    while changed:  # children of the command's processes, to any depth the records show
+        changed = False
+        for record in records:
+            ident = _ident(record)
+            parent = (record.get("host"), record.get("ppid"))
+            if ident not in found and parent in found and parent in by_pid:
+                found[ident] = found[parent]
+                changed = True
+            elif ident not in found and type(record.get("ppid")) is int and record["ppid"] in by_sid:
+                found[ident] = by_sid[record["ppid"]]
+                changed = True
+    return found
+
+
+def _empty_section(directory: str, errors: Dict[str, str]) -> Dict[str, Any]:
+    data: Dict[str, Any] = {"dir": directory, "records": {}, "redaction": "applied by the probe"}
+    if errors:
+        data["errors"] = errors
+    return data
 
 
 def _run_of(record: Dict[str, Any], windows: Sequence[Dict[str, Any]]) -> Any:

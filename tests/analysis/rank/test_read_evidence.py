@@ -64,3 +64,37 @@ def test_probe_reads_per_process_and_records_without_counts_are_no_evidence(tmp_
 
 def test_snapshots_without_read_evidence_say_nothing():
     assert views.env_read_evidence({"schema_version": 1, "sections": {}}) == ({}, [])
+
+
+def _reads_pair(record_extra):
+    """GOOD/BAD whose one difference is an unknown variable the probed server worker never read, with runs that
+    ended at 2025-01-01 00:00:01 UTC (epoch 1735689601)."""
+    from helpers.diff import runs, section, snap, workers
+
+    pair = []
+    for value in ("1", "2"):
+        sections = workers({"scheduler_TP0": {"KNOB_X": value}})
+        record = sections["probe"]["records"]["scheduler_TP0"]
+        record.update(env_reads={"HOME": 1}, stages=["start", "init"], **record_extra)
+        pair.append(snap(value, **{k: section(v) for k, v in sections.items()},
+                         runs=runs({"tok_s": [10, 11, 10, 11, 10] if value == "1" else [7, 6, 7, 6, 7]})))
+    return pair
+
+
+def _knob(result):
+    return next(c for c in result["causes"] if c.get("variable") == "KNOB_X")
+
+
+def test_not_read_is_claimed_only_from_records_that_cover_the_runs():
+    from envsnap.analysis import result as result_mod
+
+    # The worker's last record was written before the runs (an older probe, no journal): its reads after
+    # that moment are not known, so nothing may be concluded from their absence.
+    stale = _knob(result_mod.analyze(*_reads_pair({"written_at": 1735689500.0})))
+    assert not any(f["factor"] == "not_read" for f in stale["factors"]), stale["factors"]
+    assert any("reads are not known after 2024-12-31 23:58:20 UTC for scheduler_TP0" in e
+               for e in stale["evidence"]), stale["evidence"]
+    # Known through the runs (its journal read after them): not read, and said so.
+    covered = _knob(result_mod.analyze(*_reads_pair({"written_at": 1735689500.0, "reads_until": 1735689700.0})))
+    assert any(f["factor"] == "not_read" for f in covered["factors"]), covered["factors"]
+    assert covered["score"] < stale["score"]
