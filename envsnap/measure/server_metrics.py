@@ -15,13 +15,13 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.collectors import sglang_metrics
+from envsnap.measure import metrics
 
 # The run's own accept length, under SGLang's name for the same ratio per request
 # (sglang 0.5.23 srt/managers/tokenizer_manager.py:3166-3167 meta_info["spec_accept_length"]).
 RUN_ACCEPT_LENGTH = "spec_accept_length"
-# Metrics the SGLang benchmarks fill from /server_info's lifetime avg_spec_accept_length
-# (sglang 0.5.23 sglang/benchmark/serving.py:1643-1662 and 1748, sglang/benchmark/one_batch_server.py:963-994).
-LIFETIME_ACCEPT_LENGTH = ("accept_length", "acc_length")
+# Metrics the SGLang benchmarks fill from /server_info's lifetime avg_spec_accept_length (metrics.py).
+LIFETIME_ACCEPT_LENGTH = metrics.LIFETIME_ACCEPT_LENGTH_NAMES
 SCRAPE_TIMEOUT_S = 10.0
 
 

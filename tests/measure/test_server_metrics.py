@@ -8,6 +8,7 @@ process that sends requests and prints bench_serving's result block, "Accept len
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -43,15 +44,26 @@ def _bench(url, accept):
             "--accept", str(accept)]
 
 
+def _outputs(good, bad, tmp_path):
+    """What `diff` says as text and JSON, and what `report` writes: the three must agree."""
+    text = run_envsnap("diff", good, bad)
+    data = run_envsnap("diff", "--format", "json", good, bad)
+    report = tmp_path / "report.html"
+    html = run_envsnap("report", good, bad, "-o", report)
+    assert html.returncode == 0, html.stderr
+    return text.stdout, json.loads(data.stdout), report.read_text()
+
+
 @pytest.mark.slow
 def test_each_run_records_its_own_accept_length_from_metrics(stand_in, tmp_path):
     # warm-up: 10 requests of 60 tokens at accept length 1.5 (400 verify calls) before anyone measures
     url = stand_in("--warmup-requests", "10", "--warmup-accept", "1.5")
-    out = tmp_path / "run.json"
-    result = run_envsnap("run", "-o", out, "--repeat", "2", "--sglang-url", url, "--timeout", "20", "--",
-                         *_bench(url, 3.0))
-    assert result.returncode == 0, result.stderr
-    snap = load_json(out)
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    for out, accept in ((good, 3.0), (bad, 2.0)):
+        result = run_envsnap("run", "-o", out, "--repeat", "2", "--sglang-url", url, "--timeout", "20", "--",
+                             *_bench(url, accept))
+        assert result.returncode == 0, result.stderr
+    snap = load_json(good)
     sglang = snap["sections"]["sglang"]["data"]
     assert sglang["metrics"]["counters"][GEN] == 600.0  # the capture saw the warm-up's counters
     runs = snap["runs"]
@@ -71,26 +83,45 @@ def test_each_run_records_its_own_accept_length_from_metrics(stand_in, tmp_path)
         assert server["histograms"][E2E] == pytest.approx({"count": 4, "sum": 4 * 20 * 0.004, "mean": 0.08})
         gauge = [v for k, v in server["gauges"].items() if k.startswith("sglang:spec_accept_length{")]
         assert gauge == [3.0] or number == 2  # run 2 leaves the gauge where run 1 left it: not moved
-    shown = run_envsnap("show", "-v", out)
+    assert [r["metrics"]["spec_accept_length"] for r in load_json(bad)["runs"]] == [2.0, 2.0]
+    shown = run_envsnap("show", "-v", good)
     assert shown.returncode == 0, shown.stderr
     assert "DP0: avg_spec_accept_length=1.5 (since the server started)" in shown.stdout
-    assert "last decode-log interval: spec_accept_length (pp_rank 0, tp_rank 0) 1.5" in shown.stdout
     assert "accept length since the server started: 1.5 (generation tokens / verify calls" in shown.stdout
+    assert "last decode-log interval: spec_accept_length (pp_rank 0, tp_rank 0) 1.5" in shown.stdout
+    # diff: the runs' own accept lengths (3 -> 2) drive the EAGLE-3 decomposition, with no lifetime warning
+    text, data, html = _outputs(good, bad, tmp_path)
+    decomposition = data["verdict"]["decomposition"]
+    assert decomposition["accept_length"]["metric"] == "spec_accept_length"
+    assert (decomposition["accept_length"]["good"], decomposition["accept_length"]["bad"]) == (3.0, 2.0)
+    assert decomposition["side"] == "drafter"
+    assert not any("running average" in w for w in data["warnings"])
+    assert "running average" not in text and "running average" not in html
+    assert "spec_accept_length" in text and "spec_accept_length" in html
 
 
 @pytest.mark.slow
 def test_without_metrics_the_lifetime_figure_stays_with_its_caveat(stand_in, tmp_path):
     url = stand_in("--warmup-requests", "10", "--warmup-accept", "1.5", "--no-metrics")
-    out = tmp_path / "run.json"
-    result = run_envsnap("run", "-o", out, "--repeat", "1", "--sglang-url", url, "--timeout", "20", "--",
-                         *_bench(url, 3.0))
-    assert result.returncode == 0, result.stderr
-    snap = load_json(out)
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    for out, accept in ((good, 3.0), (bad, 2.0)):
+        result = run_envsnap("run", "-o", out, "--repeat", "1", "--sglang-url", url, "--timeout", "20", "--",
+                             *_bench(url, accept))
+        assert result.returncode == 0, result.stderr
+    snap = load_json(good)
     assert "--enable-metrics" in snap["sections"]["sglang"]["data"]["metrics_unavailable"]
     (run,) = snap["runs"]
     assert run["metrics"]["accept_length"] == 1.75 and "spec_accept_length" not in run["metrics"]
     assert "accept_length is the server's running average" in run["note"]
     assert "server_metrics" not in run
+    shown = run_envsnap("show", good).stdout
+    assert "accept_length                median 1.75  (n=1, min 1.75, max 1.75)  (the server's running average " \
+           "since it started, not each run's own)" in shown
+    text, data, html = _outputs(good, bad, tmp_path)
+    warning = ("accept_length from bench_serving is the server's running average since start, not this run's "
+               "alone")
+    assert any(w.startswith(warning) for w in data["warnings"])
+    assert warning in text and warning.replace("'", "&#39;") in html
 
 
 def test_deltas_take_counters_histograms_and_moved_gauges():
