@@ -7,6 +7,13 @@ workers, so setting a variable for CMD re-applies it. A value the snapshot holds
 otherwise the delta is listed as not applicable. A configuration is a subset of deltas switched
 to BAD: CMD runs with os.environ overlaid by the GOOD value of every applicable delta, then the
 subset's BAD values (unset where BAD lacks the variable). Files are files.py's.
+
+NCCL's own config files (section nccl_conf) are a source too: a setting NCCL took from
+NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf is re-applied as the variable it sets, since NCCL
+lets the environment override a file (NVIDIA/nccl src/misc/param.cc: setenv(name, value, 0)). The
+reverse cannot be done through the environment: where a side had a variable unset but this
+machine's config files set it, unsetting it brings the file's value back, so such a delta is not
+applicable (unless that side's own files set the same value).
 """
 from __future__ import annotations
 
@@ -74,6 +81,11 @@ def _env_views(snap: Mapping[str, Any]) -> Dict[str, Dict[str, str]]:
         for key, proc in processes.items():
             if isinstance(proc, dict) and isinstance(proc.get("environ"), dict):
                 views[f"workers.{key}"] = proc["environ"]
+    conf = snapshot_mod.section_data(snap, "nccl_conf")
+    if isinstance(conf.get("settings"), dict):
+        overridden = snapshot_mod.as_dict(conf.get("overridden"))
+        views["nccl_conf"] = {name: str(setting.get("value")) for name, setting in conf["settings"].items()
+                              if isinstance(setting, dict) and name not in overridden}
     records = snapshot_mod.section_data(snap, "probe").get("records")
     if isinstance(records, dict):
         for key, record in records.items():
@@ -88,6 +100,8 @@ def _env_views(snap: Mapping[str, Any]) -> Dict[str, Dict[str, str]]:
 def _volatile(source: str, name: str) -> bool:
     if source == "env":
         return is_volatile(f"env.vars.{name}")
+    if source == "nccl_conf":
+        return is_volatile(f"nccl_conf.settings.{name}")
     if source.startswith("workers."):
         return is_volatile(f"processes.processes.{source[8:]}.environ.{name}")
     return is_volatile(f"probe.records.{source[6:]}.{name}")
@@ -110,9 +124,43 @@ def _settable(name: str, *values: Optional[str]) -> bool:
     return not any(v is not None and "\x00" in v for v in values)
 
 
-def collect_deltas(good: Mapping[str, Any], bad: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None) -> DeltaSet:
-    """The environment deltas between two snapshots, sorted by name."""
+def _conf_values(snap: Mapping[str, Any]) -> Dict[str, Any]:
+    """{name: value} of every setting a snapshot's NCCL config files gave (overridden or not)."""
+    settings = snapshot_mod.section_data(snap, "nccl_conf").get("settings")
+    return {name: s.get("value") for name, s in settings.items() if isinstance(s, dict)} \
+        if isinstance(settings, dict) else {}
+
+
+def machine_conf(environ: Mapping[str, str]) -> Dict[str, Dict[str, Any]]:
+    """{name: {"value", "file"}}: what NCCL's config files on this machine set for a benchmark started
+    with this environment by this user in this directory (unredacted: compared, never stored)."""
+    from envsnap.capture.collectors import nccl_conf
+
+    settings: Dict[str, Dict[str, Any]] = nccl_conf.describe(dict(environ), os.getuid(), os.getcwd(),
+                                                             redact=False)["settings"]
+    return settings
+
+
+def _unset_problem(name: str, snaps: Mapping[str, Mapping[str, Any]], delta: "Delta",
+                   conf: Mapping[str, Dict[str, Any]]) -> Optional[str]:
+    """Why a side's "unset" cannot be applied on this machine (its config files set the name), or None."""
+    found = conf.get(name)
+    if found is None:
+        return None
+    for side, value in (("GOOD", delta.good), ("BAD", delta.bad)):
+        if value is None and _conf_values(snaps[side]).get(name) != found.get("value"):
+            return (f"{side} has {name} unset, but this machine's {found.get('file')} sets {name}="
+                    f"{found.get('value')}: unsetting the variable brings the file's value back (NCCL applies a "
+                    "config file's setting unless the environment sets it); edit the file to test this change")
+    return None
+
+
+def collect_deltas(good: Mapping[str, Any], bad: Mapping[str, Any], environ: Optional[Mapping[str, str]] = None,
+                   conf: Optional[Mapping[str, Dict[str, Any]]] = None) -> DeltaSet:
+    """The environment deltas between two snapshots, sorted by name. `conf`: this machine's NCCL config
+    file settings (machine_conf(environ) when not given)."""
     environ = os.environ if environ is None else environ
+    conf = machine_conf(environ) if conf is None else conf
     g_views, b_views = _env_views(good), _env_views(bad)
     notes: List[str] = []
     one_sided = sorted(set(g_views) ^ set(b_views))
@@ -148,7 +196,10 @@ def collect_deltas(good: Mapping[str, Any], bad: Mapping[str, Any], environ: Opt
         delta = Delta(name=name, good=pair[0], bad=pair[1],
                       sources=[src for src, gv, bv in cands if (gv, bv) == pair])
         notes_here = []
-        if not parent:
+        if delta.sources == ["nccl_conf"]:
+            notes_here.append("set by NCCL's config files, in no environment; re-applied through the benchmark's "
+                              "environment, which NCCL lets override a file")
+        elif not parent:
             notes_here.append("differs only in what the workers saw; re-applied through the benchmark's "
                               "environment, which its workers inherit")
         others = [src for src, gv, bv in cands if (gv, bv) != pair]
@@ -156,7 +207,12 @@ def collect_deltas(good: Mapping[str, Any], bad: Mapping[str, Any], environ: Opt
             notes_here.append("other values in " + ", ".join(others[:4]))
         ok_good, good_value = _resolve(name, delta.good, environ)
         ok_bad, bad_value = _resolve(name, delta.bad, environ)
-        if not _settable(name, delta.good, delta.bad):
+        unset_problem = _unset_problem(name, {"GOOD": good, "BAD": bad}, delta, conf)
+        if unset_problem is not None:
+            delta.applicable = False
+            delta.note = "; ".join([unset_problem] + notes_here)
+            not_applicable.append(delta)
+        elif not _settable(name, delta.good, delta.bad):
             delta.applicable = False
             delta.note = "; ".join(["a name or value no process environment can hold (empty, '=' or NUL), "
                                     "or a name starting with '/'"]

@@ -85,7 +85,8 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     snap = runner.capture(capture_ctx)
     opts = runs.RunOptions(command=list(command), repeat=repeat, warmup=warmup, custom=custom,
                            logs=list(capture_ctx.logs), timeout=run_timeout, cwd=os.getcwd(), env=env,
-                           telemetry=True, watch=_watched_processes(snap), trace_dir=trace_dir, profile=profile)
+                           telemetry=True, watch=_watched_processes(snap), trace_dir=trace_dir, profile=profile,
+                           server_metrics=_metrics_url(snap))
     session = runs.RunSession(opts)
     progress = None
     if sys.stderr.isatty():
@@ -141,6 +142,15 @@ def _profile_request(trace_dir, steps, wait_s, sglang_url):
 
     return ProfileRequest(url=normalize_url(sglang_url), steps=steps, output_dir=os.path.abspath(trace_dir),
                           wait_s=wait_s)
+
+
+def _metrics_url(snap):
+    """The --sglang-url server's base URL when the capture found its /metrics served: each run then
+    records what the server counted during it (None otherwise)."""
+    from envsnap.model.snapshot import section_data
+
+    sglang = section_data(snap, "sglang")
+    return sglang.get("url") if isinstance(sglang.get("metrics"), dict) else None
 
 
 def _watched_processes(snap) -> dict:

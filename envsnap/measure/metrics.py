@@ -20,6 +20,9 @@ _LOWER_SUFFIXES = ("_ms", "_s", "_sec", "_seconds", "_us", "latency", "itl", "tp
 
 # EAGLE-3 throughput ~ accepted tokens per cycle / cycle time: the names that play each role.
 ACCEPT_LENGTH_NAMES = ("accept_length", "acc_length", "accept_len", "avg_spec_accept_length", "spec_accept_length")
+# Names the SGLang benchmarks give /server_info's lifetime avg_spec_accept_length (sglang 0.5.23
+# sglang/benchmark/serving.py:1643-1662 and 1748, sglang/benchmark/one_batch_server.py:963-994): not a run's own.
+LIFETIME_ACCEPT_LENGTH_NAMES = ("accept_length", "acc_length")
 # A cycle (verify step) time as measured: a profiler's, `envsnap attach`'s, or the decode log's (parsers.py).
 CYCLE_TIME_NAMES = ("verify_ms", "cycle_ms", "cycle_time_ms", "decode_cycle_ms")
 # Latencies per generated token (bench_serving's ITL and TPOT): a cycle is one of these x accept length.

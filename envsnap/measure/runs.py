@@ -5,7 +5,9 @@ A run record (snapshot["runs"] items; model/types.py Run, model/schema.py _RUN):
     {"ok": bool, "exit_code": int|None, "duration_s": float, "started": "...Z",
      "metrics": {name: float}, "output_tail": str, "command": [argv, redacted],
      "source": "run"|"attach", "parsers": [...], "error": str (when not ok), "note": str,
-     "telemetry": {...} (with RunOptions.telemetry: what the run did, see telemetry.py)}
+     "telemetry": {...} (with RunOptions.telemetry: what the run did, see telemetry.py),
+     "server_metrics": {...} (with RunOptions.server_metrics: what the SGLang server counted during
+     the run, from its /metrics: server_metrics.py)}
 
 A run that fails (non-zero exit, timeout, no metric found) is recorded with ok false and
 no metrics: it is never a measurement, and it is never silently dropped either.
@@ -216,6 +218,9 @@ class RunOptions:
     # (trace_runs.py); `profile` asks an SGLang server to write them (--profile-steps).
     trace_dir: Optional[str] = None
     profile: Optional["ProfileRequest"] = None
+    # --sglang-url of a server that serves /metrics: its counters are read before and after each run
+    # (server_metrics.py), the run's own accept length among them.
+    server_metrics: Optional[str] = None
 
 
 def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None, label: str = "run",
@@ -243,6 +248,12 @@ def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None, label: s
 
         watch = TraceWatch(opts.trace_dir, opts.profile)
         watch.begin(label)
+    server = None
+    if opts.server_metrics:
+        from envsnap.measure.server_metrics import ServerMetrics
+
+        server = ServerMetrics(opts.server_metrics)
+        server.begin()
     sampler = telemetry.begin() if telemetry is not None else None
     try:
         result = run_command(opts.command, timeout=opts.timeout, cwd=cwd, env=opts.env)
@@ -258,6 +269,15 @@ def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None, label: s
     log_text = "\n".join(logs.read().values())
     parsed = parse_run(result.stdout + "\n" + result.stderr, log_text=log_text, files=files.read(),
                        custom=opts.custom, json_texts=[result.stdout, result.stderr])
+    server_record = None
+    if server is not None:
+        from envsnap.measure import server_metrics
+
+        server_record, own_metrics = server.finish()
+        server_metrics.merge(parsed.metrics, own_metrics, parsed.notes, parsed.parsers)
+        problem = server_metrics.problem_note(server_record)
+        if problem:
+            parsed.notes.append(problem)
     record: Dict = {
         "ok": False,
         "exit_code": result.returncode,
@@ -287,6 +307,8 @@ def run_once(opts: RunOptions, telemetry: Optional["Telemetry"] = None, label: s
         record["telemetry"] = usage
     if watch is not None:
         record["trace"] = watch.finish()
+    if server_record is not None:
+        record["server_metrics"] = server_record
     return record
 
 

@@ -84,10 +84,14 @@ _TRACE_FILE = {"file": "str", "bytes": "num", "events": "num", "rank": "num", "s
                "gpu": ("map", "num"), "cpu_ops_us": "num",
                "dropped": ("map", {"names": "num", "count": "num", "total_us": "num"})}
 _TRACE = {"source": "str", "files": ("list", _TRACE_FILE), "notes": ("list", "str"), "requested_steps": "num"}
+# What an SGLang server counted during a run (envsnap/measure/server_metrics.py): its /metrics counters'
+# and histograms' changes across the run, and the gauges that moved with the value they ended at.
+_SERVER_METRICS = {"url": "str", "error": "str", "counters": ("map", "num"), "gauges": ("map", "num"),
+                   "histograms": ("map", {"count": "num", "sum": "num", "mean": "num"}), "reset": ("list", "str")}
 _RUN = {"ok": "scalar", "exit_code": "num", "duration_s": "num", "started": "str", "metrics": ("map", "num"),
         "output_tail": "str", "command": ("list", "str"), "source": "str", "parsers": ("list", "str"),
         "error": "str", "note": "str", "host": "str", "telemetry": _TELEMETRY,
-        "trace": _TRACE}
+        "trace": _TRACE, "server_metrics": _SERVER_METRICS}
 _TOP = {"envsnap_version": "str", "label": "str", "host": "str", "created": "str", "redaction": "str",
         "provenance": "dict", "metric_directions": ("map", "str"), "run_session": "dict", "runs": ("list", _RUN)}
 _TYPE_WORDS = {"finite": "a number within range", "int": "an integer", "str": "a string", "num": "a number",

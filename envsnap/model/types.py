@@ -35,6 +35,7 @@ class Run(TypedDict, total=False):
     host: str
     telemetry: Dict[str, Any]
     trace: Dict[str, Any]  # profiler traces summarised (measure/traces.py)
+    server_metrics: Dict[str, Any]  # the SGLang server's /metrics changes across the run (measure/server_metrics.py)
 
 
 class Snapshot(TypedDict, total=False):

@@ -96,7 +96,11 @@ def _runs(runs: List[Dict[str, Any]], by_host: bool = False) -> List[str]:
         if values:
             half = len(values) // 2
             median = values[half] if len(values) % 2 else (values[half - 1] + values[half]) / 2
-            lines.append(f"  {metric:<28} median {median:.4g}  (n={len(values)}, min {values[0]:.4g}, max {values[-1]:.4g})")
+            line = f"  {metric:<28} median {median:.4g}  (n={len(values)}, min {values[0]:.4g}, max {values[-1]:.4g})"
+            # measure/parsers.py's caveat: a benchmark printed the server's lifetime figure under this name
+            if any(f"{metric} is the server's running average" in str(r.get("note") or "") for r in good):
+                line += "  (the server's running average since it started, not each run's own)"
+            lines.append(line)
     return lines
 
 

@@ -109,7 +109,7 @@ def test_current_server_info_route(server):
     assert "--tp 2" in data["launch_command"]
     summary = sglang.summarize(data)
     assert summary[0].startswith("SGLang 0.5.23 at") and "tp_size=2" in summary[0]
-    assert summary[1] == "DP0: avg_spec_accept_length=2.71, last_gen_throughput=1234"
+    assert summary[1] == "DP0: avg_spec_accept_length=2.71 (since the server started), last_gen_throughput=1234"
 
 
 def test_old_server_falls_back_to_get_server_info(server):
@@ -119,7 +119,9 @@ def test_old_server_falls_back_to_get_server_info(server):
     assert result["status"] == "ok", result
     data = result["data"]
     assert data["endpoint"] == "/get_server_info" and data["version"] == "0.4.6"
-    assert [p for p, _ in handler.seen] == ["/server_info", "/get_server_info"]
+    # then /metrics, which a server started without --enable-metrics does not serve
+    assert [p for p, _ in handler.seen] == ["/server_info", "/get_server_info", "/metrics"]
+    assert data["metrics_unavailable"].endswith("/metrics: HTTP 404 (start the server with --enable-metrics)")
     assert data["internal_states"] == [{"last_gen_throughput": 987.6, "avg_spec_accept_length": 3.1}]
     assert "last_gen_throughput" not in data["server_args"] and data["server_args"]["random_seed"] == 1234
     assert "launch_command" not in data

@@ -13,6 +13,11 @@ Modes:
              --sleep S                       take S seconds (for tests that interrupt a run)
              --print TEXT                    also print TEXT (e.g. a line for --metric REGEX)
              --append-log FILE --log-line L  append L to FILE (a server log) during the run
+             --nccl-conf                     first apply NCCL's config files as NCCL's initEnv does
+                                             (NVIDIA/nccl src/misc/param.cc: NCCL_CONF_FILE, else the
+                                             passwd home's .nccl.conf, then /etc/nccl.conf; each NAME=VALUE
+                                             with setenv(name, value, 0)): a stand-in for NCCL, which
+                                             cannot run here
   matmul   a real numpy matmul: prints `{"gflops": X}` from the best of --reps timings of an
            --size × --size --dtype product, timed in the process's CPU time: with one
            OpenBLAS thread that is the work itself, unchanged when other processes take the
@@ -117,7 +122,26 @@ def _count(counter: str) -> int:
     return n
 
 
+def _apply_nccl_conf() -> None:
+    """NCCL's initEnv in this process: the environment wins, then the first file and line setting a name."""
+    import pwd
+
+    conf = os.environ.get("NCCL_CONF_FILE")
+    paths = [conf] if conf else [os.path.join(pwd.getpwuid(os.getuid()).pw_dir, ".nccl.conf")]
+    for path in paths + ["/etc/nccl.conf"]:
+        try:
+            lines = Path(path).read_text().split("\n")
+        except OSError:
+            continue
+        for line in lines:
+            name, sep, value = line.rstrip("\r").partition("=")
+            if sep and name and not line.startswith("#"):
+                os.environ.setdefault(name, value)
+
+
 def mode_env(args) -> int:
+    if args.nccl_conf:
+        _apply_nccl_conf()
     n = _count(args.counter) if args.counter else 0
     if args.calls:
         watched = [w for w in (args.watch or "").split(",") if w]
@@ -253,6 +277,7 @@ def main(argv=None) -> int:
     env.add_argument("--print", action="append")
     env.add_argument("--append-log")
     env.add_argument("--log-line", action="append")
+    env.add_argument("--nccl-conf", action="store_true")
     mm = sub.add_parser("matmul")
     mm.add_argument("--size", type=int, default=1000)
     mm.add_argument("--reps", type=int, default=3)

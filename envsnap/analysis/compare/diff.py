@@ -458,6 +458,13 @@ def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View, com
 
 # ---------------------------------------------------------------- display
 
+def setting_value(subject: Subject, value: Any) -> Any:
+    """A variable's value itself, where the view keeps more beside it (nccl_conf: its file)."""
+    if subject.where == "nccl_conf" and isinstance(value, dict):
+        return value.get("value")
+    return value
+
+
 def display(subject: Subject, value: Any) -> Any:
     """A short, readable form of a view value for output (scalars stay scalars)."""
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -469,6 +476,8 @@ def display(subject: Subject, value: Any) -> Any:
     if not isinstance(value, dict):
         return fmt.clip(str(value))
     where, aspect = subject.where, subject.aspect
+    if where == "nccl_conf":  # a setting from NCCL's config files, with its file
+        return f"{value.get('value')} from {value.get('file')}"
     if where == "integrity":
         state = value.get("state", "modified")
         if state == "modified":

@@ -78,7 +78,8 @@ def without_text(entry: Any) -> Any:
 class Subject(NamedTuple):
     """What a view key is about, as fields (no caller takes a key string apart).
 
-    where: env | workers | parent_only | nccl (an environment variable, by whose environment it is)
+    where: env | workers | parent_only | nccl | nccl_conf (an environment variable, by whose environment it
+           is; nccl_conf: set by NCCL's own config files)
            or process | integrity | packages | torch | startup | git | files | gpu | host | python |
            sglang | section (everything else: the kind of thing the key names)
     entity: the thing itself: variable name, installed file, distribution, hook path, repository,
@@ -648,13 +649,28 @@ def _nccl_subject(path: str, split: bool) -> Subject:
     return Subject("nccl", path, aspect)
 
 
+def _nccl_conf_view(view: View, conf: Dict[str, Any]) -> None:
+    """NCCL's config files (capture/collectors/nccl_conf.py): each setting NCCL takes from them, as the
+    variable it sets ("nccl_conf.NCCL_PROTO", so the environment rules of the knowledge table apply),
+    valued with its file ({"value", "file"}: shown "LL from /etc/nccl.conf"). A setting the reading
+    process's environment also sets is left out: NCCL's setenv(name, value, 0) keeps the environment's
+    value, so the file's does not act (the environment is compared on its own)."""
+    overridden = as_dict(conf.get("overridden"))
+    for name, setting in sorted(as_dict(conf.get("settings")).items()):
+        if name in overridden or not isinstance(setting, dict):
+            continue
+        value = {"value": setting.get("value"), "file": setting.get("file")}
+        view.put("nccl", f"nccl_conf.{name}", value, (f"nccl_conf.settings.{name}",),
+                 env_subject("nccl_conf", name))
+
+
 # Sections with a view of their own, in building order; processes and probe are viewed together as the
 # workers (always, after the rest). Any other section a collector declares (host, torch, a new one) is
 # viewed leaf by leaf, in the category its RULES name.
 _BUILDERS: Tuple[Tuple[str, Callable[[View, Dict[str, Any]], None]], ...] = (
     ("env", _env_view), ("python", _python_view), ("packages", _packages_view), ("git", _git_view),
     ("files", _files_view), ("nvidia", _gpu_view), ("sglang", _sglang_view), ("nccl", _nccl_view),
-    ("patches", patch_status.put_view),
+    ("patches", patch_status.put_view), ("nccl_conf", _nccl_conf_view),
 )
 _CUSTOM = frozenset(name for name, _ in _BUILDERS) | {"processes", "probe"}
 

@@ -79,7 +79,7 @@ class _Ranking:
                 notes.append(note)
         if d.variable is not None:
             places = self.facts.by_var.get(d.variable, {})
-            nccl_counted = d.where == "nccl" or (d.where == "workers" and "nccl" in places)
+            nccl_counted = d.where == "nccl" or (d.where in ("workers", "nccl_conf") and "nccl" in places)
             observed.apply_reads(d, self.comp, score, notes, nccl_counted)
         observed.apply_mechanism(d, component, self.mechanism, score, notes)
         self._eagle3(component, score, notes)

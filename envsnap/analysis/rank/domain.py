@@ -115,6 +115,8 @@ def score_variable(d: diff_mod.Difference, component: str, why: str, facts: Fact
         why = (f"{name}={value.get('parent')} is set in the shell but the workers run with "
                f"{'it unset' if seen is None else seen}: the setting never reached them")
         notes.append("a cause candidate and a measurement trap: the shell's env is not the server's")
+    elif where == "nccl_conf":
+        why = _nccl_conf(d, name, why, places, score, notes)
     elif where == "nccl":
         if "workers" in places:
             score.apply("nccl_logged_with_workers")
@@ -182,6 +184,24 @@ def _in_process(d: diff_mod.Difference, name: str, why: str, places: Dict[str, d
             score.apply("in_process_shown_elsewhere", f"the same change shows in {label} ({places[other].key}), "
                                                       "which ranks it")
             why += f"; the same change shows in {label} ({places[other].key}), which ranks it"
+            break
+    return why
+
+
+def _nccl_conf(d: diff_mod.Difference, name: str, why: str, places: Dict[str, diff_mod.Difference], score: Score,
+               notes: List[str]) -> str:
+    """A setting from NCCL's own config files (NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf): NCCL applies
+    it at its first parameter read unless the environment sets the variable (NVIDIA/nccl
+    src/misc/param.cc: setenv(name, value, 0)), and no environment, /proc or probe record shows it."""
+    files = sorted({str(v["file"]) for v in (d.good, d.bad) if isinstance(v, dict) and v.get("file")})
+    why += f" — set by NCCL's config file {' / '.join(files)}: invisible in every environment"
+    notes.append("NCCL reads NCCL_CONF_FILE (else ~/.nccl.conf), then /etc/nccl.conf; a variable in the "
+                 "environment overrides the file (NCCL src/misc/param.cc)")
+    if "nccl" in places:
+        score.apply("nccl_log_confirms", f"NCCL's own log confirms it ({change_text(places['nccl'])})")
+    for other in ("workers", "env"):
+        if other in places:
+            notes.append(f"the environment's {name} changed too ({places[other].key}): where it is set, it wins")
             break
     return why
 

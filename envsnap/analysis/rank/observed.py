@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare.diff import Comparison, Difference
+from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
 from envsnap.analysis.compare.views import NCCL_READER
 from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.priors import cpu_count
@@ -148,7 +148,7 @@ def apply_mechanism(d: Difference, component: str, mechanism: Optional[Dict[str,
             score.apply("series_held", f"the runs' {word} held ({shown}): {link.why}, and it did not act here")
             return
         moved = -1 if series["bad"] < series["good"] else 1
-        setting = _direction(d.good, d.bad)
+        setting = _direction(setting_value(d.subject, d.good), setting_value(d.subject, d.bad))
         if setting is None or setting == moved:
             score.apply("series_moved", f"the runs' {word} moved with it ({shown}): {link.why}")
         else:

@@ -17,7 +17,7 @@ import re
 from typing import Any, NamedTuple, Optional, Tuple
 
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare.diff import Comparison, Difference
+from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
 
 _BOOLEANS = frozenset({"0", "1", "true", "false", "yes", "no", "on", "off", "y", "n", "t", "f", "enabled",
                        "disabled", "enable", "disable"})
@@ -180,8 +180,8 @@ def prior_for(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Pri
             return Prior(sized[0], f"sized: {sized[1]}", sized[1], sized=True)
     if rule.pattern != "*":
         return Prior(rule.weight, rule_source(rule))
-    if d.variable is not None and d.where in ("env", "workers", "in_process", "parent_only", "nccl"):
-        good, bad = d.good, d.bad
+    if d.variable is not None and d.where in ("env", "workers", "in_process", "parent_only", "nccl", "nccl_conf"):
+        good, bad = setting_value(d.subject, d.good), setting_value(d.subject, d.bad)
         if d.where == "in_process":
             good = good.get("start") if isinstance(good, dict) else good
             after = (bad or {}).get("after") if isinstance(bad, dict) else None

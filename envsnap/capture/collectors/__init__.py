@@ -38,6 +38,7 @@ def _sections() -> List[Tuple[str, ModuleType]]:
         git,
         host,
         nccl,
+        nccl_conf,
         nvidia,
         packages,
         patches,
@@ -60,6 +61,7 @@ def _sections() -> List[Tuple[str, ModuleType]]:
         ("processes", processes),
         ("probe", probe),
         ("nccl", nccl),
+        ("nccl_conf", nccl_conf),
         ("sglang", sglang),
     ]
 

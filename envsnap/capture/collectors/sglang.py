@@ -12,6 +12,9 @@ Routes, read from SGLang's source (srt/entrypoints/http_server.py):
   ServerArgs.resolved_dict() plus "launch_command", the scheduler info, "kv_events",
   "startup_time", "internal_states", "version", "frontend".
 So: ask /server_info, fall back to /get_server_info on 404/405 (older servers).
+Then `/metrics` (Prometheus, only with --enable-metrics; sglang_metrics.py says what it holds): kept
+compact under "metrics", the server's running counters since it started (`envsnap run` records their
+change across each run, measure/server_metrics.py).
 """
 from __future__ import annotations
 
@@ -36,12 +39,20 @@ from envsnap.model.rules import (
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"url": "str", "endpoint": "str", "version": "str", "server_args": "dict",
-         "internal_states": ("list", "dict")}
+         "internal_states": ("list", "dict"),
+         "metrics": {"counters": ("map", "num"), "gauges": ("map", "num"),
+                     "histograms": ("map", {"count": "num", "sum": "num"}), "skipped": "num"},
+         "metrics_unavailable": "str"}
 RULES = SectionRules(category="sglang", component=NONE, compares="SGLang server args", rules=(
     volatile("sglang.internal_states*.last_gen_throughput", "a running measurement, not configuration"),
     volatile("sglang.startup_time", "a timestamp"),
     volatile("sglang.internal_states*.memory_usage*", "memory in use"),
     volatile("sglang.server_args.random_seed", "random per launch unless given"),
+    # sglang 0.5.23 srt/observability/metrics_collector.py: running counters, gauges of the last decode-log
+    # interval and latency histograms since the server started (sglang_metrics.py): measurements, compared
+    # per run as deltas (measure/server_metrics.py), never between two captures.
+    volatile("sglang.metrics*", "the server's running counters and gauges (/metrics), measurements"),
+    volatile("sglang.metrics_unavailable", "whether /metrics is served (--enable-metrics): how it is observed"),
 
     # --- SGLang server args (line numbers: sglang 0.5.5 sglang/srt/server_args.py, ServerArgs dataclass lines
     # 240-500; sglang 0.5.23 keeps the same names in sglang/srt/arg_groups/fields/{exec_,parallel,spec,schedule,
@@ -224,6 +235,13 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
     data = shape(answer)
     data["url"] = base
     data["endpoint"] = endpoint
+    from envsnap.capture.collectors import sglang_metrics
+
+    text, error, _ = sglang_metrics.fetch(base, ctx.remaining(10.0), API_KEY_ENV)
+    if text is None:
+        data["metrics_unavailable"] = str(error)
+    else:
+        data["metrics"] = scrub(sglang_metrics.compact(text), redact=ctx.redact)
     if ctx.redact:
         data["server_args"] = scrub(data["server_args"], redact=True)
         command = data.get("launch_command")
@@ -248,9 +266,40 @@ def summarize(data: Dict[str, Any]) -> List[str]:
     for index, state in enumerate(data.get("internal_states") or []):
         facts = [f"{k}={state[k]:.4g}" if isinstance(state.get(k), float) else f"{k}={state[k]}"
                  for k in ("avg_spec_accept_length", "last_gen_throughput") if k in state]
+        if "avg_spec_accept_length" in state:  # the scheduler's lifetime total, warm-up included
+            facts[0] += " (since the server started)"
         if facts:
             lines.append(f"DP{index}: " + ", ".join(facts))
+    lines.extend(_metrics_lines(data))
     if data.get("launch_command"):
         command = data["launch_command"]
         lines.append("launched as: " + (" ".join(command) if isinstance(command, list) else str(command)))
+    return lines
+
+
+def _metrics_lines(data: Dict[str, Any]) -> List[str]:
+    """`show`'s lines about /metrics: what it holds, and the accept length it tells, each named for
+    the span it covers (sglang_metrics.py)."""
+    from envsnap.capture.collectors import sglang_metrics
+    from envsnap.format import num
+
+    if data.get("metrics_unavailable"):
+        return [f"/metrics: {data['metrics_unavailable']}"]
+    metrics = data.get("metrics")
+    if not isinstance(metrics, dict):
+        return []
+    counters, gauges = metrics.get("counters") or {}, metrics.get("gauges") or {}
+    line = (f"/metrics: {len(counters)} counters, {len(gauges)} gauges, "
+            f"{len(metrics.get('histograms') or {})} histograms")
+    if metrics.get("skipped"):
+        line += f" ({metrics['skipped']} samples skipped)"
+    lines = [line]
+    lifetime = sglang_metrics.accept_length(counters)
+    if lifetime is not None:
+        lines.append(f"accept length since the server started: {num(lifetime)} "
+                     f"(generation tokens / verify calls; `envsnap run` records each run's own)")
+    interval = [f"{sglang_metrics.short(k)} {num(v)}" for k, v in sorted(gauges.items())
+                if k.split("{", 1)[0] in (sglang_metrics.ACCEPT_LENGTH_GAUGE, sglang_metrics.ACCEPT_RATE_GAUGE)]
+    if interval:
+        lines.append("last decode-log interval: " + ", ".join(interval))
     return lines
