@@ -403,18 +403,20 @@ def test_probe_records_written_during_the_runs_join_the_snapshot(tmp_path, probe
 
     snap = load(_run_probed(tmp_path, probed_venv, "s", repeat=2, warmup=1))
     probe = snap["sections"]["probe"]
-    # Nothing was in the directory at capture time: every record came from the runs. The first
-    # measured run's processes are compared; the others are kept as evidence.
+    # Nothing was in the directory at capture time: every record came from the runs, and they are all the
+    # command's own processes (its session), kept apart from any server's records. The first measured run's
+    # processes are the compared ones; every run's are evidence.
     data = probe["data"]
     assert probe["status"] == "ok" and data["records_from_runs"] == 3 and data["compared_run"] == 1
-    assert [r["run"] for r in data["records"].values()] == [1]
-    assert sorted(data["run_records"]) == ["2/python-0", "warmup 1/python-0"]
-    every = list(data["records"].values()) + list(data["run_records"].values())
+    assert data["records"] == {}
+    assert sorted(data["command_records"]) == ["1/python-0", "2/python-0", "warmup1/python-0"]
+    assert [r["run"] for r in data["command_records"].values()] == [1, 2, "warmup 1"]
+    every = list(data["command_records"].values())
     for record in every:
         assert record["env_reads"]["BENCH_KNOB"] == 1  # the benchmark's own read, counted once per process
-        assert record["stages"] == ["start", "exit"]
+        assert record["stages"] == ["start", "exit"] and record["reads_to_exit"] is True
     reads, tracked = env_read_evidence(snap)
-    assert sorted(tracked) == sorted(list(data["records"]) + list(data["run_records"]))
+    assert sorted(tracked) == sorted(data["command_records"])
     assert reads["BENCH_KNOB"] == {key: 1 for key in tracked}
     assert "NCCL_PROTO" not in reads  # nothing here reads it
 
