@@ -96,6 +96,8 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     def finish(interrupted: bool) -> None:
         if capture_ctx.probe_dir and session.windows:
             _probe_after_runs(snap, capture_ctx, session.windows)
+        if session.maps is not None and session.maps.runs:
+            _libraries_after_runs(snap, capture_ctx, session)
         snap["runs"] = session.records
         snap["run_session"] = session.session_info(interrupted)
         runs.merge_directions(snap, directions)
@@ -171,3 +173,24 @@ def _probe_after_runs(snap, capture_ctx, windows) -> None:
     again = runner.capture(capture_ctx, collectors=[
         ("probe", lambda ctx: probe_collector.collect_after_runs(ctx, before, windows))])
     snap["sections"]["probe"] = again["sections"]["probe"]
+
+
+def _libraries_after_runs(snap, capture_ctx, session) -> None:
+    """What the command's own processes mapped during the runs joins the libraries section."""
+    import dataclasses
+
+    from envsnap.capture import runner
+    from envsnap.capture.collectors import libraries
+
+    before = snap["sections"].get("libraries") or {}
+    labels = [window["run"] for window in session.windows]
+    probe = (snap["sections"].get("probe") or {}).get("data") or {}
+    names: set = set()
+    for record in list((probe.get("records") or {}).values()) + list((probe.get("run_records") or {}).values()):
+        for field in ("env_at_start", "env_at_init", "env_at_exit", "env_reads"):
+            names.update((record.get(field) or {}) if isinstance(record, dict) else {})
+    # A fresh clock: the capture's deadline passed while the runs went on.
+    ctx = dataclasses.replace(capture_ctx, started=0.0, deadline=0.0)
+    again = runner.capture(ctx, collectors=[
+        ("libraries", lambda c: libraries.collect_after_runs(c, before, session.maps.runs, labels, names))])
+    snap["sections"]["libraries"] = again["sections"]["libraries"]

@@ -42,6 +42,7 @@ from envsnap.redact import redact_argv, redact_text
 from envsnap.subproc import run_command
 
 if TYPE_CHECKING:
+    from envsnap.measure.maps_sampling import MapsSampler
     from envsnap.measure.telemetry import Telemetry
     from envsnap.measure.trace_runs import ProfileRequest
 
@@ -350,6 +351,8 @@ class RunSession:
     # When each run ran: {"run": 1-based number or "warmup N", "start": epoch s, "end": epoch s, "sid": the
     # command's session id} (the probe's records are matched to runs, and told from a server's, by these).
     windows: List[Dict] = field(default_factory=list)
+    # What the command's processes mapped, run by run (telemetry's maps_sampling.MapsSampler).
+    maps: Optional["MapsSampler"] = None
 
     def execute(self, progress: Optional[Callable[[str], None]] = None) -> List[Dict]:
         preferred = [name for name, _ in self.opts.custom]
@@ -358,6 +361,7 @@ class RunSession:
             from envsnap.measure.telemetry import Telemetry
 
             telemetry = Telemetry(self.opts.watch)
+            self.maps = telemetry.maps
         try:
             for i in range(self.opts.warmup):
                 record = self._timed(f"warmup {i + 1}", telemetry)

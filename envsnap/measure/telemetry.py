@@ -351,6 +351,7 @@ class RunSampler:
         self.gpu_series: Dict[int, List[Dict[str, Any]]] = {}
         self.orphans: Set[int] = set()
         self.sampler_cpu_s: Optional[float] = None
+        self.maps: Any = None  # a maps_sampling.MapsSampler: what the tree's processes mapped
         self._stop = threading.Event()
         self.rusage = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.started = clock()
@@ -402,6 +403,8 @@ class RunSampler:
         for watched in self.watched:
             watched.sample()
         self.gpus.sample(self.gpu_series, self.clock() - self.started)
+        if self.maps is not None:
+            self.maps.sample(members, self.clock() - self.started)
 
     def stop(self) -> None:
         """End the sampling thread (idempotent; also on Ctrl-C, so no thread outlives its run)."""
@@ -412,6 +415,8 @@ class RunSampler:
     def finish(self, wall_s: float) -> Dict[str, Any]:
         """Stop sampling; the run's record (call after the command has been reaped)."""
         self.stop()
+        if self.maps is not None:
+            self.maps.end_run()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         before = self.rusage
         record: Dict[str, Any] = {
@@ -564,13 +569,19 @@ class Telemetry:
         self.tree = ProcessTree(os.getpid())
         self.gpus = Gpus(nvml)
         self._opened = False
+        from envsnap.measure.maps_sampling import MapsSampler
+
+        self.maps = MapsSampler()
 
     def begin(self) -> RunSampler:
         if not self._opened:
             self._opened = True
             self.gpus.open()
             self.tree.refresh()  # fill the pid cache before the run, not during it
-        return RunSampler(self.tree, self.gpus, self.watch, self.interval)
+        self.maps.begin_run()
+        sampler = RunSampler(self.tree, self.gpus, self.watch, self.interval)
+        sampler.maps = self.maps
+        return sampler
 
     def close(self) -> None:
         self.gpus.close()

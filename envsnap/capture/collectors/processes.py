@@ -80,6 +80,23 @@ def _gpus_by_pid() -> Tuple[Optional[Dict[int, List[int]]], str]:
     return {pid: sorted(idx) for pid, idx in found.items()}, "nvml"
 
 
+NO_SGLANG = ("no running SGLang server found (looked for `sglang.launch_server` / "
+             "`sglang serve` command lines and `sglang::` process titles)")
+
+
+def roots_of(ctx: CaptureContext) -> Tuple[List[int], List[int]]:
+    """(root pids to walk, pids that are SGLang mains by position) for --pid and --sglang; the
+    libraries collector walks the same roots, so that both sections key the processes alike."""
+    from envsnap.capture.collectors import proctree
+
+    roots: List[int] = list(dict.fromkeys(int(p) for p in ctx.pids))
+    forced: List[int] = []
+    if ctx.sglang:
+        found, forced = proctree.find_sglang_roots()
+        roots += [p for p in found if p not in roots]
+    return roots, forced
+
+
 def collect(ctx: CaptureContext) -> Dict[str, Any]:
     if not ctx.pids and not ctx.sglang:
         return unavailable("not requested: use --pid PID or --sglang")
@@ -87,15 +104,9 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
 
     from envsnap.capture.collectors import proctree
 
-    roots: List[int] = list(dict.fromkeys(int(p) for p in ctx.pids))
-    forced: List[int] = []
-    if ctx.sglang:
-        found, by_position = proctree.find_sglang_roots()
-        forced = by_position
-        roots += [p for p in found if p not in roots]
-        if not found and not ctx.pids:
-            return unavailable("no running SGLang server found (looked for `sglang.launch_server` / "
-                               "`sglang serve` command lines and `sglang::` process titles)")
+    roots, forced = roots_of(ctx)
+    if not roots:
+        return unavailable(NO_SGLANG)
     gpus, gpu_source = _gpus_by_pid()
     data = proctree.walk(roots, deadline=time.monotonic() + ctx.remaining(), redact=ctx.redact,
                          gpus=gpus, forced_main=forced)

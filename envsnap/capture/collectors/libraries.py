@@ -1,0 +1,557 @@
+"""The shared objects each measured process mapped, who installed them, and which variables they can read.
+
+For every process given with --pid / --sglang (keyed as the processes section keys them: the same
+walk, proctree.walk) and every live process that wrote a probe record (--probe-dir; keyed as the
+probe section keys it), /proc/PID/maps says which files it mapped (maps.py). Each distinct ELF
+object among them is described once (`objects`, keyed by path):
+
+- what it is: its soname (or file name), build-id (elf.py; the sha256 of the whole file only when it
+  has none), size, device and inode, a version (from the file name when it says more than the soname,
+  libnccl.so.2.18.3; else its owner's);
+- who installed it (owners.py): a distribution whose RECORD lists it, a dpkg package, or unknown;
+- which environment variables it can read (libstrings.py): among the names this capture checked
+  (`checked_names`: every variable of the capturing process, of the walked processes' /proc
+  environments and of the probe records, read and set), those its string sections contain as a
+  literal ("mentions") or only as the tail of a longer literal ("contains": a linker may store
+  "PATH" inside "PYTHONPATH", so it may be read too).
+
+Per process, `objects` maps each object's name (soname, else file name; "#2" for a second of the
+same name) to its path: two snapshots line up by process key and name ("scheduler_TP0 maps
+libnccl.so.2 from another file"). Deleted files (the process runs a library replaced on disk
+since) are listed with status "deleted"; mapped files that are not ELF objects (locale archives,
+memory-mapped weights) are only counted.
+
+Everything read from a file is cached by the file's identity (libcache.py): a warm capture stats
+the objects and reads none of them. The scan reports what it could not read (`scan.unscanned`,
+`scan.complete`): an object not scanned leaves its variables unknown, never "not mentioned".
+The run command's own process tree is sampled while it runs (measure/maps_sampling.py) and added
+after the runs as `run_processes` (`collect_after_runs`).
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from envsnap.capture.base import CaptureContext, ok, unavailable
+from envsnap.model.rules import NONE, SectionRules, volatile
+
+# --- What this section is: its data's shape (model/schema.py's shape language, checked when a
+# snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
+_PROCESS_SHAPE = {"pid": "num", "source": "str", "status": "str", "note": "str", "exe": "str",
+                  "objects": ("map", "str"), "other_files": "num", "probe_key": "str",
+                  "runs": ("list", "scalar"), "pids": ("list", "num"), "title": "str",
+                  "varies": ("map", {"added": ("list", "str"), "removed": ("list", "str")})}
+_OBJECT_SHAPE = {"name": "str", "soname": "str", "version": "str", "version_source": "str", "build_id": "str",
+                 "sha256": "str", "size": "num", "dev": "str", "inode": "num",
+                 "owner": {"kind": "str", "manager": "str", "name": "str", "version": "str"},
+                 "status": "str", "note": "str", "strings": "str", "getenv": "scalar",
+                 "mentions": ("list", "str"), "contains": ("list", "str")}
+SHAPE = {"processes": ("map", _PROCESS_SHAPE), "objects": ("map", _OBJECT_SHAPE),
+         "checked_names": ("list", "str"), "run_processes": ("map", _PROCESS_SHAPE),
+         "scan": {"complete": "scalar", "objects": "num", "from_cache": "num", "read": "num", "bytes_read": "num",
+                  "unscanned": ("map", "str"), "elapsed_s": "num"},
+         "cache": {"used": "scalar", "hits": "num", "misses": "num", "racy": "num", "path": "str", "note": "str"},
+         "errors": "dict"}
+RULES = SectionRules(category="libraries", component=NONE, compares="the shared objects each process mapped", rules=(
+    # Per capture: which process ids, and the bookkeeping of the scan and its cache.
+    volatile("libraries.processes.*.pid", "process ids differ on every launch"),
+    volatile("libraries.run_processes.*.pid*", "process ids differ on every launch"),
+    volatile("libraries.processes.*.probe_key", "which probe record named the process"),
+    volatile("libraries.checked_names*", "the variables this capture looked up (its environments)"),
+    volatile("libraries.scan.*", "the scan's bookkeeping"),
+    volatile("libraries.cache.*", "the libraries cache's bookkeeping"),
+    # An object's device and inode change with every reinstall of the same file: its build-id,
+    # sha256 and size say whether the content changed.
+    volatile("libraries.objects.*.dev", "where the file lies on disk, not what it holds"),
+    volatile("libraries.objects.*.inode", "where the file lies on disk, not what it holds"),
+    # Which variables were checked depends on the environments: the names are compared by the
+    # ranking's evidence, not as differences of their own.
+    volatile("libraries.objects.*.mentions", "the checked variables an object's strings name"),
+    volatile("libraries.objects.*.contains", "the checked variables an object's strings end with"),
+))
+
+_FILE_VERSION = re.compile(r"\.so\.(\d+(?:\.\d+)*)$")
+HASH_CHUNK = 8 << 20
+
+
+class _Deadline(Exception):
+    """The capture's deadline passed while an object was read."""
+
+
+# ---------------------------------------------------------------- which processes
+
+def _walked(ctx: CaptureContext, deadline: float, errors: Dict[str, str]) -> Dict[str, Dict[str, Any]]:
+    """{key: processes-section entry} for --pid / --sglang, keyed by the processes collector's walk."""
+    if not ctx.pids and not ctx.sglang:
+        return {}
+    from envsnap.capture.collectors import processes, proctree
+
+    roots, forced = processes.roots_of(ctx)
+    if not roots:
+        errors["sglang"] = processes.NO_SGLANG
+        return {}
+    data = proctree.walk(roots, deadline=deadline, redact=True, forced_main=forced)
+    errors.update(data.get("errors") or {})
+    return dict(data.get("processes") or {})
+
+
+def _probe_processes(ctx: CaptureContext, taken: Dict[int, str], errors: Dict[str, str]) -> Dict[str, Dict[str, Any]]:
+    """{probe key: record} of live processes on this host that wrote a probe record."""
+    if not ctx.probe_dir or not os.path.isdir(ctx.probe_dir):
+        return {}
+    import socket
+
+    import psutil
+
+    from envsnap.capture.collectors import probe
+
+    try:
+        records, _ = probe.read_records(os.path.abspath(ctx.probe_dir))
+    except OSError as exc:
+        errors["probe"] = f"probe directory unreadable: {exc.strerror or exc}"
+        return {}
+    host = socket.gethostname()
+    out: Dict[str, Dict[str, Any]] = {}
+    for key, record in probe.assign_keys(records).items():
+        pid = record.get("pid")
+        if record.get("host") != host or not isinstance(pid, int):
+            continue
+        try:  # the record's process, not a later one that got its pid
+            started = psutil.Process(pid).create_time()
+        except Exception:
+            continue
+        moment = record.get("started_at")
+        if isinstance(moment, (int, float)) and started > moment + 1.0:
+            continue
+        out[key] = record
+    return out
+
+
+def candidate_names(*environments: Iterable[str]) -> Set[str]:
+    """The variable names to look up: every name of the given environments that could be a C
+    identifier (a name with '=' or a NUL cannot be passed to getenv)."""
+    names: Set[str] = set()
+    for env in environments:
+        names.update(n for n in env if isinstance(n, str) and n and "=" not in n and "\0" not in n)
+    return names
+
+
+def _record_names(record: Dict[str, Any]) -> Set[str]:
+    names: Set[str] = set()
+    for field in ("env_at_start", "env_at_init", "env_at_exit", "env_reads"):
+        value = record.get(field)
+        if isinstance(value, dict):
+            names.update(str(k) for k in value)
+    return names
+
+
+# ---------------------------------------------------------------- objects
+
+class Describer:
+    """Describes objects for one capture: cache lookups, ELF headers, strings, owners."""
+
+    def __init__(self, cache: Any, deadline: float) -> None:
+        from envsnap.capture.collectors.owners import Owners
+
+        self.cache = cache
+        self.deadline = deadline
+        self.owners = Owners(cache)
+        self.names: Dict[str, str] = {}  # object key -> the names in its strings, space-separated
+        self.unscanned: Dict[str, str] = {}
+        self.non_elf: Set[str] = set()
+        self.bytes_read = 0
+        self.read = 0
+        self.from_cache = 0
+        # Tests: called with (path, bytes read so far) after each chunk of a scan.
+        self.on_chunk: Optional[Any] = None
+
+    def describe(self, mapped: Any) -> Optional[Dict[str, Any]]:
+        """The objects entry of one mapped file (maps.Mapped); None when it is not an ELF object."""
+        entry: Dict[str, Any] = {"name": os.path.basename(mapped.path), "dev": mapped.dev, "inode": mapped.inode}
+        key = object_key(mapped)
+        if mapped.deleted:
+            entry.update(status="deleted", note="the file was deleted or replaced after the process mapped it: "
+                                                "it runs a library that is no longer on disk")
+            self.unscanned[key] = "deleted"
+            return entry
+        facts, problem = self.facts_of(mapped)
+        if facts is None:
+            entry.update(status=problem[0], note=problem[1])
+            self.unscanned[key] = problem[1]
+            return entry
+        if not facts.get("elf"):
+            self.non_elf.add(key)
+            return None
+        for field in ("soname", "build_id", "sha256", "size", "getenv"):
+            if facts.get(field) is not None:
+                entry[field] = facts[field]
+        if facts.get("soname"):
+            entry["name"] = facts["soname"]
+        entry["owner"] = self.owners.owner_of(mapped.path)
+        version, source = object_version(mapped.path, facts.get("soname"), entry["owner"])
+        if version:
+            entry["version"], entry["version_source"] = version, source
+        if facts.get("note"):
+            entry["note"] = facts["note"]
+        if facts.get("names") is None:
+            entry["strings"] = f"not read: {facts.get('unscanned', 'unknown')}"
+            self.unscanned[key] = entry["strings"]
+        else:
+            entry["strings"] = "read"
+            self.names[key] = facts["names"]
+        entry["status"] = "ok"
+        return entry
+
+    def facts_of(self, mapped: Any) -> Tuple[Optional[Dict[str, Any]], Tuple[str, str]]:
+        from envsnap.capture import libcache
+
+        try:
+            st = os.stat(mapped.path)
+        except OSError as exc:
+            return None, ("unreadable", f"cannot stat: {exc.strerror or exc}")
+        if st.st_ino != mapped.inode:
+            return None, ("replaced", f"the file now at this path is not the one mapped (inode {mapped.inode} "
+                                      f"mapped, {st.st_ino} on disk)")
+        cached = self.cache.get(libcache.OBJECTS, mapped.path, libcache.identity(st))
+        if isinstance(cached, dict):
+            self.from_cache += 1
+            return cached, ("", "")
+        for _attempt in range(2):
+            try:
+                facts, before, after = self._read(mapped.path)
+            except _Deadline:
+                return ({"elf": True, "names": None, "unscanned": "capture deadline reached"}, ("", ""))
+            except OSError as exc:
+                return None, ("unreadable", f"cannot read: {exc.strerror or exc}")
+            if before is None or after is None:
+                return None, ("unreadable", "not a regular file")
+            if after.st_ino != mapped.inode:
+                return None, ("replaced", "the file at this path was replaced while it was read")
+            if libcache.identity(before) == libcache.identity(after):
+                self.read += 1
+                self.cache.put(libcache.OBJECTS, mapped.path, libcache.identity(after), facts,
+                               max(after.st_mtime_ns, after.st_ctime_ns))
+                return facts, ("", "")
+        return None, ("changing", "the file changed while it was read, twice: its strings are not known")
+
+    def _read(self, path: str) -> Tuple[Dict[str, Any], Optional[os.stat_result], Optional[os.stat_result]]:
+        from envsnap.capture.collectors import elf, libstrings
+
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            before = os.fstat(fd)
+            if not stat.S_ISREG(before.st_mode):
+                return {}, None, None
+            try:
+                found = elf.read_elf(fd, before.st_size)
+            except elf.NotElf:
+                return {"elf": False}, before, os.fstat(fd)
+            facts: Dict[str, Any] = {"elf": True, "size": before.st_size, "build_id": found.build_id,
+                                     "soname": found.soname}
+            if found.note:
+                facts["note"] = found.note
+            facts["getenv"] = libstrings.imports_getenv(fd, found.dynstr)
+
+            def check(done: int) -> None:
+                if self.on_chunk is not None:
+                    self.on_chunk(path, done)
+                if time.monotonic() > self.deadline:
+                    raise _Deadline()
+
+            if time.monotonic() > self.deadline:
+                raise _Deadline()
+            names, count = libstrings.scan(fd, found.string_ranges, on_chunk=check)
+            self.bytes_read += count
+            facts["names"] = " ".join(names)
+            if found.build_id is None:
+                facts["sha256"] = self._sha256(fd, before.st_size)
+            return facts, before, os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def _sha256(self, fd: int, size: int) -> str:
+        import hashlib
+
+        digest = hashlib.sha256()
+        at = 0
+        while at < size:
+            piece = os.pread(fd, min(HASH_CHUNK, size - at), at)
+            if not piece:
+                break
+            digest.update(piece)
+            at += len(piece)
+            self.bytes_read += len(piece)
+            if time.monotonic() > self.deadline:
+                raise _Deadline()
+        return digest.hexdigest()
+
+
+def object_key(mapped: Any) -> str:
+    """The objects table's key of a mapped file: its path, marked when the file was deleted."""
+    return mapped.path + " (deleted)" if mapped.deleted else mapped.path
+
+
+def object_version(path: str, soname: Optional[str], owner: Dict[str, Any]) -> Tuple[Optional[str], str]:
+    """(version, where it came from): the file name's, when it says more than the soname
+    (libnccl.so.2.18.3 for soname libnccl.so.2); else the owner's; else the file name's."""
+    in_file = _FILE_VERSION.search(os.path.basename(path))
+    in_soname = _FILE_VERSION.search(soname or "")
+    if in_file and (not in_soname or len(in_file.group(1)) > len(in_soname.group(1))):
+        return in_file.group(1), "file name"
+    if owner.get("version"):
+        return str(owner["version"]), str(owner.get("kind"))
+    if in_file:
+        return in_file.group(1), "file name"
+    return None, ""
+
+
+def mentions(names_by_object: Dict[str, str], candidates: Set[str]) -> Dict[str, Tuple[List[str], List[str]]]:
+    """{object key: (candidates it names as a whole literal, candidates that only end a longer one)},
+    from each object's names as one space-separated string (as the cache keeps them).
+
+    The exact test is a set intersection per object; the tail test runs only for the candidates no
+    object names exactly, as one substring search each over all objects' names (then per object
+    for the rare hit)."""
+    out: Dict[str, Tuple[List[str], List[str]]] = {}
+    named: Set[str] = set()
+    for key, names in names_by_object.items():
+        exact = candidates.intersection(names.split())
+        named |= exact
+        out[key] = (sorted(exact), [])
+    rest = [c for c in candidates if c not in named]
+    if rest:
+        padded = {key: " " + names + " " for key, names in names_by_object.items()}
+        everything = "".join(padded.values())
+        for candidate in rest:
+            needle = candidate + " "
+            if needle in everything:
+                for key, text in padded.items():
+                    if needle in text:
+                        out[key][1].append(candidate)
+    for key in out:
+        out[key][1].sort()
+    return out
+
+
+def _objects_of(files: List[Any], describer: Describer, objects: Dict[str, Dict[str, Any]]) -> Tuple[Dict[str, str], int]:
+    """The process's {name: object key} (describing objects not described yet) and its count of
+    mapped files that are not ELF objects."""
+    named: Dict[str, str] = {}
+    other = 0
+    for mapped in files:
+        key = object_key(mapped)
+        if key in describer.non_elf:
+            other += 1
+            continue
+        entry = objects.get(key)
+        if entry is None:
+            entry = describer.describe(mapped)
+            if entry is None:
+                other += 1
+                continue
+            objects[key] = entry
+        name = entry.get("name") or os.path.basename(mapped.path)
+        unique, n = name, 1
+        while unique in named:
+            n += 1
+            unique = f"{name}#{n}"
+        named[unique] = key
+    return dict(sorted(named.items())), other
+
+
+def describe_processes(pids: Dict[str, int], describer: Describer, objects: Dict[str, Dict[str, Any]],
+                       sources: Optional[Dict[str, str]] = None) -> Dict[str, Dict[str, Any]]:
+    """{key: processes entry} for {key: pid}: read each one's maps, describe its objects."""
+    from envsnap.capture.collectors import maps
+
+    out: Dict[str, Dict[str, Any]] = {}
+    for key, pid in pids.items():
+        entry: Dict[str, Any] = {"pid": pid}
+        if sources:
+            entry["source"] = sources.get(key, "processes")
+        found = maps.read(pid)
+        entry["status"] = found.status
+        if found.note:
+            entry["note"] = found.note
+        exe = maps.executable(pid)
+        if exe:
+            entry["exe"] = exe
+        if found.files:
+            entry["objects"], entry["other_files"] = _objects_of(found.files, describer, objects)
+        out[key] = entry
+    return out
+
+
+def finish(data: Dict[str, Any], describer: Describer, candidates: Set[str], started: float) -> Dict[str, Any]:
+    """Add mentions, the scan's and the cache's bookkeeping to section data (objects described)."""
+    objects = data["objects"]
+    found = mentions({k: v for k, v in describer.names.items() if k in objects}, candidates)
+    for key, (exact, tail) in found.items():
+        if exact:
+            objects[key]["mentions"] = exact
+        if tail:
+            objects[key]["contains"] = tail
+    data["checked_names"] = sorted(candidates)
+    unscanned = {k: v for k, v in describer.unscanned.items() if k in objects}
+    data["scan"] = {"complete": not unscanned, "objects": len(objects), "from_cache": describer.from_cache,
+                    "read": describer.read, "bytes_read": describer.bytes_read, "unscanned": unscanned,
+                    "elapsed_s": round(time.monotonic() - started, 4)}
+    if describer.owners.notes:
+        data.setdefault("errors", {}).update({f"owner {k}": v for k, v in describer.owners.notes.items()})
+    data["objects"] = dict(sorted(objects.items()))
+    return data
+
+
+# ---------------------------------------------------------------- the collector
+
+def collect(ctx: CaptureContext) -> Dict[str, Any]:
+    if not ctx.pids and not ctx.sglang and not ctx.probe_dir:
+        return unavailable("not requested: use --pid PID, --sglang or --probe-dir DIR")
+    from envsnap.capture import libcache
+    from envsnap.capture.collectors.roles import KeyAllocator
+
+    started = time.monotonic()
+    deadline = started + ctx.remaining()
+    errors: Dict[str, str] = {}
+    walked = _walked(ctx, deadline, errors)
+    pids = {key: entry["pid"] for key, entry in walked.items() if isinstance(entry.get("pid"), int)}
+    sources = {key: "processes" for key in pids}
+    candidates = candidate_names(os.environ)
+    for entry in walked.values():
+        candidates |= candidate_names(entry.get("environ") or {}, (entry.get("divergence") or {}).get("added") or {})
+    by_pid = {pid: key for key, pid in pids.items()}
+    probe_keys: Dict[str, str] = {}
+    alloc = KeyAllocator()
+    for key in walked:
+        alloc.take(key)
+    for key, record in _probe_processes(ctx, by_pid, errors).items():
+        candidates |= _record_names(record)
+        if record["pid"] in by_pid:
+            probe_keys[by_pid[record["pid"]]] = key
+            continue
+        own = alloc.take(key)
+        pids[own] = record["pid"]
+        sources[own] = "probe"
+    if not pids:
+        return unavailable("no live process to read: " + ("; ".join(sorted(set(errors.values()))) or "none found"),
+                           {"errors": errors} if errors else None)
+    cache = libcache.LibCache.open(disabled=ctx.no_cache)
+    describer = Describer(cache, deadline)
+    objects: Dict[str, Dict[str, Any]] = {}
+    processes = describe_processes(pids, describer, objects, sources)
+    for key, probe_key in probe_keys.items():
+        processes[key]["probe_key"] = probe_key
+    data: Dict[str, Any] = {"processes": processes, "objects": objects}
+    if errors:
+        data["errors"] = dict(errors)
+    finish(data, describer, candidates, started)
+    cache.save(stop_at=deadline)
+    data["cache"] = cache.summary()
+    return ok(data)
+
+
+def collect_after_runs(ctx: CaptureContext, at_capture: Dict[str, Any], runs: List[Dict[str, Dict[str, Any]]],
+                       labels: List[Any], extra_names: Iterable[str] = ()) -> Dict[str, Any]:
+    """The section once `envsnap run` has run its command: the capture's processes as they were,
+    plus `run_processes`, what the command's own processes mapped (measure/maps_sampling.py: `runs`,
+    one {key: sampled process} per run, `labels` their run labels: 1, 2... or "warmup N").
+
+    A key seen in several runs is one entry: its runs and pids, the union of its objects, and per
+    later run the object paths it added or lacked against the first run it appeared in ("varies").
+    Mentions are computed again over every object, for the names checked at capture plus those of
+    the runs' processes and `extra_names` (the probe records written during the runs)."""
+    from envsnap.capture import libcache
+    from envsnap.capture.collectors import maps as maps_mod
+    from envsnap.redact import redact_argv
+
+    started = time.monotonic()
+    deadline = started + ctx.remaining()
+    before: Dict[str, Any] = at_capture["data"] if isinstance(at_capture.get("data"), dict) else {}
+    data: Dict[str, Any] = {k: v for k, v in before.items() if k not in ("scan", "cache", "checked_names")}
+    data.setdefault("processes", {})
+    objects: Dict[str, Dict[str, Any]] = dict(data.get("objects") or {})
+    data["objects"] = objects
+    cache = libcache.LibCache.open(disabled=ctx.no_cache)
+    describer = Describer(cache, deadline)
+    for key, entry in objects.items():  # the names of the objects described at capture
+        if entry.get("status") == "ok" and entry.get("strings") == "read":
+            mapped = maps_mod.Mapped(key, str(entry.get("dev", "")), int(entry.get("inode") or 0), False)
+            facts, _ = describer.facts_of(mapped)
+            if facts is not None and isinstance(facts.get("names"), str):
+                describer.names[key] = facts["names"]
+            else:
+                describer.unscanned[key] = "changed on disk since the capture: its strings are not known"
+    describer.unscanned.update((before.get("scan") or {}).get("unscanned") or {})
+    candidates = set(before.get("checked_names") or []) | candidate_names(extra_names)
+    run_processes: Dict[str, Dict[str, Any]] = {}
+    first: Dict[str, Set[str]] = {}
+    for label, run in zip(labels, runs):
+        for key, seen in run.items():
+            candidates |= candidate_names(seen.get("env_names") or [])
+            named, other = _objects_of(seen.get("files") or [], describer, objects)
+            paths = set(named.values())
+            proc = run_processes.get(key)
+            if proc is None:
+                proc = run_processes[key] = {
+                    "pid": seen.get("pid"), "pids": [], "runs": [], "status": seen.get("status", "ok"),
+                    "title": " ".join(redact_argv(seen.get("cmdline") or []) if ctx.redact else seen.get("cmdline") or []),
+                    "objects": dict(named), "other_files": other}
+                if seen.get("note"):
+                    proc["note"] = seen["note"]
+                first[key] = paths
+            else:
+                known = set(proc["objects"].values())
+                for name, path in named.items():
+                    if path not in known:
+                        unique, n = name, 1
+                        while unique in proc["objects"]:
+                            n += 1
+                            unique = f"{name}#{n}"
+                        proc["objects"][unique] = path
+                added, removed = sorted(paths - first[key]), sorted(first[key] - paths)
+                if added or removed:
+                    proc.setdefault("varies", {})[str(label)] = {"added": added, "removed": removed}
+            proc["pids"].append(seen.get("pid"))
+            proc["runs"].append(label)
+    for proc in run_processes.values():
+        proc["objects"] = dict(sorted(proc["objects"].items()))
+    if run_processes:
+        data["run_processes"] = run_processes
+    finish(data, describer, candidates, started)
+    cache.save(stop_at=deadline)
+    data["cache"] = cache.summary()
+    return ok(data)
+
+
+def summarize(data: Dict[str, Any]) -> List[str]:
+    """'3 processes, 64 objects (12 from dpkg, 40 from distributions); strings: complete'."""
+    processes = data.get("processes") or {}
+    objects = data.get("objects") or {}
+    owners: Dict[str, int] = {}
+    for entry in objects.values():
+        kind = (entry.get("owner") or {}).get("kind", "unknown")
+        owners[kind] = owners.get(kind, 0) + 1
+    scan = data.get("scan") or {}
+    head = (f"{len(processes)} process{'es' if len(processes) != 1 else ''}, {len(objects)} object"
+            f"{'s' if len(objects) != 1 else ''} ("
+            + ", ".join(f"{n} {kind}" for kind, n in sorted(owners.items())) + ")")
+    head += "; strings " + ("complete" if scan.get("complete") else
+                            f"incomplete ({len(scan.get('unscanned') or {})} not read)")
+    cache = data.get("cache") or {}
+    if cache:
+        head += f"; cache {cache.get('hits', 0)} hits, {cache.get('misses', 0)} read"
+    lines = [head]
+    for key in sorted(processes):
+        entry = processes[key]
+        lines.append(f"{key}: pid {entry.get('pid')} {entry.get('status')}, "
+                     f"{len(entry.get('objects') or {})} objects" + (f" ({entry['note']})" if entry.get("note") else ""))
+    for key in sorted(data.get("run_processes") or {}):
+        entry = data["run_processes"][key]
+        lines.append(f"run {key}: {len(entry.get('objects') or {})} objects, runs {entry.get('runs')}")
+    for key, entry in sorted(objects.items()):
+        if entry.get("status") != "ok":
+            lines.append(f"{entry.get('status')}: {key}")
+    return lines

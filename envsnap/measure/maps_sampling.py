@@ -1,0 +1,152 @@
+"""Which shared objects the run command's own processes mapped, sampled while each run goes on.
+
+A benchmark's processes are gone when the runs end, so what they loaded is read while they live:
+telemetry's sampler hands each sample's members of the run's process tree to `MapsSampler.sample`.
+A process is read when first seen (its command line, the names of its environment, its maps:
+capture/collectors/maps.py), then again as it ages (when its age since the last read has doubled,
+at most every MIN_REREAD_S): a Python process maps most of its libraries while it imports, in its
+first seconds, so a process of a minute is read ~8 times and a server of an hour ~14, and a process
+seen only once (it lived less than a sampling interval) still counts, with what it had mapped then.
+A process that exits between two samples and was never seen is not known: telemetry's interval
+(0.5 s after a denser start) bounds what can be missed.
+
+A process is known by (pid, start time in clock ticks: proc(5) /proc/PID/stat field 22), so a pid
+reused within a run is another process. At the end of each run its processes get keys as the
+processes section would give them (roles.py: an SGLang title, a torchrun RANK, else the program's
+name numbered in start order); `runs` keeps them per run, for the libraries collector to describe
+after the runs (libraries.collect_after_runs). Cost is measured with telemetry's
+(benchmarks/run_telemetry.py: the sampler thread's CPU time).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+
+MIN_REREAD_S = 0.25
+
+
+class SeenProcess(NamedTuple):
+    pid: int
+    start_ticks: int
+    cmdline: List[str]
+    env_names: List[str]
+    rank_env: Dict[str, str]  # RANK / LOCAL_RANK and kin, for a torchrun worker's key
+
+
+class _Tracked:
+    __slots__ = ("seen", "files", "first", "last", "reads", "status", "note")
+
+    def __init__(self, seen: SeenProcess, now: float) -> None:
+        self.seen = seen
+        self.files: Dict[Tuple[str, bool], Any] = {}  # (path, deleted) -> maps.Mapped
+        self.first = now
+        self.last = -1.0
+        self.reads = 0
+        self.status = "ok"
+        self.note = ""
+
+
+def _start_ticks(pid: int) -> Optional[int]:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+        return int(text[text.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_RANK_NAMES = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+
+
+def _identify(pid: int, ticks: int) -> SeenProcess:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            cmdline = [a.decode("utf-8", "surrogateescape") for a in handle.read().split(b"\0")]
+        while cmdline and cmdline[-1] == "":
+            cmdline.pop()
+    except OSError:
+        cmdline = []
+    names: List[str] = []
+    ranks: Dict[str, str] = {}
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+        for entry in raw.split(b"\0"):
+            name, sep, value = entry.partition(b"=")
+            if sep and name:
+                text = name.decode("utf-8", "surrogateescape")
+                names.append(text)
+                if text in _RANK_NAMES:
+                    ranks[text] = value.decode("utf-8", "surrogateescape")[:32]
+    except OSError:
+        pass
+    return SeenProcess(pid, ticks, cmdline, names, ranks)
+
+
+class MapsSampler:
+    """The maps of a session's runs, process by process; `sample` runs in telemetry's thread."""
+
+    def __init__(self, min_reread_s: float = MIN_REREAD_S) -> None:
+        self.min_reread_s = min_reread_s
+        self.runs: List[Dict[str, Dict[str, Any]]] = []  # one per run, in the order they ran
+        self._current: Optional[Dict[Tuple[int, int], _Tracked]] = None
+        self.reads = 0
+
+    def begin_run(self) -> None:
+        self._current = {}
+
+    def sample(self, members: Iterable[int], now: float) -> None:
+        """Read the maps of new members, and of known ones whose time has come (never raises)."""
+        from envsnap.capture.collectors import maps
+
+        current = self._current
+        if current is None:
+            return
+        for pid in members:
+            ticks = _start_ticks(pid)
+            if ticks is None:
+                continue  # ended since the listing
+            tracked = current.get((pid, ticks))
+            if tracked is None:
+                tracked = current[(pid, ticks)] = _Tracked(_identify(pid, ticks), now)
+            elif now - tracked.last < max(self.min_reread_s, tracked.last - tracked.first):
+                continue
+            found = maps.read(pid)
+            tracked.last = now
+            tracked.reads += 1
+            self.reads += 1
+            if found.files:
+                for mapped in found.files:
+                    tracked.files.setdefault((mapped.path, mapped.deleted), mapped)
+            if found.status != "ok" and not tracked.files:
+                tracked.status, tracked.note = found.status, found.note
+
+    def end_run(self) -> None:
+        """Key the run's processes and keep them (`runs[-1]`: {key: {pid, cmdline, env_names, files...}})."""
+        from envsnap.capture.collectors import roles
+
+        current, self._current = self._current, None
+        if current is None:
+            return
+        alloc = roles.KeyAllocator()
+        out: Dict[str, Dict[str, Any]] = {}
+        for tracked in sorted(current.values(), key=lambda t: (t.seen.start_ticks, t.seen.pid)):
+            seen = tracked.seen
+            role = roles.parse_role(seen.cmdline) if seen.cmdline else None
+            if role is None:
+                role = roles.rank_role(seen.rank_env)
+            if role is None:
+                base = roles.safe_name(os.path.basename(seen.cmdline[0]) if seen.cmdline else "process")
+                key = alloc.numbered(base, sep="-")
+            elif role.pop("numbered", False):
+                key = alloc.numbered(role["key"], sep="_")
+            else:
+                key = alloc.take(role["key"])
+            out[key] = {"pid": seen.pid, "cmdline": seen.cmdline, "env_names": seen.env_names,
+                        "files": list(tracked.files.values()), "reads": tracked.reads,
+                        "status": tracked.status, "note": tracked.note}
+        self.runs.append(out)
+
+    def env_names(self) -> Set[str]:
+        """Every variable name the sampled processes started with."""
+        return {name for run in self.runs for entry in run.values() for name in entry["env_names"]}
