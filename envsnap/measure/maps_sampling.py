@@ -3,15 +3,20 @@
 A benchmark's processes are gone when the runs end, so what they loaded is read while they live:
 telemetry's sampler hands each sample's members of the run's process tree to `MapsSampler.sample`.
 A process is read when first seen (its command line, the names of its environment, its maps:
-capture/collectors/maps.py), then again as it ages (when its age since the last read has doubled,
-at most every MIN_REREAD_S): a Python process maps most of its libraries while it imports, in its
-first seconds, so a process of a minute is read ~8 times and a server of an hour ~14, and a process
+capture/collectors/maps.py), then again as it ages (when the time since its first read has doubled,
+at least MIN_REREAD_S apart): a Python process maps most of its libraries while it imports, in its
+first seconds, so a process of a minute is read ~10 times and a server of an hour ~20, and a process
 seen only once (it lived less than a sampling interval) still counts, with what it had mapped then.
 A process that exits between two samples and was never seen is not known: telemetry's interval
-(0.5 s after a denser start) bounds what can be missed.
+(0.5 s after a denser start) bounds what can be missed, and so does a library loaded after a
+process's last read. A child seen between its fork and its exec still runs envsnap's own image:
+it is read once it has exec'd (its executable or command line changed), and what it mapped
+before is dropped.
 
-A process is known by (pid, start time in clock ticks: proc(5) /proc/PID/stat field 22), so a pid
-reused within a run is another process. At the end of each run its processes get keys as the
+A process whose virtual memory size (/proc/PID/stat field 23) has not moved since its last read
+mapped nothing new (mapping a library grows it; so does an exec): it is not read again. A process
+is known by (pid, start time in clock ticks: field 22), so a pid reused within a run is another
+process. At the end of each run its processes get keys as the
 processes section would give them (roles.py: an SGLang title, a torchrun RANK, else the program's
 name numbered in start order); `runs` keeps them per run, for the libraries collector to describe
 after the runs (libraries.collect_after_runs). Cost is measured with telemetry's
@@ -22,7 +27,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
-MIN_REREAD_S = 0.25
+MIN_REREAD_S = 0.1
 
 
 class SeenProcess(NamedTuple):
@@ -34,23 +39,30 @@ class SeenProcess(NamedTuple):
 
 
 class _Tracked:
-    __slots__ = ("seen", "files", "first", "last", "reads", "status", "note")
+    __slots__ = ("seen", "image", "files", "first", "last", "vsize", "reads", "status", "note")
 
-    def __init__(self, seen: SeenProcess, now: float) -> None:
+    def __init__(self, seen: SeenProcess, image: Tuple[Optional[str], List[str]]) -> None:
         self.seen = seen
+        self.image = image  # (executable, command line) the files were read under
         self.files: Dict[Tuple[str, bool], Any] = {}  # (path, deleted) -> maps.Mapped
-        self.first = now
+        self.first = -1.0
         self.last = -1.0
+        self.vsize = -1
         self.reads = 0
         self.status = "ok"
         self.note = ""
 
 
-def _start_ticks(pid: int) -> Optional[int]:
+def _stat(pid: int) -> Optional[Tuple[int, int]]:
+    """(start time in clock ticks, virtual memory size) from /proc/PID/stat (proc(5) fields 22, 23)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            text = handle.read()
-        return int(text[text.rindex(b")") + 2:].split()[19])
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            text = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        fields = text[text.rindex(b")") + 2:].split(None, 21)
+        return int(fields[19]), int(fields[20])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -58,7 +70,12 @@ def _start_ticks(pid: int) -> Optional[int]:
 _RANK_NAMES = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 
-def _identify(pid: int, ticks: int) -> SeenProcess:
+def _image(pid: object) -> Tuple[Optional[str], List[str]]:
+    """(executable, command line) of a process ("self" or a pid): what an exec changes."""
+    try:
+        exe: Optional[str] = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = None
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             cmdline = [a.decode("utf-8", "surrogateescape") for a in handle.read().split(b"\0")]
@@ -66,6 +83,10 @@ def _identify(pid: int, ticks: int) -> SeenProcess:
             cmdline.pop()
     except OSError:
         cmdline = []
+    return exe, cmdline
+
+
+def _identify(pid: int, ticks: int, cmdline: List[str]) -> SeenProcess:
     names: List[str] = []
     ranks: Dict[str, str] = {}
     try:
@@ -90,6 +111,7 @@ class MapsSampler:
         self.min_reread_s = min_reread_s
         self.runs: List[Dict[str, Dict[str, Any]]] = []  # one per run, in the order they ran
         self._current: Optional[Dict[Tuple[int, int], _Tracked]] = None
+        self._own = _image("self")  # a child not yet exec'd still shows this
         self.reads = 0
 
     def begin_run(self) -> None:
@@ -103,16 +125,25 @@ class MapsSampler:
         if current is None:
             return
         for pid in members:
-            ticks = _start_ticks(pid)
-            if ticks is None:
+            found_stat = _stat(pid)
+            if found_stat is None:
                 continue  # ended since the listing
+            ticks, vsize = found_stat
             tracked = current.get((pid, ticks))
-            if tracked is None:
-                tracked = current[(pid, ticks)] = _Tracked(_identify(pid, ticks), now)
-            elif now - tracked.last < max(self.min_reread_s, tracked.last - tracked.first):
+            if tracked is not None and tracked.reads and (
+                    vsize == tracked.vsize  # nothing mapped or unmapped since the last read (nor an exec)
+                    or now - tracked.last < max(self.min_reread_s, tracked.last - tracked.first)):
                 continue
+            image = _image(pid)
+            if image == self._own:
+                continue  # forked, not yet exec'd: envsnap's own image
+            if tracked is None or image != tracked.image:  # new, or it exec'd another program since
+                tracked = current[(pid, ticks)] = _Tracked(_identify(pid, ticks, image[1]), image)
             found = maps.read(pid)
+            if tracked.first < 0:
+                tracked.first = now
             tracked.last = now
+            tracked.vsize = vsize
             tracked.reads += 1
             self.reads += 1
             if found.files:

@@ -10,10 +10,10 @@ object among them is described once (`objects`, keyed by path):
   libnccl.so.2.18.3; else its owner's);
 - who installed it (owners.py): a distribution whose RECORD lists it, a dpkg package, or unknown;
 - which environment variables it can read (libstrings.py): among the names this capture checked
-  (`checked_names`: every variable of the capturing process, of the walked processes' /proc
-  environments and of the probe records, read and set), those its string sections contain as a
-  literal ("mentions") or only as the tail of a longer literal ("contains": a linker may store
-  "PATH" inside "PYTHONPATH", so it may be read too).
+  (`checked_names`: the names of the capturing process's environment, of the walked processes' /proc
+  environments and of the probe records, read and set, that the scan can find: upper case, digits
+  and '_'), those its string sections contain as a literal ("mentions") or only as the tail of a
+  longer literal ("contains": a linker may store "PATH" inside "PYTHONPATH", so it may be read too).
 
 Per process, `objects` maps each object's name (soname, else file name; "#2" for a second of the
 same name) to its path: two snapshots line up by process key and name ("scheduler_TP0 maps
@@ -55,22 +55,39 @@ SHAPE = {"processes": ("map", _PROCESS_SHAPE), "objects": ("map", _OBJECT_SHAPE)
                   "unscanned": ("map", "str"), "elapsed_s": "num"},
          "cache": {"used": "scalar", "hits": "num", "misses": "num", "racy": "num", "path": "str", "note": "str"},
          "errors": "dict"}
+# Until analysis has a view of its own for this section, diff compares it leaf by leaf: what a process
+# maps is `<processes|run_processes>.<key>.objects.<name>` (its path), and what an object holds is its
+# build-id (or sha256). Everything else about an object follows from those (size, soname, owner,
+# version, names) or is bookkeeping, and is volatile here, so that one library changed is one or two
+# differences, not twenty (analysis/compare/libraries.py: library_changes says it in one line).
+_OBJECT_DERIVED = ("name", "soname", "size", "getenv", "owner*", "version", "version_source", "status", "note",
+                   "strings")
 RULES = SectionRules(category="libraries", component=NONE, compares="the shared objects each process mapped", rules=(
-    # Per capture: which process ids, and the bookkeeping of the scan and its cache.
+    # Per capture: which process ids, how each was read, and the bookkeeping of the scan and its cache.
     volatile("libraries.processes.*.pid", "process ids differ on every launch"),
     volatile("libraries.run_processes.*.pid*", "process ids differ on every launch"),
     volatile("libraries.processes.*.probe_key", "which probe record named the process"),
+    volatile("libraries.processes.*.source", "which option named the process"),
+    volatile("libraries.*processes.*.status", "whether the process's maps could be read"),
+    volatile("libraries.*processes.*.note", "why the process's maps could not be read"),
+    volatile("libraries.*processes.*.exe", "the executable (the processes section compares it)"),
+    volatile("libraries.*processes.*.other_files", "mapped files that are not code (locale archives, weights)"),
+    volatile("libraries.run_processes.*.title", "the run command's arguments (the run records have them)"),
+    volatile("libraries.run_processes.*.runs", "which runs a process was seen in"),
+    volatile("libraries.run_processes.*.varies*", "what differed between the runs of one session"),
     volatile("libraries.checked_names*", "the variables this capture looked up (its environments)"),
     volatile("libraries.scan.*", "the scan's bookkeeping"),
     volatile("libraries.cache.*", "the libraries cache's bookkeeping"),
-    # An object's device and inode change with every reinstall of the same file: its build-id,
-    # sha256 and size say whether the content changed.
+    volatile("libraries.errors.*", "what could not be read"),
+    # An object's device and inode change with every reinstall of the same file.
     volatile("libraries.objects.*.dev", "where the file lies on disk, not what it holds"),
     volatile("libraries.objects.*.inode", "where the file lies on disk, not what it holds"),
-    # Which variables were checked depends on the environments: the names are compared by the
-    # ranking's evidence, not as differences of their own.
+    # Which variables an object names depends on the names checked (the environments): the ranking's
+    # read evidence uses them, they are no difference of their own.
     volatile("libraries.objects.*.mentions", "the checked variables an object's strings name"),
     volatile("libraries.objects.*.contains", "the checked variables an object's strings end with"),
+    *(volatile(f"libraries.objects.*.{field}", "follows from the object's build-id and path")
+      for field in _OBJECT_DERIVED),
 ))
 
 _FILE_VERSION = re.compile(r"\.so\.(\d+(?:\.\d+)*)$")
@@ -131,11 +148,14 @@ def _probe_processes(ctx: CaptureContext, taken: Dict[int, str], errors: Dict[st
 
 
 def candidate_names(*environments: Iterable[str]) -> Set[str]:
-    """The variable names to look up: every name of the given environments that could be a C
-    identifier (a name with '=' or a NUL cannot be passed to getenv)."""
+    """The variable names to look up: every name of the given environments that the strings scan can
+    find (libstrings: upper case, digits and '_', 3 to 128 long). Any other name (http_proxy) is not
+    looked up, so it is not among `checked_names`: its absence from the objects proves nothing."""
+    from envsnap.capture.collectors.libstrings import is_name
+
     names: Set[str] = set()
     for env in environments:
-        names.update(n for n in env if isinstance(n, str) and n and "=" not in n and "\0" not in n)
+        names.update(n for n in env if isinstance(n, str) and is_name(n))
     return names
 
 

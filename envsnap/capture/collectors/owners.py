@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap.capture import libcache
 from envsnap.model.names import canonical_name
@@ -183,6 +183,22 @@ def _dpkg_versions(status_path: str) -> Dict[str, str]:
     return versions
 
 
+def _candidate_lines(data: bytes) -> Set[bytes]:
+    """The lines of a .list file holding ".so" or "bin/": found with bytes.find (a regex over every
+    line of every list cost 5x more: dpkg lists ~120,000 paths on a plain Debian box)."""
+    out: Set[bytes] = set()
+    for needle in (b".so", b"bin/"):
+        at = data.find(needle)
+        while at >= 0:
+            start = data.rfind(b"\n", 0, at) + 1
+            end = data.find(b"\n", at)
+            if end < 0:
+                end = len(data)
+            out.add(data[start:end])
+            at = data.find(needle, end)
+    return out
+
+
 def build_dpkg_index(info_dir: str, status_path: str) -> Dict[str, List[str]]:
     """{real path: [package, version]} of the mappable files dpkg's lists name."""
     versions = _dpkg_versions(status_path)
@@ -196,20 +212,21 @@ def build_dpkg_index(info_dir: str, status_path: str) -> Dict[str, List[str]]:
     for name in names:
         package = name[:-len(".list")]
         try:
-            with open(os.path.join(info_dir, name), encoding="utf-8", errors="surrogateescape") as handle:
-                text = handle.read(budget)
+            with open(os.path.join(info_dir, name), "rb") as handle:
+                data = handle.read(budget)
         except OSError:
             continue
-        budget -= len(text)
-        version = versions.get(package) or versions.get(package.partition(":")[0], "")
-        for line in text.splitlines():
-            if (".so" not in line and "bin/" not in line) or not line.startswith("/") or not mappable(line):
+        budget -= len(data)
+        owner = [package.partition(":")[0], versions.get(package) or versions.get(package.partition(":")[0], "")]
+        for raw in _candidate_lines(data):
+            line = raw.decode("utf-8", "surrogateescape")
+            if not line.startswith("/") or not mappable(line):
                 continue
             directory, base = os.path.split(line)
             real = real_dirs.get(directory)
             if real is None:
                 real = real_dirs[directory] = os.path.realpath(directory)
-            index.setdefault(os.path.join(real, base), [package.partition(":")[0], version])
+            index.setdefault(os.path.join(real, base), owner)
         if budget <= 0:
             break
     return index

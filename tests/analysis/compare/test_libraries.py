@@ -1,0 +1,80 @@
+"""What ran, read back from real captures: who loaded what, who can read a variable, what changed per process."""
+from __future__ import annotations
+
+import ctypes.util
+import shutil
+import sys
+
+import pytest
+from helpers.workers import clean_env, start, stop, wait_line
+
+from envsnap.analysis.compare import libraries as libs
+from envsnap.capture import runner
+from envsnap.capture.base import CaptureContext
+
+LOADER = r"""
+import ctypes, sys
+for path in sys.argv[1:]:
+    ctypes.CDLL(path)
+print("LOADED", flush=True)
+sys.stdin.read()
+"""
+
+
+def _gomp():
+    name = ctypes.util.find_library("gomp")
+    if not name:
+        pytest.skip("no system libgomp")
+    return name
+
+
+def _snapshot(libraries, **env):
+    """A real capture (libraries and python sections) of a process that loaded `libraries`."""
+    proc = start([sys.executable, "-c", LOADER, *libraries], env=clean_env(**env))
+    try:
+        wait_line(proc, "LOADED")
+        return runner.capture(CaptureContext(pids=[proc.pid], timeout=30), only=["libraries", "python"])
+    finally:
+        stop(proc)
+
+
+def test_who_loaded_and_who_can_read_omp_num_threads():
+    snap = _snapshot([_gomp()], OMP_NUM_THREADS="4")
+    found = libs.loaded(snap, "libgomp.so*")
+    assert [(f.process, f.name) for f in found] == [("python-0", "libgomp.so.1")] and found[0].version
+    assert libs.loaded(snap, "libnccl.so*") == []  # "no measured process loaded libnccl"
+    evidence = libs.who_can_read(snap, "OMP_NUM_THREADS")
+    gomp = [r for r in evidence.readers if r.name == "libgomp.so.1"]
+    assert evidence.checked and gomp and gomp[0].how == "mentions" and gomp[0].processes == ("python-0",)
+    # Nothing the process loaded names this one; but the process runs Python code the probe did not
+    # watch, so the absence proves nothing: the gap says so.
+    other = libs.who_can_read(snap, "ENVSNAP_TEST_NOBODY_READS_THIS")
+    assert other.readers == () and not other.checked
+    assert any("not looked up" in gap for gap in other.gaps)
+    assert any("runs Python code" in gap for gap in other.gaps)
+
+
+def test_the_same_soname_from_another_file_is_a_change_of_that_process(tmp_path):
+    gomp = _gomp()
+    good = _snapshot([gomp])
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    real = libs.loaded(good, "libgomp.so*")[0].path
+    shutil.copyfile(real, other_dir / "libgomp.so.1.0.0")
+    bad = _snapshot([str(other_dir / "libgomp.so.1.0.0")])
+    changes = libs.library_changes(good, bad)
+    gomp_changes = [c for c in changes if c.name == "libgomp.so.1"]
+    assert len(gomp_changes) == 1 and gomp_changes[0].kind == "changed"
+    change = gomp_changes[0]
+    assert change.good.path == real and change.bad.path == str(other_dir / "libgomp.so.1.0.0")
+    assert change.summary.startswith("python-0 maps libgomp.so.1 from ") and "instead of " + real in change.summary
+    assert change.bad.owner == "unknown"
+    # Nothing else differs between the two processes.
+    assert [c for c in changes if c.name != "libgomp.so.1"] == []
+
+
+def test_an_object_missing_on_one_side_is_added_or_removed():
+    gomp = _gomp()
+    with_gomp, without = _snapshot([gomp]), _snapshot([])
+    assert [(c.kind, c.name) for c in libs.library_changes(without, with_gomp)] == [("added", "libgomp.so.1")]
+    assert [(c.kind, c.name) for c in libs.library_changes(with_gomp, without)] == [("removed", "libgomp.so.1")]

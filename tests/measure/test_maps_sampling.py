@@ -1,0 +1,116 @@
+"""What the run command's own processes mapped: sampled while they live, short-lived ones included."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from helpers import run_envsnap
+from helpers.workers import clean_env, start, stop, wait_line
+
+from envsnap.capture.base import CaptureContext
+from envsnap.capture.collectors import libraries
+from envsnap.measure.maps_sampling import MapsSampler
+
+LATE_LOADER = r"""
+import ctypes, ctypes.util, sys
+print("UP", flush=True)
+sys.stdin.readline()
+ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")
+print("LOADED", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def late_loader():
+    import ctypes.util
+
+    if not ctypes.util.find_library("gomp"):
+        pytest.skip("no system libgomp")
+    proc = start([sys.executable, "-c", LATE_LOADER], env=clean_env(OMP_NUM_THREADS="2", RANK="3"))
+    wait_line(proc, "UP")
+    yield proc
+    stop(proc)
+
+
+def _names(run_entry):
+    return {m.path.rsplit("/", 1)[-1] for m in run_entry["files"]}
+
+
+def test_a_library_loaded_later_is_seen_when_the_process_is_read_again(late_loader):
+    sampler = MapsSampler(min_reread_s=0.25)
+    sampler.begin_run()
+    sampler.sample([late_loader.pid], 0.05)
+    assert sampler.reads == 1
+    sampler.sample([late_loader.pid], 0.1)  # too soon: not read again
+    assert sampler.reads == 1
+    late_loader.stdin.write("go\n")
+    late_loader.stdin.flush()
+    wait_line(late_loader, "LOADED")
+    sampler.sample([late_loader.pid], 0.4)
+    assert sampler.reads == 2
+    sampler.end_run()
+    (key, entry), = sampler.runs[0].items()
+    assert key == "rank3"  # a torchrun-style RANK gives the key, as in the processes section
+    assert any(name.startswith("libgomp") for name in _names(entry))
+    assert "OMP_NUM_THREADS" in sampler.env_names()
+
+
+def test_a_process_seen_once_before_it_exits_still_counts():
+    proc = start([sys.executable, "-c", "import sys; print('UP', flush=True); sys.stdin.read()"], env=clean_env())
+    wait_line(proc, "UP")
+    sampler = MapsSampler()
+    sampler.begin_run()
+    sampler.sample([proc.pid], 0.05)
+    stop(proc)
+    sampler.sample([proc.pid], 5.0)  # gone: nothing new, nothing lost
+    sampler.end_run()
+    (key, entry), = sampler.runs[0].items()
+    assert key.startswith("python") and entry["files"] and entry["status"] == "ok"
+
+
+def test_runs_merge_by_key_and_say_what_varied(late_loader):
+    sampler = MapsSampler()
+    sampler.begin_run()
+    sampler.sample([late_loader.pid], 0.05)
+    sampler.end_run()
+    late_loader.stdin.write("go\n")
+    late_loader.stdin.flush()
+    wait_line(late_loader, "LOADED")
+    sampler.begin_run()
+    sampler.sample([late_loader.pid], 0.05)
+    sampler.end_run()
+    ctx = CaptureContext(timeout=30)
+    ctx.start_clock()
+    before = {"status": "unavailable", "reason": "not requested"}
+    result = libraries.collect_after_runs(ctx, before, sampler.runs, [1, 2], extra_names=["T_FROM_PROBE"])
+    assert result["status"] == "ok"
+    data = result["data"]
+    entry = data["run_processes"]["rank3"]
+    assert entry["runs"] == [1, 2] and entry["pids"] == [late_loader.pid] * 2
+    gomp = [p for p in entry["objects"].values() if "libgomp" in p]
+    assert gomp and entry["varies"]["2"]["added"] == gomp and entry["varies"]["2"]["removed"] == []
+    assert "OMP_NUM_THREADS" in data["objects"][gomp[0]]["mentions"]
+    assert {"OMP_NUM_THREADS", "T_FROM_PROBE"} <= set(data["checked_names"])
+
+
+@pytest.mark.slow
+def test_envsnap_run_records_what_the_command_mapped(tmp_path):
+    import ctypes.util
+
+    if not ctypes.util.find_library("gomp"):
+        pytest.skip("no system libgomp")
+    out = tmp_path / "run.json"
+    code = ("import ctypes, ctypes.util, json, time; ctypes.CDLL(ctypes.util.find_library('gomp')); "
+            "time.sleep(0.4); print(json.dumps({'tokens_per_s': 1.0}))")
+    result = run_envsnap("run", "-o", out, "-n", "1", "--", sys.executable, "-c", code,
+                         env={"OMP_NUM_THREADS": "4"}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    section = json.loads(out.read_text())["sections"]["libraries"]
+    assert section["status"] == "ok", section
+    data = section["data"]
+    (key, entry), = data["run_processes"].items()
+    gomp = [p for name, p in entry["objects"].items() if name.startswith("libgomp")]
+    assert key.startswith("python") and entry["runs"] == [1] and gomp
+    assert "OMP_NUM_THREADS" in data["objects"][gomp[0]]["mentions"]
