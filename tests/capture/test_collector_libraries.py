@@ -366,3 +366,15 @@ def test_the_collector_never_raises_on_a_vanishing_tree(loader):
     result = libraries.collect(_ctx(pids=[loader.pid, child.pid]))
     assert result["status"] == "ok"
     stop(child)
+
+
+def test_a_damaged_cache_file_is_ignored_with_a_note_and_replaced(loader):
+    libraries.collect(_ctx(pids=[loader.pid]))  # makes sure the file exists
+    path = libcache.LibCache.open().path
+    with open(path, "r+b") as handle:  # flip bytes in the middle: the checksum no longer matches
+        handle.seek(os.path.getsize(path) // 2)
+        handle.write(b"\xff\xfe\xfd")
+    damaged = libraries.collect(_ctx(pids=[loader.pid]))["data"]
+    assert "cache ignored" in damaged["cache"]["note"] and damaged["scan"]["read"] > 0
+    again = libraries.collect(_ctx(pids=[loader.pid]))["data"]
+    assert again["cache"].get("note") is None and again["cache"]["hits"] > 0

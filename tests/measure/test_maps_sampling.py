@@ -114,3 +114,20 @@ def test_envsnap_run_records_what_the_command_mapped(tmp_path):
     gomp = [p for name, p in entry["objects"].items() if name.startswith("libgomp")]
     assert key.startswith("python") and entry["runs"] == [1] and gomp
     assert "OMP_NUM_THREADS" in data["objects"][gomp[0]]["mentions"]
+
+
+def test_a_sampled_command_line_is_redacted():
+    secret = "sk-" + "a1b2c3d4e5f6" * 3
+    proc = start([sys.executable, "-c", "import sys; print('UP', flush=True); sys.stdin.read()", "--api-key", secret],
+                 env=clean_env())
+    wait_line(proc, "UP")
+    sampler = MapsSampler()
+    sampler.begin_run()
+    sampler.sample([proc.pid], 0.05)
+    sampler.end_run()
+    stop(proc)
+    ctx = CaptureContext(timeout=30)
+    ctx.start_clock()
+    data = libraries.collect_after_runs(ctx, {}, sampler.runs, [1])["data"]
+    (entry,) = data["run_processes"].values()
+    assert "--api-key" in entry["title"] and secret not in entry["title"] and secret not in json.dumps(data)
