@@ -115,7 +115,7 @@ def _walked(ctx: CaptureContext, deadline: float, errors: Dict[str, str]) -> Dic
     return dict(data.get("processes") or {})
 
 
-def _probe_processes(ctx: CaptureContext, taken: Dict[int, str], errors: Dict[str, str]) -> Dict[str, Dict[str, Any]]:
+def _probe_processes(ctx: CaptureContext, errors: Dict[str, str]) -> Dict[str, Dict[str, Any]]:
     """{probe key: record} of live processes on this host that wrote a probe record."""
     if not ctx.probe_dir or not os.path.isdir(ctx.probe_dir):
         return {}
@@ -226,6 +226,9 @@ class Describer:
         return entry
 
     def facts_of(self, mapped: Any) -> Tuple[Optional[Dict[str, Any]], Tuple[str, str]]:
+        """(what the file the process mapped holds, from the cache or read; else None and (status, why)).
+        The file at the path must be the mapped one (same inode), and must not change while it is read
+        (its identity before and after): changed once, it is read again; twice, its names stay unknown."""
         from envsnap.capture import libcache
 
         try:
@@ -447,8 +450,8 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
     alloc = KeyAllocator()
     for key in walked:
         alloc.take(key)
-    for key, record in _probe_processes(ctx, by_pid, errors).items():
-        candidates |= _record_names(record)
+    for key, record in _probe_processes(ctx, errors).items():
+        candidates |= candidate_names(_record_names(record))
         if record["pid"] in by_pid:
             probe_keys[by_pid[record["pid"]]] = key
             continue
