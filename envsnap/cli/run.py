@@ -186,9 +186,10 @@ def _libraries_after_runs(snap, capture_ctx, session) -> None:
     labels = [window["run"] for window in session.windows]
     probe = (snap["sections"].get("probe") or {}).get("data") or {}
     names: set = set()
-    for record in list((probe.get("records") or {}).values()) + list((probe.get("run_records") or {}).values()):
-        for field in ("env_at_start", "env_at_init", "env_at_exit", "env_reads"):
-            names.update((record.get(field) or {}) if isinstance(record, dict) else {})
+    for table in ("records", "run_records", "command_records"):
+        for record in (probe.get(table) or {}).values():
+            for field in ("env_at_start", "env_at_init", "env_at_exit", "env_reads"):
+                names.update((record.get(field) or {}) if isinstance(record, dict) else {})
     # A fresh clock: the capture's deadline passed while the runs went on.
     ctx = dataclasses.replace(capture_ctx, started=0.0, deadline=0.0)
     again = runner.capture(ctx, collectors=[
