@@ -133,7 +133,8 @@ def _is_python(entry: Mapping[str, Any]) -> bool:
 def _python_reads_tracked(snap: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
     """Whether the probe tracked this process's Python reads (its record has env_reads)."""
     probe = section_data(dict(snap), "probe") if "sections" in snap else {}
-    records = (probe or {}).get("records") or {}
+    records = dict((probe or {}).get("command_records") or {})  # the run command's own processes
+    records.update((probe or {}).get("records") or {})
     key = entry.get("probe_key")
     record = records.get(key) if isinstance(key, str) else None
     if record is None:

@@ -135,6 +135,9 @@ class View:
     env_read_until: Dict[str, Optional[float]] = field(default_factory=dict)
     runs_ended: Optional[float] = None
     node: Optional[str] = None  # the node of a multi-node snapshot this view is of (Subject.node of its keys)
+    # The snapshot (or node) the view was built from, for evidence read on demand (who can read a variable:
+    # compare/libraries.who_can_read); never compared.
+    source: Dict[str, Any] = field(default_factory=dict)
     modified_only: Optional[Set[str]] = None  # see build_view
     # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
     patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
@@ -225,7 +228,7 @@ def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = Non
     `modified_only`: the edited installed files (packages.integrity.modified) to keep, when the caller
     compares two views and knows which entries differ (modified_entries_differing): the thousands of
     a broken install edited alike on both sides are then no key of either view."""
-    view = View(node=node, modified_only=modified_only)
+    view = View(node=node, modified_only=modified_only, source=snap)
     data = {name: section_data(snap, name) for name in usable}
     declared = knowledge.section_rules()
     # The sections with a view of their own first; then every other section a collector declares, leaf

@@ -8,13 +8,16 @@ This package's face: callers write `knowledge.rule_for(key)`; the names below ar
 from envsnap.analysis.knowledge.evidence import (
     BUSY_CPUS,
     CPU_SET,
+    CUDA_CONTEXT,
     GPU_CONTEXT,
+    LOADED_BY_PART,
     NATIVE_READERS,
     NCCL_CONTEXT,
     PEAK_THREADS,
     REQUIREMENTS,
     SERIES_LINKS,
     SGLANG_CONTEXT,
+    THREADS_CONTEXT,
     Requirement,
     SeriesLink,
     native_reader,
@@ -60,12 +63,12 @@ from envsnap.model.rules import (
 )
 
 __all__ = [
-    "BUSY_CPUS", "COMMUNICATION", "CPU_HOST", "CPU_SET", "CPU_SIZED", "CROSS_SECTION_RULES", "DOCUMENTATION_NAMES",
-    "DRAFTER", "ENGINE_SET_ENV", "FILE_KINDS", "FieldRule", "GPU_CONTEXT", "GRAPHS", "HOT_PATH_PACKAGES", "KERNELS",
-    "KNOB_FREE_FAMILIES", "KNOWLEDGE_RULES", "MEMORY", "MEMORY_SIZED", "NAME_FAMILIES", "NATIVE_READERS",
-    "NCCL_CONTEXT", "NONE", "PEAK_THREADS", "REQUIREMENTS", "RESOURCE_KEYS", "Requirement", "SERIES_LINKS",
-    "SGLANG_CONTEXT", "SMT_OFF_PRIOR", "SMT_OTHER_PRIOR", "SectionRules", "SeriesLink", "SizedPrior",
-    "VARIABLE_KINDS", "VOLATILE_RULES", "VariableKind", "all_rules", "glob_matcher", "is_performance_variable",
-    "is_volatile", "native_reader", "requirement_for", "rule_for", "section_category", "section_compares",
-    "section_rules", "series_link",
+    "BUSY_CPUS", "COMMUNICATION", "CPU_HOST", "CPU_SET", "CPU_SIZED", "CROSS_SECTION_RULES", "CUDA_CONTEXT",
+    "DOCUMENTATION_NAMES", "DRAFTER", "ENGINE_SET_ENV", "FILE_KINDS", "FieldRule", "GPU_CONTEXT", "GRAPHS",
+    "HOT_PATH_PACKAGES", "KERNELS", "KNOB_FREE_FAMILIES", "KNOWLEDGE_RULES", "LOADED_BY_PART", "MEMORY",
+    "MEMORY_SIZED", "NAME_FAMILIES", "NATIVE_READERS", "NCCL_CONTEXT", "NONE", "PEAK_THREADS", "REQUIREMENTS",
+    "RESOURCE_KEYS", "Requirement", "SERIES_LINKS", "SGLANG_CONTEXT", "SMT_OFF_PRIOR", "SMT_OTHER_PRIOR",
+    "SectionRules", "SeriesLink", "SizedPrior", "THREADS_CONTEXT", "VARIABLE_KINDS", "VOLATILE_RULES",
+    "VariableKind", "all_rules", "glob_matcher", "is_performance_variable", "is_volatile", "native_reader",
+    "requirement_for", "rule_for", "section_category", "section_compares", "section_rules", "series_link",
 ]

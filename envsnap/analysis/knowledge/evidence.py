@@ -14,11 +14,24 @@ from envsnap.analysis.knowledge.matching import glob_matcher
 GPU_CONTEXT = "gpu"
 NCCL_CONTEXT = "nccl"
 SGLANG_CONTEXT = "sglang"
+CUDA_CONTEXT = "cuda"  # a measured process loaded the CUDA driver or runtime (else: a GPU's presence decides)
+THREADS_CONTEXT = "threads"  # a measured process loaded an OpenMP or BLAS runtime
+
+# What a measured process maps when a part is in play (libraries section, /proc/PID/maps): fnmatch patterns over
+# the object's soname or file name. libnccl.so.2 (NCCL install guide); libcuda.so.1 is the driver API, loaded by
+# every CUDA program, libcudart the runtime (CUDA runtime API docs); GNU libgomp, LLVM libomp, Intel libiomp5
+# (OpenMP runtimes), OpenBLAS, oneMKL, BLIS (BLAS libraries with their own thread pools).
+LOADED_BY_PART = {
+    NCCL_CONTEXT: ("libnccl.so*",),
+    CUDA_CONTEXT: ("libcuda.so*", "libcudart.so*"),
+    THREADS_CONTEXT: ("libgomp*.so*", "libomp.so*", "libiomp5*.so*", "libopenblas*.so*", "libmkl_*.so*",
+                      "libblis*.so*"),
+}
 
 
 class Requirement(NamedTuple):
     pattern: str  # fnmatch over the readable difference key, like FieldRule.pattern
-    context: str  # GPU_CONTEXT | NCCL_CONTEXT | SGLANG_CONTEXT
+    context: str  # GPU_CONTEXT | NCCL_CONTEXT | SGLANG_CONTEXT | CUDA_CONTEXT | THREADS_CONTEXT
     why: str
 
 
@@ -34,23 +47,35 @@ REQUIREMENTS: List[Requirement] = [
     # CUDA env vars (docs.nvidia.com/cuda/cuda-c-programming-guide, "CUDA Environment Variables"), cuBLAS and
     # cuDNN docs, PyTorch CUDA semantics ("Memory management"), NVSHMEM docs: read by the CUDA driver/runtime
     # and GPU libraries, which do nothing on a machine without a GPU.
-    Requirement("*.CUDA_*", GPU_CONTEXT, "CUDA settings act only where a GPU runs the work"),
-    Requirement("*.CUBLAS*", GPU_CONTEXT, "cuBLAS runs only on a GPU"),
-    Requirement("*.CUDNN_*", GPU_CONTEXT, "cuDNN runs only on a GPU"),
-    Requirement("*.NVIDIA_TF32_OVERRIDE", GPU_CONTEXT, "TF32 is GPU tensor-core math"),
-    Requirement("*.PYTORCH_CUDA_ALLOC_CONF", GPU_CONTEXT, "the CUDA caching allocator manages GPU memory"),
-    Requirement("*.PYTORCH_NO_CUDA_MEMORY_CACHING", GPU_CONTEXT, "the CUDA caching allocator manages GPU memory"),
+    # They act only in a process that loads CUDA (CUDA_CONTEXT: where the snapshots list no mapped libraries, a
+    # GPU's presence stands in for it).
+    Requirement("*.CUDA_*", CUDA_CONTEXT, "CUDA settings act only in a process that runs CUDA"),
+    Requirement("*.CUBLAS*", CUDA_CONTEXT, "cuBLAS runs only on a GPU"),
+    Requirement("*.CUDNN_*", CUDA_CONTEXT, "cuDNN runs only on a GPU"),
+    Requirement("*.NVIDIA_TF32_OVERRIDE", CUDA_CONTEXT, "TF32 is GPU tensor-core math"),
+    Requirement("*.PYTORCH_CUDA_ALLOC_CONF", CUDA_CONTEXT, "the CUDA caching allocator manages GPU memory"),
+    Requirement("*.PYTORCH_NO_CUDA_MEMORY_CACHING", CUDA_CONTEXT, "the CUDA caching allocator manages GPU memory"),
     Requirement("*.NVSHMEM_*", GPU_CONTEXT, "NVSHMEM moves GPU memory between GPUs"),
     Requirement("*.FLASHINFER_*", GPU_CONTEXT, "FlashInfer's kernels run on GPUs"),
     Requirement("*.CUTE_DSL_*", GPU_CONTEXT, "CuTe DSL kernels run on GPUs"),
     Requirement("*.DG_JIT_*", GPU_CONTEXT, "DeepGEMM's kernels run on GPUs"),
-    Requirement("*.TRTLLM_ENABLE_PDL", GPU_CONTEXT, "programmatic dependent launch is a GPU launch feature"),
+    Requirement("*.TRTLLM_ENABLE_PDL", CUDA_CONTEXT, "programmatic dependent launch is a GPU launch feature"),
     Requirement("*.MC_FORCE_TCP", GPU_CONTEXT, "Mooncake moves GPU KV cache between servers"),
     Requirement("integrity.nvidia/*", GPU_CONTEXT, "CUDA library files are loaded only for GPU work"),
     Requirement("packages.nvidia-*", GPU_CONTEXT, "CUDA library wheels are loaded only for GPU work"),
     Requirement("integrity.flashinfer/*", GPU_CONTEXT, "FlashInfer's kernels run on GPUs"),
     Requirement("packages.flashinfer*", GPU_CONTEXT, "FlashInfer's kernels run on GPUs"),
     Requirement("torch.cuda", GPU_CONTEXT, "torch's CUDA build matters only with a GPU"),
+    # OpenMP spec "Environment Variables" (OMP_*), GNU libgomp manual (GOMP_*), Intel OpenMP (KMP_*), OpenBLAS
+    # README (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS), oneMKL developer reference (MKL_*), BLIS docs
+    # (BLIS_NUM_THREADS): read by that runtime, which does nothing in a process that never loaded it.
+    Requirement("*.OMP_*", THREADS_CONTEXT, "OpenMP settings act only where an OpenMP runtime is loaded"),
+    Requirement("*.GOMP_*", THREADS_CONTEXT, "libgomp settings act only where libgomp is loaded"),
+    Requirement("*.KMP_*", THREADS_CONTEXT, "Intel OpenMP settings act only where libiomp5 is loaded"),
+    Requirement("*.MKL_*", THREADS_CONTEXT, "oneMKL settings act only where oneMKL is loaded"),
+    Requirement("*.OPENBLAS_*", THREADS_CONTEXT, "OpenBLAS settings act only where OpenBLAS is loaded"),
+    Requirement("*.GOTO_*", THREADS_CONTEXT, "OpenBLAS settings act only where OpenBLAS is loaded"),
+    Requirement("*.BLIS_*", THREADS_CONTEXT, "BLIS settings act only where BLIS is loaded"),
     # sglang 0.5.5 srt/environ.py and 0.5.23 srt/environ.py (Envs): SGLANG_*/SGL_* are read by SGLang's own
     # processes; edits of SGLang's files act only where SGLang runs.
     Requirement("*.SGLANG_*", SGLANG_CONTEXT, "SGLang settings act only in SGLang's processes"),

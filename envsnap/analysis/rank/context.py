@@ -1,14 +1,20 @@
-"""Context: which parts of the stack the snapshots show in play (a GPU, NCCL, an SGLang server).
+"""Context: which parts of the stack the snapshots show in play (a GPU, NCCL, CUDA, an OpenMP/BLAS runtime,
+an SGLang server).
 
 A rule applies where its part is in play (knowledge.REQUIREMENTS): NCCL settings need a process that
-initialises NCCL on a GPU, CUDA settings a GPU, SGLang settings an SGLang server or process. What each
-snapshot shows decides it, per side, then both sides together:
+initialises NCCL on a GPU, CUDA settings a process that runs CUDA, OpenMP/BLAS thread settings a process
+that loaded such a runtime, SGLang settings an SGLang server or process. What ran decides it first: the
+shared objects the measured processes mapped (libraries section: libnccl, libcuda, libgomp...), the modules
+they imported (the probe's lists: sglang), NCCL's own log and init records; then what is installed and
+present. Per side, then both sides together:
 
   in_play   seen on at least one side (NVML/nvidia-smi GPUs, GPUs sampled during the runs, a probe
             record of init_process_group with backend nccl, NCCL's own log, SGLang's server args or
             process titles);
   absent    shown missing on both sides (NVML and nvidia-smi unavailable; no GPU, so no NCCL; SGLang
-            not installed in the captured interpreter);
+            not installed in the captured interpreter), or observed not to run: every measured process's
+            maps were read and none loaded libnccl / the CUDA driver / an OpenMP or BLAS runtime, or every
+            measured process's module list is known and none imported sglang;
   not_seen  could be there, but the processes envsnap saw (probe records, the process walk) show no
             use of it on either side (a GPU box whose probed processes never initialised NCCL);
   unknown   nothing captured says (no nvidia section, no probe, no package list): no factor.
@@ -18,8 +24,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
+from envsnap.analysis.compare import libraries as libraries_mod
 from envsnap.analysis.compare.nodes import is_cluster
-from envsnap.analysis.knowledge import GPU_CONTEXT, NCCL_CONTEXT, SGLANG_CONTEXT, requirement_for
+from envsnap.analysis.knowledge import (
+    CUDA_CONTEXT,
+    GPU_CONTEXT,
+    LOADED_BY_PART,
+    NCCL_CONTEXT,
+    SGLANG_CONTEXT,
+    THREADS_CONTEXT,
+    requirement_for,
+)
 from envsnap.model.merge import node_snapshots
 from envsnap.model.names import canonical_name
 from envsnap.model.snapshot import section_data
@@ -27,8 +42,13 @@ from envsnap.model.snapshot import section_data
 IN_PLAY, ABSENT, NOT_SEEN, UNKNOWN = "in_play", "absent", "not_seen", "unknown"
 # Process kinds (capture/collectors/roles.py) that only SGLang's own processes carry.
 SGLANG_KINDS = ("main", "scheduler", "tokenizer", "detokenizer", "dp_controller")
-PART_WORDS = {GPU_CONTEXT: "a GPU", NCCL_CONTEXT: "NCCL", SGLANG_CONTEXT: "SGLang"}
-PART_NOUNS = {GPU_CONTEXT: "GPU", NCCL_CONTEXT: "NCCL", SGLANG_CONTEXT: "SGLang"}
+PART_WORDS = {GPU_CONTEXT: "a GPU", NCCL_CONTEXT: "NCCL", SGLANG_CONTEXT: "SGLang", CUDA_CONTEXT: "CUDA",
+              THREADS_CONTEXT: "an OpenMP/BLAS runtime"}
+PART_NOUNS = {GPU_CONTEXT: "GPU", NCCL_CONTEXT: "NCCL", SGLANG_CONTEXT: "SGLang", CUDA_CONTEXT: "CUDA",
+              THREADS_CONTEXT: "OpenMP/BLAS runtime"}
+# What a part's libraries are called in an observation ("no measured process loaded libnccl").
+LOADED_WORDS = {NCCL_CONTEXT: "libnccl", CUDA_CONTEXT: "the CUDA driver or runtime (libcuda, libcudart)",
+                THREADS_CONTEXT: "an OpenMP or BLAS runtime (libgomp, libomp, libiomp5, OpenBLAS, oneMKL, BLIS)"}
 
 
 class Presence(NamedTuple):
@@ -92,6 +112,49 @@ def _gpu_side(snap: Mapping[str, Any]) -> Presence:
     return Presence(UNKNOWN, "GPUs were not captured" if status is None else f"the GPU capture failed ({status})")
 
 
+def _loaded_side(snap: Mapping[str, Any], part: str) -> Optional[Presence]:
+    """What the measured processes' maps say about a part: in play when one of them loaded its library,
+    absent when every measured process's maps were read and none did; None when the maps do not say
+    (no libraries section, no process, or a process whose maps could not be read)."""
+    data = section_data(snap, libraries_mod.SECTION) or {}
+    processes = [p for p in (data.get("processes") or {}).values() if isinstance(p, dict)]
+    processes += [p for p in (data.get("run_processes") or {}).values() if isinstance(p, dict)]
+    if not processes:
+        return None
+    found = [hit for pattern in LOADED_BY_PART[part] for hit in libraries_mod.loaded(data, pattern)]
+    if found:
+        hit = sorted(found)[0]
+        who = hit.process[len(libraries_mod.RUN_PREFIX):] + " (the benchmark command)" \
+            if hit.process.startswith(libraries_mod.RUN_PREFIX) else hit.process
+        more = len({h.process for h in found}) - 1
+        return Presence(IN_PLAY, f"{who}{f' and {more} more' if more > 0 else ''} loaded {hit.name} ({hit.path})")
+    if any(p.get("status") not in (None, "ok") for p in processes):
+        return None
+    n = len(processes)
+    return Presence(ABSENT, f"no measured process loaded {LOADED_WORDS[part]} (the maps of {n} "
+                            f"process{'es' if n != 1 else ''} read)")
+
+
+def _modules_side(snap: Mapping[str, Any], module: str) -> Optional[Presence]:
+    """The probe's module lists about a top-level module: in play when a probed process imported it, absent
+    when every probed process listed its modules to its exit and none imported it; None otherwise."""
+    records = _records(snap)
+    listed = {k: r["modules"] for k, r in records.items() if isinstance(r.get("modules"), dict)}
+    if not listed:
+        return None
+    users = sorted(k for k, m in listed.items()
+                   if module in (m.get("installed") or []) or module in (m.get("elsewhere") or {})
+                   or module in (m.get("stdlib") or []))
+    if users:
+        return Presence(IN_PLAY, f"{', '.join(users[:3])} imported {module}")
+    complete = len(listed) == len(records) and all(
+        r.get("reads_to_exit") or "exit" in (r.get("stages") or []) for r in records.values())
+    if not complete:
+        return None
+    return Presence(ABSENT, f"no measured process imported {module} (the module lists of {len(listed)} "
+                            f"probed process{'es' if len(listed) != 1 else ''}, to their exit)")
+
+
 def _nccl_side(snap: Mapping[str, Any], gpu: Presence) -> Presence:
     initialisers = _nccl_initialisers(snap)
     if initialisers:
@@ -100,6 +163,9 @@ def _nccl_side(snap: Mapping[str, Any], gpu: Presence) -> Presence:
     nccl = section_data(snap, "nccl") or {}
     if nccl.get("ranks") or nccl.get("version"):
         return Presence(IN_PLAY, "NCCL logged its setup")
+    observed = _loaded_side(snap, NCCL_CONTEXT)
+    if observed is not None:
+        return observed
     if gpu.state == ABSENT:
         return Presence(ABSENT, "no GPU, so no NCCL")
     if _records(snap):
@@ -118,6 +184,9 @@ def _sglang_side(snap: Mapping[str, Any]) -> Presence:
                     if isinstance(entry.get("role"), dict) and entry["role"].get("kind") in SGLANG_KINDS)
     if titled:
         return Presence(IN_PLAY, f"SGLang processes captured ({', '.join(titled[:3])})")
+    imported = _modules_side(snap, "sglang")
+    if imported is not None:
+        return imported
     if _section(snap, "packages")[0] != "ok":
         return Presence(UNKNOWN, "no package list to show whether SGLang is installed")
     packages = section_data(snap, "packages") or {}
@@ -142,6 +211,17 @@ def _interpreters_that_ran(snap: Mapping[str, Any], seen: Mapping[str, Dict[str,
     if isinstance(command, list) and command and isinstance(command[0], str) and command[0].startswith("/"):
         found.append(command[0])
     return [f for f in found if f]
+
+
+def _cuda_side(snap: Mapping[str, Any]) -> Presence:
+    """CUDA in play: from what the measured processes loaded, else from whether a GPU is there."""
+    observed = _loaded_side(snap, CUDA_CONTEXT)
+    return observed if observed is not None else _gpu_side(snap)
+
+
+def _threads_side(snap: Mapping[str, Any]) -> Presence:
+    observed = _loaded_side(snap, THREADS_CONTEXT)
+    return observed if observed is not None else Presence(UNKNOWN, "no maps of the measured processes to show it")
 
 
 def _both(part: str, good: Presence, bad: Presence) -> Presence:
@@ -190,7 +270,11 @@ def build_context(good: Mapping[str, Any], bad: Mapping[str, Any]) -> Context:
                  _side(bad, lambda s: _nccl_side(s, _gpu_side(s))))
     if gpu.state == ABSENT:  # say why in GPU terms: that is the fact the snapshots show
         nccl = Presence(ABSENT, f"{gpu.why}: NCCL runs only on GPUs")
-    return Context({GPU_CONTEXT: gpu, NCCL_CONTEXT: nccl,
+    cuda = _both(CUDA_CONTEXT, _side(good, _cuda_side), _side(bad, _cuda_side))
+    if gpu.state == ABSENT and cuda.state != IN_PLAY:
+        cuda = Presence(ABSENT, f"{gpu.why}: CUDA runs only on GPUs")
+    return Context({GPU_CONTEXT: gpu, NCCL_CONTEXT: nccl, CUDA_CONTEXT: cuda,
+                    THREADS_CONTEXT: _both(THREADS_CONTEXT, _side(good, _threads_side), _side(bad, _threads_side)),
                     SGLANG_CONTEXT: _both(SGLANG_CONTEXT, _side(good, _sglang_side), _side(bad, _sglang_side))})
 
 

@@ -42,6 +42,14 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     Factor("read_by_process", 2.0, "a measured process read it: the change reached running code"),
     Factor("not_read", 0.3, "read tracking was on and no measured process read it, and no C library is known "
                             "to read it (knowledge.NATIVE_READERS)"),
+    # The code that ran (libraries section: each mapped shared object's strings; start-up hooks' text): a variable
+    # whose name is a string in a library the measured processes loaded can be read there with getenv(3).
+    Factor("readable_by_loaded_code", 1.5, "its name is a string in code the measured processes loaded (a library "
+                                           "they mapped, a start-up hook): that code can read it"),
+    # Every mapped object scanned, hooks read, Python reads tracked through the runs, and no one mentions the name:
+    # nothing that ran can have read it (unless its name is built at run time, which no string scan sees).
+    Factor("not_in_loaded_code", 0.2, "no code the measured processes loaded mentions its name, and their Python "
+                                      "reads are known: it cannot have acted"),
 
     # ---- the mechanism (analysis/runs/mechanism.py: GOOD's and BAD's run telemetry compared) ----
     Factor("mechanism_matches", 1.5, "its component is one the runs' mechanism implicates (mechanism.MECHANISMS)"),

@@ -18,10 +18,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
+from envsnap.analysis.compare import libraries as libraries_mod
 from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
 from envsnap.analysis.compare.views import NCCL_READER
 from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.priors import cpu_count
+from envsnap.model.snapshot import section_data
 
 SERIES_WORDS = {knowledge.CPU_SET: "CPU set", knowledge.PEAK_THREADS: "peak threads",
                 knowledge.BUSY_CPUS: "CPUs kept busy"}
@@ -61,6 +63,39 @@ def _process_of(key: str) -> str:
     return match.group(2) if match else key
 
 
+def _loaded_code(comp: Comparison, name: str) -> Optional[Tuple[str, List[str], str]]:
+    """(who can read it, as text ("" when none), why none would prove nothing, what was searched) from the code
+    the measured processes loaded, over both sides (compare/libraries.who_can_read); None when neither side
+    recorded the libraries its processes mapped."""
+    found: Dict[str, List[str]] = {}
+    gaps: List[str] = []
+    searched: List[str] = []
+    sides = 0
+    for side, view in (("GOOD", comp.good), ("BAD", comp.bad)):
+        if not section_data(view.source, libraries_mod.SECTION):
+            gaps.append(f"{side}: no maps of the measured processes")
+            continue
+        sides += 1
+        evidence = libraries_mod.who_can_read(view.source, name)
+        gaps.extend(f"{side}: {gap}" for gap in evidence.gaps)
+        for reader in evidence.readers:
+            label = reader.name if reader.kind == "library" else f"the start-up hook {reader.path}"
+            owner = f" ({reader.owner})" if reader.owner and reader.owner != "unknown" else ""
+            who = [p[len(libraries_mod.RUN_PREFIX):] if p.startswith(libraries_mod.RUN_PREFIX) else p
+                   for p in reader.processes]
+            entry = found.setdefault(label + owner, [])
+            entry.extend(w for w in who if w not in entry)
+        data = section_data(view.source, libraries_mod.SECTION)
+        searched.append(f"{side}: {len(data.get('objects') or {})} libraries")
+    if sides == 0:
+        return None
+    parts = [f"{label}{' mapped by ' + ', '.join(sorted(who)[:3]) if who else ''}"
+             for label, who in sorted(found.items())[:3]]
+    more = len(found) - len(parts)
+    text = "; ".join(parts) + (f" and {more} more" if more > 0 else "")
+    return text, gaps, "; ".join(searched) + " scanned, start-up hooks read, Python reads tracked"
+
+
 def _uncovered(comp: Comparison) -> Dict[str, float]:
     """{tracked process: when its reads stop being known} of the records, on either side, whose reads are
     not known through the end of that side's runs."""
@@ -86,7 +121,17 @@ def apply_reads(d: Difference, comp: Comparison, score: Score, notes: List[str],
     if readers:
         score.apply("read_by_process", f"read by {_readers_text(readers)}")
         return
+    code = _loaded_code(comp, name)
+    if code is not None and code[0]:
+        score.apply("readable_by_loaded_code", f"readable by {code[0]}: its name is a string there")
+        return
     tracked = sorted({k for view in (comp.good, comp.bad) for k in view.env_read_tracked if k != NCCL_READER})
+    if code is not None and not code[1] and not _uncovered(comp):
+        score.apply("not_in_loaded_code", f"no code the measured processes loaded mentions it ({code[2]}); "
+                                          "a name built at run time would escape this")
+        return
+    if code is not None and code[1]:
+        notes.append(f"no loaded code was seen to mention it, but that proves nothing here: {code[1][0]}")
     if not tracked:
         return
     native = knowledge.native_reader(name)

@@ -237,7 +237,9 @@ def test_every_evidence_table_entry_sits_under_a_source_comment(table, entry):
 def test_evidence_lookups_first_match_and_sanity():
     assert knowledge.requirement_for("workers.env.NCCL_PROTO").context == knowledge.NCCL_CONTEXT
     assert knowledge.requirement_for("workers.scheduler_TP0.changed_in_process.CUDA_LAUNCH_BLOCKING").context == \
-        knowledge.GPU_CONTEXT
+        knowledge.CUDA_CONTEXT
+    assert knowledge.requirement_for("env.OMP_NUM_THREADS").context == knowledge.THREADS_CONTEXT
+    assert knowledge.requirement_for("packages.nvidia-nccl-cu12").context == knowledge.GPU_CONTEXT
     assert knowledge.requirement_for("env.EDITOR") is None
     assert knowledge.native_reader("NCCL_ALGO") == "libnccl" and knowledge.native_reader("APP_FLAG") is None
     assert knowledge.native_reader("PYTHONMALLOC").startswith("the interpreter")
