@@ -20,11 +20,12 @@ THREADS_CONTEXT = "threads"  # a measured process loaded an OpenMP or BLAS runti
 # What a measured process maps when a part is in play (libraries section, /proc/PID/maps): fnmatch patterns over
 # the object's soname or file name. libnccl.so.2 (NCCL install guide); libcuda.so.1 is the driver API, loaded by
 # every CUDA program, libcudart the runtime (CUDA runtime API docs); GNU libgomp, LLVM libomp, Intel libiomp5
-# (OpenMP runtimes), OpenBLAS, oneMKL, BLIS (BLAS libraries with their own thread pools).
+# (OpenMP runtimes), OpenBLAS (numpy's wheels bundle it as libscipy_openblas64_-<hash>.so), oneMKL, BLIS (BLAS
+# libraries with their own thread pools).
 LOADED_BY_PART = {
     NCCL_CONTEXT: ("libnccl.so*",),
     CUDA_CONTEXT: ("libcuda.so*", "libcudart.so*"),
-    THREADS_CONTEXT: ("libgomp*.so*", "libomp.so*", "libiomp5*.so*", "libopenblas*.so*", "libmkl_*.so*",
+    THREADS_CONTEXT: ("libgomp*.so*", "libomp.so*", "libiomp5*.so*", "*openblas*.so*", "libmkl_*.so*",
                       "libblis*.so*"),
 }
 

@@ -232,6 +232,8 @@ def _both(part: str, good: Presence, bad: Presence) -> Presence:
         return Presence(IN_PLAY, f"{side.why} ({where})")
     reasons = good.why if good.why == bad.why else f"good: {good.why}; bad: {bad.why}"
     word = PART_WORDS[part]
+    if states == {ABSENT} and all(p.why.startswith("no measured process") for p in (good, bad)):
+        return Presence(ABSENT, f"{reasons} (both sides)" if good.why == bad.why else reasons)
     if states == {ABSENT}:
         return Presence(ABSENT, f"no {PART_NOUNS[part]} captured on either side ({reasons})")
     if states <= {ABSENT, NOT_SEEN}:

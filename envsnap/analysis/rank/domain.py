@@ -40,6 +40,15 @@ class Facts:
         self.dirty = [d for d in diffs if d.where == "git" and d.subject.aspect == "dirty"]
         # Files whose change a recorded patch's hunk shows (rank/hunks.twins): their own causes defer to it.
         self.hunk_twins = hunks.twins(comp, diffs) if any(d.where == patch_status.CATEGORY for d in diffs) else {}
+        # Variables a changed start-up hook sets (it mentions them and writes os.environ): the hook is their cause.
+        self.hook_sets: Dict[str, str] = {}
+        for d in diffs:
+            if d.category != "startup":
+                continue
+            for value in (d.good, d.bad):
+                if isinstance(value, dict) and value.get("touches_env"):
+                    for name in value.get("env_mentions") or []:
+                        self.hook_sets.setdefault(str(name), d.subject.entity)
         self.worker_nccl_vars = sorted(n for n, places in self.by_var.items()
                                        if n.startswith("NCCL_") and "workers" in places)
         self.nccl_effects = [f"{d.subject.entity} {diff_mod.display(d.subject, d.good)} \u2192 "
@@ -89,6 +98,10 @@ def score_variable(d: diff_mod.Difference, component: str, why: str, facts: Fact
     name = d.variable or ""
     places = facts.by_var.get(name, {})
     where = d.where
+    hook = facts.hook_sets.get(name)
+    if hook is not None and where in ("env", "workers", "in_process"):
+        score.apply("set_by_changed_hook", f"the start-up hook {hook}, itself changed, sets it: the hook's "
+                                           "difference ranks it")
     if where == "workers":
         why = _workers(d, name, why, places, facts, score, notes)
     elif where == "env" and facts.workers_both:

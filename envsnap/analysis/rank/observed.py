@@ -63,7 +63,7 @@ def _process_of(key: str) -> str:
     return match.group(2) if match else key
 
 
-def _loaded_code(comp: Comparison, name: str) -> Optional[Tuple[str, List[str], str]]:
+def _loaded_code(comp: Comparison, name: str, d_good: Any, d_bad: Any) -> Optional[Tuple[str, List[str], str]]:
     """(who can read it, as text ("" when none), why none would prove nothing, what was searched) from the code
     the measured processes loaded, over both sides (compare/libraries.who_can_read); None when neither side
     recorded the libraries its processes mapped."""
@@ -71,7 +71,9 @@ def _loaded_code(comp: Comparison, name: str) -> Optional[Tuple[str, List[str], 
     gaps: List[str] = []
     searched: List[str] = []
     sides = 0
-    for side, view in (("GOOD", comp.good), ("BAD", comp.bad)):
+    for side, view, value in (("GOOD", comp.good, d_good), ("BAD", comp.bad, d_bad)):
+        if value is None:
+            continue  # unset on this side: nothing there could read it, whatever was loaded
         if not section_data(view.source, libraries_mod.SECTION):
             gaps.append(f"{side}: no maps of the measured processes")
             continue
@@ -121,7 +123,7 @@ def apply_reads(d: Difference, comp: Comparison, score: Score, notes: List[str],
     if readers:
         score.apply("read_by_process", f"read by {_readers_text(readers)}")
         return
-    code = _loaded_code(comp, name)
+    code = _loaded_code(comp, name, d.good, d.bad)
     if code is not None and code[0]:
         score.apply("readable_by_loaded_code", f"readable by {code[0]}: its name is a string there")
         return
