@@ -58,6 +58,8 @@ def absent_wording(subject: Subject, entity: bool = False) -> str:
         return "not changed in-process"
     if subject.where == "process" and subject.aspect.startswith("shadowed."):
         return "not shadowed"
+    if subject.where == "library":
+        return "not mapped"
     if subject.where == "process" and subject.aspect.startswith("module."):
         return "not loaded from elsewhere"
     return ABSENT_WORDS.get(subject.where, "unset")
@@ -508,6 +510,11 @@ def display(subject: Subject, value: Any) -> Any:
         after = ", then ".join("unset" if v is None else str(v) for v in value.get("after") or []) or "?"
         start = value.get("start")
         return fmt.clip(f"{after} in-process (was {'unset' if start is None else start} at start)")
+    if where == "library":  # a mapped shared object: its file, version and identity
+        identity = str(value.get("identity") or "")
+        shown = identity[:19] if identity.startswith("sha256:") else (f"build-id {identity[:12]}" if identity else "")
+        parts = [str(p) for p in (value.get("version"), shown) if p]
+        return fmt.clip(f"{value.get('path')} ({', '.join(parts)})" if parts else str(value.get("path")), 300)
     if where == "process" and aspect.startswith("shadowed."):
         return fmt.clip(f"{aspect[len('shadowed.'):]} loaded from {value.get('file')} instead of "
                         f"{value.get('instead_of')}", 300)

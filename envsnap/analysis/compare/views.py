@@ -629,6 +629,30 @@ def _parent_only(view: View, envs: Dict[str, Dict[str, Any]], flat_of: Dict[str,
                  flats, env_subject("parent_only", name, "shell"), aggregate=True)
 
 
+def _libraries_view(view: View, data: Dict[str, Any]) -> None:
+    """What each measured process mapped: `libraries.<process>.<object name>` ("run/<key>" for the run command's
+    own processes) valued by the file, its version and identity (build-id, else a sha256 prefix), so the same
+    soname from another file or build is one difference ("python-0 maps libgomp.so.1 from ... instead of ...").
+    A process whose maps could not be read has no keys: it says nothing about what it loaded."""
+    from envsnap.analysis.compare import libraries as libraries_mod
+
+    table = data.get("objects") or {}
+    sections = (("processes", ""), ("run_processes", libraries_mod.RUN_PREFIX))
+    for field_name, prefix in sections:
+        for key, entry in sorted((data.get(field_name) or {}).items()):
+            if not isinstance(entry, dict) or not isinstance(entry.get("objects"), dict):
+                continue
+            process = f"{prefix}{key}"
+            for name, path in sorted(entry["objects"].items()):
+                info = as_dict(table.get(path))
+                identity = info.get("build_id") or (f"sha256:{str(info['sha256'])[:16]}" if info.get("sha256") else "")
+                value = {"path": path, "version": info.get("version") or "", "identity": identity,
+                         "owner": libraries_mod.owner_text(info)}
+                view.put("libraries", f"libraries.{process}.{name}", value,
+                         (f"libraries.{field_name}.{key}.objects.{name}",),
+                         Subject("library", process, str(name)))
+
+
 def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:
     if nccl.get("version") is not None:
         view.put("nccl", "nccl.version", nccl["version"], ("nccl.version",), Subject("nccl", "version"))
@@ -673,7 +697,7 @@ def _nccl_conf_view(view: View, conf: Dict[str, Any]) -> None:
 _BUILDERS: Tuple[Tuple[str, Callable[[View, Dict[str, Any]], None]], ...] = (
     ("env", _env_view), ("python", _python_view), ("packages", _packages_view), ("git", _git_view),
     ("files", _files_view), ("nvidia", _gpu_view), ("sglang", _sglang_view), ("nccl", _nccl_view),
-    ("patches", patch_status.put_view), ("nccl_conf", _nccl_conf_view),
+    ("patches", patch_status.put_view), ("nccl_conf", _nccl_conf_view), ("libraries", _libraries_view),
 )
 _CUSTOM = frozenset(name for name, _ in _BUILDERS) | {"processes", "probe"}
 

@@ -102,8 +102,10 @@ class _Ranking:
             component, why = domain.score_package(d, rule, component, why, score)
         elif d.where == "process" and d.subject.aspect.startswith("shadowed."):
             why = domain.shadowed_why(d, why)
+        elif d.where == "library":
+            why = domain.library_why(d, why)
         elif d.category == "startup":
-            why = domain.score_startup(d, why, facts, score, notes)
+            component, why = domain.score_startup(d, component, why, facts, score, notes)
         elif d.category == "git":
             domain.score_git(d, facts, score, notes)
             if d.subject.aspect in ("dirty", "untracked") and d.subject.item:

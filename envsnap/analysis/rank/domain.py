@@ -100,8 +100,8 @@ def score_variable(d: diff_mod.Difference, component: str, why: str, facts: Fact
     where = d.where
     hook = facts.hook_sets.get(name)
     if hook is not None and where in ("env", "workers", "in_process"):
-        score.apply("set_by_changed_hook", f"the start-up hook {hook}, itself changed, sets it: the hook's "
-                                           "difference ranks it")
+        notes.append(f"the start-up hook {hook}, itself changed, names it and writes os.environ: likely one cause "
+                     "(the hook is how, the variable what)")
     if where == "workers":
         why = _workers(d, name, why, places, facts, score, notes)
     elif where == "env" and facts.workers_both:
@@ -316,7 +316,8 @@ def score_package(d: diff_mod.Difference, rule: knowledge.FieldRule, component: 
     return component, why
 
 
-def score_startup(d: diff_mod.Difference, why: str, facts: Facts, score: Score, notes: List[str]) -> str:
+def score_startup(d: diff_mod.Difference, component: str, why: str, facts: Facts, score: Score,
+                  notes: List[str]) -> Tuple[str, str]:
     mentions: Set[str] = set()
     touches = False
     for value in (d.good, d.bad):
@@ -335,7 +336,11 @@ def score_startup(d: diff_mod.Difference, why: str, facts: Facts, score: Score, 
         why += f"; it mentions {', '.join(relevant)}"
     if touches:
         notes.append("sets os.environ at start-up: invisible in /proc/PID/environ, only the probe sees it")
-    return why
+        if changed:
+            # It acts through the variables it sets: their part of the system is where it acts.
+            strongest = max(changed, key=lambda m: knowledge.rule_for(f"env.{m}").weight)
+            component = knowledge.rule_for(f"env.{strongest}").component
+    return component, why
 
 
 def score_git(d: diff_mod.Difference, facts: Facts, score: Score, notes: List[str]) -> None:
@@ -385,3 +390,15 @@ def shadowed_why(d: diff_mod.Difference, why: str) -> str:
     where = "on both sides" if len(sides) == 2 else f"on {side} only"
     return (f"{d.subject.entity} imported {name} from {value.get('file')} instead of the {library} "
             f"{value.get('instead_of')} ({where}, the probe's module list): that file ran in the library's place")
+
+
+def library_why(d: diff_mod.Difference, why: str) -> str:
+    """What the maps showed: which process mapped which file for the object, on each side."""
+    process, name = d.subject.entity, d.subject.aspect
+    who = process[len("run/"):] + " (the benchmark command)" if process.startswith("run/") else process
+    good, bad = diff_mod.display(d.subject, d.good), diff_mod.display(d.subject, d.bad)
+    if d.good is None:
+        return f"{who} maps {name} from {bad} on BAD, not on GOOD: {why}"
+    if d.bad is None:
+        return f"{who} maps {name} from {good} on GOOD, not on BAD: {why}"
+    return f"{who} maps {name} from {bad} on BAD instead of {good}: {why}"

@@ -95,8 +95,6 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     # workers' NCCL/CUDA variables (knowledge.ENGINE_SET_ENV).
     Factor("engine_sets_changed_env", 1.3, "engine.py sets the workers' variables that changed: the likely mechanism"),
     Factor("startup_mentions_changed", 1.6, "the hook mentions variables that differ between GOOD and BAD"),
-    # A variable a changed start-up hook sets: an effect of that hook (which gets startup_mentions_changed).
-    Factor("set_by_changed_hook", 0.6, "a changed start-up hook sets it: the hook's difference is the cause"),
     Factor("editable_hot_path", 2.0, "the checkout is an editable install of a hot-path package: its changes run"),
     Factor("editable", 1.3, "the checkout is an editable install: its changes run in the interpreter"),
     Factor("checkout_not_running", 0.8, "the checkout is not what runs (not an editable install)"),

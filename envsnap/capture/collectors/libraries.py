@@ -36,7 +36,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from envsnap.capture.base import CaptureContext, ok, unavailable
-from envsnap.model.rules import NONE, SectionRules, volatile
+from envsnap.model.rules import COMMUNICATION, CPU_HOST, GRAPHS, KERNELS, NONE, SectionRules, rule, volatile
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
@@ -88,6 +88,23 @@ RULES = SectionRules(category="libraries", component=NONE, compares="the shared 
     volatile("libraries.objects.*.contains", "the checked variables an object's strings end with"),
     *(volatile(f"libraries.objects.*.{field}", "follows from the object's build-id and path")
       for field in _OBJECT_DERIVED),
+    # The view's keys, libraries.<process>.<object name>: a library a measured process mapped was added, removed,
+    # or came from another file or build. What it does decides what it acts on: NCCL runs the collectives (NCCL
+    # user guide); the CUDA driver (libcuda) and runtime (libcudart) take every kernel launch and graph replay
+    # (CUDA driver/runtime API docs); cuBLAS, cuDNN and torch's CUDA kernels are the GPU math; OpenMP runtimes
+    # and BLAS libraries run the CPU math and its threads (OpenMP spec, OpenBLAS/oneMKL docs).
+    rule("libraries.*.libnccl*", "libraries", COMMUNICATION, 0.6, "the NCCL library the process ran changed"),
+    rule("libraries.*.libcuda.so*", "libraries", GRAPHS, 0.5, "the CUDA driver library the process ran changed"),
+    rule("libraries.*.libcudart*", "libraries", GRAPHS, 0.5, "the CUDA runtime the process ran changed"),
+    rule("libraries.*.libcublas*", "libraries", KERNELS, 0.5, "the cuBLAS library the process ran changed"),
+    rule("libraries.*.libcudnn*", "libraries", KERNELS, 0.5, "the cuDNN library the process ran changed"),
+    rule("libraries.*.libtorch_cuda*", "libraries", KERNELS, 0.5, "torch's CUDA kernels the process ran changed"),
+    rule("libraries.*.libgomp*", "libraries", CPU_HOST, 0.45, "the OpenMP runtime the process ran changed"),
+    rule("libraries.*.libiomp5*", "libraries", CPU_HOST, 0.45, "the OpenMP runtime the process ran changed"),
+    rule("libraries.*.libomp.so*", "libraries", CPU_HOST, 0.45, "the OpenMP runtime the process ran changed"),
+    rule("libraries.*.*openblas*", "libraries", CPU_HOST, 0.45, "the BLAS library the process ran changed"),
+    rule("libraries.*.libmkl*", "libraries", CPU_HOST, 0.45, "the BLAS library the process ran changed"),
+    rule("libraries.*", "libraries", NONE, 0.3, "a shared object a measured process ran changed: other code ran"),
 ))
 
 _FILE_VERSION = re.compile(r"\.so\.(\d+(?:\.\d+)*)$")
