@@ -28,6 +28,10 @@ from envsnap.measure.runs import RunOptions, main_metric, run_once
 DEFAULT_MARGIN = 0.25
 DEFAULT_MAX_RUNS = 200
 MAX_EXTRA_ROUNDS = 2  # an ambiguous configuration is measured at most 1 + 2 times
+# GOOD and BAD are measured at least twice each, whatever --repeat says: from one run per side any two numbers
+# "separate", and the whole search then follows noise (on an H200, --repeat 1 "isolated" CLICOLOR in a pair whose
+# metric did not move).
+BASELINE_MIN_RUNS = 2
 
 
 # ---------------------------------------------------------------------------------------
@@ -181,9 +185,10 @@ class Bisector:
                     self.metric = main_metric(run["metrics"], [name for name, _ in self.custom])
                     return
 
-    def measure(self, config: Config, rounds: int) -> None:
-        """Run until the configuration has rounds × repeat attempts (journaled ones count)."""
-        target = rounds * self.repeat
+    def measure(self, config: Config, rounds: int, at_least: int = 1) -> None:
+        """Run until the configuration has rounds × repeat attempts, and at least `at_least` (journaled ones
+        count)."""
+        target = max(rounds * self.repeat, at_least)
         while len(config.runs) < target:
             # Said before each run, from the first: a run can take minutes, GOOD's first ones included.
             self.progress(f"[{self.order.index(config.key) + 1}] {self._label(config)}: run {len(config.runs) + 1} "
@@ -273,8 +278,8 @@ class Bisector:
         good, bad = self._config(self.good_key), self._config(self.bad_key)
         rounds = 1
         while True:
-            self.measure(good, rounds)
-            self.measure(bad, rounds)
+            self.measure(good, rounds, BASELINE_MIN_RUNS)
+            self.measure(bad, rounds, BASELINE_MIN_RUNS)
             for config in (good, bad):
                 if not self.values(config) and len(config.runs) >= self.repeat:
                     errors = [r.get("error", "failed") for r in config.runs if not r.get("ok")]
