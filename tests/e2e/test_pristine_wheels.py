@@ -33,13 +33,13 @@ def _run(argv, **kwargs):
     return proc
 
 
-def _wheel(src, out, engine_text):
-    (src / "patchme").mkdir(parents=True, exist_ok=True)
+def _wheel(src, out, engine_text, name="patchme"):
+    (src / name).mkdir(parents=True, exist_ok=True)
     (src / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = '
-                                        '"setuptools.build_meta"\n[project]\nname = "patchme"\nversion = "1.0"\n'
-                                        '[tool.setuptools]\npackages = ["patchme"]\n')
-    (src / "patchme" / "__init__.py").write_text("")
-    (src / "patchme" / "engine.py").write_text(engine_text)
+                                        f'"setuptools.build_meta"\n[project]\nname = "{name}"\nversion = "1.0"\n'
+                                        f'[tool.setuptools]\npackages = ["{name}"]\n')
+    (src / name / "__init__.py").write_text("")
+    (src / name / "engine.py").write_text(engine_text)
     # The PEP 517 backend itself: the wheel `python -m build` makes, without an isolated env.
     built = _run([sys.executable, "-c", f"import setuptools.build_meta as b; print(b.build_wheel({str(out)!r}))"],
                  cwd=src)
@@ -138,3 +138,46 @@ def test_report_shows_the_pristine_diff(pair, tmp_path):
     page = html.read_text()
     assert 'id="patches"' in page and "patchme 1.0: patchme/engine.py" in page
     assert '<span class="dl del">-    if &#34;NCCL_NVLS_ENABLE&#34; not in os.environ:</span>' in page
+
+
+# A longer engine.py edited on both days: GOOD carries edit A (the guard removed), BAD carries A and B (the
+# connections raised), far enough apart to be two hunks. Against the wheel's pristine file the diff says which
+# hunk is the same edit on both sides and which is BAD's alone.
+LONG_ENGINE = ENGINE + "".join(f"\n\ndef helper_{i}():\n    return {i}\n" for i in range(6))
+EDIT_A = LONG_ENGINE.replace(GUARD + '        os.environ["NCCL_NVLS_ENABLE"] = "0"\n',
+                             '    os.environ["NCCL_NVLS_ENABLE"] = "0"\n')
+EDIT_AB = EDIT_A.replace("    return 5\n", "    return 50\n")
+
+
+@pytest.mark.slow
+def test_hunks_of_an_installed_file_edited_on_both_sides(tmp_path):
+    wheel = _wheel(tmp_path / "src", tmp_path / "wheels", LONG_ENGINE, name="patchtwo")
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", venv])
+    _run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--disable-pip-version-check",
+          "--prefix", venv, wheel])
+    python = venv / "bin" / "python"
+    site = _run([python, "-c", "import site; print(site.getsitepackages()[0])"]).stdout.strip()
+    for side, text in (("good", EDIT_A), ("bad", EDIT_AB)):
+        with open(f"{site}/patchtwo/engine.py", "w") as handle:
+            handle.write(text)
+        cap = run_envsnap("capture", "-o", tmp_path / f"{side}.json", "--timeout", "60",
+                          env={"ENVSNAP_PYTHON": str(python)}, cwd=str(tmp_path))
+        assert cap.returncode == 0, cap.stderr
+    out = run_envsnap("diff", tmp_path / "good.json", tmp_path / "bad.json", "--format", "json", "--no-pip-cache",
+                      "--wheels", wheel.parent, cwd=str(tmp_path))
+    assert out.returncode == 1, out.stderr
+    patch = next(p for p in json.loads(out.stdout)["patches"] if p["key"] == "integrity.patchtwo/engine.py")
+    assert patch["basis"] == "good's and bad's edited copies" and "+    return 50" in patch["diff"]
+    edits = patch["hunk_edits"]
+    assert (len(edits["same"]), len(edits["good_only"]), len(edits["bad_only"])) == (1, 0, 1), edits
+    assert patch["note"] == ("hunk by hunk against the pristine file of patchtwo 1.0: 1 the same edit on both "
+                             "sides, 1 only in bad")
+    # Without the pristine file the two edits cannot be told apart hunk by hunk: nothing is claimed.
+    out = run_envsnap("diff", tmp_path / "good.json", tmp_path / "bad.json", "--format", "json", "--no-pip-cache",
+                      cwd=str(tmp_path))
+    patch = next(p for p in json.loads(out.stdout)["patches"] if p["key"] == "integrity.patchtwo/engine.py")
+    assert "hunk_edits" not in patch and patch["note"] is None
+    text = run_envsnap("diff", "-v", tmp_path / "good.json", tmp_path / "bad.json", "--no-pip-cache", "--wheels",
+                       wheel.parent, cwd=str(tmp_path)).stdout
+    assert "1 the same edit on both sides, 1 only in bad" in text

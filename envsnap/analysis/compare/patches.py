@@ -150,13 +150,28 @@ def hunk_edits(ge: Optional[Dict[str, Any]], be: Optional[Dict[str, Any]]) -> Op
             "bad_only": [h for h in bad if h not in good]}
 
 
-def _edits_note(edits: Optional[Dict[str, Any]]) -> Optional[str]:
+def _edits_note(edits: Optional[Dict[str, Any]], against: str = "against HEAD") -> Optional[str]:
     if not edits:
         return None
     parts = [f"{len(edits[k])} {words}" for k, words in (("same", "the same edit on both sides"),
                                                           ("good_only", "only in good"), ("bad_only", "only in bad"))
              if edits[k]]
-    return "hunk by hunk against HEAD: " + ", ".join(parts) if parts else None
+    return f"hunk by hunk {against}: " + ", ".join(parts) if parts else None
+
+
+def _edits_against(pristine: str, gtext: str, btext: str, rel: str) -> Dict[str, Any]:
+    """hunk_edits for an installed file: each side's edit of the pristine text, hunk by hunk (model/hunks.edit_id,
+    as the git collector names a checkout's hunks against HEAD)."""
+    from envsnap.model import hunks as hunks_mod
+
+    def ids(text: str) -> Any:
+        if text == pristine:
+            return []
+        return [hunks_mod.edit_id(h.lines) for fp in hunks_mod.parse(patchtext.unified(pristine, text, f"a/{rel}",
+                                                                                        f"b/{rel}"))
+                for h in fp.hunks]
+
+    return as_dict(hunk_edits({"hunks": ids(gtext)}, {"hunks": ids(btext)}))
 
 
 def _dirty(b: _Builder, repo: str, rel: str, ge: Optional[Dict[str, Any]], be: Optional[Dict[str, Any]],
@@ -258,7 +273,12 @@ def pristine_needs(good: Dict[str, Any], bad: Dict[str, Any], differing: Optiona
     (gmod, gdists), (bmod, bdists) = _installed_sides(good), _installed_sides(bad)
     needs = []
     one_side = set(gmod) ^ set(bmod) if differing is None else {k for k in differing if (k in gmod) != (k in bmod)}
-    for key in sorted(one_side):
+    # Edited on both sides, differently, from one installed file (the same RECORD hash): the pristine text tells
+    # which hunks are the same edit and which are on one side only.
+    both = {k for k in (set(gmod) & set(bmod) if differing is None else set(differing) & set(gmod) & set(bmod))
+            if as_dict(gmod[k]).get("actual_sha256") != as_dict(bmod[k]).get("actual_sha256")
+            and as_dict(gmod[k]).get("recorded_sha256") == as_dict(bmod[k]).get("recorded_sha256")}
+    for key in sorted(one_side | both):
         side, entry, dists = ("bad", as_dict(bmod.get(key)), bdists) if key in bmod else ("good", as_dict(gmod[key]), gdists)
         dist = str(entry.get("dist") or "")
         rel = _rel(key, dist)
@@ -296,8 +316,16 @@ def _installed(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any], differing
                 why = "; ".join(_why_no_text(r, s) for r, s, t in ((grec, "good", gtext), (brec, "bad", btext)) if t is None)
                 b.add("installed", f"integrity.{key}", title, where, gsha, bsha, "no diff: " + why, records=(grec, brec))
             else:
-                b.add("installed", f"integrity.{key}", title, where, gsha, bsha, "good's and bad's edited copies",
-                      diff=patchtext.unified(gtext, btext, f"a/{rel}", f"b/{rel}"), records=(grec, brec))
+                found = as_dict(b.pristine.get(pristine_key(dist, version, rel)))
+                pristine = found.get("text") if found.get("status") == "found" else None
+                edits = _edits_against(pristine, gtext, btext, rel) if isinstance(pristine, str) else None
+                patch = b.add("installed", f"integrity.{key}", title, where, gsha, bsha,
+                              "good's and bad's edited copies", diff=patchtext.unified(gtext, btext, f"a/{rel}",
+                                                                                        f"b/{rel}"),
+                              records=(grec, brec),
+                              note=_edits_note(edits, f"against the pristine file of {dist} {version}"))
+                if edits:
+                    patch["hunk_edits"] = edits
             continue
         side, rec = ("bad", brec) if be is not None else ("good", grec)
         edited = _text(rec)
@@ -310,9 +338,14 @@ def _installed(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any], differing
                   f"edited in {side} only; no diff: " + _why_no_text(rec, side), note=compare, records=(rec,))
         elif pristine is not None:
             old, new = (pristine, edited) if side == "bad" else (edited, pristine)
-            b.add("installed", f"integrity.{key}", title, where, gsha, bsha,
-                  f"edited in {side} only: against the pristine file of {dist} {version} ({found.get('source')})",
-                  diff=patchtext.unified(old, new, f"a/{rel}", f"b/{rel}"), records=(rec, found))
+            edits = _edits_against(pristine, edited if side == "good" else pristine,
+                                   edited if side == "bad" else pristine, rel)
+            patch = b.add("installed", f"integrity.{key}", title, where, gsha, bsha,
+                          f"edited in {side} only: against the pristine file of {dist} {version} "
+                          f"({found.get('source')})",
+                          diff=patchtext.unified(old, new, f"a/{rel}", f"b/{rel}"), records=(rec, found))
+            if edits:
+                patch["hunk_edits"] = edits
         else:
             note = f"{found['why']}; {compare}" if found.get("why") else compare
             b.add("installed", f"integrity.{key}", title, where, gsha, bsha,

@@ -205,7 +205,8 @@ def test_pristine_needs_from_the_comparisons_differing_set_and_a_finder_give_the
     differing = views.modified_entries_differing(good, bad)
     assert differing == {"tinypkg/good_only.py", "tinypkg/bad_only.py", "tinypkg/both.py"}
     needs = patches_mod.pristine_needs(good, bad)
-    assert [n["path"] for n in needs] == ["tinypkg/bad_only.py", "tinypkg/good_only.py"]
+    # edited on both sides from one installed file: its pristine text names the hunks each side holds
+    assert [n["path"] for n in needs] == ["tinypkg/bad_only.py", "tinypkg/both.py", "tinypkg/good_only.py"]
     assert patches_mod.pristine_needs(good, bad, differing) == needs
     asked = []
 
