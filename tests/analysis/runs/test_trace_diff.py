@@ -49,7 +49,8 @@ def test_real_cpu_traces_name_the_op_family_that_moved(cpu_pair):
     assert trace is not None and trace["steps"]["good"]["source"] == "ProfilerStep#"
     assert trace["steps"]["good"]["count"] == trace["steps"]["bad"]["count"] == 9  # 3 runs x 3 steps
     top = trace["cpu_ops"][0]
-    assert top["family"] in ("aten::matmul", "aten::mm") and top["moved"] and top["material"]
+    # A matrix product (which of them moved most depends on the machine's load: float64 slows them all)
+    assert top["family"] in ("aten::matmul", "aten::mm", "aten::bmm") and top["moved"] and top["material"]
     # by how much per step: the median over runs of each run's total / its steps, from the summaries
     per_run = [sum(s["total_us"] for f in t["files"] for n, s in f["cpu_ops"].items() if n == top["family"]) / 3 / 1000
                for t in cpu_pair["bad"]]
