@@ -14,6 +14,7 @@ import subprocess
 import textwrap
 
 import pytest
+from helpers import run_envsnap
 from helpers.planted import assert_first_with_margin, assert_outputs_agree, envsnap_run, make_venv, outputs, side_env
 
 pytestmark = pytest.mark.slow
@@ -69,3 +70,6 @@ def test_a_library_rebuilt_in_place_ranks_first(tmp_path):
     assert "build-id" in first["good"] and first["good"] != first["bad"]
     assert_outputs_agree(result, text, page)
     assert found["differences"] >= 20
+    # `show -v` answers "which file did it map": each process's objects, with file, version, build-id, owner
+    shown = run_envsnap("show", "-v", snaps["bad"]).stdout
+    assert f"libfast.so.1 <- {library} (1, build-id {first['bad'].split('build-id ')[1][:12]}, unknown)" in shown

@@ -22,6 +22,7 @@ import fnmatch
 import os
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
+from envsnap.model.owners import owner_text
 from envsnap.model.snapshot import section_data
 
 SECTION = "libraries"
@@ -79,17 +80,6 @@ def _section(snap_or_section: Mapping[str, Any]) -> Dict[str, Any]:
 def _info(table: Mapping[str, Any], path: str) -> Dict[str, Any]:
     found = table.get(path)
     return found if isinstance(found, dict) else {}
-
-
-def owner_text(entry: Mapping[str, Any]) -> str:
-    """'torch 2.13.0', 'dpkg libgomp1 12.2.0-14', 'unknown': who installed an object."""
-    owner = _info(entry, "owner")
-    kind = owner.get("kind")
-    if kind == "distribution":
-        return f"{owner.get('name')} {owner.get('version')}".strip()
-    if kind == "package":
-        return f"{owner.get('manager', 'package')} {owner.get('name')} {owner.get('version')}".strip()
-    return "unknown"
 
 
 def _processes(data: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:

@@ -35,6 +35,7 @@ from typing import (
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import patch_status
+from envsnap.model.owners import owner_text
 from envsnap.model.snapshot import as_dict, section_data
 from envsnap.model.workers import (
     COMMAND,
@@ -647,7 +648,7 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
                 info = as_dict(table.get(path))
                 identity = info.get("build_id") or (f"sha256:{str(info['sha256'])[:16]}" if info.get("sha256") else "")
                 value = {"path": path, "version": info.get("version") or "", "identity": identity,
-                         "owner": libraries_mod.owner_text(info)}
+                         "owner": owner_text(info)}
                 view.put("libraries", f"libraries.{process}.{name}", value,
                          (f"libraries.{field_name}.{key}.objects.{name}",),
                          Subject("library", process, str(name)))

@@ -36,6 +36,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from envsnap.capture.base import CaptureContext, ok, unavailable
+from envsnap.model.owners import owner_text
 from envsnap.model.rules import COMMUNICATION, CPU_HOST, GRAPHS, KERNELS, NONE, SectionRules, rule, volatile
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
@@ -566,6 +567,25 @@ def collect_after_runs(ctx: CaptureContext, at_capture: Dict[str, Any], runs: Li
     return ok(data)
 
 
+SHOWN_PER_PROCESS = 60  # objects listed per process by `show -v` (a torch process maps ~150); the rest counted
+
+
+def _object_lines(mapped: Dict[str, Any], objects: Dict[str, Any]) -> List[str]:
+    """'    libnccl.so.2 <- /usr/lib/.../libnccl.so.2.21.5 (2.21.5, build-id 3f2a..., dpkg libnccl2 ...)'."""
+    lines = []
+    for name, path in sorted(mapped.items())[:SHOWN_PER_PROCESS]:
+        found = objects.get(path)
+        info: Dict[str, Any] = found if isinstance(found, dict) else {}
+        facts = [str(info["version"])] if info.get("version") else []
+        if info.get("build_id"):
+            facts.append(f"build-id {str(info['build_id'])[:12]}")
+        facts.append(owner_text(info))
+        lines.append(f"    {name} <- {path} ({', '.join(facts)})")
+    if len(mapped) > SHOWN_PER_PROCESS:
+        lines.append(f"    ... and {len(mapped) - SHOWN_PER_PROCESS} more (in the snapshot's libraries section)")
+    return lines
+
+
 def summarize(data: Dict[str, Any]) -> List[str]:
     """'3 processes, 64 objects (12 from dpkg, 40 from distributions); strings: complete'."""
     processes = data.get("processes") or {}
@@ -588,9 +608,11 @@ def summarize(data: Dict[str, Any]) -> List[str]:
         entry = processes[key]
         lines.append(f"{key}: pid {entry.get('pid')} {entry.get('status')}, "
                      f"{len(entry.get('objects') or {})} objects" + (f" ({entry['note']})" if entry.get("note") else ""))
+        lines.extend(_object_lines(entry.get("objects") or {}, objects))
     for key in sorted(data.get("run_processes") or {}):
         entry = data["run_processes"][key]
         lines.append(f"run {key}: {len(entry.get('objects') or {})} objects, runs {entry.get('runs')}")
+        lines.extend(_object_lines(entry.get("objects") or {}, objects))
     for key, entry in sorted(objects.items()):
         if entry.get("status") != "ok":
             lines.append(f"{entry.get('status')}: {key}")
