@@ -128,7 +128,8 @@ print(json.dumps({"tok_s": 500.0 if slow else 1000.0}))
 
 
 def mixed_table():
-    from helpers.bisect_files import INNOCENT_ENV, base_env, mixed_checkout
+    from helpers.bench import base_env
+    from helpers.bisect_files import INNOCENT_ENV, mixed_checkout
 
     print("3. files and variables together: one cause among 13 files + 10 variables, each position in turn")
     with tempfile.TemporaryDirectory() as tmp:

@@ -79,13 +79,7 @@ def atomic_write_bytes(path: str, data: bytes, force: bool = False, durable: boo
     new version but readers still see either the old file or the new one, never a mix.
     `mode` gives the file that mode instead of the replaced file's (or the umask's)."""
     path = os.path.abspath(path)
-    if os.path.isdir(path):
-        raise EnvsnapError(f"{path} is a directory")
-    if os.path.lexists(path) and not force:
-        raise EnvsnapError(f"{path} exists; use --force to overwrite it")
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        raise EnvsnapError(f"directory {directory} does not exist")
+    directory = _check_target(path, path, force)
     fd, tmp = _write_temp(directory, data, durable)
     try:
         if mode is None:
@@ -418,13 +412,19 @@ def check_writable(path: str, force: bool) -> None:
     """Fail early (before a long capture) when `path` could not be written."""
     if path == "-":
         return
-    full = os.path.abspath(path)
+    directory = _check_target(os.path.abspath(path), path, force)
+    if not os.access(directory, os.W_OK):
+        raise EnvsnapError(f"cannot write in {directory}: permission denied")
+
+
+def _check_target(full: str, shown: str, force: bool) -> str:
+    """The directory `full` would be written in, once it is known that `full` is no directory, is not
+    overwritten without force, and has a directory to go in (messages name the path as `shown`)."""
     if os.path.isdir(full):
-        raise EnvsnapError(f"{path} is a directory")
+        raise EnvsnapError(f"{shown} is a directory")
     if os.path.lexists(full) and not force:
-        raise EnvsnapError(f"{path} exists; use --force to overwrite it")
+        raise EnvsnapError(f"{shown} exists; use --force to overwrite it")
     directory = os.path.dirname(full)
     if not os.path.isdir(directory):
         raise EnvsnapError(f"directory {directory} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise EnvsnapError(f"cannot write in {directory}: permission denied")
+    return directory

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.bench import run_cli
-from helpers.bisect_files import base_env, capture, tree_state
+from helpers.bench import base_env, run_cli
+from helpers.bisect_files import capture, tree_state
 from helpers.git import init_repo
 from helpers.patches import BENCH, EDITS, TOPK, with_edits
 

@@ -20,12 +20,11 @@ from pathlib import Path
 
 import pytest
 from helpers import interruptible
-from helpers.bench import run_cli
+from helpers.bench import base_env, run_cli
 from helpers.bisect_files import (
     INNOCENT_ENV,
     WORK_BAD,
     WORK_GOOD,
-    base_env,
     capture,
     mixed_checkout,
     tree_state,

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from envsnap.model import store
+from helpers.bench import base_env
 from helpers.git import git, init_repo
 
 # Ten innocent variables GOOD -> BAD (None = unset).
@@ -63,17 +64,6 @@ def capture(path: Path, cwd: Path, env: Dict[str, Optional[str]], extra=()) -> N
     if result.returncode != 0:
         raise AssertionError(f"capture failed: {result.stderr}")
     fill_content(path)
-
-
-def base_env(**overrides) -> Dict[str, str]:
-    env = dict(os.environ)
-    env.pop("ENVSNAP_DEBUG", None)
-    for key, value in overrides.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
 
 
 def _content(path: str, sha: Optional[str]) -> Optional[Dict]:
