@@ -53,6 +53,31 @@ def unit(name: str) -> str:
     return ""
 
 
+def ms(value: Any) -> str:
+    """A duration in milliseconds, to the grain that matters: "12 ms", "0.4 ms", "85 µs", "0" (None is 0)."""
+    number = float(value or 0.0)
+    magnitude = abs(number)
+    if magnitude >= 10:
+        return f"{number:.0f} ms"
+    if magnitude >= 0.1:
+        return f"{number:.1f} ms"
+    if magnitude >= 0.001:
+        return f"{number * 1000:.0f} \u00b5s"
+    return "0" if number == 0 else f"{number * 1000:.2f} \u00b5s"
+
+
+def signed_ms(value: Any) -> str:
+    """A change of duration in milliseconds with its sign: "+8.7 ms", "−85 µs"."""
+    number = float(value or 0.0)
+    return ("+" if number >= 0 else MINUS) + ms(abs(number))
+
+
+def count(value: Any) -> str:
+    """A count that may be an average (per step): whole from 10 up or when whole, else one decimal."""
+    number = float(value or 0.0)
+    return f"{number:.0f}" if number >= 10 or number == int(number) else f"{number:.1f}"
+
+
 def clip(text: str, limit: int = 160) -> str:
     """TEXT cut to LIMIT characters, the cut marked with an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS

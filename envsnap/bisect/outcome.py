@@ -18,9 +18,9 @@ import difflib
 import os
 import shlex
 import shutil
-import statistics
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set
 
+from envsnap.analysis.runs.stats import median
 from envsnap.bisect.ddmin import AMBIGUOUS, FAILED, GOOD
 from envsnap.bisect.files import FileDelta, Version
 from envsnap.bisect.hunks import Split, patch_text
@@ -31,10 +31,6 @@ RESULT_SCHEMA_VERSION = 1
 DIFF_LINES_SHOWN = 60  # per file, in the result; the patch file has all of it
 
 
-def _median(values: Sequence[float]) -> float:
-    return float(statistics.median(values))
-
-
 def side(snap: Mapping[str, Any], path: str) -> Dict[str, Any]:
     return {"file": path, "label": snap.get("label", ""), "created": snap.get("created")}
 
@@ -42,7 +38,7 @@ def side(snap: Mapping[str, Any], path: str) -> Dict[str, Any]:
 def _summary_values(values: Sequence[float]) -> Dict[str, Any]:
     if not values:
         return {"median": None, "n": 0, "min": None, "max": None, "values": []}
-    return {"median": _median(values), "n": len(values), "min": min(values), "max": max(values),
+    return {"median": median(values), "n": len(values), "min": min(values), "max": max(values),
             "values": list(values)}
 
 
@@ -62,8 +58,8 @@ def finish(result: Dict[str, Any], status: str, exit_code: int, message: str, bi
     bad_values = bisector.values(bisector.configs[bisector.bad_key]) if bisector.bad_key in bisector.configs else []
     result["good"].update(_summary_values(good_values))
     result["bad"].update(_summary_values(bad_values))
-    if good_values and bad_values and _median(good_values):
-        result["change_pct"] = round((_median(bad_values) / _median(good_values) - 1) * 100, 3)
+    if good_values and bad_values and median(good_values):
+        result["change_pct"] = round((median(bad_values) / median(good_values) - 1) * 100, 3)
     else:
         result["change_pct"] = None
     by_name = {d.name: d for d in list(bisector.deltas) + list(bisector.file_deltas)}
@@ -78,7 +74,7 @@ def finish(result: Dict[str, Any], status: str, exit_code: int, message: str, bi
             "size": len(key),
             "n": len(values),
             "failed_runs": sum(1 for r in config.runs if not r.get("ok")),
-            "median": _median(values) if values else None,
+            "median": median(values) if values else None,
             "values": values,
             "position": None if config.position is None else round(config.position, 4),
             "outcome": config.outcome,

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from envsnap.analysis.runs import noise
+from envsnap.analysis.runs.stats import median
 from envsnap.bisect.ddmin import AMBIGUOUS, BAD, FAILED, GOOD, Key, ddmin
 from envsnap.bisect.deltas import Delta, config_env
 from envsnap.bisect.journal import Journal
@@ -44,10 +45,6 @@ class BudgetExhausted(Exception):
 
 class NotDistinguishable(Exception):
     pass
-
-
-def _median(values: Sequence[float]) -> float:
-    return float(statistics.median(values))
 
 
 def _duration(seconds: float) -> str:
@@ -199,8 +196,8 @@ class Bisector:
 
     # -- classification --------------------------------------------------------------
     def _baseline(self) -> Tuple[float, float]:
-        good = _median(self.values(self.configs[self.good_key]))
-        bad = _median(self.values(self.configs[self.bad_key]))
+        good = median(self.values(self.configs[self.good_key]))
+        bad = median(self.values(self.configs[self.bad_key]))
         return good, bad
 
     def classify(self, config: Config) -> str:
@@ -209,7 +206,7 @@ class Bisector:
             config.outcome, config.position = FAILED, None
             return FAILED
         good, bad = self._baseline()
-        position = (_median(values) - good) / (bad - good) + 0.0  # + 0.0: no "-0%"
+        position = (median(values) - good) / (bad - good) + 0.0  # + 0.0: no "-0%"
         config.position = position
         if position <= self.margin:
             config.outcome = GOOD
@@ -235,7 +232,7 @@ class Bisector:
 
     def _report(self, config: Config) -> None:
         values = self.values(config)
-        shown = f"median {_median(values):.6g}" if values else "no measurement"
+        shown = f"median {median(values):.6g}" if values else "no measurement"
         where = f" ({config.position:.0%} of the way to BAD)" if config.position is not None else ""
         eta = self._eta()
         self.progress(f"[{self.order.index(config.key) + 1}] {self._label(config)} -> {shown}{where}: "
@@ -266,12 +263,7 @@ class Bisector:
         b = self.values(self.configs[self.bad_key])
         if not g or not b:
             return False
-        gm, bm = _median(g), _median(b)
-        if gm == bm:
-            return False
-        separated = max(g) < min(b) if bm > gm else min(g) > max(b)
-        spread = max(max(g) - min(g), max(b) - min(b))
-        return separated and abs(bm - gm) > spread
+        return noise.baselines(g, b, median(g), median(b))
 
     # -- the whole search --------------------------------------------------------------
     def baselines(self) -> None:

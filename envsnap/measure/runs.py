@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import glob
 import os
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import (
@@ -424,9 +425,7 @@ def summary(records: Sequence[Dict], preferred: Sequence[str] = ()) -> str:
         names.update(r.get("metrics", {}))
     name = main_metric(names, preferred)
     if name:
-        values = sorted(r["metrics"][name] for r in ok if name in r.get("metrics", {}))
-        mid = len(values) // 2
-        median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+        median = statistics.median(r["metrics"][name] for r in ok if name in r.get("metrics", {}))
         text += f"; {name} median {median:.6g}"
     return text
 

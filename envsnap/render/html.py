@@ -20,14 +20,14 @@ import hashlib
 import math
 import os
 import re
-import statistics
 from collections import Counter
 from functools import lru_cache
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from envsnap import __version__, format as fmt
 from envsnap.analysis.compare.diff import value_text
-from envsnap.analysis.compare.views import CATEGORY_ORDER
+from envsnap.analysis.compare.views import category_key
+from envsnap.analysis.runs import stats
 from envsnap.analysis.runs.verdict import mechanism_line
 from envsnap.errors import EnvsnapError
 from envsnap.model.snapshot import as_dict
@@ -348,7 +348,7 @@ def _chart(name: str, good: List[Tuple[int, float]], bad: List[Tuple[int, float]
         for order, (run_no, value) in enumerate(points):
             jitter = ((order * 7) % 5 - 2) * 4  # deterministic spread so equal values stay visible
             dots.append({"x": x(value), "y": round(y_mid + jitter, 1), "label": f"{side} run {run_no}: {fmt_num(value)}"})
-        median = statistics.median([v for _, v in points]) if points else None
+        median = stats.median([v for _, v in points]) if points else None
         rows.append({"side": side, "y_mid": y_mid, "y0": y_mid - row_h / 2 + 4, "y1": y_mid + row_h / 2 - 4,
                      "dots": dots, "n": len(points),
                      "median_x": x(median) if median is not None else None, "median": fmt_num(median)})
@@ -665,10 +665,8 @@ def _differences_view(result: Dict[str, Any]) -> Dict[str, Any]:
         return {"key": fmt_value(raw.get("key"), 240), "change": _change(raw),
                 "good": fmt_value(raw.get("good")), "bad": fmt_value(raw.get("bad")),
                 "good_absent": _missing_words(raw, "good"), "bad_absent": _missing_words(raw, "bad")}
-    order = sorted(groups, key=lambda c: (c not in CATEGORY_ORDER,
-                                          CATEGORY_ORDER.index(c) if c in CATEGORY_ORDER else 0, c))
     categories = []
-    for name in order:
+    for name in sorted(groups, key=category_key):
         rows = groups[name]
         counts = Counter(_change(r) for r in rows)
         categories.append({"name": fmt_value(name, 60), "rows": _capped(rows, row), "counts": sorted(counts.items())})

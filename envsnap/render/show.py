@@ -82,6 +82,8 @@ def _sections(raw_sections: Dict[str, Any], verbose: bool, summarize: Callable[[
 def _runs(runs: List[Dict[str, Any]], by_host: bool = False) -> List[str]:
     if not runs:
         return []
+    from envsnap.analysis.runs import stats  # here: a snapshot without runs is shown without it
+
     good = [r for r in runs if r.get("ok", True)]
     head = f"runs: {len(runs)} ({len(runs) - len(good)} failed)"
     if by_host:
@@ -94,9 +96,8 @@ def _runs(runs: List[Dict[str, Any]], by_host: bool = False) -> List[str]:
     for metric in names:
         values = sorted(r["metrics"][metric] for r in good if metric in (r.get("metrics") or {}))
         if values:
-            half = len(values) // 2
-            median = values[half] if len(values) % 2 else (values[half - 1] + values[half]) / 2
-            line = f"  {metric:<28} median {median:.4g}  (n={len(values)}, min {values[0]:.4g}, max {values[-1]:.4g})"
+            line = (f"  {metric:<28} median {stats.median(values):.4g}  (n={len(values)}, min {values[0]:.4g}, "
+                    f"max {values[-1]:.4g})")
             # measure/parsers.py's caveat: a benchmark printed the server's lifetime figure under this name
             if any(f"{metric} is the server's running average" in str(r.get("note") or "") for r in good):
                 line += "  (the server's running average since it started, not each run's own)"

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from envsnap import format as fmt
 from envsnap.analysis.compare.diff import value_text
-from envsnap.analysis.compare.views import CATEGORY_ORDER
+from envsnap.analysis.compare.views import category_key
 from envsnap.analysis.runs.verdict import mechanism_line
 from envsnap.redact import redact_text
 from envsnap.render import trace_view
@@ -86,14 +86,13 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
     counts: Dict[str, int] = {}
     for d in differences:
         counts[d["category"]] = counts.get(d["category"], 0) + 1
-    order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
-    summary = ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])))
+    summary = ", ".join(f"{c} {counts[c]}" for c in sorted(counts, key=category_key))
     lines.append("")
     lines.append(f"differences: {len(differences)}" + (f" ({summary})" if summary else "")
                  + (f"; {len(hidden)} volatile included" if hidden else ""))
     if verbose or hidden:
         current = None
-        for d in sorted(differences, key=lambda d: (order.get(d["category"], 99), d["key"])):
+        for d in sorted(differences, key=lambda d: (category_key(d["category"]), d["key"])):
             if d["category"] != current:
                 current = d["category"]
                 lines.append(f"  [{current}]")

@@ -4,33 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from envsnap import format as fmt
+
 MAX_ROWS = 8  # kernel / operator families listed
 BAR_WIDTH = 420  # SVG units of the longest bar
 ROW_HEIGHT = 30
 LABEL_WIDTH = 170
 VALUE_WIDTH = 150
-
-
-def _ms(value: Any) -> str:
-    number = float(value or 0.0)
-    magnitude = abs(number)
-    if magnitude >= 10:
-        return f"{number:.0f} ms"
-    if magnitude >= 0.1:
-        return f"{number:.1f} ms"
-    if magnitude >= 0.001:
-        return f"{number * 1000:.0f} \u00b5s"
-    return "0" if number == 0 else f"{number * 1000:.2f} \u00b5s"
-
-
-def _signed(value: Any) -> str:
-    number = float(value or 0.0)
-    return ("+" if number >= 0 else "\u2212") + _ms(abs(number))
-
-
-def _count(value: Any) -> str:
-    number = float(value or 0.0)
-    return f"{number:.0f}" if number >= 10 or number == int(number) else f"{number:.1f}"
 
 
 def trace_of(result: Dict[str, Any]) -> Optional[Dict[str, Any]]:
@@ -55,8 +35,8 @@ def component_rows(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
     for row in trace.get("components") or []:
         if not (row.get("good_ms") or row.get("bad_ms")):
             continue
-        rows.append({"label": str(row.get("label", row.get("name", ""))), "good": _ms(row.get("good_ms")),
-                     "bad": _ms(row.get("bad_ms")), "change": _signed(row.get("change_ms")),
+        rows.append({"label": str(row.get("label", row.get("name", ""))), "good": fmt.ms(row.get("good_ms")),
+                     "bad": fmt.ms(row.get("bad_ms")), "change": fmt.signed_ms(row.get("change_ms")),
                      "moved": bool(row.get("moved")), "good_ms": float(row.get("good_ms") or 0.0),
                      "bad_ms": float(row.get("bad_ms") or 0.0)})
     return rows
@@ -68,9 +48,9 @@ def family_rows(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
     out = []
     for row in table[:MAX_ROWS]:
         out.append({"family": str(row.get("family", "")), "component": str(row.get("component", "")),
-                    "good": _ms(row.get("good_ms")), "bad": _ms(row.get("bad_ms")),
-                    "change": _signed(row.get("change_ms")),
-                    "counts": f"{_count(row.get('good_count'))} \u2192 {_count(row.get('bad_count'))}",
+                    "good": fmt.ms(row.get("good_ms")), "bad": fmt.ms(row.get("bad_ms")),
+                    "change": fmt.signed_ms(row.get("change_ms")),
+                    "counts": f"{fmt.count(row.get('good_count'))} \u2192 {fmt.count(row.get('bad_count'))}",
                     "moved": bool(row.get("moved") and row.get("material"))})
     return out
 
@@ -78,8 +58,8 @@ def family_rows(trace: Dict[str, Any]) -> List[Dict[str, Any]]:
 def extra_lines(trace: Dict[str, Any]) -> List[str]:
     lines = []
     for rep in trace.get("replaced") or []:
-        lines.append(f"replaced: {rep.get('from')} \u2192 {rep.get('to')} ({_ms(rep.get('good_ms'))} \u2192 "
-                     f"{_ms(rep.get('bad_ms'))} per step)")
+        lines.append(f"replaced: {rep.get('from')} \u2192 {rep.get('to')} ({fmt.ms(rep.get('good_ms'))} \u2192 "
+                     f"{fmt.ms(rep.get('bad_ms'))} per step)")
     for key, word in (("appeared", "appeared"), ("vanished", "vanished")):
         replaced = {r.get("to") for r in trace.get("replaced") or []} | {r.get("from") for r in trace.get("replaced") or []}
         names = [r.get("family") for r in trace.get(key) or [] if r.get("family") not in replaced]
@@ -88,10 +68,10 @@ def extra_lines(trace: Dict[str, Any]) -> List[str]:
     launches = {kind: v for kind, v in (trace.get("launches") or {}).items() if v.get("good") or v.get("bad")}
     if launches:
         lines.append("launches per step: " + ", ".join(
-            f"{kind} {_count(v.get('good'))} \u2192 {_count(v.get('bad'))}" for kind, v in sorted(launches.items())))
+            f"{kind} {fmt.count(v.get('good'))} \u2192 {fmt.count(v.get('bad'))}" for kind, v in sorted(launches.items())))
     idle = trace.get("gpu_idle_ms")
     if isinstance(idle, dict):
-        lines.append(f"GPU idle per step: {_ms(idle.get('good'))} \u2192 {_ms(idle.get('bad'))}")
+        lines.append(f"GPU idle per step: {fmt.ms(idle.get('good'))} \u2192 {fmt.ms(idle.get('bad'))}")
     lines.extend(f"note: {note}" for note in trace.get("notes") or [])
     return lines
 

@@ -29,12 +29,12 @@ from envsnap.analysis.compare import nodes as nodes_mod
 from envsnap.analysis.compare.scalar_lists import changed_indices
 from envsnap.analysis.compare.views import (
     _MISSING,
-    CATEGORY_ORDER,
     Subject,
     View,
     _leaves,
     build_view,
     categories,
+    category_key,
     modified_entries_differing,
     usable_sections,
 )
@@ -149,8 +149,7 @@ def compare(good: Dict[str, Any], bad: Dict[str, Any]) -> Comparison:
     diffs = _merge_nodes(parts, pairing.compared)
     one_sided = [_node_presence(p) for p in pairing.pairs if p.good is None or p.bad is None]
     diffs.extend(one_sided)
-    order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
-    diffs.sort(key=lambda d: (order.get(d.category, len(order)), d.key))
+    diffs.sort(key=lambda d: (category_key(d.category), d.key))
     warnings = list(pairing.notes) + _node_warnings(parts, pairing.compared)
     usable: Set[str] = set().union(*(p.usable for p in parts)) if parts else set()
     if one_sided:
@@ -171,8 +170,7 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
         diffs.extend(_diff_category(category, a, b, va, vb))
     diffs.extend(_section_differences(good, bad))
     diffs = _merge_instances(diffs, va, vb)
-    order = {c: i for i, c in enumerate(CATEGORY_ORDER)}
-    diffs.sort(key=lambda d: (order.get(d.category, len(order)), d.key))
+    diffs.sort(key=lambda d: (category_key(d.category), d.key))
     if node is not None:
         diffs = [replace(d, key=nodes_mod.qualify(node, d.key), subject=d.subject._replace(node=node)) for d in diffs]
     warnings = _warnings(good, bad, va, vb, compare_hosts=node is None)

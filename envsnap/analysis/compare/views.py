@@ -52,6 +52,7 @@ from envsnap.model.workers import (
 # Display/sort order of categories: what acts on the measured processes first.
 CATEGORY_ORDER = ("workers", "env", "nccl", "integrity", "patches", "startup", "packages", "python", "git",
                   "sglang", "gpu", "host", "files", "sections")
+_CATEGORY_RANK = {category: rank for rank, category in enumerate(CATEGORY_ORDER)}
 
 # Lists whose order means something are compared in order; every other list is a set of facts
 # (collectors sort them), compared sorted so a reordering is not a difference.
@@ -789,11 +790,16 @@ def env_read_coverage(snap: Dict[str, Any]) -> Tuple[Dict[str, Optional[float]],
     return until, ended
 
 
+def category_key(category: str) -> Tuple[int, str]:
+    """Where a category sorts in display order: CATEGORY_ORDER's, then any other (a collector's own
+    category) by name. Every list of categories or differences is sorted by it."""
+    rank = _CATEGORY_RANK.get(category)
+    return (len(CATEGORY_ORDER), category) if rank is None else (rank, "")
+
+
 def categories(*views: View) -> List[str]:
-    """The categories of these views in display order: CATEGORY_ORDER, then any other (a collector's
-    own category) by name."""
-    extra = {c for view in views for c in view.values} - set(CATEGORY_ORDER)
-    return list(CATEGORY_ORDER) + sorted(extra)
+    """Every category of CATEGORY_ORDER and of these views, in display order."""
+    return sorted(set(CATEGORY_ORDER).union(*(view.values for view in views)), key=category_key)
 
 
 def iter_keys(view: View) -> Iterable[Tuple[str, str]]:

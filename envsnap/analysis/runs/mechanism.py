@@ -12,7 +12,7 @@ Every comparison is a per-run series on each side (wall time, CPU time of the co
 the --pid/--sglang processes, CPUs kept busy, CPU set size, context switches, GPU utilisation and
 SM clock, GPU-busy seconds). A series moved when the two sides' runs do not overlap at all AND the change of the
 medians exceeds either side's own relative range (max - min over median) and the drift between two
-measuring sessions (SESSION_DRIFT_PCT): the runs' own spread is the noise within a session.
+measuring sessions (SESSION_DRIFT_PCT): the runs' own spread is the noise within a session (noise.series).
 With a single run on a side there is no spread to judge by; then
 only a change of SINGLE_RUN_MIN_PCT or more counts, and "noise" says so. CPU time and counts are
 preferred to wall time wherever they answer the question: another program loading the machine
@@ -39,16 +39,9 @@ from envsnap.analysis.knowledge import (
     KERNELS,
     MEMORY,
 )
+from envsnap.analysis.runs import noise, stats
+from envsnap.analysis.runs.noise import SINGLE_RUN_MIN_PCT
 
-# With one run on a side there is no spread: a change this large or larger still counts, and the
-# factor says it rests on single runs. (Repeated runs of one benchmark on one machine spread by a
-# few percent; 20% is well clear of that and of the sampling grain of the peaks.)
-SINGLE_RUN_MIN_PCT = 20.0
-# GOOD's and BAD's runs are measured at different times, and a machine drifts between the two sessions
-# (frequency, caches, other load) by more than within one: the same benchmark measured twice in a row
-# on the loaded 2-core test VM moved its CPU time per run by +7% with each side's runs tight and apart.
-# A series must move by more than this, as well as beyond its runs' own spread, to count.
-SESSION_DRIFT_PCT = 10.0
 # NVML utilisation is the share of its sample period in which any kernel ran. A GPU-bound loop
 # reads 95-100%; below 90% the gaps between kernels are a tenth of the time or more: the host side
 # (launches, CPU work, synchronisation) leaves the GPU waiting.
@@ -201,28 +194,20 @@ def _series(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, List[float
 # ---------------------------------------------------------------- comparing two series
 
 def compare(good: Sequence[float], bad: Sequence[float]) -> Dict[str, Any]:
-    """Medians, change, the runs' own noise, and whether BAD moved beyond it (see the module doc)."""
-    import statistics  # see _gpu_mean
-
+    """Medians, change, the runs' own noise, and whether BAD moved beyond it (noise.series)."""
     g, b = sorted(good), sorted(bad)
-    gm, bm = statistics.median(g), statistics.median(b)
+    gm, bm = stats.median(g), stats.median(b)
     change = (bm - gm) / abs(gm) * 100.0 if gm else None
     out: Dict[str, Any] = {"good": round(gm, 6), "bad": round(bm, 6), "n": [len(g), len(b)],
                            "change_pct": None if change is None else round(change, 2)}
     if len(g) < 2 or len(b) < 2:
         out["noise"] = f"single run{'s' if len(g) < 2 and len(b) < 2 else ''}: {SINGLE_RUN_MIN_PCT:g}% needed"
         out["noise_pct"] = None
-        out["beyond_noise"] = bool(change is not None and abs(change) >= SINGLE_RUN_MIN_PCT) or (
-            change is None and bm != gm)
+        out["beyond_noise"] = noise.single_run(change, gm, bm)
         return out
-    noise = 0.0
-    for side, median in ((g, gm), (b, bm)):
-        if median:
-            noise = max(noise, (side[-1] - side[0]) / abs(median) * 100.0)
-    separated = g[-1] < b[0] or b[-1] < g[0]
-    out["noise_pct"] = round(noise, 2)
+    spread, out["beyond_noise"] = noise.series(g, b, gm, bm, change)
+    out["noise_pct"] = round(spread, 2)
     out["noise"] = "runs' own spread"
-    out["beyond_noise"] = bool(separated and (change is None or abs(change) > max(noise, SESSION_DRIFT_PCT)))
     return out
 
 

@@ -18,6 +18,10 @@ from itertools import repeat, starmap
 from operator import mul
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from envsnap.analysis.runs import noise
+
+# A change is significant when the test's p-value is below this (and the change is beyond noise).
+SIGNIFICANCE_LEVEL = 0.05
 DEFAULT_SEED = 20240611
 BOOTSTRAP_RESAMPLES = 1000
 # Exact Mann-Whitney distribution up to this many observations in total; normal approximation beyond.
@@ -28,6 +32,8 @@ MONTE_CARLO_PERMUTATIONS = 4000
 
 
 def median(values: Sequence[float]) -> float:
+    """statistics.median's value, as a float: the one median of analysis, bisect and rendering (statistics
+    itself would load fractions and decimal into every diff)."""
     ordered = sorted(values)
     if not ordered:
         raise ValueError("median of no values")
@@ -212,8 +218,8 @@ def compare(a: Sequence[float], b: Sequence[float], seed: int = DEFAULT_SEED, bo
             ) -> Dict[str, Any]:
     """Everything the verdict needs about one metric: medians, change, test, interval, noise.
 
-    Without `bootstrap` (the many secondary metrics of a bench_serving run), "beyond noise"
-    means the two sides' ranges do not overlap and the change exceeds the relative spread.
+    Without `bootstrap` (the many secondary metrics of a bench_serving run) there is no interval;
+    "beyond noise" is noise.metric's either way.
     """
     good, bad = describe(a), describe(b)
     out: Dict[str, Any] = {"good": good, "bad": bad, "change_pct": None, "p_value": None,
@@ -228,21 +234,8 @@ def compare(a: Sequence[float], b: Sequence[float], seed: int = DEFAULT_SEED, bo
     ci = bootstrap_median_change(a, b, seed=seed) if bootstrap else None
     if ci is not None:
         out["ci_pct"] = [round(ci[0], 2), round(ci[1], 2)]
-    # "Beyond noise": the interval of the median change excludes 0 and the change is larger
-    # than either side's relative spread (IQR / median); or every run of one side lies beyond every
-    # run of the other, which no spread of the runs explains (a noisy side's IQR can exceed a real
-    # -57% whose runs do not overlap at all: "within noise" beside p < 0.01 said two things).
-    noise = 0.0
-    for side in (good, bad):
-        if side["median"]:
-            noise = max(noise, abs(side["spread"] / side["median"]) * 100.0)
-    separated = good["max"] < bad["min"] or bad["max"] < good["min"]
-    if change is not None and ci is not None:
-        apart = separated and good["n"] >= 2 and bad["n"] >= 2 and change != 0  # a single run has no spread
-        out["beyond_noise"] = bool(((ci[0] > 0 or ci[1] < 0) and abs(change) > noise) or apart)
-    elif change is not None and not bootstrap:
-        out["beyond_noise"] = bool(separated and abs(change) > noise)
-    out["significant"] = bool(p is not None and p < 0.05 and out["beyond_noise"])
+    out["beyond_noise"] = noise.metric(good, bad, change, ci, with_interval=bootstrap)
+    out["significant"] = bool(p is not None and p < SIGNIFICANCE_LEVEL and out["beyond_noise"])
     return out
 
 
@@ -327,7 +320,7 @@ def clustered_association(labels: Sequence[str], clusters: Sequence[Sequence[flo
             f"permutation, {MONTE_CARLO_PERMUTATIONS} random ({unit})")
 
 
-def runs_for_a_test(alpha: float = 0.05) -> int:
+def runs_for_a_test(alpha: float = SIGNIFICANCE_LEVEL) -> int:
     """The fewest runs per side with which fully separated runs reach p < alpha (exact Mann-Whitney):
     4 for 0.05 (3 vs 3 can never go below 0.1; 4 vs 4 gives 0.029; 5 vs 5 gives 0.008)."""
     n = 1
@@ -336,7 +329,7 @@ def runs_for_a_test(alpha: float = 0.05) -> int:
     return n
 
 
-def too_few_runs(n_good: int, n_bad: int, alpha: float = 0.05) -> Optional[str]:
+def too_few_runs(n_good: int, n_bad: int, alpha: float = SIGNIFICANCE_LEVEL) -> Optional[str]:
     """A plain sentence when these run counts can never give p < alpha, else None."""
     if n_good == 0 or n_bad == 0:
         return None

@@ -14,9 +14,9 @@ summary per file, one file per rank) and returns None when a side has none, else
 Per step means per step of one rank: each side's totals over its files (decode-stage files only, when
 SGLang wrote them per stage) divided by the steps those files cover (traces.py says where the step
 boundaries came from). A component moved when its per-run series moved beyond the runs' own noise
-(mechanism.compare: the runs do not overlap, and by more than their spread and the drift between two
-sessions; a single run on a side needs 20%) AND by at least MATERIAL_SHARE of a step: a kernel family
-that doubled from 1 µs does not explain a slower step.
+(noise.trace_series: each side's median outside the other side's runs, and by more than the drift
+between two sessions; a single run on a side needs 20%) AND by at least MATERIAL_SHARE of a step: a
+kernel family that doubled from 1 µs does not explain a slower step.
 
 Kernels and operators are matched by family: the name without template arguments, parameter lists,
 shapes and tile sizes (`family`), so `sm90_xmma_gemm_..._tilesize128x128x64...` and the same kernel
@@ -33,7 +33,11 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from envsnap import format as fmt
 from envsnap.analysis.knowledge import COMMUNICATION, CPU_HOST, GRAPHS, KERNELS, MEMORY
+from envsnap.analysis.runs import noise
+from envsnap.analysis.runs.noise import SINGLE_RUN_MIN_PCT
+from envsnap.analysis.runs.stats import median
 
 # A component must move by at least this share of a step (the larger side's) to count.
 MATERIAL_SHARE = 0.05
@@ -131,12 +135,6 @@ def _steps_of(files: Sequence[Dict[str, Any]]) -> float:
     return sum(max(_num((f.get("steps") or {}).get("count")), 1.0) for f in files) or 1.0
 
 
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
-
-
 def _components_us(f: Dict[str, Any]) -> Dict[str, float]:
     out = {name: 0.0 for name, _, _ in COMPONENTS}
     for name, stat in (f.get("kernels") or {}).items():
@@ -213,65 +211,42 @@ class _Side:
         out: Dict[str, Dict[str, Any]] = {}
         for fam in sorted({fam for fams in per_run for fam in fams}):
             found = [fams.get(fam, (0.0, 0.0, "")) for fams in per_run]
-            out[fam] = {"series": [ms for ms, _, _ in found], "ms": _median([ms for ms, _, _ in found]),
-                        "count": _median([count for _, count, _ in found]),
+            out[fam] = {"series": [ms for ms, _, _ in found], "ms": median([ms for ms, _, _ in found]),
+                        "count": median([count for _, count, _ in found]),
                         "name": min(name for _, _, name in found if name)}
         return out
 
     def launches(self) -> Dict[str, float]:
         per_run = [run.launches() for run in self.runs]
         kinds = sorted({kind for values in per_run for kind in values})
-        return {kind: _median([values.get(kind, 0.0) for values in per_run]) for kind in kinds}
+        return {kind: median([values.get(kind, 0.0) for values in per_run]) for kind in kinds}
 
     def step_ms(self) -> float:
-        return _median([run.per_step_ms(lambda f: _num(f.get("span_us"))) for run in self.runs])
+        return median([run.per_step_ms(lambda f: _num(f.get("span_us"))) for run in self.runs])
 
     def gpu_idle_ms(self) -> float:
-        return _median([run.per_step_ms(lambda f: _num((f.get("gpu") or {}).get("idle_us"))) for run in self.runs])
+        return median([run.per_step_ms(lambda f: _num((f.get("gpu") or {}).get("idle_us"))) for run in self.runs])
 
 
 def moved(good: Sequence[float], bad: Sequence[float]) -> Dict[str, Any]:
-    """Did a per-run series move? With two or more runs a side, each side's median must lie outside the other
-    side's range (one run disturbed by something else on the machine moves neither median nor range much)
-    and change by more than SESSION_DRIFT_PCT; with a single run on a side, by SINGLE_RUN_MIN_PCT."""
-    from envsnap.analysis.runs.mechanism import SESSION_DRIFT_PCT, SINGLE_RUN_MIN_PCT
-
-    gm, bm = _median(good), _median(bad)
+    """Did a per-run series move beyond noise (noise.trace_series; with a single run on a side,
+    noise.single_run)?"""
+    gm, bm = median(good), median(bad)
     change = (bm - gm) / abs(gm) * 100.0 if gm else None
     out: Dict[str, Any] = {"good": round(gm, 6), "bad": round(bm, 6), "n": [len(good), len(bad)],
                            "change_pct": None if change is None else round(change, 2)}
     if len(good) < 2 or len(bad) < 2:
         out["noise"] = f"single run: {SINGLE_RUN_MIN_PCT:g}% needed"
-        out["beyond_noise"] = bool(change is None and bm != gm or change is not None and abs(change) >= SINGLE_RUN_MIN_PCT)
+        out["beyond_noise"] = noise.single_run(change, gm, bm)
         return out
-    apart = (bm > max(good) and gm < min(bad)) or (bm < min(good) and gm > max(bad))
     out["noise"] = "each side's median outside the other side's runs"
-    out["beyond_noise"] = bool(apart and (change is None or abs(change) > SESSION_DRIFT_PCT))
+    out["beyond_noise"] = noise.trace_series(good, bad, gm, bm, change)
     return out
 
 
 # ---------------------------------------------------------------------------------------
 # The comparison
 # ---------------------------------------------------------------------------------------
-
-def _ms(value: float) -> str:
-    magnitude = abs(value)
-    if magnitude >= 10:
-        return f"{value:.0f} ms"
-    if magnitude >= 0.1:
-        return f"{value:.1f} ms"
-    if magnitude >= 0.001:
-        return f"{value * 1000:.0f} \u00b5s"
-    return f"{value * 1000:.2f} \u00b5s"
-
-
-def _signed(value: float) -> str:
-    return ("+" if value >= 0 else "\u2212") + _ms(abs(value))
-
-
-def _count(value: float) -> str:
-    return f"{value:.0f}" if value >= 10 or value == int(value) else f"{value:.1f}"
-
 
 def _moved_families(good: Dict[str, Dict[str, Any]], bad: Dict[str, Dict[str, Any]], floor_ms: float,
                     component_of: Any) -> List[Dict[str, Any]]:
@@ -396,21 +371,21 @@ def _line(out: Dict[str, Any], steps: Dict[str, Any]) -> str:
             label = "all-reduce" if top and re.search(r"all_?reduce|cross_device_reduce", top["family"], re.I) \
                 else label
         top_family = _top_family(out, row["name"])
-        within = f" ({top_family['family']} {_signed(top_family['change_ms'])})" if top_family else ""
-        parts.append(f"{label} {_signed(row['change_ms'])}{within}")
+        within = f" ({top_family['family']} {fmt.signed_ms(top_family['change_ms'])})" if top_family else ""
+        parts.append(f"{label} {fmt.signed_ms(row['change_ms'])}{within}")
     for rep in out["replaced"][:1]:
         parts.append(f"{rep['from']} \u2192 {rep['to']}")
     for kind_name, word in (("kernel", "kernel launches"), ("graph", "graph launches")):
         figures = out["launches"].get(kind_name)
         if figures and round(figures["good"]) != round(figures["bad"]) and \
                 abs(figures["bad"] - figures["good"]) >= max(1.0, 0.2 * max(figures["good"], figures["bad"])):
-            parts.append(f"{_count(figures['good'])} \u2192 {_count(figures['bad'])} {word}")
+            parts.append(f"{fmt.count(figures['good'])} \u2192 {fmt.count(figures['bad'])} {word}")
     idle = out.get("gpu_idle_ms")
     if idle and abs(idle["bad"] - idle["good"]) >= out["material_ms"]:
-        parts.append(f"GPU idle {_ms(idle['good'])} \u2192 {_ms(idle['bad'])}")
+        parts.append(f"GPU idle {fmt.ms(idle['good'])} \u2192 {fmt.ms(idle['bad'])}")
     if not parts:
         top = (out["kernels"] or out["cpu_ops"])[:1]
-        held = f"; largest change {top[0]['family']} {_signed(top[0]['change_ms'])}" if top else ""
+        held = f"; largest change {top[0]['family']} {fmt.signed_ms(top[0]['change_ms'])}" if top else ""
         return f"per {kind} ({steps['source']}): no component moved beyond the runs' spread{held}"
     return f"per {kind} ({steps['source']}): " + ", ".join(parts)
 

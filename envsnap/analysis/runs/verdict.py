@@ -4,7 +4,7 @@ Per metric both sides measured: medians, spread, an exact Mann-Whitney test and 
 the verdict line is made of) a bootstrap interval of the median change (stats.py). Each metric's
 `outcome` follows from those numbers once, here:
 
-  worse / better                    p < 0.05 and the change is beyond noise
+  worse / better                    p < 0.05 (stats.SIGNIFICANCE_LEVEL) and the change is beyond noise (noise.py)
   possibly_worse / possibly_better  beyond noise, but the test cannot confirm it (too few runs, or p >= 0.05)
   no_change                         within noise
   changed / possibly_changed        the same, for a metric with no better direction (concurrency, counts):
@@ -97,7 +97,7 @@ def metric_entry(name: str, good: List[float], bad: List[float], overrides: Opti
     return {"direction": direction, "good": cmp["good"], "bad": cmp["bad"], "change_pct": cmp["change_pct"],
             "p_value": cmp["p_value"], "method": cmp["method"], "ci_pct": cmp["ci_pct"],
             "beyond_noise": cmp["beyond_noise"], "significant": cmp["significant"],
-            "testable": stats.min_achievable_p(n_good, n_bad) < 0.05,
+            "testable": stats.min_achievable_p(n_good, n_bad) < stats.SIGNIFICANCE_LEVEL,
             "outcome": outcome(direction, cmp["change_pct"], cmp["beyond_noise"], cmp["significant"])}
 
 
