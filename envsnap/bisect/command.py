@@ -23,7 +23,7 @@ import re
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from envsnap.bisect import hunks as hunks_mod, outcome
+from envsnap.bisect import DEFAULT_MARGIN, DEFAULT_MAX_RUNS, DEFAULT_REPEAT, hunks as hunks_mod, outcome
 from envsnap.bisect.applier import FileApplier, backup_dir_for, restore_dir
 from envsnap.bisect.deltas import collect_deltas
 from envsnap.bisect.files import collect_file_deltas
@@ -33,17 +33,11 @@ from envsnap.bisect.journal import (
     _sha,
     default_journal_path,
 )
-from envsnap.bisect.search import (
-    DEFAULT_MARGIN,
-    DEFAULT_MAX_RUNS,
-    Bisector,
-    BudgetExhausted,
-    NotDistinguishable,
-)
+from envsnap.bisect.search import Bisector, BudgetExhausted, NotDistinguishable
 from envsnap.bisect.sources import WheelFinder, pip_cache_dir
 from envsnap.capture.collectors import SECTION_SHAPES
 from envsnap.errors import EnvsnapError
-from envsnap.measure import metrics as metrics_mod
+from envsnap.measure import DEFAULT_RUN_TIMEOUT, metrics as metrics_mod
 from envsnap.measure.parsers import MetricSpec, parse_metric_specs
 from envsnap.measure.runs import result_files, result_patterns, stored_metric_regexes
 from envsnap.model import store
@@ -126,11 +120,11 @@ def run_bisect(
     *,
     metric: Optional[str] = None,
     custom: Sequence[MetricSpec] = (),
-    repeat: int = 3,
+    repeat: int = DEFAULT_REPEAT,
     margin: float = DEFAULT_MARGIN,
     max_runs: int = DEFAULT_MAX_RUNS,
     journal_path: Optional[str] = None,
-    timeout: float = 3600.0,
+    timeout: float = DEFAULT_RUN_TIMEOUT,
     directions: Optional[Mapping[str, str]] = None,
     environ: Optional[Mapping[str, str]] = None,
     progress: Optional[Callable[[str], None]] = None,

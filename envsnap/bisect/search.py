@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.runs import noise
 from envsnap.analysis.runs.stats import median
+from envsnap.bisect import DEFAULT_MARGIN, DEFAULT_MAX_RUNS, DEFAULT_REPEAT
 from envsnap.bisect.ddmin import AMBIGUOUS, BAD, FAILED, GOOD, Key, ddmin
 from envsnap.bisect.deltas import Delta, config_env
 from envsnap.bisect.journal import Journal
@@ -26,8 +27,6 @@ from envsnap.errors import EnvsnapError
 from envsnap.measure.parsers import MetricSpec
 from envsnap.measure.runs import RunOptions, main_metric, run_once
 
-DEFAULT_MARGIN = 0.25
-DEFAULT_MAX_RUNS = 200
 MAX_EXTRA_ROUNDS = 2  # an ambiguous configuration is measured at most 1 + 2 times
 # GOOD and BAD are measured at least twice each, whatever --repeat says: from one run per side any two numbers
 # "separate", and the whole search then follows noise (on an H200, --repeat 1 "isolated" CLICOLOR in a pair whose
@@ -83,7 +82,7 @@ class Bisector:
         apply_files: Optional[Callable[[Sequence[str]], None]] = None,
         metric: Optional[str] = None,
         custom: Sequence[MetricSpec] = (),
-        repeat: int = 3,
+        repeat: int = DEFAULT_REPEAT,
         margin: float = DEFAULT_MARGIN,
         max_runs: int = DEFAULT_MAX_RUNS,
         timeout: float = 3600.0,

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional
 # of the 6,594 .py files of a torch 2.13 venv, 22 exceed 256 KiB and 2 exceed 512 KiB (test data).
 # 512 KiB keeps every one of those whole (so bisect can restore it); 8 MiB is dozens of edited
 # files at once while a snapshot stays a few MB.
+DEFAULT_CAPTURE_TIMEOUT = 30.0  # seconds the whole capture may take
 DEFAULT_CONTENT_MAX_FILE = 512 << 10
 DEFAULT_CONTENT_MAX_TOTAL = 8 << 20
 
@@ -42,7 +43,7 @@ class CaptureContext:
     deep: bool = False
     watch: List[str] = field(default_factory=list)
     repos: List[str] = field(default_factory=list)
-    timeout: float = 30.0
+    timeout: float = DEFAULT_CAPTURE_TIMEOUT
     redact: bool = True
     cwd: str = field(default_factory=os.getcwd)
     # Worker environments (issue 3)

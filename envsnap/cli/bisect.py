@@ -8,13 +8,15 @@ from typing import Dict
 
 import click
 
+from envsnap.bisect import DEFAULT_MARGIN, DEFAULT_MAX_RUNS, DEFAULT_REPEAT
 from envsnap.cli.options import FILE
+from envsnap.measure import DEFAULT_RUN_TIMEOUT
 
 
 @click.command()
 @click.argument("good", metavar="GOOD", required=False, type=FILE)
 @click.argument("bad", metavar="BAD", required=False, type=FILE)
-@click.option("--repeat", "-n", default=3, show_default=True, type=click.IntRange(1, 1000),
+@click.option("--repeat", "-n", default=DEFAULT_REPEAT, show_default=True, type=click.IntRange(1, 1000),
               help="Runs per configuration (its median is what counts).")
 @click.option("--metric", metavar="NAME[=REGEX]",
               help="Metric to compare (default: the first run's throughput-like metric); NAME=REGEX also "
@@ -26,12 +28,12 @@ from envsnap.cli.options import FILE
               help="JSONL journal of every run [default: BAD's name with .bisect.jsonl, next to BAD]. "
                    "Re-running with the same journal resumes without repeating runs; file backups live "
                    "beside it (JOURNAL.backup/).")
-@click.option("--max-runs", default=200, show_default=True, type=click.IntRange(1, 1_000_000),
+@click.option("--max-runs", default=DEFAULT_MAX_RUNS, show_default=True, type=click.IntRange(1, 1_000_000),
               help="Stop after this many benchmark runs in all (journaled ones included).")
-@click.option("--margin", default=0.25, show_default=True, type=click.FloatRange(0.01, 0.49),
+@click.option("--margin", default=DEFAULT_MARGIN, show_default=True, type=click.FloatRange(0.01, 0.49),
               help="A configuration whose median is within this fraction of the GOOD-BAD gap of one end "
                    "counts as that end; in between it is re-measured, then called ambiguous.")
-@click.option("--run-timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1, 7 * 86400),
+@click.option("--run-timeout", default=DEFAULT_RUN_TIMEOUT, show_default=True, type=click.FloatRange(0.1, 7 * 86400),
               help="Seconds one run may take before it is killed and counted as failed.")
 @click.option("--wheels", "wheel_dirs", multiple=True, type=click.Path(file_okay=False, exists=True),
               metavar="DIR", help="Directory of wheels (besides pip's cache) to take an installed file's "

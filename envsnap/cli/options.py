@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Seque
 
 import click
 
-from envsnap.capture.base import DEFAULT_CONTENT_MAX_FILE, DEFAULT_CONTENT_MAX_TOTAL
+from envsnap.capture.base import DEFAULT_CAPTURE_TIMEOUT, DEFAULT_CONTENT_MAX_FILE, DEFAULT_CONTENT_MAX_TOTAL
 from envsnap.cli import keep_until_exit
 from envsnap.errors import EnvsnapError
 
@@ -102,7 +102,7 @@ def capture_options(func):
         click.option("--repo", "repos", multiple=True, type=Checked(click.Path(), "check_path"),
                      help="Extra git checkout to record (repeatable)."),
         click.option("--deep", is_flag=True, help="Slower checks: hash every installed file, import torch in a subprocess."),
-        click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(0.5, 3600),
+        click.option("--timeout", default=DEFAULT_CAPTURE_TIMEOUT, show_default=True, type=click.FloatRange(0.5, 3600),
                      help="Seconds the whole capture may take; a collector still running then is recorded as timeout."),
         click.option("--no-redact", is_flag=True, help="Keep secret-looking values in clear text (off by default)."),
         click.option("--pid", "pids", multiple=True, type=Checked(click.IntRange(1), "check_pid"),

@@ -8,12 +8,13 @@ import click
 
 from envsnap.cli.options import FILE, capture_options
 from envsnap.errors import EnvsnapError
+from envsnap.measure import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_TRACE_WAIT_S
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
 @click.option("-o", "--output", required=True, type=FILE, help="Snapshot file to write ('-' for stdout).")
 @click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
-@click.option("--repeat", "-n", default=5, show_default=True, type=click.IntRange(1, 100000),
+@click.option("--repeat", "-n", default=DEFAULT_REPEAT, show_default=True, type=click.IntRange(1, 100000),
               help="Measured runs of the command.")
 @click.option("--warmup", default=0, show_default=True, type=click.IntRange(0, 10000),
               help="Runs before the measured ones, not recorded.")
@@ -21,7 +22,7 @@ from envsnap.errors import EnvsnapError
               help="Extra metric: the first group of the regex's last match in the output (repeatable).")
 @click.option("--direction", "direction_specs", multiple=True, metavar="NAME=higher|lower|none",
               help="Which way is better for a metric, when its name does not say (repeatable).")
-@click.option("--run-timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1, 7 * 86400),
+@click.option("--run-timeout", default=DEFAULT_RUN_TIMEOUT, show_default=True, type=click.FloatRange(0.1, 7 * 86400),
               help="Seconds one run may take; a run still going then is killed and recorded as failed.")
 @click.option("--trace", "trace_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Summarise the profiler traces (Chrome/Kineto .json, .json.gz) each run writes under DIR "
@@ -29,7 +30,7 @@ from envsnap.errors import EnvsnapError
 @click.option("--profile-steps", type=click.IntRange(1, 100000), metavar="N",
               help="With --sglang-url and --trace: ask the server to profile N decode steps at the start of "
                    "each run (/start_profile, traces written to DIR).")
-@click.option("--trace-wait", default=60.0, show_default=True, type=click.FloatRange(0, 3600),
+@click.option("--trace-wait", default=DEFAULT_TRACE_WAIT_S, show_default=True, type=click.FloatRange(0, 3600),
               help="Seconds to wait after a run for the server's trace files (--profile-steps).")
 @capture_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)

@@ -35,7 +35,7 @@ from typing import (
 )
 
 from envsnap.errors import EnvsnapError
-from envsnap.measure import metrics as metrics_mod
+from envsnap.measure import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, metrics as metrics_mod
 from envsnap.measure.parsers import MetricSpec, check_metric_name, parse_run
 from envsnap.model.schema import metric_problem
 from envsnap.model.snapshot import utc_now
@@ -51,7 +51,6 @@ OUTPUT_TAIL_LINES = 40
 # A log or result file can be large (a server log of days): only this much of what a run
 # appended is read.
 MAX_APPENDED_BYTES = 32 * 1024 * 1024
-DEFAULT_RUN_TIMEOUT = 3600.0
 
 
 # ---------------------------------------------------------------------------------------
@@ -203,7 +202,7 @@ class RunOptions:
     command: List[str]
     # 5: the fewest runs a side with which fully separated runs are significant by a margin
     # (exact Mann-Whitney: 5 vs 5 gives p = 0.008; 4 vs 4 0.029; 3 vs 3 never below 0.1).
-    repeat: int = 5
+    repeat: int = DEFAULT_REPEAT
     warmup: int = 0
     custom: List[MetricSpec] = field(default_factory=list)
     logs: List[str] = field(default_factory=list)

@@ -24,11 +24,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from envsnap.measure import traces
+from envsnap.measure import DEFAULT_TRACE_WAIT_S, traces
 from envsnap.redact import redact_text
 
 TRACE_SETTLE_S = 1.0  # a file whose size and mtime held this long is complete (gzip writes it in one go)
-DEFAULT_TRACE_WAIT_S = 60.0
 MAX_FILES_PER_RUN = 64
 
 
