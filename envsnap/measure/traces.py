@@ -283,6 +283,8 @@ def _summarize(path: str, requested_steps: Optional[int]) -> Dict[str, Any]:
     first, last = float("inf"), float("-inf")
     events = 0
     header: Dict[str, Any] = {}
+    host_tables = {"cpu_op": cpu_ops, "cuda_runtime": runtime, "cuda_driver": runtime, "gpu_memcpy": memcpy,
+                   "gpu_memset": memcpy}
     for seen, batch in iter_event_batches(path):
         header = seen
         for ev in batch:
@@ -301,7 +303,19 @@ def _summarize(path: str, requested_steps: Optional[int]) -> Dict[str, Any]:
             name = ev.get("name")
             if not isinstance(name, str):
                 continue
-            if cat == "kernel":
+            table = host_tables.get(cat) if type(cat) is str else None
+            if table is not None:  # CPU operators, CUDA runtime/driver calls, copies: a count and a total each
+                stats = table.get(name)
+                if stats is None:
+                    stats = table[name] = [0, 0.0, None]
+                stats[0] += 1
+                stats[1] += dur
+                if table is cpu_ops:
+                    cpu_intervals.setdefault((ev.get("pid"), ev.get("tid")), []).append((ts, end))
+                elif table is memcpy:  # copies occupy the GPU
+                    args = ev.get("args")
+                    gpu_intervals.setdefault(args.get("device") if isinstance(args, dict) else None, []).append((ts, end))
+            elif cat == "kernel":
                 stats = kernels.get(name)
                 if stats is None:
                     stats = kernels[name] = [0, 0.0, {}]
@@ -315,27 +329,6 @@ def _summarize(path: str, requested_steps: Optional[int]) -> Dict[str, Any]:
                     if isinstance(stream, (int, str)):
                         stats[2][stream] = stats[2].get(stream, 0) + 1
                 gpu_intervals.setdefault(device, []).append((ts, end))
-            elif cat == "cpu_op":
-                stats = cpu_ops.get(name)
-                if stats is None:
-                    stats = cpu_ops[name] = [0, 0.0, None]
-                stats[0] += 1
-                stats[1] += dur
-                cpu_intervals.setdefault((ev.get("pid"), ev.get("tid")), []).append((ts, end))
-            elif cat == "cuda_runtime" or cat == "cuda_driver":
-                stats = runtime.get(name)
-                if stats is None:
-                    stats = runtime[name] = [0, 0.0, None]
-                stats[0] += 1
-                stats[1] += dur
-            elif cat == "gpu_memcpy" or cat == "gpu_memset":
-                stats = memcpy.get(name)
-                if stats is None:
-                    stats = memcpy[name] = [0, 0.0, None]
-                stats[0] += 1
-                stats[1] += dur
-                args = ev.get("args")
-                gpu_intervals.setdefault(args.get("device") if isinstance(args, dict) else None, []).append((ts, end))
             elif cat == "user_annotation":
                 if name.startswith("ProfilerStep#"):
                     profiler_steps.add(name)

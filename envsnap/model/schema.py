@@ -270,14 +270,18 @@ def _compile_collection(kind: str, inner: Any, limit: float) -> _Checker:
     check_inner = _checker(inner, limit)
 
     def check_each(value: Any, depth: int) -> None:
-        depth += 1
-        for key, item in items(value):
-            try:
-                check_inner(item, depth)
-            except _ShapeError as exc:
-                exc.parts.append(label(key))
-                raise
+        _check_items(check_inner, items(value), depth + 1, label)
     return check_each
+
+
+def _check_items(check: _Checker, pairs: Iterable[Tuple[Any, Any]], depth: int, label: Any) -> None:
+    """check(item) of each (key, item) of a map or list; a failure names the key on its way out."""
+    for key, item in pairs:
+        try:
+            check(item, depth)
+        except _ShapeError as exc:
+            exc.parts.append(label(key))
+            raise
 
 
 def _compile_object(spec: Dict[str, Any], limit: float, items: Any = None, label: Any = None,
@@ -370,12 +374,7 @@ def _compile_object(spec: Dict[str, Any], limit: float, items: Any = None, label
         # one look per field over all of them; else (and for the error's wording) entry by entry.
         if pass_by_type(list(value.values()) if container is dict else value, depth):
             return
-        for key, item in pairs:
-            try:
-                check_fields(item, depth)
-            except _ShapeError as exc:
-                exc.parts.append(label(key))
-                raise
+        _check_items(check_fields, pairs, depth, label)
     return check_objects
 
 

@@ -359,9 +359,7 @@ def _attach_patches(git: _Git, top: str, repo: Dict[str, Any], budget: content.B
                 # can say "the same edit" hunk by hunk even when the patch is over the text budget.
                 entry["hunks"] = [hunks.edit_id(h.lines) for fp in hunks.parse(chunk.decode("utf-8", "surrogateescape"))
                                   for h in fp.hunks]
-                # Redacting a big patch takes a while: past the deadline the rest are only named.
-                entry["patch"] = (content.patch_record(chunk, budget) if time.monotonic() < git.deadline else
-                                  content.unreadable(content.DEADLINE_ERROR, {"size": len(chunk)}))
+                entry["patch"] = _patch_record(git, chunk, budget)
 
 
 def _attach_contents(top: str, repo: Dict[str, Any], budget: content.Budget, deadline: float) -> None:
@@ -398,8 +396,14 @@ def _attach_stash_patches(git: _Git, top: str, repo: Dict[str, Any], budget: con
         if not result.ok:
             repo["errors"]["stash_patch"] = result.error or "git stash show failed"
             continue
-        entry["patch"] = (content.patch_record(result.stdout_bytes, budget) if time.monotonic() < git.deadline else
-                          content.unreadable(content.DEADLINE_ERROR, {"size": len(result.stdout_bytes)}))
+        entry["patch"] = _patch_record(git, result.stdout_bytes, budget)
+
+
+def _patch_record(git: _Git, patch: bytes, budget: content.Budget) -> Dict[str, Any]:
+    """A patch's content record; past the deadline only its size (redacting a big patch takes a while)."""
+    if time.monotonic() < git.deadline:
+        return content.patch_record(patch, budget)
+    return content.unreadable(content.DEADLINE_ERROR, {"size": len(patch)})
 
 
 def _editable_installs(ctx: CaptureContext) -> Tuple[Dict[str, str], Optional[str]]:
