@@ -30,7 +30,10 @@ configurations plus the GOOD baseline. The goal for one cause among n = 32 is
 <= 2*log2(n) + 4 = 14 configurations; from the evidence, <= 3 when the first cause is the
 culprit, never more than ddmin + 2 when it is not.
 
-    .venv/bin/python benchmarks/bisect_runs.py [1 2 3 4]     (sections; all by default)
+    PYTHONPATH=tests:tests/e2e .venv/bin/python benchmarks/bisect_runs.py [1 2 3 4]   (sections; all by default)
+
+(tests/ for the test helpers, the package `helpers`, as pytest's `pythonpath` gives them to the tests;
+tests/e2e for section 4, which re-runs the planted-cause tests' own scenes.)
 """
 from __future__ import annotations
 
@@ -46,8 +49,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # envsnap from this tree
 
 from envsnap.bisect.ddmin import BAD, GOOD, ddmin  # noqa: E402
 
@@ -229,7 +231,6 @@ def guided_end_to_end():
 
 
 def planted_through_bisect():
-    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
     import test_planted_cause as planted
 
     print("4c. the planted causes of tests/e2e/test_planted_cause.py through the real `envsnap bisect` (--repeat 1)")
@@ -277,7 +278,6 @@ def planted_through_bisect():
 
 
 def planted_evidence_through_bisect():
-    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
     import test_planted_evidence as planted
     from helpers.planted import side_env
 

@@ -147,5 +147,12 @@ def test_diff_ranks_the_node_qualified_nccl_algo_change(recipe):
 
 
 def test_a_cluster_against_itself_matches(recipe):
-    proc = run_envsnap("diff", recipe["clusters"]["bad"], recipe["clusters"]["bad"])
+    """Each node matched to itself by host name, and nothing to report: what `diff` of one cluster twice says."""
+    cluster = recipe["clusters"]["bad"]
+    proc = run_envsnap("diff", cluster, cluster, "--format", "json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["nodes"]["compared"] == list(NODES)
+    assert result["differences"] == [] and result["causes"] == []
+    text = run_envsnap("diff", cluster, cluster)
+    assert text.returncode == 0 and "no relevant differences" in text.stdout and "differences: 0" in text.stdout

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 from helpers import REPO_ROOT, run_envsnap
-from helpers.workers import WORKERS_DATA, clean_env, make_venv, start, stop, wait_line
+from helpers.workers import WORKERS_DATA, clean_env, make_venv, start, stop, wait_gone, wait_line
 
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import probe as probe_collector, processes
@@ -169,8 +169,16 @@ def test_cli_capture_merges_processes_and_probe_records(launch):
     assert launch["show"].returncode == 0 and "sglang server" in launch["show"].stdout
 
 
-def test_launcher_stopped_cleanly(launch):
+def test_the_captured_server_stops_as_asked_and_leaves_no_worker_behind(launch):
+    """What a user checks after capturing a live server with the probe in it: it still stops on its own
+    when asked (exit 0; stop() kills the session only after 30 s without it), and none of the processes
+    its READY line named (two schedulers, the detokenizer) outlives it."""
     assert launch["exit_code"] == 0
+    children = [int(word) for word in launch["line"].split()[2:] if word.isdigit()]
+    assert len(children) == 3, launch["line"]
+    for pid in children:
+        wait_gone(pid)
+        assert not os.path.exists(f"/proc/{pid}"), f"worker {pid} outlived the launcher"
 
 
 def test_spt_noenv_keeps_worker_environments_readable(server_venv):

@@ -65,7 +65,6 @@ _OBJECT_DERIVED = ("name", "soname", "size", "getenv", "owner*", "version", "ver
                    "strings")
 RULES = SectionRules(category="libraries", component=NONE, compares="the shared objects each process mapped", rules=(
     # Per capture: which process ids, how each was read, and the bookkeeping of the scan and its cache.
-    volatile("libraries.processes.*.pid", "process ids differ on every launch"),
     volatile("libraries.run_processes.*.pid*", "process ids differ on every launch"),
     volatile("libraries.processes.*.probe_key", "which probe record named the process"),
     volatile("libraries.processes.*.source", "which option named the process"),

@@ -51,8 +51,8 @@ RULES = SectionRules(category="sglang", component=NONE, compares="SGLang server 
     # sglang 0.5.23 srt/observability/metrics_collector.py: running counters, gauges of the last decode-log
     # interval and latency histograms since the server started (sglang_metrics.py): measurements, compared
     # per run as deltas (measure/server_metrics.py), never between two captures.
-    volatile("sglang.metrics*", "the server's running counters and gauges (/metrics), measurements"),
     volatile("sglang.metrics_unavailable", "whether /metrics is served (--enable-metrics): how it is observed"),
+    volatile("sglang.metrics*", "the server's running counters and gauges (/metrics), measurements"),
 
     # --- SGLang server args (line numbers: sglang 0.5.5 sglang/srt/server_args.py, ServerArgs dataclass lines
     # 240-500; sglang 0.5.23 keeps the same names in sglang/srt/arg_groups/fields/{exec_,parallel,spec,schedule,

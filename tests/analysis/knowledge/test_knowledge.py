@@ -1,9 +1,15 @@
 """The field-rule table: size, sources, sanity of every rule, and the fast first-match lookup."""
 from __future__ import annotations
 
+import ast
 import fnmatch
+import importlib
+import io
 import random
 import re
+import tokenize
+from pathlib import Path
+from typing import Dict, Iterable, List, Tuple
 
 import pytest
 from helpers import REPO_ROOT
@@ -20,10 +26,80 @@ SOURCE_HINTS = ("docs.nvidia.com", "pytorch.org", "sglang", "NCCL env page", "CU
                 "Linux Documentation", "bash(1)", "torch/distributed", "NVSHMEM docs", "README")
 
 
-def _knowledge_source() -> str:
-    """The text of the knowledge package's modules, one after the other (rules, evidence and variable tables)."""
-    folder = REPO_ROOT / "envsnap" / "analysis" / "knowledge"
-    return "\n".join(path.read_text() for path in sorted(folder.glob("*.py")))
+KNOWLEDGE_DIR = REPO_ROOT / "envsnap" / "analysis" / "knowledge"
+
+
+def _comment_lines(path: Path) -> Dict[int, str]:
+    """{line: text} of every comment of a module (tokenize: a `#` inside a string is no comment)."""
+    tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+    return {tok.start[0]: tok.string for tok in tokens if tok.type == tokenize.COMMENT}
+
+
+def _table_entries(path: Path) -> List[Tuple[str, int, ast.AST]]:
+    """(pattern, line, enclosing table) of every entry of every table in a module: a call or a tuple, element
+    of a list or tuple, whose first argument is a string ("NCCL_PROTO" of `_env("NCCL_PROTO", ...)`, the
+    pattern of `rule(...)`, `volatile(...)`, `Requirement(...)`), or such a call made once per item
+    (`*(rule(f"{who}.x", ...) for who in ...)`). The pattern is a regular expression matching that string; an
+    f-string's fields match any text. Found by the module's syntax, not by what a table's declaration says, so
+    a renamed or re-annotated table is read all the same."""
+    found: List[Tuple[str, int, ast.AST]] = []
+    for table in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(table, (ast.List, ast.Tuple)):
+            continue
+        for entry in table.elts:
+            if isinstance(entry, ast.Starred) and isinstance(entry.value, (ast.GeneratorExp, ast.ListComp)):
+                entry = entry.value.elt
+            first = (entry.args[:1] if isinstance(entry, ast.Call) else
+                     entry.elts[:1] if isinstance(entry, ast.Tuple) else [])
+            if not first:
+                continue
+            if isinstance(first[0], ast.Constant) and isinstance(first[0].value, str):
+                found.append((re.escape(first[0].value), entry.lineno, table))
+            elif isinstance(first[0], ast.JoinedStr):
+                pattern = "".join(re.escape(part.value) if isinstance(part, ast.Constant) else ".+"
+                                  for part in first[0].values)
+                found.append((pattern, entry.lineno, table))
+    return found
+
+
+def _declared_under_comments(path: Path, literals: Iterable[str]) -> Tuple[int, List[str], List[str]]:
+    """(entries checked, entries with no comment between their table's opening and them, the comments of
+    those tables, each run of consecutive comment lines as one) for the table entries named by `literals`:
+    every one must be found, or the check would pass over a rule it never saw."""
+    entries, comments = _table_entries(path), _comment_lines(path)
+    found = {literal: [(line, table) for pattern, line, table in entries if re.fullmatch(pattern, literal)]
+             for literal in literals}
+    missing = [literal for literal, where in found.items() if not where]
+    assert missing == [], f"{path.name}: not found as a table entry: {missing}"
+    def opening(table: ast.AST) -> int:
+        """The table's first line, or that of the comment right above it (the source of a table of one)."""
+        start = table.lineno
+        while start - 1 in comments:
+            start -= 1
+        return start
+
+    bare, tables, checked = [], {}, 0
+    for literal, where in found.items():
+        for line, table in where:
+            checked += 1
+            tables[id(table)] = table
+            if not any(opening(table) <= at < line for at in comments):
+                bare.append(f"{path.name}:{line} {literal}")
+    runs: List[str] = []
+    for table in tables.values():
+        current: List[str] = []
+        for at in range(table.lineno, table.end_lineno + 1):
+            if at in comments:
+                current.append(comments[at])
+            elif current:
+                runs.append(" ".join(current))
+                current = []
+    return checked, bare, runs
+
+
+def _rule_literal(rule) -> str:
+    """How a rule's declaration starts: `_env(NAME, ...)` makes the pattern `*.NAME`; the others name the pattern."""
+    return rule.pattern[2:] if rule.category == "env" and rule.pattern.startswith("*.") else rule.pattern
 
 
 def test_knowledge_table_has_at_least_60_sound_entries():
@@ -48,39 +124,40 @@ def test_knowledge_table_has_at_least_60_sound_entries():
         assert knowledge.rule_for(f"sglang.args.{arg}").pattern in (f"sglang.args.{arg}", f"sglang.args.{arg}*")
 
 
-def _rule_blocks():
-    """The source text of every table of priors: knowledge.py's (environment variables) and each
-    collector's RULES (its own fields)."""
-    source = _knowledge_source()
-    block = source[source.index("KNOWLEDGE_RULES: List[FieldRule] = ["):]
-    yield "knowledge.py", block[: block.index("\n]\n")]
-    for name in SECTION_RULES:
-        source = (REPO_ROOT / "envsnap" / "capture" / "collectors" / f"{name}.py").read_text()
-        block = source[source.index("RULES = SectionRules("):]
-        end = block.find("\n))\n")  # a section with no rules of its own is one line
-        yield f"{name}.py", block[:end] if end >= 0 else block.split("\n", 1)[0]
+def _declared_rules():
+    """(module, rules it declares) of every table of priors, volatile fields left out (a timestamp needs no
+    source): the knowledge package's own (environment variables, cross-section rules) and each collector's
+    RULES (its own fields)."""
+    yield KNOWLEDGE_DIR / "rules.py", knowledge.KNOWLEDGE_RULES + knowledge.CROSS_SECTION_RULES
+    for name, declared in SECTION_RULES.items():
+        module = importlib.import_module(f"envsnap.capture.collectors.{name}")
+        yield Path(module.__file__), [r for r in declared.rules if not r.volatile]
+
+
+def test_every_rule_says_why_and_decides_some_key():
+    """Behaviour first: every rule (volatile ones too) says why, and no rule is dead: a key made from its
+    own pattern gets it from rule_for (an earlier, broader rule of the first-match table would take every
+    key it could match, and its `why` would never be shown)."""
+    heads = ["env", "workers.env", "nccl.env", "workers.scheduler_TP0.env"]
+    dead = []
+    for rule in knowledge.all_rules():
+        assert rule.why.strip(), rule
+        literal = rule.pattern.replace("*", "x").replace("?", "q")
+        keys = [literal] + ([f"{head}.{literal[2:]}" for head in heads] if rule.pattern.startswith("*.") else [])
+        if not any(knowledge.rule_for(key) == rule for key in keys):
+            dead.append((rule.pattern, knowledge.rule_for(literal).pattern))
+    assert dead == []
 
 
 def test_every_rule_sits_under_a_source_comment():
-    checked = 0
-    comments = []
-    for where, block in _rule_blocks():
-        last_comment = None
-        for line in block.splitlines()[1:]:
-            stripped = line.strip()
-            if stripped.startswith("#"):
-                last_comment = stripped
-            elif re.match(r"(_env|_v|rule)\(", stripped):
-                assert last_comment is not None, f"{where}: rule without a source comment above it: {stripped}"
-                checked += 1
-        # A comment is a run of consecutive comment lines: a long explanation is one comment, one source.
-        current = []
-        for line in block.splitlines():
-            if line.strip().startswith("#"):
-                current.append(line.strip())
-            elif current:
-                comments.append(" ".join(current))
-                current = []
+    """No behaviour shows where a prior came from, so this reads the source: every declared rule object is
+    found as an entry of a table in the module that declares it, with a comment above it in that table,
+    and most comments name a source."""
+    checked, bare, comments = 0, [], []
+    for path, rules in _declared_rules():
+        n, missing, runs = _declared_under_comments(path, sorted({_rule_literal(r) for r in rules}))
+        checked, bare, comments = checked + n, bare + missing, comments + runs
+    assert bare == [], "rules without a source comment above them"
     assert checked >= 60
     sourced = [c for c in comments if any(h in c for h in SOURCE_HINTS)]
     assert len(sourced) >= 0.8 * len(comments), [c for c in comments if c not in sourced]
@@ -170,14 +247,18 @@ def test_bucketed_lookup_equals_first_match_in_table_order():
 
 
 def _comment_blocks():
-    source = _knowledge_source()
-    blocks, current = [], []
-    for line in source.splitlines():
-        if line.strip().startswith("#"):
-            current.append(line.strip())
-        elif current:
+    """Every run of consecutive comment lines of the knowledge package, as one text."""
+    blocks = []
+    for path in sorted(KNOWLEDGE_DIR.glob("*.py")):
+        current, previous = [], None
+        for line, text in sorted(_comment_lines(path).items()):
+            if current and line != previous + 1:
+                blocks.append(" ".join(current))
+                current = []
+            current.append(text)
+            previous = line
+        if current:
             blocks.append(" ".join(current))
-            current = []
     return blocks
 
 
@@ -204,31 +285,16 @@ def test_sglang_0523_variables_have_their_own_rules(name, weighted):
     assert (rule.weight >= 0.25 and rule.component != knowledge.NONE) if weighted else rule.weight <= 0.1, rule
 
 
-@pytest.mark.parametrize("table,entry", [
-    ("REQUIREMENTS: List[Requirement] = [", r"Requirement\("),
-    ("NATIVE_READERS: List[Tuple[str, str]] = [", r"\(\""),
-    ("SERIES_LINKS: List[SeriesLink] = [", r"SeriesLink\("),
-    ("VARIABLE_KINDS: Dict[str, VariableKind] = {k.name: k for k in [", r"VariableKind\(\"(linker|allocator|interp)"),
+@pytest.mark.parametrize("module, literals", [
+    ("evidence.py", lambda: [r.pattern for r in knowledge.REQUIREMENTS]),
+    ("evidence.py", lambda: [pattern for pattern, _ in knowledge.NATIVE_READERS]),
+    ("evidence.py", lambda: [link.pattern for link in knowledge.SERIES_LINKS]),
+    ("variables.py", lambda: [name for name in knowledge.VARIABLE_KINDS if name in ("linker", "allocator", "interpreter")]),
 ])
-def test_every_evidence_table_entry_sits_under_a_source_comment(table, entry):
-    """The ranking's evidence tables (issue 13) stand on sources like the field rules do."""
-    source = _knowledge_source()
-    block = source[source.index(table):]
-    block = block[: block.index("\n]")]
-    last_comment, checked, comments, current = None, 0, [], []
-    for line in block.splitlines()[1:]:
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            last_comment = stripped
-            current.append(stripped)
-            continue
-        if current:
-            comments.append(" ".join(current))
-            current = []
-        if re.match(entry, stripped):
-            assert last_comment is not None, f"{table}: entry without a source comment above it: {stripped}"
-            checked += 1
-    assert checked >= 3
+def test_every_evidence_table_entry_sits_under_a_source_comment(module, literals):
+    """The ranking's evidence tables stand on sources like the field rules do (read from the source, as above)."""
+    checked, bare, comments = _declared_under_comments(KNOWLEDGE_DIR / module, sorted(set(literals())))
+    assert bare == [] and checked >= 3
     hints = SOURCE_HINTS + ("mallopt", "tunables", "rayon", "numexpr", "cgroup-v2", "taskset", "oneMKL", "cuDNN",
                             "CUDA programming guide", "Python/initconfig.c", "tokenizers")
     assert all(any(h in c for h in hints) for c in comments), [c for c in comments if not any(h in c for h in hints)]

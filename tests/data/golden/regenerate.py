@@ -19,14 +19,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+# The report tests' pair, written by their own builder in a child run from tests/, where `python -c` finds
+# the package `helpers` first (as pytest's `pythonpath = tests` gives it to the tests): no sys.path edit.
+WRITE_HAND_BUILT = ("import sys; from helpers.browser import eagle3_pair, write_pair; "
+                    "write_pair(sys.argv[1], *eagle3_pair())")
 
 
 def cases(workdir: Path):
     """(name, good, bad, directory they are named from) of every compared pair: relative names, so the
     outputs (which print the file names) are the same on every machine."""
-    from helpers.browser import eagle3_pair, write_pair
-
     shipped = sorted(p for p in (REPO / "snapshots").glob("*-good.json"))
     for good in shipped:
         bad = good.with_name(good.name.replace("-good.json", "-bad.json"))
@@ -34,8 +35,9 @@ def cases(workdir: Path):
             stem = good.name[: -len("-good.json")]
             yield stem, good.relative_to(REPO), bad.relative_to(REPO), REPO
             yield f"{stem}-reversed", bad.relative_to(REPO), good.relative_to(REPO), REPO
-    good, bad = write_pair(workdir, *eagle3_pair())
-    yield "hand-built-eagle3", Path(good).relative_to(workdir), Path(bad).relative_to(workdir), workdir
+    subprocess.run([sys.executable, "-c", WRITE_HAND_BUILT, str(workdir)], cwd=REPO / "tests", check=True,
+                   env=dict(os.environ, PYTHONPATH=str(REPO)))
+    yield "hand-built-eagle3", Path("good.json"), Path("bad.json"), workdir
 
 
 def outputs(good, bad, cwd):
