@@ -26,7 +26,7 @@ envsnap and torch (no network): it runs on the GPU machine as is.
 With --baseline, add --describe (e.g. this venv's python) so that both envsnaps describe the same
 interpreter (its packages, its editable installs' git checkouts): otherwise each describes its own.
 
-Targets (issue 16): warm <= 0.12 x collect_env here (2 cores), <= 0.1 x on the H200; cold no
+Targets: warm <= 0.12 x collect_env here (2 cores), <= 0.1 x on the H200; cold no
 slower than the pre-change code; --deep warm <= 1 s on the H200.
 """
 from __future__ import annotations

@@ -9,7 +9,7 @@ section (elapsed_s inside the capture), plus the python + packages collectors al
 
     .venv/bin/python benchmarks/capture_vs_collect_env.py [--runs 5] [--python PATH] [--deep]
 
-Target (issue 2): capture <= 0.4 x collect_env while recording a superset of its fields
+Target: capture <= 0.4 x collect_env while recording a superset of its fields
 (it also hashes every installed .py file against RECORD).
 """
 from __future__ import annotations

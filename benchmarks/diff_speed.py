@@ -15,7 +15,7 @@ when it is installed, and with the standard library's json alone); and the real 
 diff` CLI end to end, N fresh processes alternating with `python -c pass`, medians (children
 run without PYTHONDONTWRITEBYTECODE after a warm-up, so modules load from byte code as in an
 installed envsnap).
-Targets: analysis <= 0.3 s (issue 4); the whole CLI <= 0.3 s on the 2-core machine (issue 16). The
+Targets: analysis <= 0.3 s; the whole CLI <= 0.3 s on the 2-core machine. The
 shipped example pair (the README's first command) is timed in the same rounds.
 With --nodes N, each side is an N-node cluster of that snapshot (`envsnap merge` of N copies under host
 names node-0..): diff compares node by node, so the analysis target is N x 0.3 s.

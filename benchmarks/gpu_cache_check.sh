@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16 (and 13's telemetry) on the lent H200, one call: the hash cache's figures against
+# Capture and run-telemetry speed on the lent H200, one call: the hash cache's figures against
 # torch.utils.collect_env, a warm --deep capture's per-section times, the GPU-marked tests, and what run
 # telemetry costs. Run from the repository root; everything lands under $OUT.
 #   bash benchmarks/gpu_cache_check.sh [STEP...]   (steps: cache deep_sections telemetry startup diff pytest_gpu;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# envsnap on a real GPU (issue 7): one script, run from the repository root on the lent H200.
+# envsnap on a real GPU: one script, run from the repository root on the lent H200.
 #
 #   bash benchmarks/gpu_check.sh [STEPS]      STEPS: "all" (default) or a comma list of 1-5, e.g. 1,2,3,5 then 4
 #
@@ -59,7 +59,7 @@ fi
 
 # ---------------------------------------------------------------- 3: capture vs collect_env, alternating
 if want 3; then
-  # The project's own timing script (issue 2): alternating order, one warm-up each, medians, ratio, per-section times.
+  # The project's own timing script: alternating order, one warm-up each, medians, ratio, per-section times.
   TAIL=30 run "3 capture vs collect_env x5" 420 python3 "$REPO/benchmarks/capture_vs_collect_env.py" --runs 5
   cp "$LAST_OUT" "$W/capture-vs-collect-env.txt" 2>/dev/null
   fig capture-bench "$LAST_OUT"

@@ -356,7 +356,7 @@ _BENCH_LINES = {
 
 
 def parse_capture_bench(text: str) -> Dict[str, Optional[float]]:
-    """Figures from the output of benchmarks/capture_vs_collect_env.py (issue 2's timing script)."""
+    """Figures from the output of benchmarks/capture_vs_collect_env.py."""
     found: Dict[str, Optional[float]] = {k: None for k in _BENCH_LINES}
     for line in text.splitlines():
         for key, regex in _BENCH_LINES.items():
@@ -470,7 +470,7 @@ def _parse_json_text(text: str) -> Dict[str, Any]:
 
 
 def bisect_digest(result: Dict[str, Any]) -> Dict[str, Any]:
-    """The figures of `envsnap bisect --format json` (issue 6's shape: minimal, status, runs, configurations)."""
+    """The figures of `envsnap bisect --format json` (minimal, status, runs, configurations)."""
     minimal = result.get("minimal")
     names = [d.get("name", d.get("key")) if isinstance(d, dict) else d for d in minimal] if isinstance(minimal, list) else []
     runs = result.get("runs")

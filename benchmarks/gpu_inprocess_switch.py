@@ -1,5 +1,5 @@
 """A launcher that sets one GPU math switch in-process for its worker: the planted cause of
-tests/gpu/test_planted_gpu_switch.py (issue 13), runnable by hand.
+tests/gpu/test_planted_gpu_switch.py, runnable by hand.
 
     python benchmarks/gpu_inprocess_switch.py [--tf32-off] [--seconds 2] [--size 4096] [--device cuda]
 

@@ -2,7 +2,7 @@
 """A 1-rank torch.distributed job (NCCL on a GPU, gloo on CPU) doing one all-reduce.
 
 It exists to show envsnap's in-process probe and NCCL log parsing under a real communicator
-(issue 7, step 5): run it with ENVSNAP_PROBE_DIR set (probe installed) and
+(step 5 of benchmarks/gpu_check.sh): run it with ENVSNAP_PROBE_DIR set (probe installed) and
 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV with its output going to a log, then
 `envsnap capture --probe-dir DIR --log LOG`.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real CUDA traces on one GPU (issue "Where the time went"): one script, run from the repository root.
+# Real CUDA traces on one GPU: one script, run from the repository root.
 #
 #   bash benchmarks/gpu_trace_check.sh
 #

@@ -13,7 +13,7 @@ three variants alternating in a shuffled order per round:
   - warm:     with libraries and its cache from the previous capture.
 
 Printed: medians of the capture's wall time and of the libraries section's own elapsed_s, cold and
-warm minus without (the issue's targets: a first capture of processes that map ~1 GB of libraries
+warm minus without (the targets: a first capture of processes that map ~1 GB of libraries
 costs <= 1 s more, a warm one ~nothing), the bytes of string sections read cold, the objects and
 their total size, the section's JSON size and the cache file's size; and `torch.utils.collect_env`'s
 median time for the warm capture's ratio (targets: <= 0.1x on the H200, <= 0.12x on the 2-core box).

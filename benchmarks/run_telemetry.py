@@ -11,7 +11,7 @@ alike); reported are medians and the median of the per-round ratios of:
     wall times on a shared machine; and envsnap's whole CPU time (RUSAGE_SELF) per run second
     on and off (off still pays for starting the command and reading its output).
 
-Target: <= 1% (the issue's figure). With a GPU and NVML the GPU sampling is included. The parts of
+Target: <= 1% of one CPU. With a GPU and NVML the GPU sampling is included. The parts of
 one sample are also timed apart (thread CPU time over repeated samples while the command's
 processes are alive: the process tree's /proc reads, and NVML's calls for every GPU), so a figure
 over target says which part to look at.

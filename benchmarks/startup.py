@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Start-up budget (issue 16): what `envsnap` costs before and around its work, next to `python -c pass`.
+"""Start-up budget: what `envsnap` costs before and around its work, next to `python -c pass`.
 
 Fresh processes in rounds, each round in a rotated order, medians (after one unmeasured warm-up
 of each, which also leaves every module's byte code cached: children run without

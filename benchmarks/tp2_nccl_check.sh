@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# envsnap on a real 2-GPU tensor-parallel job (issue 8; device kind nvidia-h200-x2), from the repository root:
+# envsnap on a real 2-GPU tensor-parallel job (device kind nvidia-h200-x2), from the repository root:
 #
 #   bash benchmarks/tp2_nccl_check.sh
 #

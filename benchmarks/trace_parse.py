@@ -1,4 +1,4 @@
-"""Which parser summarises a big profiler trace fastest within bounded memory (issue "Where the time went").
+"""Which parser summarises a big profiler trace fastest within bounded memory.
 
 A Kineto trace of realistic shape is generated (the event kinds and argument fields torch 2.x's
 `export_chrome_trace` writes for a CUDA run: cpu_op with shapes, cuda_runtime launches, kernel events

@@ -46,7 +46,7 @@ class CaptureContext:
     timeout: float = DEFAULT_CAPTURE_TIMEOUT
     redact: bool = True
     cwd: str = field(default_factory=os.getcwd)
-    # Worker environments (issue 3)
+    # Worker environments: the processes to read and the in-process probe's records
     pids: List[int] = field(default_factory=list)
     sglang: bool = False
     probe_dir: Optional[str] = None

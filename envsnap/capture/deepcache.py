@@ -1,6 +1,6 @@
 """A trusted cache of the torch collector's --deep probe: the child interpreter that imports torch.
 
-Importing torch takes seconds (2.4 s of a 2.6 s `capture --deep` on an H200 VM, issue 16). What
+Importing torch takes seconds (2.4 s of a 2.6 s `capture --deep` on an H200 VM). What
 the probe reports (CUDA available, devices, TF32/SDPA switches, the cuDNN/NCCL it loaded, the
 build configuration, thread counts) is a function of what it ran with, and this module keys
 its result on all of it, in the spirit of the hash cache (hashcache.py: same file format,

@@ -32,7 +32,7 @@ or writable by others is ignored with a note, never trusted, and replaced by the
 Only this module reads or writes it; the capture reports hits, misses and any note
 (`hash_cache`), and what it reports about the files never depends on the cache.
 
-Speed (issue 16: a warm capture of a 25,000-file venv in a few hundred milliseconds at most).
+Speed (the goal: a warm capture of a 25,000-file venv in a few hundred milliseconds at most).
 The whole file is read and its checksum verified at open (one read and one sha256: ~10 ms for
 20 MB), but each section is decoded and split only when asked for: a default capture whose
 distributions are all unchanged parses only the verdicts of its own mode, never the file

@@ -255,7 +255,7 @@ def test_journal_for_another_command_is_refused(pair, tmp_path):
     assert same.returncode == 0 and out["runs"]["new"] == 0  # everything replayed from the journal
 
 
-# --- issue 12 item 8: metric regexes stored by `envsnap run`, a failed first bisect ----------------
+# --- metric regexes stored by `envsnap run`, a failed first bisect ----------------
 
 TEXT_BENCH = ("import os; print('speed: %s tok/s' % (500 if os.environ.get('PLANTED_T_SLOW') == '1' else 1000))")
 REGEX = r"speed: ([0-9.]+) tok/s"

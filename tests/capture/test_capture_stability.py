@@ -25,7 +25,7 @@ def test_unchanged_environment_differs_only_in_volatile_fields(tmp_path):
 
 def test_memory_ballooning_between_two_captures_is_no_difference(tmp_path):
     """On a VM with a memory balloon or virtio-mem, MemTotal (of the host and of each NUMA node) and
-    HugePages_Total move between two captures moments apart (issue 12 item 10: the suite failed on such a
+    HugePages_Total move between two captures moments apart (the suite failed on such a
     VM, host.numa.nodes.0.memory_total_bytes changed). The balloon cannot be driven from a test, so the
     second real capture gets the shift it makes (592 MiB, an illustrative amount): diff must not call that
     a change of environment, and --all still shows it, as volatile."""

@@ -1,5 +1,5 @@
 """Bad input found in real use, met as a user meets it: the real CLI in a subprocess says one line on
-stderr, exits 2, and writes nothing (issue "Defects found in real use", item 8).
+stderr, exits 2, and writes nothing.
 
 Each of these used to capture, write a snapshot and exit 0 or 1 with the problem recorded in a
 section: a typo in --pid, --watch, --repo or --sglang-url, a benchmark command that does not

@@ -1,4 +1,4 @@
-"""Each command imports what it uses (issue 16's start-up budget), checked on the module table.
+"""Each command imports what it uses (the start-up budget: benchmarks/startup.py), checked on the module table.
 
 `envsnap --version` answers without click; `capture` loads no analysis, rendering or DeepDiff;
 `diff` loads the collectors' declarations (each section's shape and rules) but none of what

@@ -162,7 +162,7 @@ def test_generator_reproduces_the_committed_files(tmp_path):
 
 
 def test_measured_h200_pair_ranks_the_real_slowdown_first():
-    """The pair measured on a real H200 (issue 7): CUDA_LAUNCH_BLOCKING=1 among 25 differing variables."""
+    """The pair measured on a real H200: CUDA_LAUNCH_BLOCKING=1 among 25 differing variables."""
     import json as _json
 
     from helpers import REPO_ROOT, run_envsnap

@@ -8,7 +8,7 @@ then `envsnap capture --probe-dir DIR` for each launch, `show -v`, and `diff`.
 
 The two launches also differ the way two real launches do: a fresh probe directory, a fresh
 PROMETHEUS_MULTIPROC_DIR (SGLang --enable-metrics makes one per launch), and the shell's own
-bookkeeping (`_`, SHLVL, OLDPWD, PWD): none of that may be ranked as a cause (issue 12 item 5).
+bookkeeping (`_`, SHLVL, OLDPWD, PWD): none of that may be ranked as a cause.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adding a collector is its own module plus one line in the explicit list (issue 15, item 4).
+"""Adding a collector is its own module plus one line in the explicit list.
 
 The test copies the envsnap package, writes a throwaway collector module into the copy's
 collectors/ and adds it to the copy's explicit list -- and nothing else: a byte comparison of the

@@ -1,4 +1,4 @@
-"""Planted causes ranked by evidence (issue 13): real benchmarks run by the real `envsnap run` in a real venv
+"""Planted causes ranked by evidence: real benchmarks run by the real `envsnap run` in a real venv
 (with the real in-process probe, unless a test says otherwise), GOOD and BAD apart by ONE planted change
 that really slows the benchmark and 29 innocent ones (tests/helpers/planted.py: NCCL_*, CUDA_*, TF32 and the
 CUDA allocator on a machine with no GPU, SGLang settings where SGLang is not installed, thread counts of thread

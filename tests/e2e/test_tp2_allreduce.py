@@ -1,6 +1,6 @@
-"""benchmarks/tp2_allreduce.py (issue 8's 2-rank TP job) and benchmarks/gpu_nccl_probe.py (issue 7 step 5),
-run for real on CPU with gloo: spawned workers, setproctitle titles, a real communicator. On GPUs the same
-scripts use NCCL (GPU-marked tests below; the 2-rank one needs 2 GPUs)."""
+"""benchmarks/tp2_allreduce.py (the 2-rank TP job of tp2_nccl_check.sh) and benchmarks/gpu_nccl_probe.py
+(gpu_check.sh's step 5), run for real on CPU with gloo: spawned workers, setproctitle titles, a real
+communicator. On GPUs the same scripts use NCCL (GPU-marked tests below; the 2-rank one needs 2 GPUs)."""
 from __future__ import annotations
 
 import importlib.util
@@ -149,7 +149,7 @@ def test_gpu_two_rank_nccl_all_reduce_modes(tmp_path):
     import torch
 
     if torch.cuda.device_count() < 2:
-        pytest.skip("needs 2 GPUs (issue 8: kind nvidia-h200-x2)")
+        pytest.skip("needs 2 GPUs (device kind nvidia-h200-x2)")
     for mode, seen in (("good", True), ("bad", False)):
         status = tmp_path / f"{mode}.json"
         proc = _tp2("run", "--mode", mode, "--backend", "nccl", "--iters", "50", "--status-file", str(status),

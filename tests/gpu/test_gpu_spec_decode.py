@@ -1,4 +1,4 @@
-"""benchmarks/gpu_spec_decode.py (the EAGLE-3-like GPU workload of issue 7) and the helpers of
+"""benchmarks/gpu_spec_decode.py (the EAGLE-3-like GPU workload of gpu_check.sh step 4) and the helpers of
 benchmarks/gpu_check.sh, on CPU with tiny sizes; GPU-marked tests repeat the key checks on CUDA."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """On a real NVIDIA GPU (skipped elsewhere): a GPU-side switch set in-process by a launcher for its worker
-must rank first, with a margin, among 27 innocent differences (issue 13).
+must rank first, with a margin, among 27 innocent differences.
 
 benchmarks/gpu_inprocess_switch.py: the launcher sets NVIDIA_TF32_OVERRIDE=0 in its own os.environ on BAD
 only (--tf32-off) and spawns a worker that allows TF32 and runs fp32 matrix products for a fixed time; cuBLAS

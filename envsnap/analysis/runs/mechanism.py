@@ -49,7 +49,7 @@ GPU_BUSY_PCT = 90.0
 # A GPU that never got above this in any run on either side was not used by the workload.
 GPU_ACTIVE_PCT = 1.0
 # A GPU busy at least this share of the run on both sides did most of the work: then more CPU time
-# can be the host waiting on it. Measured on an H200 (issue 13, the lead's run of tests/gpu): a loop
+# can be the host waiting on it. Measured on an H200 (a run of tests/gpu): a loop
 # of back-to-back bf16 8192x8192 products, never idle inside, read 72% over its active span and 62%
 # over the whole run (edge readings of NVML's sample periods and the start-up dilute it); a loop
 # that sleeps 6 ms after each 1.5 ms product on the host reads ~20%. Half separates the two.

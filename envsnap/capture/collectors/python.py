@@ -180,7 +180,7 @@ def _ask_interpreter(target: str, ctx: CaptureContext) -> Dict[str, Any]:
     if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
         return {"error": f"{TARGET_ENV_VAR}={target}: not an executable file"}
     env = dict(os.environ)
-    # The child is envsnap's helper, not a server worker: the in-process probe (issue 3)
+    # The child is envsnap's helper, not a server worker: the in-process probe
     # must not record it. Otherwise the real startup runs (site, .pth, sitecustomize):
     # that is what is being described.
     for name in (TARGET_ENV_VAR, "ENVSNAP_PROBE_DIR"):

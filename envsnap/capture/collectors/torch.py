@@ -295,7 +295,7 @@ def deep_probe(ctx: CaptureContext, executable: Optional[str] = None, cap: Optio
     timeout = max(0.05, ctx.remaining(cap) - 0.2)
     env = dict(os.environ)
     # The child is envsnap's own helper, not a server worker: keep the in-process
-    # probe (issue 3) from recording it, and let it describe itself.
+    # probe from recording it, and let it describe itself.
     for name in ("ENVSNAP_PROBE_DIR", "ENVSNAP_PYTHON"):
         env.pop(name, None)
     result = run_command([executable or sys.executable, "-c", script], timeout=timeout, cwd=ctx.cwd, env=env)

@@ -172,7 +172,7 @@ def test_cli_output_file_is_atomic_and_not_overwritten(tmp_path):
     first = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "-o", out)
     assert first.returncode == 1 and first.stdout == ""
     result = json.loads(out.read_text())
-    # groups (causes that cannot be told apart) and context (parts of the stack in play): issue 13.
+    # groups (causes that cannot be told apart) and context (parts of the stack in play): the ranking's evidence.
     assert set(result) == {"schema_version", "good", "bad", "verdict", "causes", "groups", "context", "differences",
                            "patches", "warnings", "tables"}
     out.write_text("precious")
@@ -188,8 +188,8 @@ def test_cli_json_shape_top_all_and_html(tmp_path):
     assert [c["rank"] for c in top["causes"]] == [1, 2, 3]
     cause = top["causes"][0]
     subject_fields = {"where", "entity", "aspect", "item", "variable", "node"}
-    # factors: the prior and every factor that moved the score, with its value (issue 13 item 7); tied: how many
-    # other causes share its rank (item 5).
+    # factors: the prior and every factor that moved the score, with its value; tied: how many
+    # other causes share its rank.
     assert set(cause) == {"rank", "key", "category", "component", "score", "good", "bad", "change", "absent", "why",
                           "evidence", "factors", "tied", "patches"} | subject_fields
     assert cause["factors"][0]["factor"] == "prior" and all("value" in f and f["why"] for f in cause["factors"])

@@ -148,7 +148,7 @@ def test_scores_bounded_deterministic_and_ordered():
     assert json.dumps(first, sort_keys=True) == json.dumps(result_mod.analyze(good, bad), sort_keys=True)
     scores = [c["score"] for c in first["causes"]]
     assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
-    # Equal evidence shares a rank (issue 13: no silent ties): ranks start at 1 and step by one per group;
+    # Equal evidence shares a rank (no silent ties): ranks start at 1 and step by one per group;
     # here the same in-process NCCL_PROTO change seen in two TP workers is one group.
     ranks = [c["rank"] for c in first["causes"]]
     assert ranks[0] == 1 and all(b - a in (0, 1) for a, b in zip(ranks, ranks[1:]))

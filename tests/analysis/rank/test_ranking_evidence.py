@@ -1,4 +1,4 @@
-"""Ranking on evidence (issue 13), unit by unit, on exact minimal snapshots (tests/helpers/diff.py): context
+"""Ranking on evidence, unit by unit, on exact minimal snapshots (tests/helpers/diff.py): context
 (is the part of the stack in play?), who read a variable, the mechanism's factors, priors of unknown
 differences, ties reported as groups with the bisect command, and the factor table itself. The end-to-end
 planted causes on real processes are tests/e2e/test_planted_evidence.py."""
