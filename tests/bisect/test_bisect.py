@@ -268,6 +268,7 @@ def _run_snapshot(path, slow: str, tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow  # two runs, two bisects
 def test_bisect_reads_the_metric_with_the_regex_envsnap_run_stored(tmp_path):
     """The user's steps: `envsnap run --metric 'tok_s=REGEX'` twice, then `bisect --metric tok_s`."""
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
@@ -283,6 +284,7 @@ def test_bisect_reads_the_metric_with_the_regex_envsnap_run_stored(tmp_path):
         assert f"metric tok_s is read with the regex its runs were measured with: {REGEX}" in out["notes"]
 
 
+@pytest.mark.slow  # three real bisects
 def test_a_failed_first_bisect_does_not_block_the_corrected_one(tmp_path):
     """`--metric tok_s` on snapshots that store no regex fails (no run has the metric); the corrected
     `--metric tok_s=REGEX` replaces that journal (it completed no configuration) and says so."""
@@ -307,6 +309,7 @@ def test_a_failed_first_bisect_does_not_block_the_corrected_one(tmp_path):
     assert "pass --journal NEW_FILE to keep it, or remove" in third.stderr
 
 
+@pytest.mark.slow  # two real bisects, one killed
 def test_resume_after_sigkill_repeats_no_journaled_run(pair, tmp_path):
     good, bad = pair
     journal = tmp_path / "j.jsonl"
@@ -412,7 +415,7 @@ def test_real_matmul_kernel_variable_beside_a_thread_variable_openblas_ignores(t
 def test_progress_says_what_runs_from_the_first_run_and_the_eta_once_one_is_timed(pair, tmp_path):
     """GOOD's runs used to pass in silence (~100 s in a real trial): now each run is announced before it
     starts, with the ETA from the moment one run of this bisect has been timed."""
-    result, _ = bisect(pair, tmp_path, "--repeat", "2", bench=["--slow", "PLANTED_T_V17=b:0.5", "--sleep", "0.2"])
+    result, _ = bisect(pair, tmp_path, "--repeat", "2", bench=["--slow", "PLANTED_T_V17=b:0.5", "--sleep", "0.02"])
     assert result.returncode == 0, result.stderr
     lines = [line.removeprefix("envsnap bisect: ") for line in result.stderr.splitlines()]
     start = next(i for i, line in enumerate(lines) if line.startswith("searching 32 deltas (0 files, 32 variables)"))

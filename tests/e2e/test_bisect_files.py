@@ -160,6 +160,7 @@ def test_kill9_mid_bisect_then_restore_leaves_every_file_as_before(det_checkout,
     assert again.returncode == 0 and "nothing to restore" in again.stdout
 
 
+@pytest.mark.slow  # two real bisects, one killed
 def test_kill9_then_the_next_bisect_restores_first_and_resumes(det_checkout, tmp_path):
     co = det_checkout
     before = tree_state(co.repo)

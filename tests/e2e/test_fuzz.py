@@ -558,6 +558,7 @@ def test_benchmark_output_with_a_400_digit_number_is_no_metric():
     assert "tok_s" not in result.metrics
 
 
+@pytest.mark.slow  # seven real bisects
 def test_damaged_bisect_journal_lines_are_rerun_not_crashed(tmp_path):
     """Found by fuzzing the journal: run lines whose fields have other types (a config of lists, metrics
     that are a string or hold a list, `ok` not a boolean) crashed the resumed bisect (exit 3), and a

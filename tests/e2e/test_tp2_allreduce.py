@@ -44,6 +44,7 @@ def _metrics(stdout: str):
 SMALL = ("--backend", "gloo", "--sizes", "4096,65536", "--iters", "5", "--warmup", "1")
 
 
+@pytest.mark.slow  # a real 2-rank gloo job: seconds
 def test_bad_mode_workers_never_see_the_tuning_variables(tmp_path):
     status = tmp_path / "status.json"
     proc = _tp2("run", "--mode", "bad", *SMALL, "--status-file", str(status))
@@ -67,6 +68,7 @@ def test_bad_mode_workers_never_see_the_tuning_variables(tmp_path):
     assert "scheduler_TP0" in proc.stdout and "NCCL_PROTO=<unset>" in proc.stdout
 
 
+@pytest.mark.slow  # a real 2-rank gloo job: seconds
 def test_good_mode_workers_see_the_tuning_variables(tmp_path):
     status = tmp_path / "status.json"
     proc = _tp2("run", "--mode", "good", *SMALL, "--status-file", str(status),
@@ -119,6 +121,7 @@ def test_bench_without_a_server_fails_in_one_line(tmp_path):
     assert proc.stderr.strip().count("\n") == 0 and "no answer from the server" in proc.stderr
 
 
+@pytest.mark.slow  # a real torch.distributed job
 def test_nccl_probe_job_late_env_and_one_rank_all_reduce():
     proc = subprocess.run([sys.executable, str(BENCH / "gpu_nccl_probe.py"), "--backend", "gloo", "--numel", "1024",
                            "--late-env", "NCCL_CUMEM_ENABLE=0"], capture_output=True, text=True, timeout=120,
@@ -161,6 +164,7 @@ def test_gpu_two_rank_nccl_all_reduce_modes(tmp_path):
             assert worker["nccl_version"]
 
 
+@pytest.mark.slow  # the whole script, real jobs
 def test_tp2_nccl_check_sh_with_no_budget_still_packs_results(tmp_path):
     """Every step skipped for lack of time (no server is started): a summary and <= 8 files under $OUT."""
     out = tmp_path / "out"

@@ -120,6 +120,7 @@ def test_no_fork_while_another_thread_runs(files):
         worker.join()
 
 
+@pytest.mark.slow  # two CLI runs on 2 MiB+ files
 def test_cli_on_a_pair_above_the_threshold_answers_as_the_sequential_load(tmp_path):
     good_snap = rich_snapshot("good", seed=1, integrity=6000, workers=8, worker_vars=60)
     bad_snap = rich_snapshot("bad", seed=2, integrity=6000, workers=8, worker_vars=60)

@@ -177,6 +177,7 @@ def test_metric_choice_and_failed_runs():
     assert bare["causes"][0]["key"] == "env.A"
 
 
+@pytest.mark.slow  # 13 CLI runs
 def test_a_metric_without_direction_changes_but_never_regresses_or_improves(tmp_path):
     """bench_serving's `concurrency` (and counts) have no better direction: real `envsnap attach` measurements,
     `diff --metric concurrency` in text, JSON and HTML."""
