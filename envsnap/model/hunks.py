@@ -2,21 +2,7 @@
 
 Pure functions shared by the capture (a `--patch` file split into single-hunk patches that `git apply
 --check` judges one by one; the hunks of each dirty file's `git diff HEAD`) and the analysis (which hunks
-two snapshots share). The format is the one git-apply(1) reads, GNU diff's unified format with git's
-extended headers (git-diff(1) "GENERATING PATCH TEXT WITH -P"):
-
-- a file's patch opens with `diff --git a/X b/Y` (git) or with a `--- X` line directly followed by a
-  `+++ Y` line (diff -u, quilt, a patch script's own text); a line of anything else between files
-  (a commit message, an email header) belongs to no file;
-- a hunk is `@@ -start[,count] +start[,count] @@[ function]`, then exactly `count` old and new lines:
-  ' ' (both), '-' (old), '+' (new), '\\ No newline at end of file' (neither); git takes an empty line as
-  an empty context line, and so does this parser. A hunk is read by its counts, as git reads it: what
-  follows the last counted line is not the hunk's;
-- a file with no hunks is a binary patch (`GIT binary patch`, `Binary files ... differ`), a mode change,
-  a rename or an empty new file: one unit of its own.
-
-Text is held as `str` decoded with surrogateescape (a patch of a Latin-1 file keeps its exact bytes);
-each line keeps its own ending, so a patch written back is the patch read, CRLF and all.
+two snapshots share). The format is the one git-apply(1) reads: see the comment above `parse`.
 """
 from __future__ import annotations
 
@@ -169,8 +155,21 @@ def _read_hunk(lines: List[str], index: int, match: "re.Match[str]") -> Tuple[Hu
     return hunk, position
 
 
+# The format git-apply(1) reads, GNU diff's unified format with git's extended headers (git-diff(1)
+# "GENERATING PATCH TEXT WITH -P"):
+# - a file's patch opens with `diff --git a/X b/Y` (git) or with a `--- X` line directly followed by a
+#   `+++ Y` line (diff -u, quilt, a patch script's own text); a line of anything else between files
+#   (a commit message, an email header) belongs to no file;
+# - a hunk is `@@ -start[,count] +start[,count] @@[ function]`, then exactly `count` old and new lines:
+#   ' ' (both), '-' (old), '+' (new), '\ No newline at end of file' (neither); git takes an empty line as
+#   an empty context line, and so does this parser. A hunk is read by its counts, as git reads it: what
+#   follows the last counted line is not the hunk's;
+# - a file with no hunks is a binary patch (`GIT binary patch`, `Binary files ... differ`), a mode change,
+#   a rename or an empty new file: one unit of its own.
+# Text is held as `str` decoded with surrogateescape (a patch of a Latin-1 file keeps its exact bytes);
+# each line keeps its own ending, so a patch written back is the patch read, CRLF and all.
 def parse(text: str) -> List[FilePatch]:
-    """Every file's part of a unified diff, in order (see the module docstring)."""
+    """Every file's part of a unified diff, in order (the format: the comment above)."""
     lines = split_lines(text)
     files: List[FilePatch] = []
     index = 0

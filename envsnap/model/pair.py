@@ -1,19 +1,8 @@
 """Two snapshot files read for one comparison (diff, report), validated on another core.
 
-Reading a large snapshot is mostly two passes: parsing (orjson) and proving the parse is the strict
-reference's and well typed (store._fast_parse: the duplicate-key count and schema validation). For
-the large pair of benchmarks/diff_speed.py that proof is ~60 ms a file, as long as the analysis.
-So, for big files: the caller gets both files parsed at once and analyses them while a forked child
-proves, on its own parse of the same bytes, that store.load would return exactly these values
-(orjson is deterministic: same bytes, same values). Nothing computed from them may be shown before
-`confirmed()` says so; where it says no (a file store.load refuses, or one it would read with the
-reference parser), the caller reads the pair again with `load_checked`, which is store.load's
-answer, message included, in store.load's order (GOOD first).
-
-The child is forked before anything is parsed (its only shared pages are the imports and the raw
-bytes, which neither side writes: forking after the parse would make both processes copy every
-page they touch), only while the process has no other thread, and it leaves by os._exit whatever
-happens. Small files, a platform without fork, or no orjson: the plain sequential load.
+Proving that a fast parse is store.load's (duplicate keys, schema) costs about as much as the analysis on
+large files, so a forked child proves it while the caller analyses. Nothing computed from the pair may be
+shown before `confirmed()`; where it says no, `load_checked()` gives store.load's answer, message included.
 """
 from __future__ import annotations
 
@@ -109,6 +98,13 @@ def read(good_path: str, bad_path: str, shapes: Optional[Mapping[str, Any]] = No
     return SnapshotPair(raws, sources, shapes, (good, bad), None)
 
 
+# For the large pair of benchmarks/diff_speed.py the proof is ~60 ms a file. The child parses the same
+# bytes itself (orjson is deterministic: same bytes, same values). It is forked before anything is parsed:
+# its only shared pages are the imports and the raw bytes, which neither side writes (forking after the
+# parse would make both processes copy every page they touch); only while the process has no other
+# thread, and it leaves by os._exit whatever happens (subproc.fork_child). Where store.load refuses a
+# file or would read it with the reference parser, load_checked reads both in store.load's order (GOOD
+# first). Small files, a platform without fork, or no orjson: the plain sequential load.
 def _start_checker(raws: List[bytes], sources: List[str], shapes: Optional[Mapping[str, Any]]
                    ) -> Optional[Tuple[int, int]]:
     """A child answering one byte per file, `+` when store's fast path accepts it; None when not forked."""

@@ -1,21 +1,8 @@
 """The snapshot file on disk: the only module that reads or writes snapshot files.
 
-Writing is atomic (anonymous temp file, fsync, link, rename), never overwrites without
-force, and keeps the replaced file's mode; `-` is stdout. Reading is bounded (size cap,
-devices and FIFOs refused), strict (duplicate keys, NaN, lone surrogates, non-UTF-8
-refused) and validated (schema.py, with the collectors' section shapes the caller passes) before
-anyone sees the data.
-Same input gives byte-identical output: keys are sorted, collectors sort their lists.
-
-Parsing: the standard library's json with hooks is the reference. When orjson is installed
-(a dependency, but envsnap reads the same without it), it parses first, 2x faster on big snapshots, and its answer
-is kept only when it provably equals the reference's: orjson refuses what json's hooks refuse
-(NaN, Infinity, lone surrogates, invalid UTF-8, nesting deeper than 1024), and what it would
-accept differently is detected: duplicate keys (it keeps the last: the text then has more
-`:` outside strings than the parsed data, counted by re-serialising) and integers beyond 64
-bits (it makes floats of them: validation with FAST_PARSER_FLOAT_LIMIT refuses such floats).
-Anything else — an error, a validation failure — is read again by the reference, so every
-message and every accepted value is the reference's.
+Writes are atomic and never overwrite without force; reads are bounded, strict and validated (schema.py)
+before anyone sees the data, so a damaged or hostile file is one clear error. Same input, byte-identical
+output: keys are sorted, collectors sort their lists. `-` is stdout.
 """
 from __future__ import annotations
 
@@ -35,7 +22,7 @@ from envsnap.model.schema import (
     validate,
 )
 
-try:  # a dependency, but not required: see the module docstring
+try:  # a dependency, but envsnap reads the same without it: see _fast_parse
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None  # type: ignore[assignment]
@@ -241,6 +228,15 @@ _COLON: Dict[type, Any] = {str: ":", bytes: b":"}
 _UNICODE_ESCAPE: Dict[type, Any] = {str: "\\u003", bytes: b"\\u003"}
 
 
+# Writing: anonymous temp file, fsync, link, rename; the replaced file's mode kept. Reading: size cap,
+# devices and FIFOs refused; duplicate keys, NaN, lone surrogates and non-UTF-8 refused.
+# Parsing: the standard library's json with hooks is the reference. orjson parses first (2x faster on big
+# snapshots) and its answer is kept only when it provably equals the reference's: orjson refuses what
+# json's hooks refuse (NaN, Infinity, lone surrogates, invalid UTF-8, nesting deeper than 1024), and what it
+# would accept differently is detected: duplicate keys (it keeps the last: the text then has more `:`
+# outside strings than the parsed data, counted by re-serialising) and integers beyond 64 bits (it makes
+# floats of them: validation with FAST_PARSER_FLOAT_LIMIT refuses such floats). Anything else, an error or
+# a validation failure, is read again by the reference, so every message and accepted value is its own.
 def _fast_parse(doc: Union[str, bytes], source: str, shapes: Optional[Mapping[str, Any]] = None
                 ) -> Optional[Dict[str, Any]]:
     """orjson's reading of a snapshot when it is provably the reference's; None otherwise."""
@@ -262,7 +258,7 @@ def _fast_parse(doc: Union[str, bytes], source: str, shapes: Optional[Mapping[st
 
 
 def has_fast_parser() -> bool:
-    """Whether orjson is installed (see the module docstring)."""
+    """Whether orjson is installed (see _fast_parse)."""
     return _orjson is not None
 
 

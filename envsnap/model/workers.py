@@ -1,24 +1,8 @@
 """The one reader of "what each process saw": a snapshot's processes and probe records, merged.
 
-A process can be seen twice: walking the process tree (section processes: /proc/PID/environ, the
-environment as it was at exec) and by the in-process probe (section probe: os.environ inside the
-process at start, at init_process_group, at exit). The two collectors key processes on their own (the
-walk by the title a process has now, the probe by the title it had when it last wrote, or its rank),
-so they are joined here by host and pid: one process, one entry, under the key that says most (an
-SGLang role, else a rank, else the walk's), with both sources' section keys kept for evidence.
-
-`envsnap run`'s own command (the benchmark client) is not the server: its processes (the probe's
-"command_records" of the compared run) form a group of their own, "command", apart from the "server"
-processes, in the model and in every output built on it. Which environment a process ran with is
-decided here and nowhere else:
-
-  1. the probe at init_process_group (what NCCL read),
-  2. else the probe at start,
-  3. else /proc/PID/environ, when it was readable (not clobbered by setproctitle, not denied),
-
-and the /proc view is kept beside a probe view, so changes made in-process stay visible. Processes
-are ordered the way people read a server: main process, DP controller, tokenizer, detokenizer,
-then the schedulers by DP/TP/PP rank; probe-only processes by the rank they initialised as.
+A process can be seen twice, by the process-tree walk (/proc/PID/environ: the environment at exec) and by
+the in-process probe (os.environ inside it), each keyed its own way: joined here, one process one entry,
+and which environment it ran with is decided here and nowhere else (PRECEDENCE).
 """
 from __future__ import annotations
 
@@ -27,7 +11,9 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from envsnap.model.snapshot import as_dict
 
-# Reading order of process kinds (roles.py gives kinds from SGLang's process titles).
+# Reading order of process kinds (roles.py gives kinds from SGLang's process titles): main process, DP
+# controller, tokenizer, detokenizer, then the schedulers by DP/TP/PP rank; probe-only processes by the
+# rank they initialised as.
 KIND_ORDER = {"main": 0, "dp_controller": 1, "tokenizer": 2, "detokenizer": 3, "scheduler": 4, "rank": 5, "other": 6}
 # Front-end processes: not TP workers, whatever else runs.
 FRONT_END_KINDS = ("main", "tokenizer", "detokenizer", "dp_controller")
@@ -35,9 +21,15 @@ FRONT_END_KINDS = ("main", "tokenizer", "detokenizer", "dp_controller")
 # Where an environment was seen, as evidence lines and the report name it.
 SOURCE_LABELS = {"env_at_init": "probe at init_process_group", "env_at_start": "probe at start",
                  "env_at_exit": "probe at exit", "environ": "/proc, as at exec"}
+# Which environment a process ran with: the probe at init_process_group (what NCCL read), else the probe
+# at start, else /proc/PID/environ when it was readable (not clobbered by setproctitle, not denied). The
+# /proc view is kept beside a probe view, so changes made in-process stay visible.
 PRECEDENCE = ("env_at_init", "env_at_start")  # probe fields, most telling first; then /proc
 
 
+# `envsnap run`'s own command (the benchmark client) is not the server: its processes (the probe's
+# "command_records" of the compared run) form a group of their own, apart from the server's, in the model
+# and in every output built on it.
 SERVER, COMMAND = "server", "command"
 
 
@@ -120,8 +112,10 @@ def seen_processes(processes: Mapping[str, Any], probe: Mapping[str, Any]) -> Di
     (walked and probed, joined by pid), then the compared run's command processes."""
     procs = {str(k): v for k, v in as_dict(processes.get("processes")).items() if isinstance(v, dict)}
     records = {str(k): v for k, v in as_dict(probe.get("records")).items() if isinstance(v, dict)}
-    # The walk reads this machine's /proc (its entries carry no host); a probe record names its host, so a
-    # record is joined to a walked process by pid, and by host too where both name one.
+    # The walk keys a process by the title it has now, the probe by the title it had when it last wrote (or
+    # its rank): joined by pid, under the key that says most (an SGLang role, else a rank, else the walk's),
+    # both sources' keys kept for evidence. The walk reads this machine's /proc (its entries carry no
+    # host); a probe record names its host, so the join is by host too where both name one.
     walked_by_pid = {_pid(p): k for k, p in procs.items() if _pid(p) is not None}
     # (key, walk key, probe key) per process: the probe's records joined to the walk by pid
     members: List[Tuple[str, str, str]] = []
