@@ -14,12 +14,16 @@ RACY_WINDOW_NS is hashed again at the next capture instead of being recorded.
 A second kind of entry (a verdict) saves the rest of the work for a distribution that was
 found intact: its RECORD's identity (the RECORD file's own stat, under the same rule, or the
 sha256 of its text), what the RECORD says by itself (files listed without a hash, lines with
-an unreadable hash), and the stat of every file it lists as it was when those files' digests
-were taken and found equal to RECORD's. When the RECORD and every one of those stats are
-unchanged, the findings are the same without reading, parsing or hashing anything; when anything
-differs the distribution is checked file by file (the file entries still apply). Its stats
-are its own, not the file entries' (a --deep capture may renew a file entry after an edit
-that this entry must then not vouch for), and it is recorded only from non-racy file entries.
+an unreadable hash, the distribution's build: WHEEL's tags and the compiled files), and the stat
+of every file it lists: of a hashed file as it was when its digest was taken and found equal to
+RECORD's, of a file checked by size alone (a default capture's non-Python files) as it was when
+it showed the recorded size. When the RECORD and every one of those stats are unchanged, the
+findings are the same without reading, parsing or hashing anything; when anything differs the
+distribution is checked file by file (the file entries still apply). Its stats are its own, not
+the file entries' (a --deep capture may renew a file entry after an edit that this entry must
+then not vouch for), and it is recorded only from non-racy file entries (a size needs no racy
+rule: it is part of the stat itself). A verdict written before verdicts held the build (and
+covered the files checked by size) is not used: it is replaced by the next capture.
 
 The file lives in `$XDG_CACHE_HOME/envsnap` (default `~/.cache/envsnap`), one per host and
 set of installation directories (a venv), and is bounded: at most MAX_ENTRIES entries and
@@ -344,12 +348,16 @@ class HashCache:
             if packed_stats(found.paths) != bytes.fromhex(found.stats):
                 raise ValueError("changed")
             findings = json.loads(found.findings)
-            result = Verdict(int(head[1]), findings["errors"], int(head[2]), findings["named"])
+            # A verdict without "build" was written before verdicts covered every file RECORD lists
+            # (its paths were the hashed files only): it cannot vouch for the rest, so it is not used.
+            result = Verdict(int(head[1]), findings["errors"], int(head[2]), findings["named"],
+                             int(findings["sized"]), findings["build"])
+            hashed_paths = int(findings["hashed_paths"])
         except (ValueError, KeyError, TypeError):
             self._forget_verdict(mode, key)
             return None
         self._fresh_verdicts.setdefault(mode, {})[key] = found
-        self.count(len(found.paths), 0)
+        self.count(hashed_paths, 0)
         return result
 
     def _forget_verdict(self, mode: str, key: str) -> None:
@@ -358,23 +366,39 @@ class HashCache:
         self._dirty = True
 
     def record_verdict(self, key: str, record_id: str, findings: Dict[str, Any], paths: List[str],
-                       record_stat: Optional[os.stat_result] = None) -> bool:
-        """Remember that every file of a RECORD was found as recorded, under the stats its
-        digests were taken from; only when each of those entries is in the cache (not racy).
-        `record_id` names the RECORD: `sha256:<hex>` of its text, or `stat:<its stat key>` when
-        `record_stat` (taken before it was read) is given, and then only if that is not racy."""
+                       record_stat: Optional[os.stat_result] = None,
+                       sized: Optional[Dict[str, bytes]] = None) -> bool:
+        """Remember that every file of a RECORD was found as recorded: the hashed ones under the
+        stats their digests were taken from, only when each of those entries is in the cache (not
+        racy); the ones checked by size alone (`sized`: path -> packed stat) under the stat that
+        showed their size. No racy rule for those: the size is part of the stat, so an unchanged
+        stat vouches for it whenever it was taken. `record_id` names the RECORD: `sha256:<hex>` of
+        its text, or `stat:<its stat key>` when `record_stat` (taken before it was read) is given,
+        and then only if that is not racy. `findings` holds what the RECORD says by itself (its
+        entries checked by hash and by size, unhashable and named files, malformed lines, the build)."""
         if "\n" in key or " " in record_id or "\n" in record_id:
             return False
         if record_stat is not None and is_racy(record_stat, self.started_ns):
             return False
         unique = list(dict.fromkeys(paths))  # a RECORD may list a path twice
         fresh = self._fresh
+        by_size = sized or {}
+        hashed = 0
+        parts = []
         try:
-            stats = b"".join([fresh[path][0] for path in unique])
+            for path in unique:
+                entry = fresh.get(path)
+                if entry is not None:
+                    parts.append(entry[0])
+                    hashed += 1
+                else:
+                    parts.append(by_size[path])
         except KeyError:  # a file without an entry (racy, unreadable, not storable)
             return False
+        stats = b"".join(parts)
         head = f"{record_id} {findings['entries']} {findings['unhashable']} {len(unique)}"
-        text = json.dumps({"errors": findings["errors"], "named": findings["named"]}, sort_keys=True)
+        text = json.dumps({"errors": findings["errors"], "named": findings["named"], "sized": findings["sized"],
+                           "build": findings["build"], "hashed_paths": hashed}, sort_keys=True)
         mode = key.rpartition("\0")[2]
         self._fresh_verdicts.setdefault(mode, {})[key] = _Verdict(head, text, unique, stats.hex())
         self._changed.add(_VERDICTS + mode)
@@ -557,10 +581,12 @@ def _verdict_lines(items: List[Tuple[str, _Verdict]]) -> List[str]:
 
 
 class Verdict(NamedTuple):
-    entries: int  # RECORD entries checked
+    entries: int  # RECORD entries checked by hash
     errors: Dict[str, str]  # RECORD lines with an unreadable hash
     unhashable_count: int
     unhashable_named: List[str]
+    sized: int  # RECORD entries checked by size (their files exist with the recorded size)
+    build: Optional[Dict[str, Any]]  # the distribution's build (capture/collectors/builds.py)
 
 
 def disabled_summary(files: int) -> Dict[str, Any]:

@@ -38,9 +38,10 @@ import posixpath
 import re
 import stat
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from envsnap.capture import hashcache
+from envsnap.capture.collectors import builds
 
 if TYPE_CHECKING:  # imported when a pool is needed (a cold cache, --deep): not by a warm capture
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -110,21 +111,27 @@ def _digest_size(algorithm: str) -> int:
 
 
 def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, Any]:
-    """Split one RECORD into entries to check, unhashable files and malformed lines.
+    """Split one RECORD into entries to hash, entries to check by size, unhashable files,
+    malformed lines, and the facts of the build (its compiled files, its own files).
 
-    mode "py" keeps `.py` and `.pth` files and scripts (what Python executes); "all"
-    keeps every hashed file (shared libraries included: `--deep`). This loop runs for
-    every line of every RECORD (24,000 in a torch venv), so it avoids per-line
-    os.path work for the common plain relative path.
+    mode "py" hashes `.py` and `.pth` files and scripts (what Python executes) and checks every
+    other hashed file by a stat: it exists, with the recorded size (a deleted extension module
+    is found without reading it); "all" hashes every hashed file (shared libraries included:
+    `--deep`). This loop runs for every line of every RECORD (24,000 in a torch venv), so it
+    avoids per-line os.path work for the common plain relative path.
     """
     import csv
 
     entries: List[Entry] = []
+    sized: List[Sized] = []
     unhashable: List[str] = []
     errors: Dict[str, str] = {}
+    compiled: List[Tuple[str, str]] = []
+    content: List[Tuple[str, str]] = []
     prefix = location.rstrip(os.sep) + os.sep
     everything = mode == "all"
     executed = (".py", ".pth")
+    compiled_suffixes = builds.COMPILED_SUFFIXES
     digest_sizes = _known_algorithms
     valid_b64 = _B64_VALUE.fullmatch
     for row in csv.reader(text.splitlines()):
@@ -136,8 +143,10 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
             unhashable.append(rel)
             continue
         outside = rel.startswith(("../", "..\\"))
-        if not (everything or outside or rel.endswith(executed)):
-            continue
+        if rel.endswith(compiled_suffixes) or (".so." in rel and builds.is_compiled(rel)):
+            compiled.append((rel, recorded))
+        if not outside and ".dist-info/" not in rel and not rel.endswith(".pth"):
+            content.append((rel, recorded))  # what the build installed, not the installer (builds.py)
         if rel.startswith("/"):  # some old installers wrote absolute paths
             path = os.path.normpath(rel)
         elif outside or "./" in rel or "//" in rel or "\\" in rel:
@@ -145,8 +154,12 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
         else:
             path = prefix + rel
         script = outside and os.path.basename(os.path.dirname(path)) in _SCRIPT_DIRS
+        size_text = row[2] if len(row) > 2 else ""
+        size = int(size_text) if size_text.isdigit() else None
         if not (everything or script or rel.endswith(executed)):
-            continue  # outside the site dir but not a script (data files): --deep only
+            # Checked by a stat: its hash is read (entry_of) only if the stat calls for hashing it.
+            sized.append(Sized(dist, rel, path, size, recorded))
+            continue
         algorithm, _, value = recorded.partition("=")
         # Compared as text (the actual digest is encoded the same way): encoding one
         # digest is cheaper than decoding every recorded one. The length check catches
@@ -158,10 +171,29 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
         if not size_bytes or len(value) != (size_bytes * 4 + 2) // 3 or valid_b64(value) is None:
             errors[rel] = f"unreadable hash in RECORD: {recorded[:80]}"
             continue
-        size_text = row[2] if len(row) > 2 else ""
-        size = int(size_text) if size_text.isdigit() else None
         entries.append(Entry(dist, rel, path, algorithm, value, size, script))
-    return {"entries": entries, "unhashable": unhashable, "errors": errors}
+    return {"entries": entries, "sized": sized, "unhashable": unhashable, "errors": errors,
+            "compiled": compiled, "content": content}
+
+
+class Sized(NamedTuple):
+    """A RECORD line checked by a stat alone (exists, recorded size): parse_record's cheap form."""
+    dist: str
+    rel: str
+    path: str
+    size: Optional[int]
+    recorded: str  # "<algorithm>=<digest>" as RECORD writes it
+
+
+def entry_of(item: Sized) -> Tuple[Optional[Entry], Optional[str]]:
+    """The hashed entry of a line checked by size whose file must be hashed after all (another
+    size, not a regular file), or (None, why its recorded hash is unreadable)."""
+    algorithm, _, value = item.recorded.partition("=")
+    value = value.rstrip("=")
+    size_bytes = _digest_size(algorithm)
+    if not size_bytes or len(value) != (size_bytes * 4 + 2) // 3 or _B64_VALUE.fullmatch(value) is None:
+        return None, f"unreadable hash in RECORD: {item.recorded[:80]}"
+    return Entry(item.dist, item.rel, item.path, algorithm, value, item.size, False), None
 
 
 class RecordFile:
@@ -197,28 +229,34 @@ def _record_text(record: Any) -> Tuple[str, Optional[str]]:
         return "", f"RECORD unreadable: {getattr(exc, 'strerror', None) or exc}"
 
 
-def verify(records: Iterable[Tuple[str, str, Any]], mode: str = "py", stop_at: Optional[float] = None,
+def verify(records: Iterable[Tuple[Any, ...]], mode: str = "py", stop_at: Optional[float] = None,
            workers: Optional[int] = None, use_cache: Optional[bool] = None) -> Dict[str, Any]:
-    """Check every (dist, location, RECORD text or RecordFile); return the `integrity` section layout.
+    """Check every (dist, location, RECORD text or RecordFile[, WHEEL text]); return the `integrity`
+    section layout, with `builds` ({dist: its build record}, builds.py) for the caller to place.
 
-    `stop_at` is a time.monotonic() value: files not hashed by then are counted in
+    Hashed entries are hashed (`checked_files`); the others are checked by one stat each
+    (`size_checked`): a missing file is "missing", one of another size is hashed and reported
+    like any modified file. A RecordFile's WHEEL is read beside it; a RECORD given as text has
+    its WHEEL text as the optional fourth item.
+    `stop_at` is a time.monotonic() value: files not checked by then are counted in
     `not_checked` (per distribution), so a short --timeout never hides anything.
     `use_cache`: True reuses the hashes of files unchanged since an earlier capture
     (hashcache.py) and False hashes everything (--no-cache); either way the result gets
     a `hash_cache` entry saying where the hashes came from. None: no cache, no entry.
     """
     result: Dict[str, Any] = {
-        "mode": mode, "checked_files": 0, "modified": {}, "missing": {}, "rewritten_scripts": {},
-        "unhashable": {"count": 0, "by_dist": {}, "files": {}},
+        "mode": mode, "checked_files": 0, "size_checked": 0, "modified": {}, "missing": {},
+        "rewritten_scripts": {}, "unhashable": {"count": 0, "by_dist": {}, "files": {}},
         "not_checked": {"count": 0, "by_dist": {}},
-        "errors": {},
+        "errors": {}, "builds": {},
     }
     records = list(records)
-    cache = hashcache.HashCache.open({location for _, location, _ in records}) if use_cache else None
+    cache = hashcache.HashCache.open({item[1] for item in records}) if use_cache else None
     by_path: Dict[str, List[Entry]] = {}
-    # dists checked file by file: (dist, location, RECORD identity and stat, findings, entries)
-    fresh: List[Tuple[str, str, Optional[str], Optional[os.stat_result], Dict[str, Any], List[Entry]]] = []
-    for dist, location, record in records:
+    by_size: Dict[str, List[Sized]] = {}  # files checked by a stat alone (see parse_record)
+    fresh: List[_Fresh] = []  # dists checked file by file
+    for item in records:
+        dist, location, record = item[0], item[1], item[2]
         record_id, record_stat = _record_identity(record) if cache is not None else (None, None)
         if record_id is not None and cache is not None and (stop_at is None or time.monotonic() < stop_at):
             known = cache.verdict(_verdict_key(dist, location, mode), record_id)
@@ -226,6 +264,9 @@ def verify(records: Iterable[Tuple[str, str, Any]], mode: str = "py", stop_at: O
                 # The same RECORD and every file it lists unchanged since a capture found them
                 # all as recorded: the same findings, without parsing or hashing anything.
                 result["checked_files"] += known.entries
+                result["size_checked"] += known.sized
+                if known.build is not None:
+                    result["builds"][dist] = known.build
                 _add_record_findings(result, dist, known.errors, known.unhashable_count, known.unhashable_named)
                 continue
         text, unreadable = _record_text(record)
@@ -234,17 +275,40 @@ def verify(records: Iterable[Tuple[str, str, Any]], mode: str = "py", stop_at: O
             result["errors"][_unique_key(result["errors"], rel, dist)] = {"dist": dist, "error": unreadable}
             continue
         parsed = parse_record(dist, location, text, mode)
+        wheel = _wheel(record, item[3] if len(item) > 3 else None)
+        build = builds.build_record(wheel.fields, parsed["compiled"], parsed["content"])
+        result["builds"][dist] = build
         for entry in parsed["entries"]:
             by_path.setdefault(entry.path, []).append(entry)
+        for item in parsed["sized"]:
+            found = by_size.get(item.path)
+            if found is None:
+                by_size[item.path] = [item]
+            else:
+                found.append(item)
         named = [rel for rel in parsed["unhashable"]
                  # Bytecode and RECORD itself carry no hash by design; anything else without
                  # one (a .py, a .so) cannot be verified and is named so it can be looked at.
                  if not (rel.endswith((".pyc", ".pyo")) or posixpath.basename(rel) in _UNHASHED_BY_DESIGN)]
         _add_record_findings(result, dist, parsed["errors"], len(parsed["unhashable"]), named)
-        fresh.append((dist, location, record_id, record_stat,
-                      {"errors": parsed["errors"], "unhashable": len(parsed["unhashable"]), "named": named},
-                      parsed["entries"]))
+        fresh.append(_Fresh(dist, location, record_id, record_stat,
+                            {"errors": parsed["errors"], "unhashable": len(parsed["unhashable"]), "named": named,
+                             "build": build},
+                            parsed["entries"] + parsed["sized"], wheel))
 
+    # Hashed anyway (for another entry), or another size or not a regular file: hashed, and
+    # reported like any other hashed file.
+    to_hash = [p for p in by_size if p in by_path]
+    sizes = _stat_sized({p: items for p, items in by_size.items() if p not in by_path}, stop_at)
+    to_hash += [p for p, (status, _) in sizes.items() if status == "hash"]
+    for path in to_hash:
+        for item in by_size.pop(path):
+            entry, unreadable = entry_of(item)
+            if entry is None:
+                result["errors"][_unique_key(result["errors"], item.rel, item.dist)] = {"dist": item.dist,
+                                                                                        "error": unreadable}
+            else:
+                by_path.setdefault(path, []).append(entry)
     outcomes = _hash_all(by_path, stop_at, workers or default_workers(), cache)
     if cache is not None:
         cache.record_many()
@@ -255,21 +319,120 @@ def verify(records: Iterable[Tuple[str, str, Any]], mode: str = "py", stop_at: O
         for entry in by_path[path]:
             matched = _classify(result, entry, status, info) and matched
         as_recorded[path] = matched
+    intact = [path for path, (status, _) in sizes.items() if status == "ok"]
+    as_recorded.update(dict.fromkeys(intact, True))
+    result["size_checked"] += sum(map(len, map(by_size.__getitem__, intact)))
+    for path in sorted(by_size.keys() - set(intact)):  # the findings, in path order
+        status, info = sizes.get(path, ("not_checked", None))
+        for item in by_size[path]:
+            _classify(result, item, status, info)
+        as_recorded[path] = False
     if cache is not None:
-        for dist, location, record_id, record_stat, findings, entries in fresh:
-            # (A RECORD with nothing to hash in this mode still has its own findings to remember.)
+        for dist, location, record_id, record_stat, findings, entries, wheel in fresh:
+            # (A RECORD with nothing to check in this mode still has its own findings to remember.)
             if record_id and all(as_recorded.get(entry.path) for entry in entries):
+                hashed = sum(1 for entry in entries if entry.path in by_path)
+                paths = [entry.path for entry in entries]
+                stats = {path: hashcache.packed_stat(sizes[path][1]) for path in paths if path in by_size}
+                if wheel.path is not None and wheel.stat is not None:
+                    paths.append(wheel.path)  # listed by RECORD too, normally: then its stat is there already
+                    stats.setdefault(wheel.path, hashcache.packed_stat(wheel.stat))
                 cache.record_verdict(_verdict_key(dist, location, mode), record_id,
-                                     dict(findings, entries=len(entries)), [entry.path for entry in entries],
-                                     record_stat)
+                                     dict(findings, entries=hashed, sized=len(entries) - hashed), paths,
+                                     record_stat, stats)
         cache.save(stop_at)
         result["hash_cache"] = cache.summary()
     elif use_cache is not None:
         result["hash_cache"] = hashcache.disabled_summary(
             sum(1 for status, _ in outcomes.values() if status != "not_checked"))
     if result["not_checked"]["count"]:
-        result["not_checked"]["reason"] = "capture deadline reached before these files were hashed"
+        result["not_checked"]["reason"] = "capture deadline reached before these files were checked"
     return result
+
+
+class _Wheel(NamedTuple):
+    fields: Optional[Dict[str, Any]]  # builds.parse_wheel's, None without a WHEEL file
+    path: Optional[str]
+    stat: Optional[os.stat_result]  # taken before it was read (the verdict keeps it)
+
+
+class _Fresh(NamedTuple):
+    """A distribution checked file by file: what its verdict needs once the files are checked."""
+    dist: str
+    location: str
+    record_id: Optional[str]
+    record_stat: Optional[os.stat_result]
+    findings: Dict[str, Any]
+    entries: List[Entry]
+    wheel: _Wheel
+
+
+_MAX_WHEEL_BYTES = 64 << 10  # a WHEEL file is a few lines; anything bigger is not one
+
+
+def _wheel(record: Any, text: Optional[str]) -> _Wheel:
+    """The WHEEL file beside a RECORD on disk (or the text given with a RECORD given as text)."""
+    if not isinstance(record, RecordFile):
+        return _Wheel(builds.parse_wheel(text) if text is not None else None, None, None)
+    path = os.path.join(os.path.dirname(record.path), "WHEEL")
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return _Wheel(None, None, None)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return _Wheel(None, None, None)
+        data = os.read(fd, _MAX_WHEEL_BYTES)
+    except OSError:
+        return _Wheel(None, None, None)
+    finally:
+        os.close(fd)
+    return _Wheel(builds.parse_wheel(data.decode("utf-8", "replace")), path, info)
+
+
+# Files between two looks at the deadline (time.monotonic costs as much as a stat).
+_STAT_BATCH = 256
+
+
+def _stat_sized(by_size: Dict[str, List[Sized]], stop_at: Optional[float]) -> Dict[str, Tuple[str, Any]]:
+    """One stat of each file checked by size: ("ok", stat) when it is a regular file of every
+    recorded size, ("missing", None), ("error", text), ("not_checked", None) after the deadline,
+    or ("hash", None): another size or not a regular file, to be hashed and reported. The stats
+    of a batch are taken by one C-level map; a batch where one fails is taken file by file."""
+    out: Dict[str, Tuple[str, Any]] = {}
+    regular = stat.S_ISREG
+    paths = list(by_size)
+    for start in range(0, len(paths), _STAT_BATCH):
+        batch = paths[start:start + _STAT_BATCH]
+        if stop_at is not None and time.monotonic() >= stop_at:
+            out.update((p, ("not_checked", None)) for p in paths[start:])
+            break
+        try:
+            stats: List[Any] = list(map(os.stat, batch))
+        except (OSError, ValueError):
+            stats = list(map(_stat_or_error, batch))
+        for path, st in zip(batch, stats):
+            if type(st) is tuple:
+                out[path] = st
+                continue
+            size = st.st_size
+            items = by_size[path]
+            if regular(st.st_mode) and (items[0].size in (None, size) if len(items) == 1 else
+                                        all(item.size in (None, size) for item in items)):
+                out[path] = ("ok", st)
+            else:
+                out[path] = ("hash", None)
+    return out
+
+
+def _stat_or_error(path: str) -> Any:
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return ("missing", None)
+    except (OSError, ValueError) as exc:
+        return ("error", f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}")
 
 
 def _verdict_key(dist: str, location: str, mode: str) -> str:
@@ -434,8 +597,9 @@ def hash_file(path: str, algorithms: List[str], stop_at: Optional[float] = None,
     return "ok", ({name: h.digest() for name, h in zip(algorithms, hashers)}, size)
 
 
-def _classify(result: Dict[str, Any], entry: Entry, status: str, info: Any) -> bool:
-    """Record one entry's finding; True when the file is exactly as RECORD says."""
+def _classify(result: Dict[str, Any], entry: Union[Entry, "Sized"], status: str, info: Any) -> bool:
+    """Record one entry's finding; True when the file is exactly as RECORD says (a Sized entry
+    comes here only when it is missing, unreadable or not checked: no digests)."""
     if status == "not_checked":
         result["not_checked"]["count"] += 1
         by_dist = result["not_checked"]["by_dist"]
@@ -447,6 +611,8 @@ def _classify(result: Dict[str, Any], entry: Entry, status: str, info: Any) -> b
     if status == "error":
         result["errors"][_unique_key(result["errors"], entry.rel, entry.dist)] = {"dist": entry.dist, "error": info}
         return False
+    if not isinstance(entry, Entry):  # a Sized entry found intact: counted by the caller
+        return True
     digests, size = info
     result["checked_files"] += 1
     actual = digests[entry.algorithm]

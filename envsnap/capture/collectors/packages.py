@@ -4,15 +4,18 @@ Versions and origins come from the distributions' metadata (direct_url.json, PEP
 without importing anything. Integrity re-hashes the files each RECORD lists (`.py`,
 `.pth` and scripts by default, every file with --deep) and names those that differ:
 an edited `sglang/srt/layers/moe/topk.py` is found with no pristine copy to compare
-against. See envsnap/integrity.py for the hashing and the shebang-rewrite rule. Each edited
-file's current text is kept too (content.attach_installed: bounded, redacted), so a diff can
-show the edit itself.
+against; by default every other file RECORD lists is checked by a stat (it exists, with the
+recorded size), so a deleted extension module is found too. See capture/collectors/integrity.py
+for the hashing and the shebang-rewrite rule. Each edited file's current text is kept too
+(content.attach_installed: bounded, redacted), so a diff can show the edit itself. Each
+distribution's `build` (builds.py: WHEEL's tags and Root-Is-Purelib, its compiled files, digests
+of what it installed) tells two builds of one version apart.
 """
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok
 from envsnap.capture.collectors import content, distributions as distributions_mod
@@ -34,8 +37,12 @@ from envsnap.model.schema import CONTENT_SHAPE, HASH_CACHE_SHAPE
 # snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
 SHAPE = {"count": "num",
          "dists": ("map", {"name": "str", "version": "str", "installer": "str", "location": "str",
-                           "origin": {"kind": "str", "url": "str", "commit": "str", "editable": "scalar"}}),
-         "integrity": {"mode": "str", "checked_files": "num",
+                           "origin": {"kind": "str", "url": "str", "commit": "str", "editable": "scalar"},
+                           "build": {"tags": ("list", "str"), "purelib": "scalar", "build_tag": "str",
+                                     "generator": "str", "wheel_version": "str", "wheel": "scalar",
+                                     "compiled": "num", "compiled_files": ("list", "str"),
+                                     "compiled_sha256": "str", "content_sha256": "str"}}),
+         "integrity": {"mode": "str", "checked_files": "num", "size_checked": "num",
                        "modified": ("map", {"dist": "str", "recorded_sha256": "str", "actual_sha256": "str",
                                             "recorded_size": "num", "actual_size": "num",
                                             "content": CONTENT_SHAPE}),
@@ -118,7 +125,7 @@ def describe(path: List[str], site_dirs: Set[str], deep: bool = False, stop_at: 
     from envsnap.capture.collectors import integrity
 
     dists: Dict[str, Dict[str, Any]] = {}
-    records = []
+    records: List[Tuple[Any, ...]] = []
     unverifiable: Dict[str, str] = {}
     errors: Dict[str, str] = {}
     for dist, name, version in distributions_mod.iter_named(path):
@@ -151,10 +158,14 @@ def describe(path: List[str], site_dirs: Set[str], deep: bool = False, stop_at: 
                                  "setup.py install/develop, distro or conda packages)")
         elif not os.path.isdir(location):
             unverifiable[key] = "installed inside a zip file"
+        elif isinstance(record, str):  # not a plain directory: its WHEEL is read the same way
+            records.append((key, location, record, _read(dist, "WHEEL", info_dir, present)))
         else:
             records.append((key, location, record))
     checks = integrity.verify(records, mode="all" if deep else "py", stop_at=stop_at, use_cache=not no_cache)
     checks["dists_checked"] = len(records)
+    for key, build in checks.pop("builds").items():
+        dists[key]["build"] = build
     checks["unverifiable"] = dict(sorted(unverifiable.items()))
     result = {"count": len(dists), "dists": dict(sorted(dists.items())), "integrity": checks,
               "hash_cache": checks.pop("hash_cache")}
@@ -245,7 +256,9 @@ def summarize(data: Dict[str, Any]) -> List[str]:
     if not_checked:
         head += f", {not_checked} NOT checked (deadline)"
     lines = [head]
-    lines.append(f"integrity ({checks.get('mode', '?')}): {checks.get('checked_files', 0)} files checked in "
+    sized = checks.get("size_checked")
+    lines.append(f"integrity ({checks.get('mode', '?')}): {checks.get('checked_files', 0)} files checked"
+                 + (f" by hash and {sized} by size" if sized else "") + " in "
                  f"{checks.get('dists_checked', 0)} distributions; "
                  f"{(checks.get('unhashable') or {}).get('count', 0)} listed without hash; "
                  f"{len(checks.get('rewritten_scripts') or {})} scripts with rewritten shebang")
