@@ -149,7 +149,8 @@ def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List
     not compared: its presence is a candidate of its own ("node-c/node") and a warning says so."""
     if not any(nodes_mod.is_cluster(s) for s in snaps):
         usable = views_mod.usable_sections(list(snaps))
-        return _varying(None, [views_mod.build_view(s, usable) for s in snaps]), []
+        builds = views_mod.comparable_builds(snaps)
+        return _varying(None, [views_mod.build_view(s, usable, builds=builds) for s in snaps]), []
     per_snap = [node_snapshots(s) for s in snaps]
     hosts = sorted(set().union(*per_snap))
     everywhere = [h for h in hosts if all(h in nodes for nodes in per_snap)]
@@ -159,7 +160,8 @@ def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List
         if host in everywhere:
             node_snaps = [nodes[host] for nodes in per_snap]
             usable = views_mod.usable_sections(node_snaps)
-            found.extend(_varying(host, [views_mod.build_view(n, usable, host) for n in node_snaps]))
+            builds = views_mod.comparable_builds(node_snaps)
+            found.extend(_varying(host, [views_mod.build_view(n, usable, host, builds=builds) for n in node_snaps]))
             continue
         present = ["captured" if host in nodes else None for nodes in per_snap]
         found.append((nodes_mod.qualify(host, "node"), "node", host, "sections", present,

@@ -483,6 +483,8 @@ def _integrity_view(table: Dict[str, Any]) -> Dict[str, Any]:
 def _package_text(facts: Any) -> str:
     facts = as_dict(facts)
     text = fmt_value(facts.get("version"), 60)
+    if facts.get("build"):  # another build of the same version on the other side
+        text += f" [{fmt_value(facts['build'], 120)}]"
     if facts.get("origin") and facts.get("origin") != "index":
         text += f" ({facts['origin']}" + (f" {short_hash(facts.get('commit'))}" if facts.get("commit") else "") + ")"
     return text

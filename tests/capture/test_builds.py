@@ -17,6 +17,7 @@ from helpers.ext_wheels import NAME, VERSION, ext_wheels, install  # noqa: F401 
 
 from envsnap.capture import hashcache
 from envsnap.capture.collectors import builds, integrity, packages
+from envsnap.model.names import is_compiled_file
 
 SHORT_WINDOW_NS = 50_000_000  # 50 ms: files written by the test count as settled after a short sleep
 
@@ -32,7 +33,7 @@ def test_wheel_file_fields():
     assert pure["tags"] == ["py2-none-any", "py3-none-any"] and pure["purelib"] is True
     assert [rel for rel in ("a/_x.cpython-311-x86_64-linux-gnu.so", "a/x.pyd", "lib/libnccl.so.2", "lib/libz.so.1.3",
                             "a/x.py", "a/so.py", "a/x.so.txt", "share/x.dylib", "bin/x.dll")
-            if builds.is_compiled(rel)] == ["a/_x.cpython-311-x86_64-linux-gnu.so", "a/x.pyd", "lib/libnccl.so.2",
+            if is_compiled_file(rel)] == ["a/_x.cpython-311-x86_64-linux-gnu.so", "a/x.pyd", "lib/libnccl.so.2",
                                             "lib/libz.so.1.3", "share/x.dylib", "bin/x.dll"]
 
 

@@ -35,6 +35,7 @@ from envsnap.analysis.compare.views import (
     build_view,
     categories,
     category_key,
+    comparable_builds,
     modified_entries_differing,
     usable_sections,
 )
@@ -161,7 +162,8 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
     """Two single-node snapshots (or two nodes' own): keys qualified by `node` when given."""
     usable = usable_sections([good, bad])
     differing = modified_entries_differing(good, bad)
-    va, vb = build_view(good, usable, node, differing), build_view(bad, usable, node, differing)
+    builds = comparable_builds([good, bad])
+    va, vb = build_view(good, usable, node, differing, builds), build_view(bad, usable, node, differing, builds)
     diffs: List[Difference] = []
     for category in categories(va, vb):
         a, b = va.values.get(category, {}), vb.values.get(category, {})
@@ -487,6 +489,8 @@ def display(subject: Subject, value: Any) -> Any:
         return state
     if where == "packages":
         text = str(value.get("version"))
+        if isinstance(value.get("build"), dict):  # compared only at one version (views.comparable_builds)
+            text += f" [{knowledge.build_summary(value['build'])}]"
         origin = value.get("origin") or {}
         kind = origin.get("kind") if isinstance(origin, dict) else None
         if kind and kind != "index":

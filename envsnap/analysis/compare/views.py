@@ -141,6 +141,7 @@ class View:
     # compare/libraries.who_can_read); never compared.
     source: Dict[str, Any] = field(default_factory=dict)
     modified_only: Optional[Set[str]] = None  # see build_view
+    builds: Set[str] = field(default_factory=set)  # see build_view
     # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
     patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
@@ -224,13 +225,15 @@ def usable_sections(snaps: Sequence[Dict[str, Any]]) -> Set[str]:
 
 
 def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = None,
-               modified_only: Optional[Set[str]] = None) -> View:
+               modified_only: Optional[Set[str]] = None, builds: Optional[Set[str]] = None) -> View:
     """The view of one snapshot (or of one node of a merged snapshot: `node` names it in every Subject).
 
     `modified_only`: the edited installed files (packages.integrity.modified) to keep, when the caller
     compares two views and knows which entries differ (modified_entries_differing): the thousands of
-    a broken install edited alike on both sides are then no key of either view."""
-    view = View(node=node, modified_only=modified_only, source=snap)
+    a broken install edited alike on both sides are then no key of either view.
+    `builds`: the distributions whose build is part of their value (comparable_builds: recorded on every
+    side, at one version); none by default."""
+    view = View(node=node, modified_only=modified_only, source=snap, builds=builds or set())
     data = {name: section_data(snap, name) for name in usable}
     declared = knowledge.section_rules()
     # The sections with a view of their own first; then every other section a collector declares, leaf
@@ -285,6 +288,8 @@ def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
         if not isinstance(dist, dict):
             continue
         value = {k: _norm(dist[k], k) for k in ("version", "origin", "location") if k in dist}
+        if name in view.builds:
+            value["build"] = knowledge.build_identity(dist.get("build"))
         view.put("packages", f"packages.{name}", value, (f"packages.dists.{name}",), Subject("packages", name))
     integrity = pkgs.get("integrity") or {}
     values = view.values["integrity"]
@@ -303,6 +308,20 @@ def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
             value["state"] = state
             view.put("integrity", f"integrity.{rel}", value, (f"packages.integrity.{section}.{rel}",),
                      Subject("integrity", rel))
+
+
+def comparable_builds(snaps: Sequence[Dict[str, Any]]) -> Set[str]:
+    """The distributions whose build (capture/collectors/builds.py) is compared: recorded in every snapshot,
+    at the same version. Another version is the difference already; a snapshot from before builds were
+    recorded has none to compare."""
+    found: Optional[Dict[str, Any]] = None
+    for snap in snaps:
+        pkgs = section_data(snap, "packages") if _ok(snap, "packages") else {}
+        dists = pkgs.get("dists") if isinstance(pkgs, dict) else None
+        mine = {name: dist.get("version") for name, dist in (dists or {}).items()
+                if isinstance(dist, dict) and isinstance(dist.get("build"), dict)}
+        found = mine if found is None else {name: v for name, v in found.items() if mine.get(name, _MISSING) == v}
+    return set(found or ())
 
 
 def modified_entries_differing(good: Dict[str, Any], bad: Dict[str, Any]) -> Set[str]:

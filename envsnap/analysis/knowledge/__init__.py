@@ -1,10 +1,19 @@
 """What envsnap knows besides what the snapshots show: the field rules (rules.py: ONE table of category,
 component, prior, volatility and why per key, collectors' own rules included), the lookup of a key's rule
-(matching.py), the evidence tables the ranking reads (evidence.py: context, native readers, run counters)
-and what an unknown difference looks like (variables.py).
+(matching.py), the evidence tables the ranking reads (evidence.py: context, native readers, run counters),
+what an unknown difference looks like (variables.py) and what a change of an installed build means (builds.py).
 
 This package's face: callers write `knowledge.rule_for(key)`; the names below are its whole API.
 """
+from envsnap.analysis.knowledge.builds import (
+    BUILD_CHANGES,
+    MISSING_COMPILED,
+    REPLACED_COMPILED,
+    BuildChange,
+    build_change,
+    build_identity,
+    build_summary,
+)
 from envsnap.analysis.knowledge.evidence import (
     BUSY_CPUS,
     CPU_SET,
@@ -63,6 +72,8 @@ from envsnap.model.rules import (
 )
 
 __all__ = [
+    "BUILD_CHANGES", "MISSING_COMPILED", "REPLACED_COMPILED", "BuildChange", "build_change", "build_identity",
+    "build_summary",
     "BUSY_CPUS", "COMMUNICATION", "CPU_HOST", "CPU_SET", "CPU_SIZED", "CROSS_SECTION_RULES", "CUDA_CONTEXT",
     "DOCUMENTATION_NAMES", "DRAFTER", "ENGINE_SET_ENV", "FILE_KINDS", "FieldRule", "GPU_CONTEXT", "GRAPHS",
     "HOT_PATH_PACKAGES", "KERNELS", "KNOB_FREE_FAMILIES", "KNOWLEDGE_RULES", "LOADED_BY_PART", "MEMORY",

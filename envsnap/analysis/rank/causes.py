@@ -99,7 +99,7 @@ class _Ranking:
         elif d.category == "integrity":
             component, why = domain.score_integrity(d, rule, component, why, facts, score, notes)
         elif d.where == "packages":
-            component, why = domain.score_package(d, rule, component, why, score)
+            component, why = domain.score_package(d, rule, component, why, score, notes)
         elif d.where == "process" and d.subject.aspect.startswith("shadowed."):
             why = domain.shadowed_why(d, why)
         elif d.where == "library":

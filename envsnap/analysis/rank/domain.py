@@ -20,7 +20,7 @@ from envsnap.analysis.knowledge import COMMUNICATION, KERNELS
 from envsnap.analysis.rank import evidence as evidence_mod, hunks
 from envsnap.analysis.rank.factors import HOT_PATH_EDIT_PRIOR, HOT_PATH_PACKAGE_PRIOR, STARTUP_MENTION_SHARE, Score
 from envsnap.analysis.rank.priors import rule_source
-from envsnap.model.names import canonical_name
+from envsnap.model.names import canonical_name, is_compiled_file
 
 ENGINE_PY = "sglang/srt/entrypoints/engine.py"
 
@@ -281,7 +281,14 @@ def score_integrity(d: diff_mod.Difference, rule: knowledge.FieldRule, component
     if state == "rewritten":
         score.apply("rewritten_script")
         why = f"console-script wrapper rewritten by the installer ({dist}): rarely matters"
-    elif state == "modified" and value.get("recorded_sha256"):
+    elif is_compiled_file(rel) and state in ("missing", "modified"):
+        component, why = _compiled_file(rel, dist, state, rule, component, why, score)
+        notes.extend(_build_lists(facts, dist, rel))
+    else:
+        found = file_kind(rel)
+        if found is not None and found[1] != 1.0:
+            score.apply("file_kind", f"a {found[0]} file", value=found[1])
+    if state == "modified" and value.get("recorded_sha256"):
         notes.append(f"pip RECORD sha256 {str(value.get('recorded_sha256'))[:12]}, on disk "
                      f"{str(value.get('actual_sha256'))[:12]}")
     if rel.endswith(ENGINE_PY):
@@ -302,18 +309,59 @@ def score_integrity(d: diff_mod.Difference, rule: knowledge.FieldRule, component
     return component, why
 
 
+def _compiled_file(rel: str, dist: str, state: str, rule: knowledge.FieldRule, component: str, why: str,
+                   score: Score) -> Tuple[str, str]:
+    """A compiled file (extension module, shared library) RECORD lists that is gone or replaced: the
+    knowledge table's prior for that (knowledge.MISSING_COMPILED / REPLACED_COMPILED) where no rule about the
+    file's own place says more, and what it does to the program."""
+    missing = state == "missing"
+    loss = knowledge.MISSING_COMPILED if missing else knowledge.REPLACED_COMPILED
+    if loss.prior > score.prior:
+        table = "knowledge.MISSING_COMPILED" if missing else "knowledge.REPLACED_COMPILED"
+        score.set_prior(loss.prior, f"a compiled file {'gone' if missing else 'replaced'} ({table})")
+    if rule.pattern == "integrity.*" and component != KERNELS and loss.component:
+        component = loss.component  # no rule places the file: its fallback runs where the loss says
+    return component, f"{loss.why} ({dist or rel})"
+
+
+def _build_lists(facts: Facts, dist: str, rel: str) -> List[str]:
+    """What the distribution's build record (same version on both sides) says of a compiled file."""
+    builds = [(view.values["packages"].get(f"packages.{canonical_name(dist)}") or {}).get("build")
+              for view in (facts.comp.good, facts.comp.bad)]
+    build = builds[0]
+    if not isinstance(build, dict) or build != builds[1]:
+        return []
+    if rel in (build.get("compiled_files") or []):
+        return [f"{dist}'s build ({knowledge.build_summary(build)}) lists it, the same build on both sides: "
+                "the install lost it"]
+    return []
+
+
 def score_package(d: diff_mod.Difference, rule: knowledge.FieldRule, component: str, why: str,
-                  score: Score) -> Tuple[str, str]:
+                  score: Score, notes: List[str]) -> Tuple[str, str]:
     name = d.subject.entity
     if rule.pattern == "packages.*" and name in knowledge.HOT_PATH_PACKAGES:
         score.set_prior(HOT_PATH_PACKAGE_PRIOR, f"a hot-path package ({rule_source(rule)}, raised)")
         component, why = KERNELS, f"{name} runs on the decode hot path"
-    gv = (d.good or {}).get("version") if isinstance(d.good, dict) else None
-    bv = (d.bad or {}).get("version") if isinstance(d.bad, dict) else None
-    if d.change == "changed" and gv == bv:
+    good = d.good if isinstance(d.good, dict) else {}
+    bad = d.bad if isinstance(d.bad, dict) else {}
+    if d.change != "changed" or good.get("version") != bad.get("version"):
+        return component, why
+    found = knowledge.build_change(good.get("build"), bad.get("build"))
+    if found is None:
         score.apply("same_version_other_origin")
-        why += " (same version, different origin)"
-    return component, why
+        return component, why + " (same version, different origin)"
+    # Another build of the same version (views.comparable_builds): the knowledge table's prior for that
+    # kind of change, unless the package's own rule says more.
+    change = found.change
+    if change.prior > score.prior:
+        score.set_prior(change.prior, f"same version, another build: {change.label} (knowledge.BUILD_CHANGES)")
+    if change.component and component != KERNELS:
+        component = change.component
+    notes.extend(found.evidence)
+    if good.get("origin") != bad.get("origin"):
+        notes.append("installed from another origin too (the build says what changed)")
+    return component, f"same version, another build: {found.text} — {change.why}"
 
 
 def score_startup(d: diff_mod.Difference, component: str, why: str, facts: Facts, score: Score,

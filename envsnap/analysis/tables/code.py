@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Set
 
+from envsnap.analysis import knowledge
 from envsnap.analysis.compare.views import without_text
 from envsnap.analysis.tables.common import (
     as_list,
@@ -54,6 +55,10 @@ def _packages(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
     for name in sorted(set(g) | set(b), key=natural_key):
         gf = facts(g[name]) if name in g else None
         bf = facts(b[name]) if name in b else None
+        builds = [knowledge.build_identity(as_dict(side.get(name)).get("build")) for side in (g, b)]
+        if gf is not None and bf is not None and gf["version"] == bf["version"] and None not in builds \
+                and builds[0] != builds[1]:  # another build of one version (compare/views.comparable_builds)
+            gf["build"], bf["build"] = (knowledge.build_summary(build) for build in builds)
         if gf != bf or as_dict(as_dict(g.get(name)).get("origin")) != as_dict(as_dict(b.get(name)).get("origin")):
             rows.append({"name": name, "good": gf, "bad": bf, "differs": True})
     return {"rows": rows, "good_count": len(g), "bad_count": len(b)}

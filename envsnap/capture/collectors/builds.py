@@ -13,7 +13,7 @@ what the installer left in the `.dist-info` directory does:
   `Build` number); installers copy it as is;
 - `RECORD` (same spec, "The .dist-info directory"): every installed file with the sha256 of its
   content. The compiled files (extension modules and shared libraries: `.so`, `.pyd`, `.dylib`,
-  `.dll`, versioned `.so.N`) are counted and named, and two digests summarise what was
+  `.dll`, versioned `.so.N`: model/names.py) are counted and named, and two digests summarise what was
   installed: `compiled_sha256` over the compiled files' paths and recorded hashes (another
   binary of the same version changes it), `content_sha256` over the package's own files (a
   rebuild with other sources changes it). Files whose recorded hash depends on the install rather
@@ -28,22 +28,11 @@ for that RECORD, so a warm capture neither reads WHEEL nor parses RECORD again.
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-# Extension modules and shared libraries (PEP 3149 / importlib.machinery.EXTENSION_SUFFIXES end in
-# .so on POSIX and .pyd on Windows; macOS frameworks ship .dylib, Windows wheels .dll; a library
-# with an soname version: libfoo.so.12, libfoo.so.2.1).
-COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
-_VERSIONED_LIBRARY = re.compile(r"\.so(\.\d+)+$")
 # Compiled files named in the snapshot per distribution (mypyc-built wheels ship hundreds; the count
 # and the digest cover them all).
 MAX_NAMED = 32
-
-
-def is_compiled(rel: str) -> bool:
-    """Whether a RECORD path is a compiled file (extension module or shared library)."""
-    return rel.endswith(COMPILED_SUFFIXES) or (".so." in rel and _VERSIONED_LIBRARY.search(rel) is not None)
 
 
 def parse_wheel(text: str) -> Dict[str, Any]:

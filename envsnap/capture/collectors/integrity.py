@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optiona
 
 from envsnap.capture import hashcache
 from envsnap.capture.collectors import builds
+from envsnap.model.names import COMPILED_SUFFIXES, is_compiled_file
 
 if TYPE_CHECKING:  # imported when a pool is needed (a cold cache, --deep): not by a warm capture
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -131,7 +132,7 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
     prefix = location.rstrip(os.sep) + os.sep
     everything = mode == "all"
     executed = (".py", ".pth")
-    compiled_suffixes = builds.COMPILED_SUFFIXES
+    compiled_suffixes = COMPILED_SUFFIXES
     digest_sizes = _known_algorithms
     valid_b64 = _B64_VALUE.fullmatch
     for row in csv.reader(text.splitlines()):
@@ -143,7 +144,7 @@ def parse_record(dist: str, location: str, text: str, mode: str) -> Dict[str, An
             unhashable.append(rel)
             continue
         outside = rel.startswith(("../", "..\\"))
-        if rel.endswith(compiled_suffixes) or (".so." in rel and builds.is_compiled(rel)):
+        if rel.endswith(compiled_suffixes) or (".so." in rel and is_compiled_file(rel)):
             compiled.append((rel, recorded))
         if not outside and ".dist-info/" not in rel and not rel.endswith(".pth"):
             content.append((rel, recorded))  # what the build installed, not the installer (builds.py)

@@ -262,6 +262,13 @@ def summarize(data: Dict[str, Any]) -> List[str]:
                  f"{checks.get('dists_checked', 0)} distributions; "
                  f"{(checks.get('unhashable') or {}).get('count', 0)} listed without hash; "
                  f"{len(checks.get('rewritten_scripts') or {})} scripts with rewritten shebang")
+    built = [d.get("build") for d in (data.get("dists") or {}).values() if isinstance(d.get("build"), dict)]
+    if built:
+        compiled = [b for b in built if (b.get("compiled") or 0) > 0]
+        no_wheel = sum(1 for b in built if b.get("wheel") is False)
+        lines.append(f"builds: {len(compiled)} distribution{'s' if len(compiled) != 1 else ''} with compiled files "
+                     f"({sum(b.get('compiled') or 0 for b in compiled)} files), {len(built) - len(compiled)} without"
+                     + (f"; {no_wheel} not installed from a wheel (no WHEEL)" if no_wheel else ""))
     cache = data.get("hash_cache") or {}
     if cache:
         lines.append(f"hash cache: {cache.get('hits', 0)} hashes reused, {cache.get('misses', 0)} files read and "
