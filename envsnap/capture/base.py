@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Protocol
 
 # Bounds on the file text a capture keeps (content records, see collectors/content.py): a file's
 # first DEFAULT_CONTENT_MAX_FILE bytes, DEFAULT_CONTENT_MAX_TOTAL bytes of text per snapshot.
@@ -21,12 +21,6 @@ from typing import Any, Dict, List, Optional
 DEFAULT_CAPTURE_TIMEOUT = 30.0  # seconds the whole capture may take
 DEFAULT_CONTENT_MAX_FILE = 512 << 10
 DEFAULT_CONTENT_MAX_TOTAL = 8 << 20
-
-try:  # Python 3.8+: typing.Protocol
-    from typing import Protocol
-except ImportError:  # pragma: no cover
-    Protocol = object  # type: ignore
-
 
 def wrap_up_reserve(timeout: float) -> float:
     """Seconds between the collectors' soft deadline and the capture's hard one: their time to wrap
@@ -86,6 +80,8 @@ class CaptureContext:
 
 
 class Collector(Protocol):
+    """What the runner calls: a collector's `collect` (or a forked one's answer), checked by mypy."""
+
     def __call__(self, ctx: CaptureContext) -> Dict[str, Any]: ...
 
 

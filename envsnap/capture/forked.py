@@ -51,7 +51,8 @@ class ForkedCollector:
         kind, value = pickle.loads(payload)
         if kind == "error":
             raise RuntimeError(value)
-        return value
+        section: Dict[str, Any] = value
+        return section
 
     def kill(self) -> None:
         """Stop the child if it still runs (the capture gave up on it), and reap it."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from envsnap.model.names import canonical_name
 from envsnap.redact import redact_file_text
@@ -108,7 +108,7 @@ def _walk_files(root: str, deadline: float) -> Iterator[str]:
             yield os.path.join(directory, name)
 
 
-def _candidates(wheel_dirs: Sequence[str], cache_dirs: Sequence[str], wanted: set, deadline: float
+def _candidates(wheel_dirs: Sequence[str], cache_dirs: Sequence[str], wanted: Set[Tuple[str, str]], deadline: float
                 ) -> Iterator[Tuple[str, str, Optional[Tuple[str, str]]]]:
     """(path, where, (name, version) when the file name says it) of every archive worth opening."""
     for directory in wheel_dirs:

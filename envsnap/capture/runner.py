@@ -11,10 +11,10 @@ import gc
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from envsnap.capture import forked
-from envsnap.capture.base import CaptureContext
+from envsnap.capture.base import CaptureContext, Collector
 from envsnap.capture.collectors import COLLECTORS, SECTION_SHAPES, content
 from envsnap.model import schema, snapshot as snapshot_mod
 from envsnap.model.snapshot import utc_now
@@ -48,7 +48,7 @@ def _gc_paused() -> Iterator[None]:
 TIME_LIMITS = {"host": 10.0, "env": 5.0, "python": 10.0, "sglang": 10.0}
 
 
-def run_collector(name: str, func: Callable, ctx: CaptureContext, limit: float) -> Dict[str, Any]:
+def run_collector(name: str, func: Collector, ctx: CaptureContext, limit: float) -> Dict[str, Any]:
     """Run one collector in a daemon thread; return its section, whatever happens."""
     box: Dict[str, Any] = {}
 
@@ -104,7 +104,7 @@ def _finish_section(name: str, section: Dict[str, Any], redact: bool) -> Dict[st
 def capture(
     ctx: CaptureContext,
     only: Optional[Sequence[str]] = None,
-    collectors: Optional[Sequence[Tuple[str, Callable]]] = None,
+    collectors: Optional[Sequence[Tuple[str, Collector]]] = None,
     prestarted: Optional[Dict[str, forked.ForkedCollector]] = None,
 ) -> Dict[str, Any]:
     """Run the collectors (all, or those named in `only`) and return the snapshot dict.
@@ -120,10 +120,10 @@ def capture(
 def _capture(
     ctx: CaptureContext,
     only: Optional[Sequence[str]],
-    collectors: Optional[Sequence[Tuple[str, Callable]]],
+    collectors: Optional[Sequence[Tuple[str, Collector]]],
     prestarted: Dict[str, forked.ForkedCollector],
 ) -> Dict[str, Any]:
-    chosen: List[Tuple[str, Callable]] = list(collectors if collectors is not None else COLLECTORS)
+    chosen: List[Tuple[str, Collector]] = list(collectors if collectors is not None else COLLECTORS)
     if only:
         chosen = [(n, f) for n, f in chosen if n in only]
     # Collectors work to a soft deadline a little before the hard one the runner enforces

@@ -177,7 +177,7 @@ def _hash_rest(fd: int, digest: Any, deadline: Optional[float]) -> Optional[str]
             return None
         chunk = os.read(fd, CHUNK)
         if not chunk:
-            return digest.hexdigest()
+            return str(digest.hexdigest())
         digest.update(chunk)
 
 

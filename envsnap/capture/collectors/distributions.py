@@ -59,7 +59,8 @@ class PathDist:
 
     def read_text(self, filename: str) -> Optional[str]:
         try:
-            return self._path.joinpath(filename).read_text(encoding="utf-8")
+            text: str = self._path.joinpath(filename).read_text(encoding="utf-8")
+            return text
         except (FileNotFoundError, IsADirectoryError, KeyError, NotADirectoryError, PermissionError):
             return None
 
@@ -88,7 +89,8 @@ class PathDist:
             return values
         if self.read_text("requires.txt") is None:
             return None  # importlib.metadata: no Requires-Dist and no requires.txt is None
-        return self._real().requires
+        requires: Optional[List[str]] = self._real().requires
+        return requires
 
     def __repr__(self) -> str:
         return f"PathDist({str(self._path)!r})"
@@ -190,10 +192,12 @@ def headers(dist: Any, name: str) -> Optional[List[str]]:
     so is Description (importlib.metadata adds the message body to it: _adapters.Message).
     """
     if not isinstance(dist, PathDist) or name.lower() == "description":
-        return dist.metadata.get_all(name)
+        parsed: Optional[List[str]] = dist.metadata.get_all(name)
+        return parsed
     found = _plain_headers(dist.read_text("METADATA") or dist.read_text("PKG-INFO") or "")
     if found is None:
-        return dist.metadata.get_all(name)
+        fallback: Optional[List[str]] = dist.metadata.get_all(name)
+        return fallback
     wanted = name.lower()
     values = [value for key, value in found if key.lower() == wanted]
     return values or None

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 MAGIC = b"\x7fELF"
 PT_LOAD, PT_DYNAMIC, PT_NOTE = 1, 2, 4
@@ -112,7 +112,7 @@ class _Section(NamedTuple):
     addr: int
 
 
-def _segments(fd: int, lay: _Layout, hdr: tuple, file_size: int) -> List[_Segment]:
+def _segments(fd: int, lay: _Layout, hdr: Tuple[Any, ...], file_size: int) -> List[_Segment]:
     phoff, phentsize, phnum = hdr[5], hdr[9], hdr[10]
     if phnum == 0 or phoff == 0:
         return []
@@ -132,7 +132,7 @@ def _segments(fd: int, lay: _Layout, hdr: tuple, file_size: int) -> List[_Segmen
     return out
 
 
-def _sections(fd: int, lay: _Layout, hdr: tuple, file_size: int) -> Tuple[List[_Section], int]:
+def _sections(fd: int, lay: _Layout, hdr: Tuple[Any, ...], file_size: int) -> Tuple[List[_Section], int]:
     shoff, shentsize, shnum, shstrndx = hdr[6], hdr[11], hdr[12], hdr[13]
     if shoff == 0:
         return [], 0

@@ -7,7 +7,7 @@ capture's final scrub for credential shapes in any value.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from envsnap.capture.base import CaptureContext, ok
 from envsnap.model.rules import NONE, SectionRules
@@ -26,7 +26,7 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
     return ok({"count": len(variables), "vars": variables})
 
 
-def summarize(data: Dict[str, Any]) -> list:
+def summarize(data: Dict[str, Any]) -> List[str]:
     variables = data.get("vars") or {}
     redacted = sum(1 for v in variables.values() if isinstance(v, str) and v.startswith("redacted:"))
     perf = sorted(k for k in variables if k.startswith(("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "SGLANG_", "OMP_")))

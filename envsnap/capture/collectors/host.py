@@ -27,7 +27,7 @@ import os
 import re
 import resource
 from collections import Counter
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from envsnap.capture.base import CaptureContext, ok
 from envsnap.model.rules import (
@@ -178,7 +178,7 @@ def kernel_info(rec: _Recorder) -> Dict[str, Any]:
             "cmdline": cmdline if cmdline is not None else UNKNOWN}
 
 
-def _cpuinfo(rec: _Recorder) -> Tuple[Dict[str, str], set, int]:
+def _cpuinfo(rec: _Recorder) -> Tuple[Dict[str, str], Set[str], int]:
     """First processor block's fields, the flags, and the number of distinct physical ids."""
     text = rec.read("/proc/cpuinfo", "cpu.model") or ""
     first: Dict[str, str] = {}
@@ -195,7 +195,7 @@ def _cpuinfo(rec: _Recorder) -> Tuple[Dict[str, str], set, int]:
     return first, flags, len(sockets)
 
 
-def cpu_info(rec: _Recorder, cpuinfo: Tuple[Dict[str, str], set, int]) -> Dict[str, Any]:
+def cpu_info(rec: _Recorder, cpuinfo: Tuple[Dict[str, str], Set[str], int]) -> Dict[str, Any]:
     import platform
 
     import psutil
@@ -463,7 +463,7 @@ def _cgroup_hint(paths: Dict[str, str]) -> Optional[str]:
     return None
 
 
-def container_info(ctx: CaptureContext, rec: _Recorder, flags: set) -> Dict[str, Any]:
+def container_info(ctx: CaptureContext, rec: _Recorder, flags: Set[str]) -> Dict[str, Any]:
     info: Dict[str, Any] = {
         "dockerenv": os.path.exists("/.dockerenv"),
         "containerenv": os.path.exists("/run/.containerenv"),

@@ -495,7 +495,7 @@ def _hash_all(by_path: Dict[str, List[Entry]], stop_at: Optional[float], workers
         return out
 
     pool: Optional[ThreadPoolExecutor] = None
-    futures: List[Future] = []
+    futures: List["Future[Any]"] = []
     try:
         if large:
             pool = _new_pool(workers)

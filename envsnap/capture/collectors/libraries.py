@@ -331,7 +331,8 @@ class Describer:
 
 def object_key(mapped: Any) -> str:
     """The objects table's key of a mapped file: its path, marked when the file was deleted."""
-    return mapped.path + " (deleted)" if mapped.deleted else mapped.path
+    path = str(mapped.path)
+    return path + " (deleted)" if mapped.deleted else path
 
 
 def object_version(path: str, soname: Optional[str], owner: Dict[str, Any]) -> Tuple[Optional[str], str]:

@@ -192,7 +192,8 @@ def _read(dist: Any, name: str, info_dir: str = "", present: Optional[Set[str]] 
         except (OSError, UnicodeDecodeError):
             return None
     try:
-        return dist.read_text(name)
+        text: Optional[str] = dist.read_text(name)
+        return text
     except Exception:
         return None
 

@@ -5,7 +5,7 @@ so two launches line up in a diff. The walking itself is in envsnap/proctree.py.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
 from envsnap.model.rules import (
@@ -57,7 +57,7 @@ def _gpus_by_pid() -> Tuple[Optional[Dict[int, List[int]]], str]:
         pynvml.nvmlInit()
     except Exception as exc:
         return None, f"unavailable: NVML did not start ({type(exc).__name__}: {exc})"
-    found: Dict[int, set] = {}
+    found: Dict[int, Set[int]] = {}
     try:
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)

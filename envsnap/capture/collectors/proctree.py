@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import psutil
 
@@ -210,7 +210,7 @@ def walk(
     raw_envs: Dict[str, Dict[str, str]] = {}
     root_keys: List[str] = []
     errors: Dict[str, str] = {}
-    seen: set = set()
+    seen: Set[int] = set()
 
     def visit(pid: int, parent_key: Optional[str], create_time: Optional[float]) -> Optional[str]:
         if pid in seen:

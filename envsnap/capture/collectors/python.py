@@ -154,7 +154,7 @@ def interpreter_facts(ctx: CaptureContext) -> Dict[str, Any]:
     if not target:
         namespace: Dict[str, Any] = {"__name__": "envsnap_python_facts"}
         exec(compile(_FACTS_SOURCE, "<envsnap python facts>", "exec"), namespace)
-        facts = namespace["facts"]()
+        facts: Dict[str, Any] = namespace["facts"]()
         facts["described"] = "this process"
         facts["startup_env_changes"] = _self_startup_changes()
         return facts
@@ -192,7 +192,7 @@ def _ask_interpreter(target: str, ctx: CaptureContext) -> Dict[str, Any]:
         why = result.error if result.timed_out or not last else f"exit {result.returncode}: {last}"
         return {"error": f"{exe} did not answer as a Python 3 interpreter ({why})"}
     try:
-        facts = json.loads(result.stdout)
+        facts = dict(json.loads(result.stdout))
     except ValueError:
         return {"error": f"{exe} printed no facts (is it a Python 3 interpreter?)"}
     after = facts.pop("environ", {}) or {}

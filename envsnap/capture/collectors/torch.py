@@ -304,7 +304,8 @@ def deep_probe(ctx: CaptureContext, executable: Optional[str] = None, cap: Optio
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(DEEP_MARKER):
             try:
-                return json.loads(line[len(DEEP_MARKER):])
+                found: Dict[str, Any] = json.loads(line[len(DEEP_MARKER):])
+                return found
             except ValueError as exc:
                 return {"error": f"unreadable report from the torch subprocess: {exc}"}
     tail = (result.stderr.strip().splitlines() or [""])[-1][:300]
