@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare import nodes as nodes_mod
+from envsnap.analysis.compare import flags as flags_mod, nodes as nodes_mod
 from envsnap.analysis.compare.scalar_lists import changed_indices
 from envsnap.analysis.compare.views import (
     _MISSING,
@@ -62,6 +62,8 @@ def absent_wording(subject: Subject, entity: bool = False) -> str:
         return "not mapped"
     if subject.where == "process" and subject.aspect.startswith("module."):
         return "not loaded from elsewhere"
+    if subject.where in ("process", "command") and subject.aspect.startswith(("flag.", "arg.")):
+        return "not given"  # a flag or positional the command line does not have
     return ABSENT_WORDS.get(subject.where, "unset")
 
 
@@ -161,7 +163,8 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
     """Two single-node snapshots (or two nodes' own): keys qualified by `node` when given."""
     usable = usable_sections([good, bad])
     differing = modified_entries_differing(good, bad)
-    va, vb = build_view(good, usable, node, differing), build_view(bad, usable, node, differing)
+    hint = flags_mod.hints(good, bad)  # a flag standing without a value on either side is a boolean on both
+    va, vb = build_view(good, usable, node, differing, hint), build_view(bad, usable, node, differing, hint)
     diffs: List[Difference] = []
     for category in categories(va, vb):
         a, b = va.values.get(category, {}), vb.values.get(category, {})
