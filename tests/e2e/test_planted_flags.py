@@ -13,10 +13,12 @@ HF_HUB_OFFLINE where nothing imports the Hub library).
 
 What must hold: the flag is itemised and diffed on its own (`workers.<server>.flag.--max-batch-size`, not the
 process title), is named by its words for the host's batching (cpu/host), fits the mechanism, and ranks first
-alone with a margin; the per-launch ports are bookkeeping at the bottom; text, JSON and HTML agree.
+alone with a margin; the per-launch ports, names and the key are bookkeeping, below every flag that sets
+something; text, JSON and HTML agree; the secret is in no snapshot, output or `show`.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -39,6 +41,7 @@ SERVER = textwrap.dedent('''\
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--name", default="server")
     parser.add_argument("--max-batch-size", type=int, default=32)
+    parser.add_argument("--api-key", default="")
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     logging.getLogger(args.name).debug("starting")
@@ -92,8 +95,12 @@ CLIENT = textwrap.dedent('''\
     print(json.dumps({"items_per_s": args.requests * args.items / (time.perf_counter() - start)}))
     ''')
 # Server flags per side: only --max-batch-size is planted; the port is a fresh free one per launch.
-SERVER_FLAGS = {"good": ["--host", "127.0.0.1", "--log-level", "info", "--name", "alpha", "--max-batch-size", "32"],
-                "bad": ["--host", "localhost", "--log-level", "debug", "--name", "beta", "--max-batch-size", "1"]}
+# Secrets of no known shape (redact.py recognises the flag's name, not the value): never in clear anywhere.
+SECRETS = {"good": "hunter2-alpha-0f3c9e", "bad": "hunter2-beta-7d1a42"}
+SERVER_FLAGS = {label: ["--host", host, "--log-level", level, "--name", name, "--max-batch-size", size,
+                        "--api-key", SECRETS[label]]
+                for label, host, level, name, size in (("good", "127.0.0.1", "info", "alpha", "32"),
+                                                       ("bad", "localhost", "debug", "beta", "1"))}
 CLIENT_FLAGS = {"good": ["--requests", "30", "--tag", "good", "--timeout", "30"],
                 "bad": ["--requests", "30", "--tag", "bad", "--timeout", "60"]}
 # Famous names out of context, besides helpers.planted.INNOCENT: GPU numbering on a box with no GPU, the Hub's
@@ -152,7 +159,10 @@ def test_the_planted_server_flag_ranks_first_alone_with_a_margin(measured):
     snaps, result, text, page = measured
     verdict = result["verdict"]
     assert verdict["metric"] == "items_per_s" and verdict["change_pct"] < -30, verdict["summary"]
-    assert verdict["mechanism"]["kind"] == "cpu_work", verdict["mechanism"]
+    # More CPU work per request (cpu_work); on a loaded machine the same work may read as waiting for a CPU
+    # (contention): either implicates the host, which is what the flag's evidence needs.
+    mechanism = verdict["mechanism"]
+    assert "cpu/host" in mechanism["components"]["matches"], (mechanism["kind"], mechanism["line"])
     differences = [d for d in result["differences"] if not d["volatile"]]
     assert len(differences) >= 21, len(differences)
     found = assert_first_with_margin("server flag --max-batch-size", result, _planted, margin=0.15)
@@ -169,25 +179,40 @@ def test_the_planted_server_flag_ranks_first_alone_with_a_margin(measured):
     assert top["key"] in page_text(page) and "--max-batch-size" in text.split("likely causes", 1)[1][:600]
 
 
-def test_ports_and_names_are_bookkeeping_and_the_innocent_flags_rank_low(measured):
+def test_ports_names_and_the_key_are_bookkeeping_below_every_flag_that_sets_something(measured):
     snaps, result, text, page = measured
     causes = {c["key"]: c for c in result["causes"]}
-    server_port = next(k for k in causes if k.endswith(".flag.--port") and k.startswith("workers."))
-    for key in (server_port, "run.flag.--port", "run.flag.--tag"):
-        assert causes[key]["score"] < 0.06, causes[key]
-        assert "bookkeeping" in " ".join(causes[key]["evidence"]), causes[key]
+    server = next(k for k in causes if k.endswith(".flag.--max-batch-size")).rsplit(".flag.", 1)[0]
+    bookkeeping = [f"{server}.flag.{flag}" for flag in ("--port", "--host", "--name", "--api-key")]
+    bookkeeping += ["run.flag.--port", "run.flag.--tag"]
+    settings = [f"{server}.flag.--log-level", "run.flag.--timeout"]
     planted = result["causes"][0]["score"]
-    for flag in ("--log-level", "--host", "--name"):
-        key = next(k for k in causes if k.endswith(f".flag.{flag}") and k.startswith("workers."))
+    for key in bookkeeping:
+        assert causes[key]["score"] < 0.1, causes[key]
+        assert "bookkeeping" in " ".join(causes[key]["evidence"]), causes[key]
+        assert all(causes[key]["rank"] > causes[s]["rank"] for s in settings), (causes[key], settings)
+    for key in settings:
         assert causes[key]["score"] < planted - 0.15, causes[key]
-    assert causes["run.flag.--timeout"]["score"] < planted - 0.15
+    key = causes[f"{server}.flag.--api-key"]
+    assert str(key["good"]).startswith("redacted:") and str(key["bad"]).startswith("redacted:"), key
     # Out of context: CUDA_DEVICE_ORDER with no GPU; HF_HUB_OFFLINE read by nothing.
     cuda = [c for c in result["causes"] if c.get("variable") == "CUDA_DEVICE_ORDER"]
     assert cuda and all("out of context" in " ".join(c["evidence"]) for c in cuda)
     hub = [c for c in result["causes"] if c.get("variable") == "HF_HUB_OFFLINE"]
     assert hub and all(c["score"] < 0.1 for c in hub)
     warnings = " ".join(result["warnings"])
-    assert "different arguments (--tag, --timeout" in warnings and "ranked among the causes" in warnings, warnings
+    assert "different arguments (--port" in warnings and "--tag good \u2192 bad" in warnings, warnings
+    assert "ranked among the causes" in warnings, warnings
+
+
+def test_the_secret_flag_is_never_in_clear(measured):
+    snaps, result, text, page = measured
+    shown = run_envsnap("show", "-v", snaps["bad"])
+    assert shown.returncode == 0, shown.stderr
+    everything = [p.read_text() for p in snaps.values()] + [json.dumps(result), text, page, shown.stdout]
+    for secret in SECRETS.values():
+        assert not any(secret in one for one in everything), secret
+    assert "--api-key=redacted:" in shown.stdout, shown.stdout
 
 
 def test_show_lists_each_process_flags(measured):
