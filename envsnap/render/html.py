@@ -444,6 +444,22 @@ def _workers_view(result: Dict[str, Any]) -> Dict[str, Any]:
             "differing": table.get("differing", 0)}
 
 
+def _command_lines_view(result: Dict[str, Any]) -> Dict[str, Any]:
+    """Each process's command line (and the benchmark command's), item by item, both sides (tables/flags.py)."""
+    table = as_dict(as_dict(result.get("tables")).get("command_lines"))
+    groups = []
+    for group in _list(table.get("groups")):
+        if not isinstance(group, dict):
+            continue
+        rows = [{"item": fmt_value(r.get("item"), 200), "differs": bool(r.get("differs")),
+                 "good": fmt_value(r.get("good"), 300) if group.get("good_seen") else "not captured",
+                 "bad": fmt_value(r.get("bad"), 300) if group.get("bad_seen") else "not captured"}
+                for r in _list(group.get("rows")) if isinstance(r, dict)]
+        groups.append({"key": fmt_value(group.get("key"), 200), "command": group.get("where") == "command",
+                       "rows": rows, "differing": group.get("differing", 0)})
+    return {"groups": groups, "differing": table.get("differing", 0)}
+
+
 # ---------------------------------------------------------------- 5. code state
 
 def _state_text(state: Any) -> str:
@@ -801,6 +817,7 @@ def build_view(result: Dict[str, Any]) -> Dict[str, Any]:
         "patch_status": _patch_status_view(result, causes["shown"] + causes["more"]),
         "runs": _charts_view(result),
         "workers": _workers_view(result),
+        "command_lines": _command_lines_view(result),
         "node_parts": _node_parts(result),
         "differences": _differences_view(result),
         "envsnap_version": __version__,

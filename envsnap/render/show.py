@@ -31,6 +31,7 @@ def render_show(snap: Dict[str, Any], verbose: bool = False,
         body, tally = _sections(snap.get("sections", {}), verbose, summarize, order, "  ")
         lines.extend(body)
         lines.extend(_runs(runs))
+        lines.extend(_run_command(snap))
         lines.append("")
         lines.append(tally)
         return "\n".join(lines)
@@ -103,6 +104,18 @@ def _runs(runs: List[Dict[str, Any]], by_host: bool = False) -> List[str]:
                 line += "  (the server's running average since it started, not each run's own)"
             lines.append(line)
     return lines
+
+
+def _run_command(snap: Dict[str, Any]) -> List[str]:
+    """The benchmark command `envsnap run` ran, and its flags one by one."""
+    from envsnap.model.argv import describe, itemise
+
+    session = snap.get("run_session")
+    command = session.get("command") if isinstance(session, dict) else None
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+        return []
+    line = itemise(command)
+    return [f"  command: {' '.join(command)}"] + (describe(line) if line is not None else [])
 
 
 def summary_line(snap: Dict[str, Any], path: str) -> str:

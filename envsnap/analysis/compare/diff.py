@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare import nodes as nodes_mod
+from envsnap.analysis.compare import flags as flags_mod, nodes as nodes_mod
 from envsnap.analysis.compare.scalar_lists import changed_indices
 from envsnap.analysis.compare.views import (
     _MISSING,
@@ -63,6 +63,8 @@ def absent_wording(subject: Subject, entity: bool = False) -> str:
         return "not mapped"
     if subject.where == "process" and subject.aspect.startswith("module."):
         return "not loaded from elsewhere"
+    if subject.where in ("process", "command") and subject.aspect.startswith(("flag.", "arg.")):
+        return "not given"  # a flag or positional the command line does not have
     return ABSENT_WORDS.get(subject.where, "unset")
 
 
@@ -163,7 +165,9 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
     usable = usable_sections([good, bad])
     differing = modified_entries_differing(good, bad)
     builds = comparable_builds([good, bad])
-    va, vb = build_view(good, usable, node, differing, builds), build_view(bad, usable, node, differing, builds)
+    hint = flags_mod.hints(good, bad)  # a flag standing without a value on either side is a boolean on both
+    va = build_view(good, usable, node, differing, builds, hint)
+    vb = build_view(bad, usable, node, differing, builds, hint)
     diffs: List[Difference] = []
     for category in categories(va, vb):
         a, b = va.values.get(category, {}), vb.values.get(category, {})

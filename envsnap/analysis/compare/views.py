@@ -34,7 +34,7 @@ from typing import (
 )
 
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare import patch_status
+from envsnap.analysis.compare import flags, patch_status
 from envsnap.model.owners import owner_text
 from envsnap.model.snapshot import as_dict, section_data
 from envsnap.model.workers import (
@@ -50,7 +50,7 @@ from envsnap.model.workers import (
 )
 
 # Display/sort order of categories: what acts on the measured processes first.
-CATEGORY_ORDER = ("workers", "env", "nccl", "integrity", "patches", "startup", "packages", "python", "git",
+CATEGORY_ORDER = ("workers", "run", "env", "nccl", "integrity", "patches", "startup", "packages", "python", "git",
                   "sglang", "gpu", "host", "files", "sections")
 _CATEGORY_RANK = {category: rank for rank, category in enumerate(CATEGORY_ORDER)}
 
@@ -225,14 +225,16 @@ def usable_sections(snaps: Sequence[Dict[str, Any]]) -> Set[str]:
 
 
 def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = None,
-               modified_only: Optional[Set[str]] = None, builds: Optional[Set[str]] = None) -> View:
+               modified_only: Optional[Set[str]] = None, builds: Optional[Set[str]] = None,
+               hints: Optional[flags.Hints] = None) -> View:
     """The view of one snapshot (or of one node of a merged snapshot: `node` names it in every Subject).
 
     `modified_only`: the edited installed files (packages.integrity.modified) to keep, when the caller
     compares two views and knows which entries differ (modified_entries_differing): the thousands of
     a broken install edited alike on both sides are then no key of either view.
     `builds`: the distributions whose build is part of their value (comparable_builds: recorded on every
-    side, at one version); none by default."""
+    side, at one version); none by default. `hints`: what every snapshot compared says about its command
+    lines' flags (analysis/compare/flags.py), else this one's."""
     view = View(node=node, modified_only=modified_only, source=snap, builds=builds or set())
     data = {name: section_data(snap, name) for name in usable}
     declared = knowledge.section_rules()
@@ -243,7 +245,9 @@ def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = Non
             builder(view, data[name])
     for name in sorted(n for n in data if n in declared and n not in _CUSTOM):
         _leaf_view(view, declared[name].category, name, data[name])
-    _workers_view(view, data.get("processes"), data.get("probe"))
+    hint = hints if hints is not None else flags.hints(snap)
+    run_line = flags.put_run(view, snap, hint, Subject(flags.COMMAND, flags.RUN))
+    _workers_view(view, data.get("processes"), data.get("probe"), hint, run_line)
     view.env_reads, view.env_read_tracked = env_read_evidence(snap)
     view.env_read_until, view.runs_ended = env_read_coverage(snap)
     return view
@@ -411,7 +415,8 @@ def _agree(view: View, category: str, prefix: str, disagree: str, per_instance: 
             view.put(category, f"{disagree}.{name}", values, flats, subject(name, True), aggregate=True)
 
 
-def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optional[Dict[str, Any]]) -> None:
+def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optional[Dict[str, Any]],
+                  hint: flags.Hints, run_line: Optional[flags.CommandLine]) -> None:
     procs = {k: v for k, v in ((processes or {}).get("processes") or {}).items() if isinstance(v, dict)}
     records = {k: v for k, v in ((probe or {}).get("records") or {}).items() if isinstance(v, dict)}
     commands = command_records(probe or {})
@@ -448,12 +453,18 @@ def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Option
             record = commands.get(key.partition("/")[2]) or {}
         else:
             record = records.get(process.probe_key) or {} if process.probe_key else {}
-        _process_keys(view, key, process, procs.get(process.walk_key) or {}, record)
+        proc = procs.get(process.walk_key) or {}
+        line = flags.process_line(proc, record, hint)
+        if process.group == COMMAND and flags.same_as_run(line, run_line):
+            line = None  # the benchmark command itself: its items are run.*
+        _process_keys(view, key, process, proc, record, line)
 
 
-def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, Any], rec: Dict[str, Any]) -> None:
+def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, Any], rec: Dict[str, Any],
+                  line: Optional[flags.CommandLine] = None) -> None:
     """One process's own keys: `workers.<key>.<field>` for the server's, `command.<name>.<field>` for the
-    `envsnap run` command's own processes (never among the server's)."""
+    `envsnap run` command's own processes (never among the server's). Its command line, itemised, stands
+    for its title (the title of a process not retitled is that command line)."""
     if process.group == COMMAND:
         base, record_flat = f"command.{key.partition('/')[2]}", f"probe.command_records.{process.probe_key}"
     else:
@@ -461,7 +472,11 @@ def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, An
     walk_flat = f"processes.processes.{process.walk_key}"
     view.put("workers", base, process.title, (walk_flat if proc else record_flat,), Subject("process", key),
              presence=True)
+    itemised = flags.put_process(view, base, Subject(flags.PROCESS, key), line,
+                                 record_flat if flags.from_probe(rec) else walk_flat)
     for name in PROCESS_FIELDS:
+        if name == "title" and (itemised or flags.bookkeeping_only(proc, rec)):
+            continue
         if name in proc:
             view.put("workers", f"{base}.{name}", _norm(proc[name], name), (f"{walk_flat}.{name}",),
                      Subject("process", key, name))

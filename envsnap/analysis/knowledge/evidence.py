@@ -85,6 +85,13 @@ REQUIREMENTS: List[Requirement] = [
     Requirement("integrity.sgl_kernel/*", SGLANG_CONTEXT, "sgl-kernel runs only in SGLang's processes"),
     Requirement("packages.sglang", SGLANG_CONTEXT, "SGLang's version matters only where SGLang runs"),
     Requirement("packages.sgl-kernel", SGLANG_CONTEXT, "sgl-kernel's version matters only where SGLang runs"),
+    # Command-line flags (analysis/compare/flags.py keys "<...>.flag.--name") named for CUDA, a GPU or NCCL act where
+    # those run, as the variables above do (CUDA env vars; NCCL env page: read at communicator init): SGLang's
+    # `--disable-cuda-graph` (sglang 0.5.23 server_args.py:411) on a machine with no GPU sets nothing.
+    Requirement("*.flag.-*cuda*", GPU_CONTEXT, "a flag about CUDA acts only where a GPU runs the work"),
+    Requirement("*.flag.-*gpu*", GPU_CONTEXT, "a flag about GPUs acts only where a GPU runs the work"),
+    Requirement("*.flag.-*nccl*", NCCL_CONTEXT, "a flag about NCCL acts only where a process initialises NCCL"),
+    Requirement("*.flag.-*nvls*", NCCL_CONTEXT, "NVLink SHARP is an NCCL transport"),
 ]
 
 
@@ -184,6 +191,13 @@ SERIES_LINKS: List[SeriesLink] = [
     SeriesLink("*.RAYON_NUM_THREADS", PEAK_THREADS, "it sizes rayon's thread pool"),
     SeriesLink("*.TOKENIZERS_PARALLELISM", PEAK_THREADS, "it turns the tokenizers' thread pool on or off"),
     SeriesLink("*_NUM_THREADS", PEAK_THREADS, "a thread count: where it acts, the thread count follows it"),
+    # The benchmark command's own thread, worker and job counts (analysis/compare/flags.py keys run.flag.X and
+    # command.<process>.flag.X), as OMP_NUM_THREADS does for OpenMP: the runs' peak threads count the command's
+    # process tree (measure/telemetry.py), whose threads and processes such a flag sizes (not a server's: a
+    # process watched with --pid is not that series).
+    *(SeriesLink(f"{who}.flag.-{name}", PEAK_THREADS, "it sizes the benchmark command's threads or processes")
+      for who in ("run", "command.*")
+      for name in ("*threads", "*workers", "*procs", "*processes", "*jobs", "j", "-nproc*")),
     # sched_setaffinity(2), taskset(1), cgroup-v2.rst "cpuset.cpus.effective": the CPUs a process may run on.
     SeriesLink("host.cpu.usable", CPU_SET, "the CPUs the capturing process (and the command it started) may use"),
     SeriesLink("host.cgroup.cpuset", CPU_SET, "the cgroup's CPU set"),

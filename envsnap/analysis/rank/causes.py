@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import diff as diff_mod, nodes as nodes_mod, patch_status
 from envsnap.analysis.knowledge import CPU_HOST, MEMORY, NONE
-from envsnap.analysis.rank import context as context_mod, domain, hunks, observed, priors
+from envsnap.analysis.rank import context as context_mod, domain, flags, hunks, observed, priors
 from envsnap.analysis.rank.factors import SIDE_WEIGHTS, Score
 from envsnap.analysis.runs.verdict import worse
 
@@ -60,7 +60,7 @@ class _Ranking:
 
     def cause(self, d: diff_mod.Difference) -> Tuple[Score, Dict[str, Any]]:
         rule = knowledge.rule_for(d.base_key)
-        prior = priors.prior_for(d, rule, self.comp)
+        prior = flags.item_prior(d, self.comp) or priors.prior_for(d, rule, self.comp)
         score = Score(prior.value, prior.source)
         notes: List[str] = []
         component = rule.component
@@ -100,6 +100,8 @@ class _Ranking:
             component, why = domain.score_integrity(d, rule, component, why, facts, score, notes)
         elif d.where == "packages":
             component, why = domain.score_package(d, rule, component, why, score, notes)
+        elif flags.item_of(d) is not None:
+            component, why = flags.score_item(d, facts.comp, component, why, score, notes)
         elif d.where == "process" and d.subject.aspect.startswith("shadowed."):
             why = domain.shadowed_why(d, why)
         elif d.where == "library":

@@ -40,6 +40,9 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
 
     # ---- who read it (views.env_read_evidence: the probe's per-process read counts, NCCL's log lines) ----
     Factor("read_by_process", 2.0, "a measured process read it: the change reached running code"),
+    # A flag or argument on a measured process's own command line reaches its code as surely as a variable it read:
+    # a program parses its whole command line at start-up (argparse, getopt_long reject what they do not know).
+    Factor("on_command_line", 2.0, "a measured process was started with it: programs parse their command line"),
     Factor("not_read", 0.3, "read tracking was on and no measured process read it, and no C library is known "
                             "to read it (knowledge.NATIVE_READERS)"),
     # The code that ran (libraries section: each mapped shared object's strings; start-up hooks' text): a variable
@@ -62,6 +65,9 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     # knowledge.SERIES_LINKS: a setting that acts through a run counter (thread pools, CPU sets).
     Factor("series_moved", 1.5, "the run counter it acts through moved the same way between GOOD and BAD"),
     Factor("series_held", 0.2, "the run counter it acts through held between GOOD and BAD: it did not act here"),
+    # A thread pool sized by a setting adds or removes that many threads: a peak that moved by far less moved for
+    # another reason (observed.py; SERIES_SHORT_SHARE below).
+    Factor("series_moved_short", 0.4, "the run counter moved, by much less than this setting would have moved it"),
 
     # ---- EAGLE-3 decomposition (eagle3.py: throughput ~ accept length / cycle time) ----
     # Which components explain a slower verify step, and which a worse drafter (value per component below).
@@ -72,6 +78,9 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     Factor("nccl_log_confirms", 1.3, "NCCL's own log shows the workers' value (NCCL env page, NCCL_DEBUG=INFO)"),
     Factor("shell_behind_workers", 0.5, "the capturing shell's copy; the workers' own value is what the server uses"),
     Factor("shell_only", 0.2, "changed only in the capturing shell: the running workers did not see it"),
+    # analysis/rank/flags.py: SGLang's server flag and the server argument the running server reports are one
+    # change; the server argument (sglang.args.X, capture/collectors/sglang.py) ranks it.
+    Factor("shown_as_server_arg", 0.4, "the same change shows as SGLang's server argument, which ranks it"),
     Factor("in_process_shown_elsewhere", 0.4, "the same change shows as the workers' own environment, which ranks it"),
     Factor("parent_only_shell", 0.6, "set in the shell but not in the workers: a measurement trap first"),
     Factor("parent_only_shell_and_workers", 0.6, "the workers' own change of the same variable ranks it"),
@@ -119,6 +128,9 @@ SIDE_WEIGHTS: Dict[str, Dict[str, float]] = {
     "verify": {COMMUNICATION: 1.0, KERNELS: 1.0, GRAPHS: 1.0, MEMORY: 0.6, CPU_HOST: 0.6, DRAFTER: 0.35, NONE: 0.5},
     "drafter": {DRAFTER: 1.0, KERNELS: 0.55, GRAPHS: 0.5, COMMUNICATION: 0.5, MEMORY: 0.5, CPU_HOST: 0.5, NONE: 0.5},
 }
+
+# The share of a thread-count setting's change that the runs' peak threads must move by for it to be the mover.
+SERIES_SHORT_SHARE = 0.5
 
 # Prior overrides for edits and versions of distributions on the decode hot path (knowledge.HOT_PATH_PACKAGES):
 # an edited file or another version there runs in every decode step.

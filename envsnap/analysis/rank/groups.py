@@ -13,7 +13,11 @@ import math
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
+from envsnap.analysis.compare import flags as flag_keys
+from envsnap.model.argv import itemise
+
 BISECT_REPEAT = 3  # `envsnap bisect --repeat` default (cli/bisect.py)
+MAX_LISTED = 4  # changed arguments named in the different-commands warning
 # What bisect can switch per run: environment variables and files (bisect: deltas, files).
 SWITCHABLE_FILES = ("integrity", "startup", "files")
 
@@ -52,13 +56,25 @@ def run_command(snap: Mapping[str, Any]) -> Optional[str]:
 
 
 def commands_differ(good: Mapping[str, Any], bad: Mapping[str, Any]) -> Optional[str]:
-    """A warning when GOOD's and BAD's runs measured different commands: a difference no key shows,
-    and one bisect cannot switch."""
+    """A warning when GOOD's and BAD's runs measured different commands. Other arguments of one program are
+    causes of their own (run.flag.X, run.arg.N: analysis/compare/flags.py), ranked with the rest, which bisect
+    cannot switch; another program is another benchmark, whose metric may not compare."""
     g, b = run_command(good), run_command(bad)
-    if g and b and g != b:
-        return (f"GOOD and BAD ran different benchmark commands ({g!r} vs {b!r}): the command line is a "
-                "difference of its own, which no cause below accounts for and bisect cannot switch")
-    return None
+    if not (g and b and g != b):
+        return None
+    hint = flag_keys.hints(good, bad)
+    good_argv, bad_argv = flag_keys.run_argv(good), flag_keys.run_argv(bad)
+    good_line = itemise(good_argv, hint) if good_argv else None
+    bad_line = itemise(bad_argv, hint) if bad_argv else None
+    changed = flag_keys.changed_items(good_line, bad_line)
+    if good_line is not None and bad_line is not None and good_line.program == bad_line.program and changed:
+        shown = ", ".join(changed[:MAX_LISTED]) + (f" and {len(changed) - MAX_LISTED} more"
+                                                   if len(changed) > MAX_LISTED else "")
+        return (f"GOOD and BAD ran the benchmark command {good_line.program!r} with different arguments ({shown}): "
+                "each is ranked among the causes (run.flag.*, run.arg.*); bisect runs one command and cannot "
+                "switch them")
+    return (f"GOOD and BAD ran different benchmark programs ({g!r} vs {b!r}): their metrics may not measure the "
+            "same thing, and bisect cannot switch the program")
 
 
 def bisect_hint(good: Mapping[str, Any], bad: Mapping[str, Any], good_file: Optional[str],

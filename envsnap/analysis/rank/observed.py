@@ -21,7 +21,7 @@ from envsnap.analysis import knowledge
 from envsnap.analysis.compare import libraries as libraries_mod
 from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
 from envsnap.analysis.compare.views import NCCL_READER
-from envsnap.analysis.rank.factors import Score
+from envsnap.analysis.rank.factors import SERIES_SHORT_SHARE, Score
 from envsnap.analysis.rank.priors import cpu_count
 from envsnap.model.snapshot import section_data
 
@@ -196,7 +196,10 @@ def apply_mechanism(d: Difference, component: str, mechanism: Optional[Dict[str,
             return
         moved = -1 if series["bad"] < series["good"] else 1
         setting = _direction(setting_value(d.subject, d.good), setting_value(d.subject, d.bad))
-        if setting is None or setting == moved:
+        short = _moved_short(link.series, series, factors, d) if setting == moved else None
+        if short:
+            score.apply("series_moved_short", f"the runs' {word} moved with it, but {short}")
+        elif setting is None or setting == moved:
             score.apply("series_moved", f"the runs' {word} moved with it ({shown}): {link.why}")
         else:
             notes.append(f"the runs' {word} moved ({shown}), the other way than this setting")
@@ -211,6 +214,26 @@ def apply_mechanism(d: Difference, component: str, mechanism: Optional[Dict[str,
         score.apply("mechanism_matches", f"fits the mechanism ({component}): {line}")
     elif component in (components.get("contradicts") or []):
         score.apply("mechanism_contradicts", f"contradicts the mechanism ({component}): {line}")
+
+
+def _moved_short(series_name: str, series: Dict[str, Any], factors: Dict[str, Any], d: Difference) -> Optional[str]:
+    """Why a thread count moved by much less than this setting would have moved it, or None. A pool sized by the
+    setting adds or removes that many threads (up to the CPUs the runs had: OpenBLAS caps its pool there); a peak
+    that moved by less than SERIES_SHORT_SHARE of it was moved by something else."""
+    if series_name != knowledge.PEAK_THREADS:
+        return None
+    good, bad = _number(setting_value(d.subject, d.good)), _number(setting_value(d.subject, d.bad))
+    if good is None or bad is None:
+        return None
+    cpus = factors.get(knowledge.CPU_SET)
+    cap = max(cpus["good"], cpus["bad"]) if isinstance(cpus, dict) else None
+    expected = abs(min(bad, cap) - min(good, cap)) if cap else abs(bad - good)
+    observed = abs(series["bad"] - series["good"])
+    if expected <= 0 or observed >= SERIES_SHORT_SHARE * expected:
+        return None
+    capped = f" with the {fmt.num(cap)} CPUs the runs had" if cap else ""
+    return (f"by {fmt.num(observed)} ({fmt.num(series['good'])} \u2192 {fmt.num(series['bad'])}) where this "
+            f"setting would move it by {fmt.num(expected)}{capped}: something else moved it")
 
 
 def _apply_trace(component: str, trace: Dict[str, Any], score: Score) -> None:

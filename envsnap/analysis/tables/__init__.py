@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from envsnap.analysis.compare import nodes
-from envsnap.analysis.tables import code, hardware, runs, workers
+from envsnap.analysis.tables import code, flags, hardware, runs, workers
 
 # A side that has no such node: every section "not captured".
 _NO_NODE: Dict[str, Any] = {"sections": {}}
@@ -28,6 +28,7 @@ def build_tables(good: Dict[str, Any], bad: Dict[str, Any], pairing: Optional[no
     out: Dict[str, Any] = {
         "runs": runs.runs_table(good, bad),
         "workers": workers.workers_table(pairing),
+        "command_lines": flags.command_lines_table(good, bad, pairing),
         "provenance": runs.provenance_table(good, bad),
     }
     if pairing.mode == "single":

@@ -282,10 +282,14 @@ def summarize(data: Dict[str, Any]) -> List[str]:
 
 
 def _record_details(record: Dict[str, Any]) -> List[str]:
-    """A record's in-process changes, how far its reads are known, and its shadowed modules."""
+    """A record's command line item by item, in-process changes, how far its reads are known, and its shadowed
+    modules."""
     from envsnap import format as fmt
+    from envsnap.model.argv import describe, itemise
 
-    lines = []
+    argv = record.get("argv")
+    line = itemise(argv) if isinstance(argv, list) and argv else None
+    lines = describe(line) if line is not None else []
     for stage, field_name in (("init", "changed_before_init"), ("exit", "changed_before_exit")):
         for item in _change_text(record.get(field_name) or {}):
             lines.append(f"    set in-process, start \u2192 {stage}: {item}")

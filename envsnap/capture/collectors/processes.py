@@ -146,12 +146,17 @@ def summarize(data: Dict[str, Any]) -> List[str]:
     if gone:
         parts.append(f"{gone} exited during the walk")
     lines.append(", ".join(parts) if parts else "no processes")
+    from envsnap.model.argv import describe, itemise
+
     for key in sorted(processes):
         entry = processes[key]
         env = entry.get("environ_status")
         gpus = entry.get("gpus")
         lines.append(f"{key}: pid {entry.get('pid')} {entry.get('title', '')[:80]}  env {env}"
                      + (f"  gpus {gpus}" if gpus else ""))
+        cmdline = entry.get("cmdline")
+        line = itemise(cmdline) if isinstance(cmdline, list) and cmdline else None
+        lines += describe(line) if line is not None else []  # its flags one by one (a title is cut at 80)
     for name, error in sorted((data.get("errors") or {}).items()):
         lines.append(f"error {name}: {error}")
     return lines
