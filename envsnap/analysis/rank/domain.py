@@ -100,8 +100,8 @@ def score_variable(d: diff_mod.Difference, component: str, why: str, facts: Fact
     where = d.where
     hook = facts.hook_sets.get(name)
     if hook is not None and where in ("env", "workers", "in_process"):
-        notes.append(f"the start-up hook {hook}, itself changed, names it and writes os.environ: likely one cause "
-                     "(the hook is how, the variable what)")
+        score.apply("set_by_changed_hook", f"the start-up hook {hook}, itself changed, names it and writes "
+                                           "os.environ: the hook's difference ranks it")
     if where == "workers":
         why = _workers(d, name, why, places, facts, score, notes)
     elif where == "env" and facts.workers_both:

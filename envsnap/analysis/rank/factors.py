@@ -104,6 +104,9 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     # workers' NCCL/CUDA variables (knowledge.ENGINE_SET_ENV).
     Factor("engine_sets_changed_env", 1.3, "engine.py sets the workers' variables that changed: the likely mechanism"),
     Factor("startup_mentions_changed", 1.6, "the hook mentions variables that differ between GOOD and BAD"),
+    # A variable a changed start-up hook names and sets: that hook's effect. The hook ranks it (it takes the
+    # part of the system the variable acts on, and startup_mentions_changed); reverting the hook undoes both.
+    Factor("set_by_changed_hook", 0.6, "a changed start-up hook sets it: the hook's difference is the cause"),
     Factor("editable_hot_path", 2.0, "the checkout is an editable install of a hot-path package: its changes run"),
     Factor("editable", 1.3, "the checkout is an editable install: its changes run in the interpreter"),
     Factor("checkout_not_running", 0.8, "the checkout is not what runs (not an editable install)"),
