@@ -142,6 +142,9 @@ class View:
     source: Dict[str, Any] = field(default_factory=dict)
     modified_only: Optional[Set[str]] = None  # see build_view
     builds: Set[str] = field(default_factory=set)  # see build_view
+    # Keys whose object the run's processes mapped in some runs only (_libraries_view): the comparison drops them
+    # on both sides, since which side "has" them followed when the maps were sampled.
+    unstable: Set[str] = field(default_factory=set)
     # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
     patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
@@ -679,7 +682,15 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
             if not isinstance(entry, dict) or not isinstance(entry.get("objects"), dict):
                 continue
             process = f"{prefix}{key}"
+            # An object the run's processes mapped in some runs and not in others came and went with when the
+            # maps were sampled (a short client read before it imported, another run read later): not a fact
+            # about the side. Only what every run of each side mapped is compared (diff drops view.unstable).
+            unstable = {str(p) for change in as_dict(entry.get("varies")).values()
+                        for p in list(as_dict(change).get("added") or []) + list(as_dict(change).get("removed") or [])}
             for name, path in sorted(entry["objects"].items()):
+                if path in unstable:
+                    view.unstable.add(f"libraries.{process}.{name}")
+                    continue
                 info = as_dict(table.get(path))
                 identity = info.get("build_id") or (f"sha256:{str(info['sha256'])[:16]}" if info.get("sha256") else "")
                 value = {"path": path, "version": info.get("version") or "", "identity": identity,

@@ -105,7 +105,7 @@ class _Ranking:
         elif d.where == "process" and d.subject.aspect.startswith("shadowed."):
             why = domain.shadowed_why(d, why)
         elif d.where == "library":
-            why = domain.library_why(d, why)
+            why = domain.library_why(d, why, score)
         elif d.category == "startup":
             component, why = domain.score_startup(d, component, why, facts, score, notes)
         elif d.category == "git":
