@@ -11,10 +11,13 @@ alike); reported are medians and the median of the per-round ratios of:
     wall times on a shared machine; and envsnap's whole CPU time (RUSAGE_SELF) per run second
     on and off (off still pays for starting the command and reading its output).
 
-Target: <= 1% of one CPU. With a GPU and NVML the GPU sampling is included. The parts of
-one sample are also timed apart (thread CPU time over repeated samples while the command's
-processes are alive: the process tree's /proc reads, and NVML's calls for every GPU), so a figure
-over target says which part to look at.
+Target: <= 1% of one CPU. With a GPU and NVML the GPU sampling is included, and so are the
+neighbours (measure/neighbours.py: the runnable count at every sample, every process on the machine
+read at the scans it spaces by their cost). The parts of one sample are also timed apart (thread CPU
+time over repeated samples while the command's processes are alive: the process tree's /proc reads,
+NVML's calls for every GPU, and one neighbour scan of every process), so a figure over target says
+which part to look at; "neighbour_scans_pct" is what the runs' recorded scans cost per run second
+(their start and end scans, outside the command's time, included).
 
     python benchmarks/run_telemetry.py [--rounds 15] [--work 2000000] [--json]
 """
@@ -70,12 +73,20 @@ def sample_parts(procs: int, session, repeat: int = 200) -> dict:
             session.gpus.sample(series, 0.0)
         nvml = (time.thread_time() - start) / repeat * 1e6
         members = len(sampler.tree.members)
+        window = sampler.neighbours.window if sampler.neighbours is not None else None
+        scan = None
+        if window is not None:
+            start = time.thread_time()
+            for _ in range(repeat // 4):
+                window.scan()
+            scan = round((time.thread_time() - start) / (repeat // 4) * 1e6, 1)
     finally:
         for child in children:
             child.kill()
             child.wait()
     return {"process_tree": round(whole - nvml, 1), "nvml": round(nvml, 1), "processes": members,
-            "gpus": len(session.gpus.handles)}
+            "gpus": len(session.gpus.handles), "neighbour_scan": scan,
+            "machine_processes": len(window.last) if window is not None else None}
 
 
 def main() -> int:
@@ -95,6 +106,7 @@ def main() -> int:
     own_share = {name: [] for name in variants}
     sampler_share = []
     record_samples = []
+    scan_share = []
     try:
         for name in variants:  # warm-up
             runs.run_once(runs.RunOptions(command=command, telemetry=name == "on"), variants[name])
@@ -113,6 +125,7 @@ def main() -> int:
                 if name == "on":
                     record_samples.append(record["telemetry"]["samples"])
                     sampler_share.append(record["telemetry"]["sampler_cpu_s"] / record["duration_s"])
+                    scan_share.append(record["telemetry"]["neighbours"]["scan_cpu_s"] / record["duration_s"])
 
         parts = sample_parts(procs, session)
     finally:
@@ -133,6 +146,7 @@ def main() -> int:
                                                    - statistics.median(own_share["off"])) * 100.0, 3),
         "sampler_thread_cpu_pct_of_one_cpu": round(statistics.median(sampler_share) * 100.0, 3),
         "samples_per_run_median": statistics.median(record_samples),
+        "neighbour_scans_pct": round(statistics.median(scan_share) * 100.0, 3),
         "target_overhead_pct": 1.0,
         "per_sample_cpu_us": parts,
     }
@@ -151,6 +165,8 @@ def main() -> int:
               f"(difference {result['envsnap_extra_cpu_pct_of_one_cpu']:.3f}%)")
         print(f"one sample's CPU: process tree {parts['process_tree']:.0f} us for {parts['processes']} processes, "
               f"NVML {parts['nvml']:.0f} us for {parts['gpus']} GPU(s)")
+        print(f"one neighbour scan: {parts['neighbour_scan']} us for {parts['machine_processes']} processes on the "
+              f"machine; the runs' scans (start and end included): {result['neighbour_scans_pct']:.3f}% of one CPU")
     return 0
 
 

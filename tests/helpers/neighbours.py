@@ -1,0 +1,94 @@
+"""Real neighbour processes for the neighbours tests: busy loops and sleepers that are NOT descendants of
+the process that starts them (double fork + setsid, as a daemon detaches), so envsnap running in the test's
+own process sees them as other people's processes, the way it sees a job someone else started.
+
+`Neighbour(...)` starts one and knows its pid; `stop()` ends exactly that pid (and waits until it is gone).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import List, Optional
+
+SCRIPT = os.path.abspath(__file__)
+
+
+def _detached(marker: str, mode: str, seconds: float, mapped: str) -> None:
+    """Runs as `python neighbours.py MARKER MODE SECONDS [MAPPED]` (the marker shows in its command line)."""
+    if os.fork():
+        os._exit(0)  # the intermediate exits: the grandchild is reparented, no longer the starter's
+    os.setsid()
+    print(os.getpid(), flush=True)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # the starter reads our stdout and stderr to their end: let go of both
+    os.dup2(devnull, 2)
+    keep = None
+    if mapped:  # a real mapping /proc/PID/maps shows (e.g. a file named like libcuda)
+        import mmap
+
+        handle = open(mapped, "rb")
+        keep = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    end = time.monotonic() + seconds
+    if mode == "busy":
+        while time.monotonic() < end:
+            pass
+    elif mode == "spawner":  # busy children, each reaped by this process (its cutime grows)
+        while time.monotonic() < end:
+            subprocess.run([sys.executable, "-c", "import time\nt = time.monotonic() + 0.3\n"
+                            "while time.monotonic() < t: pass"])
+    else:
+        time.sleep(seconds)
+    del keep
+
+
+class Neighbour:
+    """One detached process: mode "busy" (a busy loop), "spawner" (busy short-lived children it reaps)
+    or "sleep"; `marker` shows in its command line; `mapped`: a file it maps (e.g. a fake libcuda)."""
+
+    def __init__(self, marker: str, mode: str = "busy", seconds: float = 60.0, mapped: str = "",
+                 extra_args: Optional[List[str]] = None) -> None:
+        proc = subprocess.run([sys.executable, SCRIPT, marker, mode, str(seconds), mapped, *(extra_args or [])],
+                              capture_output=True, text=True, timeout=30)
+        self.pid = int(proc.stdout.split()[0])
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def stop(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        for _ in range(200):  # reaped by init (or a subreaper): wait until the pid is gone
+            if not self.alive() or _zombie(self.pid):
+                return
+            time.sleep(0.01)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+    except OSError:
+        return True
+    return text[text.rindex(b")") + 2:][:1] == b"Z"
+
+
+def busy_neighbours(count: int, marker: str, seconds: float = 120.0) -> List[Neighbour]:
+    return [Neighbour(marker, "busy", seconds) for _ in range(count)]
+
+
+def stop_all(neighbours: List[Neighbour]) -> None:
+    for neighbour in neighbours:
+        neighbour.stop()
+
+
+if __name__ == "__main__":
+    _detached(sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "")
