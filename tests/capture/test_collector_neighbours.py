@@ -90,6 +90,25 @@ def test_children_a_neighbour_reaps_count_for_it_once():
     assert all(window._ticks()[key] == 0 for key in children)  # folded into their parent, not listed twice
 
 
+def test_a_grandchild_reaped_through_an_ended_child_counts_only_inside_the_window():
+    # A shell -> timeout -> test suite chain: the suite ran before the window, ends inside it, and both it and
+    # its parent are reaped during the window: the shell's cutime then jumps by the suite's whole lifetime.
+    chain = Neighbour("nbr-chain-77a", "chain", 1.6)
+    try:
+        time.sleep(1.0)  # the grandchild has been busy for about a second before the window
+        window = neighbours.CpuWindow(os.getpid())
+        for _ in range(5):
+            time.sleep(0.25)
+            window.scan()
+        data = window.result()
+    finally:
+        chain.stop()
+    total = sum(e["cpu_s"] for e in data["top"] if "nbr-chain-77a" in e["command"] or "time.monotonic" in e["command"])
+    # What the grandchild used inside the window, never its whole lifetime (counted twice, that was ~1.4 s).
+    assert total <= 0.85, data["top"]  # the grandchild was busy about 0.6 s inside the window (1.6 s in all)
+    assert all(e["cpus"] <= 1.05 for e in data["top"]), data["top"]
+
+
 def test_a_neighbour_that_ends_mid_window_counts_until_its_last_reading():
     short = Neighbour("nbr-short-9e1", "busy", 0.5)
     window = neighbours.CpuWindow(os.getpid())

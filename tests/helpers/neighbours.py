@@ -39,14 +39,19 @@ def _detached(marker: str, mode: str, seconds: float, mapped: str) -> None:
         while time.monotonic() < end:
             subprocess.run([sys.executable, "-c", "import time\nt = time.monotonic() + 0.3\n"
                             "while time.monotonic() < t: pass"])
+    elif mode == "chain":  # busy for SECONDS in a grandchild (through an intermediate), then idle a minute
+        busy = f"import time\nt = time.monotonic() + {seconds}\nwhile time.monotonic() < t: pass"
+        subprocess.run([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {busy!r}])"])
+        time.sleep(60)
     else:
         time.sleep(seconds)
     del keep
 
 
 class Neighbour:
-    """One detached process: mode "busy" (a busy loop), "spawner" (busy short-lived children it reaps)
-    or "sleep"; `marker` shows in its command line; `mapped`: a file it maps (e.g. a fake libcuda)."""
+    """One detached process: mode "busy" (a busy loop), "spawner" (busy short-lived children it reaps),
+    "chain" (busy for `seconds` in a grandchild, through an intermediate, then idle) or "sleep"; `marker`
+    shows in its command line; `mapped`: a file it maps (e.g. a fake libcuda)."""
 
     def __init__(self, marker: str, mode: str = "busy", seconds: float = 60.0, mapped: str = "",
                  extra_args: Optional[List[str]] = None) -> None:

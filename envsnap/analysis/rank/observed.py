@@ -1,5 +1,6 @@
-"""What the processes and runs showed, as factors of a cause's score: who read a variable, and whether the
-runs' mechanism (analysis/runs/mechanism.py) fits what the difference acts on.
+"""What the processes and runs showed, as factors of a cause's score: who read a variable, whether the
+runs' mechanism (analysis/runs/mechanism.py) fits what the difference acts on, and what a neighbour (another
+process beside the work) was seen doing.
 
 Who read it (views.env_read_evidence): a variable the measured processes' Python code read, or NCCL
 logged, reached running code (factor "read_by_process"). With read tracking on and no reader, it ranks
@@ -10,6 +11,11 @@ The mechanism: a cause whose component the mechanism implicates moves up, one it
 down (mechanism.MECHANISMS). A setting that acts through a run counter (knowledge.SERIES_LINKS: thread
 pools, CPU sets) is judged by that counter instead when the runs recorded it: it moved with the setting,
 or it held and the setting did not act here.
+
+A neighbour (compare/neighbours.py) is judged by what it was seen doing: measured beside the benchmark
+during the runs ("neighbour_measured") or only at capture ("neighbour_at_capture"); named by the mechanism
+as what the run lost its CPU or GPU to ("mechanism_matches"), or present while the runs lost no CPU to
+anyone ("neighbour_no_effect"). Its component never matches a mechanism by itself.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import libraries as libraries_mod
+from envsnap.analysis.compare import neighbours
 from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
 from envsnap.analysis.compare.views import NCCL_READER
 from envsnap.analysis.rank.factors import SERIES_SHORT_SHARE, Score
@@ -185,6 +192,11 @@ def apply_mechanism(d: Difference, component: str, mechanism: Optional[Dict[str,
     """The mechanism's factors for one difference (see the module doc)."""
     if not mechanism:
         return
+    if d.where == "neighbour":
+        # Judged by what it did (apply_neighbour) and by whether the mechanism names it, not by a component.
+        if d.base_key in (mechanism.get("neighbours") or []):
+            score.apply("mechanism_matches", f"the mechanism names it: {mechanism.get('line')}")
+        return
     factors = mechanism.get("factors") or {}
     link = knowledge.series_link(d.base_key)
     if link is not None and link.series in factors:
@@ -244,3 +256,48 @@ def _apply_trace(component: str, trace: Dict[str, Any], score: Score) -> None:
         score.apply("trace_implicates", f"the profiler traces implicate its component ({component}): {line}")
     elif component in (trace.get("held") or []):
         score.apply("trace_held", f"the profiler traces measured its component ({component}) and it held: {line}")
+
+
+# ---------------------------------------------------------------- neighbours
+
+def apply_neighbour(d: Difference, mechanism: Optional[Dict[str, Any]], score: Score, notes: List[str]) -> None:
+    """What a neighbour (another process, or other virtual machines) was seen doing: measured during the
+    runs or only at capture, and whether the runs lost any CPU to anyone (compare/neighbours.py)."""
+    good = d.good if isinstance(d.good, dict) else None
+    bad = d.bad if isinstance(d.bad, dict) else None
+    row = {"kind": d.subject.aspect, "gpu": d.subject.item, "command": d.subject.entity, "good": good, "bad": bad}
+    side = bad or good or {}
+    source = str(side.get("source") or "runs")
+    if not neighbours.more_on_bad(row):
+        notes.append("it took less from BAD than from GOOD: it cannot have slowed BAD down")
+        return
+    bad_text = neighbours.describe(row, "bad", source)
+    good_text = neighbours.describe(row, "good", source) or "not seen"
+    if source != "runs":
+        score.apply("neighbour_at_capture", f"seen at capture: BAD {bad_text}; GOOD {good_text}")
+        return
+    runs = f"{side.get('count')} run{'s' if side.get('count') != 1 else ''}"
+    score.apply("neighbour_measured", f"measured beside the benchmark in BAD's {runs}: {bad_text}; GOOD's: {good_text}")
+    factors = (mechanism or {}).get("factors") or {}
+    if d.subject.aspect in ("cpu", "steal") and d.base_key not in ((mechanism or {}).get("neighbours") or []):
+        held = _held_tight(factors, neighbours.share_taken(d.subject.aspect, good, bad))
+        if held:
+            score.apply("neighbour_no_effect", f"the runs' {held} held, tight enough to show the share it took: "
+                                               "it took nothing the work needed")
+
+
+def _held_tight(factors: Dict[str, Any], share: Optional[float]) -> str:
+    """The run counters a CPU neighbour acts through ("CPUs kept busy and wall"), when they all held and
+    their runs' own spread is below the share it took (a CPU-bound run loses up to that share of its CPU
+    time: a spread that large would have shown it); "" when any moved, was noisier, or is missing."""
+    names = {"busy_cpus": "CPUs kept busy", "wall_s": "wall"}
+    found = [factors.get(name) for name in names]
+    if not share or any(not isinstance(f, dict) for f in found):
+        return ""
+    for f in found:
+        assert isinstance(f, dict)
+        noise = f.get("noise_pct")
+        change = abs(f.get("change_pct") or 0.0)
+        if f.get("beyond_noise") or not isinstance(noise, (int, float)) or max(noise, change) >= neighbours.percent(share):
+            return ""
+    return " and ".join(names.values())

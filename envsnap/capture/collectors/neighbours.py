@@ -262,6 +262,7 @@ class CpuWindow:
         self.excluded = set(excluded)
         self.first: Dict[Tuple[int, int], Tuple[int, int]] = {}
         self.last: Dict[Tuple[int, int], ProcStat] = {}
+        self.seen_in: Dict[Tuple[int, int], int] = {}  # the scan (its number) a process was last read in
         self.own: Set[Tuple[int, int]] = set()
         self.own_pids: Set[int] = {root} | self.excluded
         self.live: Set[Tuple[int, int]] = set()
@@ -277,6 +278,7 @@ class CpuWindow:
         if previous is not None and previous.scans and time.monotonic() - previous.scanned_at <= REUSE_MAX_S:
             self.live = set(previous.live)
             self.last = {key: previous.last[key] for key in self.live}
+            self.seen_in = {key: 0 for key in self.live}
             self.first = {key: (stat.own_ticks, stat.child_ticks) for key, stat in self.last.items()}
             self.commands = {key: found for key, found in previous.commands.items() if key in self.live}
             self.scanned_at, self.scanned_ticks = previous.scanned_at, previous.scanned_ticks
@@ -305,6 +307,7 @@ class CpuWindow:
                 started_inside = (not first and self.start_ticks is not None and stat.start > self.start_ticks)
                 self.first[key] = (0, 0) if started_inside else (stat.own_ticks, stat.child_ticks)
             self.last[key] = stat
+            self.seen_in[key] = self.scans
             if pid in own:
                 self.own.add(key)
         self.live = live
@@ -337,21 +340,33 @@ class CpuWindow:
 
     def _ticks(self) -> Dict[Tuple[int, int], int]:
         """Ticks each process used inside the window: its own, plus its reaped children's beyond those
-        already counted for them (a child seen alive and gone by the last scan was reaped by its parent,
-        whose cutime then holds the child's whole lifetime). What a child seen alive used is folded into
+        already counted for them. A child gone by the last scan was reaped by its parent, whose cutime then
+        holds the child's whole lifetime -- and, when the child outlived its own last reading, that of every
+        child of its own it reaped afterwards (the same rule, one level down: a `timeout` that ran a test
+        suite hands the suite's whole lifetime to its shell). What a child seen alive used is folded into
         its parent once the child is gone: `make` stands for the compilers it ran."""
         gone = self.last.keys() - self.live
-        counted_children: Dict[int, int] = {}
+        children_of: Dict[int, List[Tuple[int, int]]] = {}
         for key in gone:
-            stat = self.last[key]
-            counted_children[stat.ppid] = counted_children.get(stat.ppid, 0) + stat.own_ticks + stat.child_ticks
+            children_of.setdefault(self.last[key].ppid, []).append(key)
+        lifetime: Dict[Tuple[int, int], int] = {}
+
+        def handed_up(key: Tuple[int, int], depth: int = 0) -> int:
+            """What a gone process handed its parent that was already counted (or was before the window)."""
+            if key not in lifetime:
+                stat = self.last[key]
+                lifetime[key] = stat.own_ticks + stat.child_ticks + (sum(
+                    handed_up(child, depth + 1) for child in children_of.get(key[0], ())
+                    if child[1] >= key[1] and self.seen_in[child] >= self.seen_in[key]) if depth < 64 else 0)
+            return lifetime[key]
+
         out = {}
         for key, stat in self.last.items():
             own0, child0 = self.first[key]
-            children = stat.child_ticks - child0
-            if key in self.live:
-                children -= counted_children.get(key[0], 0)
-            out[key] = max(0, stat.own_ticks - own0) + max(0, children)
+            # The children it had reaped by its own last reading, each of which was counted when seen.
+            reaped = sum(handed_up(child) for child in children_of.get(key[0], ())
+                         if child[1] >= key[1] and self.seen_in[child] < self.seen_in[key])
+            out[key] = max(0, stat.own_ticks - own0) + max(0, stat.child_ticks - child0 - reaped)
         by_pid: Dict[int, List[Tuple[int, int]]] = {}
         for key in self.last:
             by_pid.setdefault(key[0], []).append(key)
@@ -391,6 +406,11 @@ class CpuWindow:
         if loads:
             out["load_1m"] = loads
         others = self._others()
+        if self.cpu_times is not None:
+            # No process can have used more than every CPU for the whole window: a parent that reaped a child
+            # none of the scans saw, which had run since before the window, would otherwise say so.
+            most = int(wall * CLK_TCK * self.cpu_times[1]) + 1
+            others = [(min(t, most), key) for t, key in others]
         total = sum(t for t, _ in others)
         out["others_cpus"] = round(total / CLK_TCK / wall, 3)
         out["others_busy"] = len(others)
