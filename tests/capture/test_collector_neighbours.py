@@ -20,6 +20,9 @@ from envsnap.model.schema import NEIGHBOURS_SHAPE, _checker
 INVISIBLE_PID = 4194304 + 77
 
 
+ALL = 10_000  # list every other process: this machine is shared, a test's process need not be among the busiest
+
+
 def _entry(data, marker):
     found = [e for e in data["top"] if marker in e["command"]]
     assert found, [e["command"] for e in data["top"]]
@@ -29,16 +32,18 @@ def _entry(data, marker):
 def test_a_busy_neighbour_is_listed_with_its_command_user_and_cpus():
     busy = Neighbour("nbr-busy-7f3a", "busy", 30)
     try:
+        before = _ticks(busy.pid)
         window = neighbours.CpuWindow(os.getpid())
         time.sleep(0.6)
         window.scan()
-        data = window.result()
+        used = _ticks(busy.pid) - before  # the truth, read apart: the window falls inside these readings
+        data = window.result(listed=ALL)
     finally:
         busy.stop()
     entry = _entry(data, "nbr-busy-7f3a")
-    assert entry["pid"] == busy.pid and entry["ended"] is False
-    assert entry["cpus"] >= 0.3  # a busy loop on a 2-core machine others share: at least a third of a CPU
-    assert entry["user"]
+    assert entry["pid"] == busy.pid and entry["ended"] is False and entry["user"]
+    assert 0 < entry["cpu_s"] * neighbours.CLK_TCK <= used  # its ticks, whatever else loads the machine
+    assert entry["cpu_s"] * neighbours.CLK_TCK >= used - 5, (entry, used)  # ~2 ms between the readings
     assert data["others_cpus"] >= entry["cpus"] and data["cpus_online"] >= 1
     assert 0 <= data["steal_pct"] <= 100 and data["host_busy_cpus"] >= entry["cpus"] * 0.8
     _checker(NEIGHBOURS_SHAPE)(data, 0)
@@ -51,7 +56,7 @@ def test_our_own_children_are_not_neighbours():
         window = neighbours.CpuWindow(os.getpid())
         time.sleep(0.5)
         window.scan()
-        data = window.result()
+        data = window.result(listed=ALL)
     finally:
         mine.kill()
         mine.wait()
@@ -75,8 +80,8 @@ def test_children_a_neighbour_reaps_count_for_it_once():
         for _ in range(8):  # scans see its children alive: what they used must not count twice
             time.sleep(0.12)
             window.scan()
-        data = window.result()
-        used = _ticks(spawner.pid) - before  # the truth: itself and every child it reaped, over the window
+        used = _ticks(spawner.pid) - before
+        data = window.result(listed=ALL)  # the truth: itself and every child it reaped, over the window
     finally:
         spawner.stop()
     entry = _entry(data, "nbr-spawner-c0d")
@@ -100,7 +105,7 @@ def test_a_grandchild_reaped_through_an_ended_child_counts_only_inside_the_windo
         for _ in range(5):
             time.sleep(0.25)
             window.scan()
-        data = window.result()
+        data = window.result(listed=ALL)
     finally:
         chain.stop()
     total = sum(e["cpu_s"] for e in data["top"] if "nbr-chain-77a" in e["command"] or "time.monotonic" in e["command"])
@@ -116,7 +121,7 @@ def test_a_neighbour_that_ends_mid_window_counts_until_its_last_reading():
     window.scan()
     time.sleep(0.5)
     window.scan()
-    data = window.result()
+    data = window.result(listed=ALL)
     short.stop()
     entry = _entry(data, "nbr-short-9e1")
     assert entry["ended"] is True and entry["cpu_s"] > 0.05
@@ -129,7 +134,7 @@ def test_a_secret_in_a_neighbours_command_line_is_redacted():
         window = neighbours.CpuWindow(os.getpid())
         time.sleep(0.4)
         window.scan()
-        data = window.result()
+        data = window.result(listed=ALL)
     finally:
         busy.stop()
     entry = _entry(data, "nbr-secret-1a2")
@@ -152,10 +157,12 @@ def test_the_collector_records_a_window_with_runnable_threads():
     data = section["data"]
     assert data["runnable"]["samples"] == neighbours.CAPTURE_RUNNABLE_READS and data["runnable"]["max"] >= 1
     assert "loadavg" in data["runnable"]["source"]
-    assert _entry(data, "nbr-capture-44b")["cpus"] > 0.2
+    # Listed, unless this shared machine had TOP_N processes busier than a busy loop at that moment.
+    assert (any("nbr-capture-44b" in e["command"] for e in data["top"]) or len(data["top"]) == neighbours.TOP_N
+            and min(e["cpus"] for e in data["top"]) > 0), data["top"]
     assert data["gpu"] == "nvml" and data["gpus"] == {"0": {"processes": []}}
     _checker(NEIGHBOURS_SHAPE)(data, 0)
-    assert any("nbr-capture-44b" in line for line in neighbours.summarize(data))
+    assert all(e["command"] in "\n".join(neighbours.summarize(data)) for e in data["top"])
 
 
 def test_gpu_processes_are_told_apart_own_neighbour_and_not_visible(tmp_path):

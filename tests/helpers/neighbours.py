@@ -39,6 +39,8 @@ def _detached(marker: str, mode: str, seconds: float, mapped: str) -> None:
         while time.monotonic() < end:
             subprocess.run([sys.executable, "-c", "import time\nt = time.monotonic() + 0.3\n"
                             "while time.monotonic() < t: pass"])
+    elif mode == "exec":  # become the command given after the marker's arguments (another job: a GPU loop)
+        os.execv(sys.executable, [sys.executable, *sys.argv[5:]])
     elif mode == "chain":  # busy for SECONDS in a grandchild (through an intermediate), then idle a minute
         busy = f"import time\nt = time.monotonic() + {seconds}\nwhile time.monotonic() < t: pass"
         subprocess.run([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {busy!r}])"])
@@ -50,14 +52,16 @@ def _detached(marker: str, mode: str, seconds: float, mapped: str) -> None:
 
 class Neighbour:
     """One detached process: mode "busy" (a busy loop), "spawner" (busy short-lived children it reaps),
-    "chain" (busy for `seconds` in a grandchild, through an intermediate, then idle) or "sleep"; `marker`
-    shows in its command line; `mapped`: a file it maps (e.g. a fake libcuda)."""
+    "chain" (busy for `seconds` in a grandchild, through an intermediate, then idle), "exec" (becomes
+    `python *extra_args`: another job, e.g. a GPU loop) or "sleep"; `marker` shows in its command line (not
+    with "exec"); `mapped`: a file it maps (e.g. a fake libcuda)."""
 
     def __init__(self, marker: str, mode: str = "busy", seconds: float = 60.0, mapped: str = "",
                  extra_args: Optional[List[str]] = None) -> None:
         proc = subprocess.run([sys.executable, SCRIPT, marker, mode, str(seconds), mapped, *(extra_args or [])],
                               capture_output=True, text=True, timeout=30)
         self.pid = int(proc.stdout.split()[0])
+        self.started = _starttime(self.pid)
 
     def alive(self) -> bool:
         try:
@@ -67,6 +71,8 @@ class Neighbour:
         return True
 
     def stop(self) -> None:
+        if self.started is None or _starttime(self.pid) != self.started:
+            return  # gone already (and the pid perhaps someone else's by now): nothing of ours to end
         try:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -75,6 +81,16 @@ class Neighbour:
             if not self.alive() or _zombie(self.pid):
                 return
             time.sleep(0.01)
+
+
+def _starttime(pid: int) -> Optional[int]:
+    """The process's start time (proc(5) stat field 22): with the pid, who it is."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+        return int(text[text.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _zombie(pid: int) -> bool:

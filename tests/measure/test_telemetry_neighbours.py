@@ -42,8 +42,8 @@ def test_a_run_records_the_busy_neighbour_and_not_itself():
         busy.stop()
     found = record["telemetry"]["neighbours"]
     commands = [e["command"] for e in found["top"]]
-    entry = next(e for e in found["top"] if "nbr-during-run-8d2" in e["command"])
-    assert entry["pid"] == busy.pid and entry["cpus"] >= 0.3, found
+    entry = next(e for e in found["top"] if "nbr-during-run-8d2" in e["command"])  # among the TOP_N busiest
+    assert entry["pid"] == busy.pid and entry["cpus"] > 0.1, found
     assert not any("nbr-own-bench" in c for c in commands)  # the run's own process is not a neighbour
     assert found["runnable"]["samples"] >= 3 and found["runnable"]["max"] >= 1
     assert found["scans"] >= 2 and found["window_s"] > 1.0
@@ -121,4 +121,4 @@ def test_back_to_back_runs_share_one_scan_between_them():
     assert a["scans"] == 2 and b["scans"] == 1  # runs under a second: start and end; the next reuses the end
     for found in (a, b):
         entry = next(e for e in found["top"] if "nbr-back-to-back-2f" in e["command"])
-        assert entry["cpus"] >= 0.3 and found["window_s"] >= 0.4
+        assert entry["cpus"] > 0.1 and found["window_s"] >= 0.4

@@ -385,7 +385,7 @@ def neighbour_differences(good: Dict[str, Any], bad: Dict[str, Any], use_runs: b
             value = row[side]
             if value is not None:
                 value = dict(value, cpus_online=found["cpus_online"], source=found["source"],
-                             count=found["count"][side])
+                             count=found["count"][side], machine=found["machine"][side])
             values.append(value)
         change = "changed" if all(v is not None for v in values) else ("added" if values[1] is not None else "removed")
         flat = "runs.telemetry.neighbours" if found["source"] == "runs" else "neighbours"

@@ -33,6 +33,9 @@ GPU_MEMORY_MIN_BYTES = 1 << 30
 GPU_SM_MIN_POINTS = 20.0
 # At most this many processes per side in the table (the busiest; the changed ones always).
 TABLE_ROWS = 10
+# A machine whose CPUs were busy this share of the time (all processes, /proc/stat) had none to spare: a
+# runnable thread then waits for one (a tenth idle is a CPU free most of the time on a small machine).
+BUSY_MACHINE_SHARE = 0.9
 NOT_VISIBLE = "(a process whose pid is not visible here)"
 
 
@@ -253,6 +256,20 @@ def more_on_bad(row: Dict[str, Any]) -> bool:
     return (float(bad.get("present") or 0) > float(good.get("present") or 0)
             or float(bad.get("used_memory_bytes") or 0) > float(good.get("used_memory_bytes") or 0)
             or float(bad.get("sm_util_pct") or 0) > float(good.get("sm_util_pct") or 0))
+
+
+def machine_full(machine: Dict[str, Any], online: Any) -> str:
+    """How a side's machine had no CPU to spare, in words ("" when it had, or cannot be told): more runnable
+    threads than CPUs, or its CPUs all but all busy (BUSY_MACHINE_SHARE)."""
+    if not isinstance(online, (int, float)) or online <= 0:
+        return ""
+    runnable, busy = machine.get("runnable"), machine.get("host_busy_cpus")
+    cpus = f"{online:g} CPU{'s' if online != 1 else ''}"
+    if isinstance(runnable, (int, float)) and runnable > online:
+        return f"{runnable:g} runnable threads for {cpus}"
+    if isinstance(busy, (int, float)) and busy >= BUSY_MACHINE_SHARE * online:
+        return f"the machine kept {busy:.2g} of {cpus} busy"
+    return ""
 
 
 def percent(share: float) -> float:

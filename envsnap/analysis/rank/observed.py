@@ -14,8 +14,9 @@ or it held and the setting did not act here.
 
 A neighbour (compare/neighbours.py) is judged by what it was seen doing: measured beside the benchmark
 during the runs ("neighbour_measured") or only at capture ("neighbour_at_capture"); named by the mechanism
-as what the run lost its CPU or GPU to ("mechanism_matches"), or present while the runs lost no CPU to
-anyone ("neighbour_no_effect"). Its component never matches a mechanism by itself.
+as what the run lost its CPU or GPU to ("mechanism_matches"), contradicted by a mechanism that found the time
+elsewhere (more CPU work, waits, an idle GPU: "mechanism_contradicts"), or present while the runs lost no CPU
+to anyone ("neighbour_no_effect"). Its component never matches a mechanism by itself.
 """
 from __future__ import annotations
 
@@ -193,9 +194,16 @@ def apply_mechanism(d: Difference, component: str, mechanism: Optional[Dict[str,
     if not mechanism:
         return
     if d.where == "neighbour":
-        # Judged by what it did (apply_neighbour) and by whether the mechanism names it, not by a component.
+        # Judged by what it did (apply_neighbour) and by whether the mechanism names it, not by a component. A
+        # neighbour slows a run only by taking CPU or GPU time the run waits for: a mechanism that found the
+        # time elsewhere (more work, waits, idle GPU) argues against it.
+        kind = mechanism.get("kind")
         if d.base_key in (mechanism.get("neighbours") or []):
             score.apply("mechanism_matches", f"the mechanism names it: {mechanism.get('line')}")
+        elif kind not in (None, "unknown", "contention") and isinstance(d.bad, dict) and neighbours.more_on_bad(
+                {"kind": d.subject.aspect, "good": d.good if isinstance(d.good, dict) else None, "bad": d.bad}):
+            score.apply("mechanism_contradicts", f"contradicts the mechanism: a neighbour slows a run only by taking "
+                                                 f"the CPU or GPU time it waits for, and the runs show {mechanism.get('line')}")
         return
     factors = mechanism.get("factors") or {}
     link = knowledge.series_link(d.base_key)
@@ -280,6 +288,14 @@ def apply_neighbour(d: Difference, mechanism: Optional[Dict[str, Any]], score: S
     score.apply("neighbour_measured", f"measured beside the benchmark in BAD's {runs}: {bad_text}; GOOD's: {good_text}")
     factors = (mechanism or {}).get("factors") or {}
     if d.subject.aspect in ("cpu", "steal") and d.base_key not in ((mechanism or {}).get("neighbours") or []):
+        machine = (bad or {}).get("machine")
+        if d.subject.aspect == "cpu" and isinstance(machine, dict) and machine.get("host_busy_cpus") is not None \
+                and not neighbours.machine_full(machine, (bad or {}).get("cpus_online")):
+            score.apply("neighbour_no_effect", f"BAD's machine had CPUs to spare (it kept {fmt.num(machine['host_busy_cpus'])}"
+                                               f" of {fmt.num((bad or {}).get('cpus_online'))} busy, "
+                                               f"{fmt.num(machine.get('runnable'))} runnable threads): it took none the "
+                                               "work waited for")
+            return
         held = _held_tight(factors, neighbours.share_taken(d.subject.aspect, good, bad))
         if held:
             score.apply("neighbour_no_effect", f"the runs' {held} held, tight enough to show the share it took: "

@@ -74,9 +74,6 @@ HOST_WAIT_CPU_GROWTH_MAX = 1.25
 GPU_SHARE_OF_EXTRA_WALL = 0.5
 # Share of the extra wall time that extra CPU work must account for to be the mechanism.
 CPU_SHARE_OF_EXTRA_WALL = 0.5
-# A machine whose CPUs were busy this share of the time (all processes, /proc/stat) had none to spare: a
-# runnable thread then waits for one (a tenth idle is a CPU free most of the time on a small machine).
-BUSY_MACHINE_SHARE = 0.9
 
 # kind -> (components it implicates, components it argues against, why). Read by the ranking.
 MECHANISMS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...], str]] = {
@@ -504,20 +501,10 @@ def lost_cpu(f: Dict[str, Dict[str, Any]]) -> str:
 
 
 def _machine_full(found: Optional[Dict[str, Any]]) -> str:
-    """How BAD's machine had no CPU to spare, in words ("" when it had): more runnable threads than CPUs, or
-    its CPUs all but all busy (BUSY_MACHINE_SHARE)."""
+    """How BAD's machine had no CPU to spare, in words ("" when it had): neighbours.machine_full."""
     if not found:
         return ""
-    online = found.get("cpus_online")
-    bad = (found.get("machine") or {}).get("bad") or {}
-    if not isinstance(online, (int, float)) or online <= 0:
-        return ""
-    runnable, busy = bad.get("runnable"), bad.get("host_busy_cpus")
-    if isinstance(runnable, (int, float)) and runnable > online:
-        return f"{_n(runnable)} runnable threads for {_plural(online, 'CPU')}"
-    if isinstance(busy, (int, float)) and busy >= BUSY_MACHINE_SHARE * online:
-        return f"the machine kept {busy:.2g} of {_plural(online, 'CPU')} busy"
-    return ""
+    return neighbours_mod.machine_full((found.get("machine") or {}).get("bad") or {}, found.get("cpus_online"))
 
 
 def _who(row: Dict[str, Any]) -> str:

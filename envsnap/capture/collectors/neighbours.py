@@ -62,8 +62,9 @@ CAPTURE_WINDOW_S = 0.5
 CAPTURE_RUNNABLE_READS = 5
 # A run's end scan starts the next run's window when that one begins within this time (back-to-back runs).
 REUSE_MAX_S = 2.0
-# The most processes a record lists (the busiest; "others_cpus" counts all of them).
-TOP_N = 5
+# The most processes a record lists (the busiest; "others_cpus" counts all of them): a few beyond the handful
+# a person reads, so that a neighbour is still listed on a machine other jobs also keep busy.
+TOP_N = 8
 # A command line is cut here in the record: enough to tell `python serve.py --model X` from another.
 COMMAND_CHARS = 200
 _UNSET = object()
@@ -395,8 +396,9 @@ class CpuWindow:
                 command, note = read_command(key[0], self.last[key].comm)
                 self.commands[key] = (command, note, process_user(key[0]))
 
-    def result(self) -> Dict[str, Any]:
-        """The record of the window, from its first scan to its last (call after the last scan)."""
+    def result(self, listed: int = TOP_N) -> Dict[str, Any]:
+        """The record of the window, from its first scan to its last (call after the last scan), listing the
+        `listed` busiest other processes."""
         wall = max(self.scanned_at - self.started, 1e-6)
         out: Dict[str, Any] = {"window_s": round(wall, 3)}
         if self.cpu_times is not None:
@@ -415,7 +417,7 @@ class CpuWindow:
         out["others_cpus"] = round(total / CLK_TCK / wall, 3)
         out["others_busy"] = len(others)
         top = []
-        for ticks, key in others[:TOP_N]:
+        for ticks, key in others[:listed]:
             if key not in self.commands:
                 self.commands[key] = (*read_command(key[0], self.last[key].comm), process_user(key[0])) \
                     if not self._ended(key) else (f"[{self.last[key].comm}]", "ended before its command line was read",

@@ -11,8 +11,10 @@ BUSY = "python3 train.py --epochs 90"
 
 
 def record(top=(), cpus_online=2, steal=0.0, gpus=None):
-    found = {"window_s": 2.0, "cpus_online": cpus_online, "host_busy_cpus": 1.0, "steal_pct": steal,
-             "others_cpus": sum(c for _, _, c in top), "runnable": {"median": 1, "max": 2, "samples": 4},
+    others = sum(c for _, _, c in top)
+    found = {"window_s": 2.0, "cpus_online": cpus_online, "host_busy_cpus": min(cpus_online, others + 0.5),
+             "steal_pct": steal, "others_cpus": others,
+             "runnable": {"median": 1 + len(top), "max": 2 + len(top), "samples": 4},
              "top": [{"pid": pid, "command": command, "cpus": cpus, "cpu_s": 2 * cpus, "ended": False}
                      for command, pid, cpus in top]}
     if gpus is not None:
@@ -118,3 +120,23 @@ def test_seen_at_capture_only_weighs_less_than_measured_during_runs():
     cause = next(c for c in result["causes"] if c["key"] == f"neighbour.cpu.{BUSY}")
     assert [f["factor"] for f in cause["factors"]][1] == "neighbour_at_capture"
     assert any("seen at capture: BAD 1.6 CPUs (pid 7); GOOD not seen" in e for e in cause["evidence"])
+
+
+def test_a_neighbour_is_argued_against_when_the_runs_time_went_into_more_work():
+    def side(cpu, top, metric):
+        return {"runs": [{"ok": True, "metrics": {"tok_s": metric + i}, "telemetry": {
+            "wall_s": cpu + i * 0.01, "cpu_user_s": cpu + i * 0.01, "cpu_system_s": 0.0, "ctx_voluntary": 2,
+            "ctx_involuntary": 5, "cpu_set": [0, 1], "neighbours": record(top)}} for i in range(3)]}
+    result = analyze(side(1.0, [], 100.0), side(2.0, [(BUSY, 4100, 0.6)], 50.0))
+    assert result["verdict"]["mechanism"]["kind"] == "cpu_work"
+    cause = next(c for c in result["causes"] if c["key"] == f"neighbour.cpu.{BUSY}")
+    assert "mechanism_contradicts" in [f["factor"] for f in cause["factors"]]
+    assert any("a neighbour slows a run only by taking the CPU or GPU time it waits for" in e for e in cause["evidence"])
+
+
+def test_a_neighbour_on_a_machine_with_cpus_to_spare_took_none_the_work_waited_for():
+    good = runs(*(record(cpus_online=16) for _ in range(3)), metric=100.0)
+    bad = runs(*(record([(BUSY, 4100, 1.6)], cpus_online=16) for _ in range(3)), metric=60.0)
+    cause = next(c for c in analyze(good, bad)["causes"] if c["key"] == f"neighbour.cpu.{BUSY}")
+    assert "neighbour_no_effect" in [f["factor"] for f in cause["factors"]]
+    assert any("BAD's machine had CPUs to spare (it kept 2.1 of 16 busy" in e for e in cause["evidence"]), cause
