@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from helpers.neighbours import Neighbour
 from helpers.nvml import make_fake_pynvml
 
@@ -71,6 +72,7 @@ def _ticks(pid):
     return sum(int(x) for x in fields[11:15])
 
 
+@pytest.mark.slow
 def test_children_a_neighbour_reaps_count_for_it_once():
     spawner = Neighbour("nbr-spawner-c0d", "spawner", 30)
     try:
@@ -95,6 +97,7 @@ def test_children_a_neighbour_reaps_count_for_it_once():
     assert all(window._ticks()[key] == 0 for key in children)  # folded into their parent, not listed twice
 
 
+@pytest.mark.slow
 def test_a_grandchild_reaped_through_an_ended_child_counts_only_inside_the_window():
     # A shell -> timeout -> test suite chain: the suite ran before the window, ends inside it, and both it and
     # its parent are reaped during the window: the shell's cutime then jumps by the suite's whole lifetime.

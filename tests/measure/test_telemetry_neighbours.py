@@ -7,6 +7,7 @@ import os
 import sys
 import textwrap
 
+import pytest
 from helpers.neighbours import Neighbour
 from helpers.nvml import make_fake_pynvml
 
@@ -34,6 +35,7 @@ print(json.dumps({"work": 1}))
 """
 
 
+@pytest.mark.slow
 def test_a_run_records_the_busy_neighbour_and_not_itself():
     busy = Neighbour("nbr-during-run-8d2", "busy", 60)
     try:
@@ -51,6 +53,7 @@ def test_a_run_records_the_busy_neighbour_and_not_itself():
     validate({"schema_version": 1, "runs": [record]})
 
 
+@pytest.mark.slow
 def test_another_process_on_the_gpu_is_named_and_the_runs_own_is_not(tmp_path):
     pid_file = tmp_path / "bench.pid"
     other = Neighbour("nbr-gpu-other-6a", "sleep", 60)
@@ -107,6 +110,7 @@ def test_scans_during_a_run_are_spaced_by_their_cost():
     assert measure_neighbours.scan_interval(1.0) == measure_neighbours.MAX_SCAN_INTERVAL_S
 
 
+@pytest.mark.slow
 def test_back_to_back_runs_share_one_scan_between_them():
     busy = Neighbour("nbr-back-to-back-2f", "busy", 60)
     opts = runs.RunOptions(command=[sys.executable, "-c", 'import time; time.sleep(0.4); print(\'{"work": 1}\')'],

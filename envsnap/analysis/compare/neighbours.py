@@ -56,10 +56,21 @@ def _records(snap: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 
 def _capture(snap: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The capture's neighbours, without the processes the capture measured (--pid/--sglang: the processes
+    section, collected beside it, so the window could not leave them out by itself)."""
     section = (snap.get("sections") or {}).get("neighbours")
-    if isinstance(section, dict) and section.get("status") == "ok" and isinstance(section.get("data"), dict):
-        return [section["data"]]
-    return []
+    if not (isinstance(section, dict) and section.get("status") == "ok" and isinstance(section.get("data"), dict)):
+        return []
+    measured = (snap.get("sections") or {}).get("processes")
+    procs = ((measured.get("data") or {}).get("processes") or {}) if isinstance(measured, dict) else {}
+    pids = {p.get("pid") for p in procs.values() if isinstance(p, dict)} if isinstance(procs, dict) else set()
+    data = dict(section["data"])
+    data["top"] = [e for e in data.get("top") or [] if not (isinstance(e, dict) and e.get("pid") in pids)]
+    if isinstance(data.get("gpus"), dict):
+        data["gpus"] = {index: dict(gpu, processes=[p for p in gpu.get("processes") or []
+                                                     if not (isinstance(p, dict) and p.get("pid") in pids)])
+                        for index, gpu in data["gpus"].items() if isinstance(gpu, dict)}
+    return [data]
 
 
 def _gpus_of_the_run(records: List[Dict[str, Any]]) -> Optional[Set[str]]:

@@ -140,3 +140,13 @@ def test_a_neighbour_on_a_machine_with_cpus_to_spare_took_none_the_work_waited_f
     cause = next(c for c in analyze(good, bad)["causes"] if c["key"] == f"neighbour.cpu.{BUSY}")
     assert "neighbour_no_effect" in [f["factor"] for f in cause["factors"]]
     assert any("BAD's machine had CPUs to spare (it kept 2.1 of 16 busy" in e for e in cause["evidence"]), cause
+
+
+def test_the_processes_a_capture_measured_are_not_its_neighbours():
+    def snap(top, server_pid):
+        return {"sections": {"neighbours": {"status": "ok", "data": record(top)},
+                             "processes": {"status": "ok", "data": {"processes": {
+                                 "sglang::scheduler_TP0": {"pid": server_pid, "title": "sglang::scheduler_TP0"}}}}}}
+    # The server spins on one side only (it was serving): the measured process, never a neighbour.
+    found = neighbours.compare(snap([], 300), snap([("sglang::scheduler_TP0", 301, 1.0)], 301))
+    assert neighbours.changed_rows(found) == [] and found["processes"] == []
