@@ -64,11 +64,12 @@ HASH_CACHE_SHAPE = {"used": "scalar", "hits": "num", "misses": "num", "racy": "n
 # Who else used the machine (capture/collectors/neighbours.py): the "neighbours" section of a capture and
 # the "neighbours" of each run's telemetry (measure/neighbours.py) alike.
 _NEIGHBOUR_PROCESS = {"pid": "num", "command": "str", "user": "str", "cpu_s": "num", "cpus": "num",
-                      "ended": "scalar", "note": "str"}
+                      "ended": "scalar", "note": "str", "on_cpu_set": "scalar"}
 _NEIGHBOUR_GPU_PROCESS = {"pid": "num", "command": "str", "user": "str", "own": "scalar", "why": "str",
                           "used_memory_bytes": "num", "sm_util_pct_mean": "num", "sm_util_pct_max": "num",
                           "util_samples": "num", "seen": ("list", "str")}
 NEIGHBOURS_SHAPE = {"window_s": "num", "cpus_online": "num", "host_busy_cpus": "num", "steal_pct": "num",
+                    "cpu_set_size": "num", "cpu_set_busy_cpus": "num",
                     "load_1m": ("list", "num"),
                     "runnable": {"median": "num", "max": "num", "samples": "num", "source": "str"},
                     "others_cpus": "num", "others_busy": "num", "top": ("list", _NEIGHBOUR_PROCESS),

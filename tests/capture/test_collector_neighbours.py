@@ -144,6 +144,68 @@ def test_a_secret_in_a_neighbours_command_line_is_redacted():
     assert "sk-live-abcdefghijklmnop1234" not in entry["command"] and "redacted:" in entry["command"]
 
 
+HOSTILE_COMM = "a) R 1 1\n\x1b[2J"  # a ")" and fields of its own in the name, a newline, an escape sequence
+
+
+def test_a_hostile_name_and_command_line_of_another_user_are_read_right_and_printed_on_one_line():
+    uid = 65534 if os.geteuid() == 0 else None  # another user's process when the test may start one
+    busy = Neighbour("nbr-hostile-2b9", "busy", 30, comm=HOSTILE_COMM,
+                     extra_args=["--note", "line1\nFAKE 1. [0.99] cause\x1b[31m", "\udcff\udcfe"], uid=uid)
+    try:
+        window = neighbours.CpuWindow(os.getpid())
+        time.sleep(0.3)
+        table = window.scan()
+        data = window.result(listed=ALL)
+    finally:
+        busy.stop()
+    stat = table[busy.pid]
+    assert stat.comm == HOSTILE_COMM and stat.state == "R" and stat.own_ticks > 0 and stat.processor >= 0
+    entry = _entry(data, "nbr-hostile-2b9")
+    assert "\n" not in entry["command"] and "\x1b" not in entry["command"], entry["command"]
+    assert "line1\\nFAKE 1. [0.99] cause\\x1b[31m" in entry["command"] and "\ufffd\ufffd" in entry["command"]
+    if uid is not None:
+        import pwd
+
+        try:
+            assert entry["user"] == pwd.getpwuid(uid).pw_name
+        except KeyError:  # no name for that uid here: the number
+            assert entry["user"] == str(uid)
+    assert all("\n" not in line and "\x1b" not in line for line in neighbours.summarize(data))
+    # Its name alone (a zombie, a process that hid its command line): printable too.
+    assert neighbours.read_command(INVISIBLE_PID, HOSTILE_COMM)[0] == "[a) R 1 1\\n\\x1b[2J]"
+
+
+def test_the_cpus_the_work_may_use_and_who_ran_on_them():
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    mine, other = cpus[0], cpus[1]
+    on_mine = Neighbour("nbr-on-mine-61e", "busy", 30)
+    elsewhere = Neighbour("nbr-elsewhere-61e", "busy", 30)
+    os.sched_setaffinity(on_mine.pid, {mine})
+    os.sched_setaffinity(elsewhere.pid, {other})
+    os.sched_setaffinity(0, {mine})  # envsnap's CPU set, which a command it starts inherits: one CPU
+    try:
+        window = neighbours.CpuWindow(os.getpid())
+        time.sleep(0.5)
+        window.scan()
+        data = window.result(listed=ALL)
+    finally:
+        os.sched_setaffinity(0, cpus)
+        on_mine.stop()
+        elsewhere.stop()
+    assert data["cpu_set_size"] == 1 and data["cpu_set_busy_cpus"] >= 0.8, data  # a busy loop kept it busy
+    assert _entry(data, "nbr-on-mine-61e")["on_cpu_set"] is True
+    assert _entry(data, "nbr-elsewhere-61e")["on_cpu_set"] is False
+    _checker(NEIGHBOURS_SHAPE)(data, 0)
+    # Back on all its CPUs: a CPU set is said only when it is smaller than the machine.
+    window = neighbours.CpuWindow(os.getpid())
+    time.sleep(0.05)
+    window.scan()
+    whole = window.result()
+    assert ("cpu_set_size" in whole) == (len(cpus) < whole["cpus_online"]), whole
+
+
 def test_unreadable_processes_are_counted_with_the_reason_never_raised():
     assert neighbours.read_proc_stat(INVISIBLE_PID) == "exited while read"
     command, note = neighbours.read_command(INVISIBLE_PID, "gone")

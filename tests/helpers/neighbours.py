@@ -25,6 +25,12 @@ def _detached(marker: str, mode: str, seconds: float, mapped: str) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # the starter reads our stdout and stderr to their end: let go of both
     os.dup2(devnull, 2)
+    if os.environ.get("NEIGHBOUR_COMM"):  # a name of its own choosing, as anyone may set (proc(5): /proc/PID/comm)
+        with open("/proc/self/comm", "w", encoding="utf-8", errors="surrogateescape") as comm:
+            comm.write(os.environ["NEIGHBOUR_COMM"])
+    if os.environ.get("NEIGHBOUR_UID"):  # another user's process (started as root)
+        os.setgid(int(os.environ["NEIGHBOUR_UID"]))
+        os.setuid(int(os.environ["NEIGHBOUR_UID"]))
     keep = None
     if mapped:  # a real mapping /proc/PID/maps shows (e.g. a file named like libcuda)
         import mmap
@@ -54,12 +60,14 @@ class Neighbour:
     """One detached process: mode "busy" (a busy loop), "spawner" (busy short-lived children it reaps),
     "chain" (busy for `seconds` in a grandchild, through an intermediate, then idle), "exec" (becomes
     `python *extra_args`: another job, e.g. a GPU loop) or "sleep"; `marker` shows in its command line (not
-    with "exec"); `mapped`: a file it maps (e.g. a fake libcuda)."""
+    with "exec"); `mapped`: a file it maps (e.g. a fake libcuda); `comm`: the name it gives itself; `uid`:
+    the user it runs as (when the test runs as root)."""
 
     def __init__(self, marker: str, mode: str = "busy", seconds: float = 60.0, mapped: str = "",
-                 extra_args: Optional[List[str]] = None) -> None:
+                 extra_args: Optional[List[str]] = None, comm: str = "", uid: Optional[int] = None) -> None:
+        env = dict(os.environ, NEIGHBOUR_COMM=comm, NEIGHBOUR_UID="" if uid is None else str(uid))
         proc = subprocess.run([sys.executable, SCRIPT, marker, mode, str(seconds), mapped, *(extra_args or [])],
-                              capture_output=True, text=True, timeout=30)
+                              capture_output=True, text=True, timeout=30, env=env)
         self.pid = int(proc.stdout.split()[0])
         self.started = _starttime(self.pid)
 

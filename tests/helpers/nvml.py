@@ -82,12 +82,19 @@ def make_fake_pynvml(
     drop: function names the module lacks (an older binding).
     calls: a dict counting calls per function name.
     processes: gpu index -> [(pid, used bytes or None)]: the compute processes NVML lists now (called at
-      every nvmlDeviceGetComputeRunningProcesses, so a test can change them). Answered as nvidia-ml-py
-      13.615 answers (pynvml.py nvmlDeviceGetComputeRunningProcesses_v3): c_nvmlProcessInfo_v3_t structures
-      made friendly objects by nvmlStructToFriendlyObject, usedGpuMemory None where NVML has no value.
-    process_util: gpu index -> [(pid, smUtil)]: nvmlDeviceGetProcessUtilization's samples (a list of
-      c_nvmlProcessUtilizationSample_t, stamped now in microseconds, kept only when newer than the
-      timestamp asked for); NVML_ERROR_NOT_FOUND when there is none, as the NVML API reference says.
+      every nvmlDeviceGetComputeRunningProcesses, so a test can change them). NVML API Reference Guide
+      (docs.nvidia.com/deploy/nvml-api, R590), nvmlDeviceGetComputeRunningProcesses: the processes with a
+      compute context on the device (CUDA applications; graphics ones are not listed), each an
+      nvmlProcessInfo_t (pid, usedGpuMemory in bytes -- NVML_VALUE_NOT_AVAILABLE where the driver does not
+      manage the memory --, gpuInstanceId and computeInstanceId, meaningful with MIG only), an empty list
+      when none runs. Answered as nvidia-ml-py 13.615.71 answers (pynvml.py lines 4193-4229,
+      nvmlDeviceGetComputeRunningProcesses_v3): c_nvmlProcessInfo_v3_t structures made friendly objects by
+      nvmlStructToFriendlyObject, usedGpuMemory None where NVML gave NVML_VALUE_NOT_AVAILABLE.
+    process_util: gpu index -> [(pid, smUtil)]: nvmlDeviceGetProcessUtilization's samples. The same guide:
+      one nvmlProcessUtilizationSample_t (pid, timeStamp -- CPU time in microseconds --, smUtil, memUtil,
+      encUtil, decUtil) per process with non-zero utilisation in the last sample period, only those newer
+      than lastSeenTimeStamp, NVML_ERROR_NOT_FOUND when there is none; pynvml.py lines 5741-5761 return the
+      c_nvmlProcessUtilizationSample_t array as it is. Here stamped now.
     """
     dump = copy.deepcopy(dump or h200_dump())
     base_gpu = dump["gpus"][0]

@@ -126,3 +126,39 @@ def test_back_to_back_runs_share_one_scan_between_them():
     for found in (a, b):
         entry = next(e for e in found["top"] if "nbr-back-to-back-2f" in e["command"])
         assert entry["cpus"] > 0.1 and found["window_s"] >= 0.4
+
+
+@pytest.mark.slow
+def test_another_job_on_the_gpu_during_bads_runs_is_the_mechanism_and_the_first_cause(tmp_path):
+    # Real runs and their real telemetry on both sides; NVML's answers from the stand-in: on BAD another job
+    # (a real process of someone else's, mapping a file named like the driver library) holds GPU 0 all along.
+    from envsnap.analysis.result import analyze
+
+    fake_lib = tmp_path / "libcuda.so.1"
+    fake_lib.write_bytes(b"\0" * 4096)
+    job = Neighbour("nbr-gpu-job-e2e-4f", "sleep", 60, mapped=str(fake_lib))
+    listed: dict = {}
+    nvml = make_fake_pynvml(processes=lambda i: listed.get(i, []), process_util=lambda i: [
+        (pid, 70) for pid, _ in listed.get(i, [])])
+    opts = runs.RunOptions(command=[sys.executable, "-c", 'import time; time.sleep(0.2); print(\'{"work": 1}\')'],
+                           telemetry=True)
+
+    def side():
+        session = telemetry.Telemetry(nvml=nvml)
+        try:
+            return {"runs": [runs.run_once(opts, session) for _ in range(3)]}
+        finally:
+            session.close()
+    try:
+        good = side()
+        listed[0] = [(job.pid, 30 << 30)]
+        bad = side()
+    finally:
+        job.stop()
+    result = analyze(good, bad)
+    mechanism = result["verdict"]["mechanism"]
+    assert mechanism["kind"] == "gpu_shared", mechanism["line"]
+    assert mechanism["line"].startswith(f"GPU 0 shared with pid {job.pid} (") and "nbr-gpu-job-e2e-4f" in mechanism["line"]
+    first = result["causes"][0]
+    assert first["key"].startswith("neighbour.gpu.0.") and "nbr-gpu-job-e2e-4f" in first["key"], first["key"]
+    assert first["key"] in mechanism["neighbours"] and "SM 70%" in first["bad"], first

@@ -14,6 +14,10 @@ other side or at least MUCH_MORE times as much; on a GPU the run used, when it h
 half the runs of one side and in fewer than half of the other's, or much more memory or SM time there;
 the hypervisor (steal time) when it took STEAL_MIN_POINTS more of the CPU time on one side, every run
 of that side beyond every run of the other.
+
+When the work may use only some of the machine's CPUs (taskset, a container's cpuset: the records'
+"cpu_set_size"), those CPUs are what a neighbour must share to slow it down: whether they had time to spare
+(machine_full), whether a process ran on them ("on_cpu_set"), and the share it took of them (share_taken).
 """
 from __future__ import annotations
 
@@ -94,8 +98,10 @@ def _side(records: List[Dict[str, Any]]) -> Dict[str, Any]:
             if not isinstance(entry, dict) or _num(entry.get("cpus")) is None:
                 continue
             group = cpu.setdefault(str(entry.get("command") or "?"), {"cpus": [0.0] * n, "pids": set(), "users": set(),
-                                                                      "processes": [0] * n})
+                                                                      "processes": [0] * n, "on_cpu_set": set()})
             group["cpus"][i] += float(entry["cpus"])
+            if isinstance(entry.get("on_cpu_set"), bool):
+                group["on_cpu_set"].add(entry["on_cpu_set"])
             group["processes"][i] += 1
             if _num(entry.get("pid")) is not None:
                 group["pids"].add(int(entry["pid"]))
@@ -124,9 +130,11 @@ def _side(records: List[Dict[str, Any]]) -> Dict[str, Any]:
 
     runnable = [v for v in (_num((r.get("runnable") or {}).get("median")) for r in records) if v is not None]
     online = [v for v in (_num(r.get("cpus_online")) for r in records) if v is not None]
+    cpu_set = series("cpu_set_size")
     return {"n": n, "cpu": cpu, "gpu": gpu, "others_cpus": series("others_cpus"), "steal_pct": series("steal_pct"),
             "host_busy_cpus": series("host_busy_cpus"), "runnable": runnable,
-            "cpus_online": max(online) if online else None}
+            "cpus_online": max(online) if online else None, "cpu_set_size": max(cpu_set) if cpu_set else None,
+            "cpu_set_busy_cpus": series("cpu_set_busy_cpus")}
 
 
 def _median(values: List[float]) -> Optional[float]:
@@ -142,6 +150,8 @@ def _cpu_row(command: str, g: Optional[Dict[str, Any]], b: Optional[Dict[str, An
         row[side] = {"cpus": _median(group["cpus"]) or 0.0, "processes": max(group["processes"]),
                      "pids": sorted(group["pids"])[:8], "users": sorted(group["users"]),
                      "runs": sum(1 for cpus in group["cpus"] if cpus > 0), "of": len(group["cpus"])}
+        if group["on_cpu_set"]:  # it ran on a CPU the work may use (in any run), or only on others
+            row[side]["on_cpu_set"] = True in group["on_cpu_set"]
     gc = row["good"]["cpus"] if row["good"] else 0.0
     bc = row["bad"]["cpus"] if row["bad"] else 0.0
     low, high = min(gc, bc), max(gc, bc)
@@ -205,6 +215,9 @@ def compare(good: Dict[str, Any], bad: Dict[str, Any], use_runs: bool = True) ->
     for side, found in (("good", g), ("bad", b)):
         machine[side] = {"others_cpus": _median(found["others_cpus"]), "runnable": _median(found["runnable"]),
                          "steal_pct": _median(found["steal_pct"]), "host_busy_cpus": _median(found["host_busy_cpus"])}
+        if found["cpu_set_size"] is not None:  # the work may use only some of the machine's CPUs
+            machine[side].update(cpu_set_size=found["cpu_set_size"],
+                                 cpu_set_busy_cpus=_median(found["cpu_set_busy_cpus"]))
     out: Dict[str, Any] = {"source": source, "count": {"good": g["n"], "bad": b["n"]},
                            "cpus_online": g["cpus_online"] or b["cpus_online"], "machine": machine,
                            "processes": rows, "gpu": gpu_rows}
@@ -240,7 +253,8 @@ def _shown(value: Optional[float]) -> str:
 def share_taken(kind: str, good: Optional[Dict[str, Any]], bad: Optional[Dict[str, Any]]) -> Optional[float]:
     """The share (0..1) of the machine a neighbour took on BAD beyond GOOD, from a difference's two values
     (each a row side with "cpus_online"): its extra CPUs over the CPUs online, its extra steal time, its SM
-    utilisation on a GPU; None when it cannot be told (no CPU count, no SM figure from NVML)."""
+    utilisation on a GPU; None when it cannot be told (no CPU count, no SM figure from NVML). A process that ran
+    on the CPUs the work may use, when those are fewer than the machine's, is sized against those."""
     g, b = good or {}, bad or {}
     if kind == "steal":
         return max(0.0, float(b.get("steal_pct") or 0) - float(g.get("steal_pct") or 0)) / 100.0
@@ -248,6 +262,9 @@ def share_taken(kind: str, good: Optional[Dict[str, Any]], bad: Optional[Dict[st
         sm = b.get("sm_util_pct")
         return min(1.0, float(sm) / 100.0) if isinstance(sm, (int, float)) else None
     online = b.get("cpus_online") or g.get("cpus_online")
+    cpu_set = (b.get("machine") or {}).get("cpu_set_size") if isinstance(b.get("machine"), dict) else None
+    if b.get("on_cpu_set") is True and isinstance(cpu_set, (int, float)) and cpu_set > 0:
+        online = cpu_set
     if not isinstance(online, (int, float)) or online <= 0:
         return None
     return min(1.0, max(0.0, float(b.get("cpus") or 0) - float(g.get("cpus") or 0)) / float(online))
@@ -269,9 +286,21 @@ def more_on_bad(row: Dict[str, Any]) -> bool:
             or float(bad.get("sm_util_pct") or 0) > float(good.get("sm_util_pct") or 0))
 
 
+def shares_cpus(row: Dict[str, Any]) -> bool:
+    """Whether a neighbour on BAD could have taken the work's CPUs: not one seen only on CPUs the work may
+    not use (when it may use only some of the machine's)."""
+    return (row.get("bad") or {}).get("on_cpu_set") is not False
+
+
 def machine_full(machine: Dict[str, Any], online: Any) -> str:
-    """How a side's machine had no CPU to spare, in words ("" when it had, or cannot be told): more runnable
-    threads than CPUs, or its CPUs all but all busy (BUSY_MACHINE_SHARE)."""
+    """How a side's machine had no CPU to spare, in words ("" when it had, or cannot be told): the CPUs the work
+    may use, when fewer than the machine's, all but all busy (BUSY_MACHINE_SHARE); else more runnable threads
+    than CPUs, or the machine's CPUs all but all busy."""
+    size, on_set = machine.get("cpu_set_size"), machine.get("cpu_set_busy_cpus")
+    if isinstance(size, (int, float)) and size > 0 and isinstance(on_set, (int, float)):
+        if on_set >= BUSY_MACHINE_SHARE * size:
+            return f"the {size:g} CPU{'s' if size != 1 else ''} the work may use kept {on_set:.2g} busy"
+        return ""  # the work's own CPUs had time to spare, whatever the rest of the machine did
     if not isinstance(online, (int, float)) or online <= 0:
         return ""
     runnable, busy = machine.get("runnable"), machine.get("host_busy_cpus")

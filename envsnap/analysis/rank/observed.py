@@ -25,8 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare import libraries as libraries_mod
-from envsnap.analysis.compare import neighbours
+from envsnap.analysis.compare import libraries as libraries_mod, neighbours
 from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
 from envsnap.analysis.compare.views import NCCL_READER
 from envsnap.analysis.rank.factors import SERIES_SHORT_SHARE, Score
@@ -289,12 +288,20 @@ def apply_neighbour(d: Difference, mechanism: Optional[Dict[str, Any]], score: S
     factors = (mechanism or {}).get("factors") or {}
     if d.subject.aspect in ("cpu", "steal") and d.base_key not in ((mechanism or {}).get("neighbours") or []):
         machine = (bad or {}).get("machine")
+        if d.subject.aspect == "cpu" and not neighbours.shares_cpus(row):
+            score.apply("neighbour_no_effect", "it ran only on CPUs the work may not use (the work's CPU set is "
+                                               "smaller than the machine): it took none of the work's")
+            return
         if d.subject.aspect == "cpu" and isinstance(machine, dict) and machine.get("host_busy_cpus") is not None \
                 and not neighbours.machine_full(machine, (bad or {}).get("cpus_online")):
-            score.apply("neighbour_no_effect", f"BAD's machine had CPUs to spare (it kept {fmt.num(machine['host_busy_cpus'])}"
-                                               f" of {fmt.num((bad or {}).get('cpus_online'))} busy, "
-                                               f"{fmt.num(machine.get('runnable'))} runnable threads): it took none the "
-                                               "work waited for")
+            if machine.get("cpu_set_size") is not None:
+                spare = (f"the {fmt.num(machine['cpu_set_size'])} CPUs the work may use had time to spare on BAD (kept "
+                         f"{fmt.num(machine.get('cpu_set_busy_cpus'))} busy)")
+            else:
+                spare = (f"BAD's machine had CPUs to spare (it kept {fmt.num(machine['host_busy_cpus'])} of "
+                         f"{fmt.num((bad or {}).get('cpus_online'))} busy, {fmt.num(machine.get('runnable'))} runnable "
+                         "threads)")
+            score.apply("neighbour_no_effect", f"{spare}: it took none the work waited for")
             return
         held = _held_tight(factors, neighbours.share_taken(d.subject.aspect, good, bad))
         if held:

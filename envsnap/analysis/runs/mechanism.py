@@ -339,7 +339,15 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
     # Neighbours on BAD the counters did not single out: said, so that the line never hides them.
     more = [r for r in rows if r["kind"] in ("cpu", "steal") and neighbours_mod.more_on_bad(r)]
     if more:
-        why = "the machine had CPUs to spare" if not full else "the runs lost no CPU beyond their spread"
+        if not full:
+            pinned = ((found or {}).get("machine") or {}).get("bad", {}).get("cpu_set_size") is not None
+            why = "the CPUs the work may use had time to spare" if pinned else "the machine had CPUs to spare"
+        elif not lost_cpu(f):
+            why = "the runs lost no CPU beyond their spread"
+        elif any(not neighbours_mod.shares_cpus(r) for r in more):
+            why = "they ran on other CPUs than the work's"
+        else:  # the counters put the time lost elsewhere: the line says where
+            why = "the counters put the time elsewhere"
         line += f"; beside the runs on BAD {_neighbours_text(more)}, but {why}"
     return kind, line, extra
 
@@ -415,8 +423,13 @@ def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad:
     gpu_note = f"; GPU busy {util['bad']:.0f}%" if util is not None else ""
     involuntary: Any = f.get("ctx_involuntary_per_cpu_s")
     lost = lost_cpu(f)
-    others = [r for r in rows if r["kind"] in ("cpu", "steal") and neighbours_mod.more_on_bad(r)]
-    if lost and others and full:
+    others = [r for r in rows if r["kind"] in ("cpu", "steal") and neighbours_mod.more_on_bad(r)
+              and neighbours_mod.shares_cpus(r)]
+    # Waits of the run's own (voluntary switches) that grew more than its preemptions account for its time off
+    # the CPU: a neighbour beside a run that sleeps more is no contention (the waits are said below).
+    voluntary: Any = f.get("ctx_voluntary")
+    waits = _up(voluntary) and not (_up(involuntary) and not _waits_grew_more(voluntary, involuntary, cpu))
+    if lost and others and full and not waits:
         return ("contention", f"runnable but not running: {_neighbours_text(others)}; {lost}, {full}{gpu_note}",
                 {"neighbours": [neighbours_mod.row_key(r) for r in others], "table_kind": "contention_by_neighbours"})
 
@@ -450,7 +463,6 @@ def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad:
                        if threads and threads["beyond_noise"] else "")
         return "cpu_work", f"CPU time per run {_pct(cpu)}, {set_note}{thread_note}: more work on the CPU{gpu_note}", {}
     wall_note = f"wall {_pct(wall)}"
-    voluntary: Any = f.get("ctx_voluntary")
     if _up(involuntary) and not (_up(voluntary) and _waits_grew_more(voluntary, involuntary, cpu)):
         return ("contention", f"{cpu_note}, {wall_note}, involuntary context switches per CPU second "
                               f"{_times(involuntary)}: waiting for a CPU (contention){gpu_note}", {})

@@ -7,7 +7,10 @@ The same readings serve a capture (this collector: one window of CAPTURE_WINDOW_
 
 - /proc/stat's first line (proc(5)): CPU time of every CPU by kind since boot, in USER_HZ ticks; over a
   window, busy = everything but idle, iowait and steal, and steal is the time a hypervisor ran something
-  else while this guest had work ("steal_pct": its share of all CPU time);
+  else while this guest had work ("steal_pct": its share of all CPU time). When envsnap may use fewer CPUs
+  than the machine has (sched_getaffinity: taskset, a container's cpuset), the same sum over those CPUs'
+  own lines says how busy everyone kept them ("cpu_set_size", "cpu_set_busy_cpus"), and each listed
+  process whether it last ran on one of them ("on_cpu_set", proc(5) stat field 39, "processor");
 - runnable threads: the 4th field of /proc/loadavg ("2/98": runnable / total), read at each sample. It is
   the kernel's nr_running(), the same count as /proc/stat's procs_running (fs/proc/loadavg.c and
   fs/proc/stat.c both print nr_running()), from a 40-byte file instead of one that grows with the CPUs.
@@ -40,6 +43,7 @@ more on one side, is a cause of its own).
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
@@ -72,8 +76,15 @@ _UNSET = object()
 
 # ---------------------------------------------------------------- host counters
 
-def read_cpu_times() -> Optional[Tuple[List[int], int]]:
-    """(the first line's ticks: user nice system idle iowait irq softirq steal, the number of cpuN lines)."""
+class CpuTimes(NamedTuple):
+    fields: List[int]  # the first line's ticks: user nice system idle iowait irq softirq steal
+    cpus: int  # the number of cpuN lines (CPUs online)
+    on_set: Optional[List[int]] = None  # the same ticks summed over the lines of the CPU set asked for
+
+
+def read_cpu_times(cpu_set: Optional[Set[int]] = None) -> Optional[CpuTimes]:
+    """/proc/stat's ticks for the whole machine, and with `cpu_set` for those CPUs (None when one of them has
+    no line: a /proc/stat that numbers the CPUs otherwise, as lxcfs's does)."""
     try:
         with open("/proc/stat", "rb") as handle:
             text = handle.read()
@@ -85,8 +96,21 @@ def read_cpu_times() -> Optional[Tuple[List[int], int]]:
     except (ValueError, IndexError):
         return None
     fields += [0] * (8 - len(fields))  # kernels before 2.6.11 had no steal column
-    cpus = sum(1 for line in lines[1:] if line.startswith(b"cpu"))
-    return fields, cpus
+    cpu_lines = [line for line in lines[1:] if line.startswith(b"cpu")]
+    on_set = None
+    if cpu_set and len(cpu_set) < len(cpu_lines):  # the work may use only some of the CPUs
+        summed, found = [0] * 8, 0
+        for line in cpu_lines:
+            parts = line.split()
+            try:
+                if int(parts[0][3:]) in cpu_set:
+                    found += 1
+                    for i, value in enumerate(parts[1:9]):
+                        summed[i] += int(value)
+            except (ValueError, IndexError):
+                return CpuTimes(fields, len(cpu_lines))
+        on_set = summed if found == len(cpu_set) else None
+    return CpuTimes(fields, len(cpu_lines), on_set)
 
 
 def read_loadavg() -> Optional[Tuple[float, int]]:
@@ -100,18 +124,32 @@ def read_loadavg() -> Optional[Tuple[float, int]]:
         return None
 
 
-def cpu_share(start: Optional[Tuple[List[int], int]], end: Optional[Tuple[List[int], int]],
-              wall_s: float) -> Dict[str, Any]:
-    """CPUs kept busy by the whole machine and the steal share between two /proc/stat readings."""
-    if start is None or end is None or wall_s <= 0:
-        return {}
-    delta = [b - a for a, b in zip(start[0], end[0])]
+def _busy_ticks(start: List[int], end: List[int]) -> Optional[Tuple[int, int, int]]:
+    """(busy, steal, all) ticks between two readings of the same /proc/stat columns (None: no time passed)."""
+    delta = [b - a for a, b in zip(start, end)]
     total = sum(delta)
     if total <= 0:
+        return None
+    return total - delta[3] - delta[4] - delta[7], delta[7], total  # idle, iowait and steal are not busy
+
+
+def cpu_share(start: Optional[CpuTimes], end: Optional[CpuTimes], wall_s: float,
+              cpu_set: Optional[Set[int]] = None) -> Dict[str, Any]:
+    """CPUs kept busy by the whole machine and the steal share between two /proc/stat readings; with the CPU
+    set the work may use, when it is smaller than the machine: its size and how busy everyone kept it."""
+    if start is None or end is None or wall_s <= 0:
         return {}
-    idle, iowait, steal = delta[3], delta[4], delta[7]
-    return {"host_busy_cpus": round((total - idle - iowait - steal) / CLK_TCK / wall_s, 3),
-            "steal_pct": round(steal / total * 100.0, 2)}
+    found = _busy_ticks(start.fields, end.fields)
+    if found is None:
+        return {}
+    busy, steal, total = found
+    out = {"host_busy_cpus": round(busy / CLK_TCK / wall_s, 3), "steal_pct": round(steal / total * 100.0, 2)}
+    if cpu_set and len(cpu_set) < end.cpus and start.on_set is not None and end.on_set is not None:
+        on_set = _busy_ticks(start.on_set, end.on_set)
+        if on_set is not None:
+            out["cpu_set_size"] = len(cpu_set)
+            out["cpu_set_busy_cpus"] = round(on_set[0] / CLK_TCK / wall_s, 3)
+    return out
 
 
 # ---------------------------------------------------------------- the process table
@@ -124,6 +162,7 @@ class ProcStat(NamedTuple):
     child_ticks: int  # cutime + cstime: children it reaped
     start: int  # starttime, ticks after boot
     state: str = "R"  # "Z": it has ended and its parent has not reaped it yet
+    processor: int = -1  # the CPU it last ran on (field 39; -1: not given)
 
 
 def read_proc_stat(pid: int) -> Any:
@@ -142,10 +181,10 @@ def read_proc_stat(pid: int) -> Any:
         return f"unreadable: {exc.strerror or type(exc).__name__}"
     try:
         close = text.rindex(b")")
-        fields = text[close + 2:].split(None, 20)
+        fields = text[close + 2:].split(None, 37)
         return ProcStat(int(fields[1]), int(fields[3]), text[text.index(b"(") + 1:close].decode("utf-8", "replace"),
                         int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]), int(fields[19]),
-                        fields[0].decode("ascii", "replace"))
+                        fields[0].decode("ascii", "replace"), int(fields[36]) if len(fields) > 36 else -1)
     except (ValueError, IndexError):
         return "unparsable stat"
 
@@ -201,10 +240,21 @@ def own_pids(table: Dict[int, ProcStat], root: int, excluded: Iterable[int] = ()
     return own
 
 
+# Control characters (a newline, an escape sequence) in a process's name or command line: anyone can set
+# them, and printed as they are they would forge lines of a terminal's output.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """TEXT on one line, its control characters escaped ("\\n", "\\x1b")."""
+    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text)
+
+
 def read_command(pid: int, comm: str) -> Tuple[str, Optional[str]]:
-    """(the redacted command line, cut to COMMAND_CHARS; or "[comm]" with the reason there is none)."""
+    """(the redacted command line, cut to COMMAND_CHARS; or "[comm]" with the reason there is none), printable."""
     from envsnap.redact import redact_argv
 
+    comm = printable(comm)
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as handle:
             raw = handle.read(16384)
@@ -215,7 +265,7 @@ def read_command(pid: int, comm: str) -> Tuple[str, Optional[str]]:
     argv = [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")] if raw else []
     if not argv:
         return f"[{comm}]", None  # a kernel thread (or a zombie): its name is all there is
-    text = " ".join(redact_argv(argv))
+    text = printable(" ".join(redact_argv(argv)))
     return (text if len(text) <= COMMAND_CHARS else text[:COMMAND_CHARS - 3] + "..."), None
 
 
@@ -240,6 +290,13 @@ def process_user(pid: int) -> Optional[str]:
 
 def _thread_cpu_s() -> float:
     return time.thread_time() if hasattr(time, "thread_time") else time.process_time()
+
+
+def _cpu_set() -> Optional[Set[int]]:
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
 
 
 def _uptime_ticks() -> Optional[int]:
@@ -274,7 +331,10 @@ class CpuWindow:
         # What the last scan read besides the processes: its time, the boot clock, /proc/stat, the load.
         self.scanned_at = 0.0
         self.scanned_ticks: Optional[int] = None
-        self.cpu_times: Optional[Tuple[List[int], int]] = None
+        self.cpu_times: Optional[CpuTimes] = None
+        # The CPUs envsnap may run on, which the command inherits: on a machine (or container) that gives the
+        # work a few of its CPUs, those are the ones a neighbour must share to slow it down.
+        self.cpu_set = _cpu_set()
         self.load: Optional[float] = None
         if previous is not None and previous.scans and time.monotonic() - previous.scanned_at <= REUSE_MAX_S:
             self.live = set(previous.live)
@@ -294,7 +354,7 @@ class CpuWindow:
         began = _thread_cpu_s()
         self.scanned_at = time.monotonic()
         self.scanned_ticks = _uptime_ticks()
-        self.cpu_times = read_cpu_times()
+        self.cpu_times = read_cpu_times(self.cpu_set)
         load = read_loadavg()
         self.load = load[0] if load else None
         table, errors = scan_processes()
@@ -402,8 +462,8 @@ class CpuWindow:
         wall = max(self.scanned_at - self.started, 1e-6)
         out: Dict[str, Any] = {"window_s": round(wall, 3)}
         if self.cpu_times is not None:
-            out["cpus_online"] = self.cpu_times[1]
-        out.update(cpu_share(self.cpu_start, self.cpu_times, wall))
+            out["cpus_online"] = self.cpu_times.cpus
+        out.update(cpu_share(self.cpu_start, self.cpu_times, wall, self.cpu_set))
         loads = [x for x in (self.load_start, self.load) if x is not None]
         if loads:
             out["load_1m"] = loads
@@ -411,7 +471,7 @@ class CpuWindow:
         if self.cpu_times is not None:
             # No process can have used more than every CPU for the whole window: a parent that reaped a child
             # none of the scans saw, which had run since before the window, would otherwise say so.
-            most = int(wall * CLK_TCK * self.cpu_times[1]) + 1
+            most = int(wall * CLK_TCK * self.cpu_times.cpus) + 1
             others = [(min(t, most), key) for t, key in others]
         total = sum(t for t, _ in others)
         out["others_cpus"] = round(total / CLK_TCK / wall, 3)
@@ -429,6 +489,8 @@ class CpuWindow:
                 entry["user"] = user
             if note:
                 entry["note"] = note
+            if "cpu_set_size" in out and self.cpu_set and self.last[key].processor >= 0:
+                entry["on_cpu_set"] = self.last[key].processor in self.cpu_set  # where it ran last
             top.append(entry)
         out["top"] = top
         out["processes"] = len(self.last)

@@ -150,3 +150,27 @@ def test_the_processes_a_capture_measured_are_not_its_neighbours():
     # The server spins on one side only (it was serving): the measured process, never a neighbour.
     found = neighbours.compare(snap([], 300), snap([("sglang::scheduler_TP0", 301, 1.0)], 301))
     assert neighbours.changed_rows(found) == [] and found["processes"] == []
+
+
+def pinned(top=(), set_busy=1.98, on_cpu_set=True):
+    """A record of a run given 2 of a 16-CPU machine's CPUs (taskset, a cpuset): the rest of the machine idle."""
+    found = dict(record(top, cpus_online=16), cpu_set_size=2, cpu_set_busy_cpus=set_busy)
+    for entry in found["top"]:
+        entry["on_cpu_set"] = on_cpu_set
+    return found
+
+
+def test_a_neighbour_on_the_cpus_the_work_may_use_is_sized_against_those_cpus():
+    good = runs(*(pinned(set_busy=1.0) for _ in range(3)), metric=100.0)
+    bad = runs(*(pinned([(BUSY, 4100, 1.6)]) for _ in range(3)), metric=60.0)
+    found = neighbours.compare(good, bad)
+    assert found["machine"]["bad"]["cpu_set_size"] == 2 and found["machine"]["bad"]["cpu_set_busy_cpus"] == 1.98
+    assert neighbours.machine_full(found["machine"]["bad"], 16) == "the 2 CPUs the work may use kept 2 busy"
+    cause = next(c for c in analyze(good, bad)["causes"] if c["key"] == f"neighbour.cpu.{BUSY}")
+    assert cause["factors"][0]["value"] > 0.7 and "80% of the CPUs" in cause["factors"][0]["why"], cause
+    assert "neighbour_no_effect" not in [f["factor"] for f in cause["factors"]]
+    # The same process on the machine's other CPUs: 10% of the machine, and none of the work's.
+    elsewhere = runs(*(pinned([(BUSY, 4100, 1.6)], set_busy=1.0, on_cpu_set=False) for _ in range(3)), metric=60.0)
+    cause = next(c for c in analyze(good, elsewhere)["causes"] if c["key"] == f"neighbour.cpu.{BUSY}")
+    assert cause["factors"][0]["value"] < 0.2 and "neighbour_no_effect" in [f["factor"] for f in cause["factors"]]
+    assert any("it ran only on CPUs the work may not use" in e for e in cause["evidence"]), cause["evidence"]

@@ -314,6 +314,40 @@ def test_a_neighbour_is_not_blamed_while_the_machine_had_cpus_to_spare():
                                    "GOOD: none), but the machine had CPUs to spare"), result["line"]
 
 
+def test_a_neighbour_beside_runs_that_wait_more_is_no_contention():
+    # BAD's runs sleep more (voluntary switches), on a machine a busy neighbour keeps full: the waits, not it.
+    def run(wall, voluntary, top):
+        found = _cpu_run(wall, 1.0, 20, _neighbours(top, runnable=3 if top else 1, host_busy=2.0 if top else 1.0))
+        found["telemetry"]["ctx_voluntary"] = voluntary
+        return found
+    good = _side(*(run(1.0 + i * 0.01, 2, []) for i in range(3)))
+    bad = _side(*(run(1.6 + i * 0.01, 40, [(BUSY, 4100, 0.9)]) for i in range(3)))
+    result = mechanism(good, bad)
+    assert result["kind"] == "io_wait" and "neighbours" not in result, result["line"]
+    assert result["line"].endswith(f"beside the runs on BAD 1 other process used 0.9 CPUs ({BUSY}: pid 4100; "
+                                   "GOOD: none), but the counters put the time elsewhere"), result["line"]
+
+
+def test_on_a_pinned_run_the_cpus_it_may_use_decide_whether_a_neighbour_took_them():
+    # 2 of 16 CPUs (taskset): the machine is mostly idle, the work's own 2 CPUs are not.
+    def pinned(top, set_busy, on_set=True):
+        found = dict(_neighbours(top, runnable=3, host_busy=set_busy + 0.2), cpus_online=16, cpu_set_size=2,
+                     cpu_set_busy_cpus=set_busy)
+        for entry in found["top"]:
+            entry["on_cpu_set"] = on_set
+        return found
+    good = _side(*(_cpu_run(1.0 + i * 0.01, 1.0, 20, pinned([], 1.0)) for i in range(3)))
+    bad = _side(*(_cpu_run(2.6 + i * 0.01, 1.0, 300, pinned([(BUSY, 4100, 1.6)], 1.99)) for i in range(3)))
+    result = mechanism(good, bad)
+    assert result["kind"] == "contention" and result["neighbours"] == [f"neighbour.cpu.{BUSY}"], result["line"]
+    assert result["line"].endswith("the 2 CPUs the work may use kept 2 busy"), result["line"]
+    # The same process on the other 14 CPUs took none of the work's.
+    bad = _side(*(_cpu_run(2.6 + i * 0.01, 1.0, 300, pinned([(BUSY, 4100, 1.6)], 1.99, on_set=False))
+                  for i in range(3)))
+    result = mechanism(good, bad)
+    assert "neighbours" not in result and result["line"].endswith("but they ran on other CPUs than the work's")
+
+
 def test_steal_time_is_other_virtual_machines():
     good = _side(*(_cpu_run(1.0 + i * 0.01, 1.0, 20, _neighbours(steal=0.5 + i * 0.1, host_busy=1.0))
                    for i in range(3)))
