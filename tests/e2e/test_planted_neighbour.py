@@ -13,6 +13,7 @@ Nothing here is canned: the processes, the runs, their telemetry and the ranking
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,9 @@ def test_a_cpu_hog_beside_the_runs_ranks_first_alone_and_the_mechanism_names_it(
 
     mechanism = verdict["mechanism"]
     assert mechanism["kind"] == "contention", mechanism["line"]
-    assert mechanism["line"].startswith(f"runnable but not running: {len(hogs)} other processes used "), mechanism["line"]
+    # The hogs, and whatever else this shared machine ran beside BAD's runs only (it is a neighbour too).
+    named = re.match(r"runnable but not running: (\d+) other processes used ", mechanism["line"])
+    assert named and int(named.group(1)) >= len(hogs), mechanism["line"]
     assert MARKER in mechanism["line"] and top["key"] in mechanism["neighbours"]
     assert "no counter" not in mechanism["line"]
     assert_outputs_agree(result, text, page)

@@ -2,7 +2,7 @@
 a hypervisor gave to other guests (steal), the other processes using the most CPU, and with NVML the other
 processes on the GPUs.
 
-The same readings serve a capture (this collector: one window of CAPTURE_WINDOW_S) and every run of
+The same readings serve a capture (this collector: one window, while the other collectors run) and every run of
 `envsnap run` (measure/neighbours.py: the run is the window, scanned a few times while it runs):
 
 - /proc/stat's first line (proc(5)): CPU time of every CPU by kind since boot, in USER_HZ ticks; over a
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
@@ -60,10 +61,13 @@ RULES = SectionRules(category="host", component=CPU_HOST, compares="the other pr
 ))
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-# A capture's window: long enough for a busy process to show (USER_HZ is 100: 0.5 s resolves 0.02 CPUs),
-# short enough to hide behind the slower collectors that run beside it (packages: ~0.5 s).
+# A capture's window: as long as the other collectors run beside it, so that it costs the capture nothing
+# (a warm capture takes ~0.3 s), but at least CAPTURE_MIN_WINDOW_S -- long enough for a busy process to show
+# (USER_HZ is 100: 0.15 s resolves 0.07 CPUs, a quarter of a CPU is 4 ticks) -- and at most CAPTURE_WINDOW_S.
+CAPTURE_MIN_WINDOW_S = 0.15
 CAPTURE_WINDOW_S = 0.5
-CAPTURE_RUNNABLE_READS = 5
+# The runnable count is read this often during the window.
+CAPTURE_RUNNABLE_EVERY_S = 0.03
 # A run's end scan starts the next run's window when that one begins within this time (back-to-back runs).
 REUSE_MAX_S = 2.0
 # The most processes a record lists (the busiest; "others_cpus" counts all of them): a few beyond the handful
@@ -678,9 +682,16 @@ def runnable_summary(counts: List[int]) -> Dict[str, Any]:
             "source": "/proc/loadavg runnable count (nr_running) less the reader"}
 
 
+def _other_collectors_running() -> bool:
+    """Whether another collector of a capture is still at work (capture/runner.py names the thread that runs
+    each one envsnap-run-<section>)."""
+    return any(t.name.startswith("envsnap-run-") and t.name != "envsnap-run-neighbours" for t in threading.enumerate())
+
+
 def collect(ctx: CaptureContext, nvml: Any = None) -> Dict[str, Any]:
-    """One window of CAPTURE_WINDOW_S (shorter when the capture's deadline is nearer). `nvml`: a pynvml
-    module to use (tests pass a stand-in); else pynvml itself when it loads."""
+    """One window, while the other collectors run (CAPTURE_MIN_WINDOW_S to CAPTURE_WINDOW_S; shorter when the
+    capture's deadline is nearer). `nvml`: a pynvml module to use (tests pass a stand-in); else pynvml itself
+    when it loads."""
     window = CpuWindow(os.getpid(), ctx.pids)
     handles: List[Any] = []
     own_nvml = False
@@ -697,12 +708,15 @@ def collect(ctx: CaptureContext, nvml: Any = None) -> Dict[str, Any]:
     gpus = GpuProcesses(nvml, handles) if nvml is not None and handles else None
     runnable = []
     try:
-        span = min(CAPTURE_WINDOW_S, max(0.05, ctx.remaining() / 4)) if ctx.deadline else CAPTURE_WINDOW_S
-        for _ in range(CAPTURE_RUNNABLE_READS):
-            time.sleep(span / CAPTURE_RUNNABLE_READS)
+        most = min(CAPTURE_WINDOW_S, max(0.05, ctx.remaining() / 4)) if ctx.deadline else CAPTURE_WINDOW_S
+        while True:
+            time.sleep(CAPTURE_RUNNABLE_EVERY_S)
             load = read_loadavg()
             if load is not None:
                 runnable.append(load[1])
+            spent = time.monotonic() - window.started
+            if spent >= most or spent >= CAPTURE_MIN_WINDOW_S and not _other_collectors_running():
+                break
         if gpus is not None:
             gpus.read("capture", window)
         window.scan()
