@@ -89,5 +89,5 @@ fi
 
 # ---------------------------------------------------------------- 4: the overhead, with NVML
 TAIL=20 run "4 benchmarks/run_telemetry.py" 150 python3 "$REPO/benchmarks/run_telemetry.py" --rounds 9
-put_fig run_telemetry "$(tail -6 "$LAST_OUT" | tr '\n' ' ')"
+put_fig run_telemetry "$(tail -9 "$LAST_OUT" | tr '\n' ' ')"
 finish
