@@ -65,8 +65,9 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     Factor("neighbour_at_capture", 0.7, "seen at capture only: it may not have been there while the runs ran"),
     # The runs' own counters are what a neighbour acts through: with them all held it took nothing from the work.
     Factor("neighbour_no_effect", 0.3, "it took nothing the work waited for: BAD's machine (or the CPUs the work may "
-                                       "use) had CPUs to spare, it ran on other CPUs than the work's, or the runs' CPUs "
-                                       "kept busy and wall held, with a spread smaller than the share it took"),
+                                       "use) had CPUs to spare, it ran on other CPUs than the work's, the runs' CPUs "
+                                       "kept busy and wall held with a spread smaller than the share it took, or the "
+                                       "runs lost no CPU while the mechanism found the time in their own work or waits"),
     # ---- the profiler traces (analysis/runs/trace_diff.py: GOOD's and BAD's traces compared per step) ----
     # A trace names the part of the step that grew (kernels, collectives, copies, launches, CPU ops) directly:
     # stronger than the run counters' mechanism, which infers it.

@@ -16,7 +16,7 @@ A neighbour (compare/neighbours.py) is judged by what it was seen doing: measure
 during the runs ("neighbour_measured") or only at capture ("neighbour_at_capture"); named by the mechanism
 as what the run lost its CPU or GPU to ("mechanism_matches"), contradicted by a mechanism that found the time
 elsewhere (more CPU work, waits, an idle GPU: "mechanism_contradicts"), or present while the runs lost no CPU
-to anyone ("neighbour_no_effect"). Its component never matches a mechanism by itself.
+to anyone, or on other CPUs than the work's ("neighbour_no_effect"). Its component never matches a mechanism by itself.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
 from envsnap.analysis.compare.views import NCCL_READER
 from envsnap.analysis.rank.factors import SERIES_SHORT_SHARE, Score
 from envsnap.analysis.rank.priors import cpu_count
+from envsnap.analysis.runs.mechanism import lost_cpu
 from envsnap.model.snapshot import section_data
 
 SERIES_WORDS = {knowledge.CPU_SET: "CPU set", knowledge.PEAK_THREADS: "peak threads",
@@ -307,6 +308,12 @@ def apply_neighbour(d: Difference, mechanism: Optional[Dict[str, Any]], score: S
         if held:
             score.apply("neighbour_no_effect", f"the runs' {held} held, tight enough to show the share it took: "
                                                "it took nothing the work needed")
+        elif (mechanism or {}).get("kind") not in (None, "unknown", "contention") and "wall_s" in factors \
+                and not lost_cpu(factors):
+            # The mechanism found the time in the run's own work or waits, and the runs lost no CPU either.
+            score.apply("neighbour_no_effect", "the runs lost no CPU on BAD (CPUs kept busy, preemptions per CPU "
+                                               "second and wall beyond their CPU time all within their spread): it "
+                                               "took none of the work's")
 
 
 def _held_tight(factors: Dict[str, Any], share: Optional[float]) -> str:

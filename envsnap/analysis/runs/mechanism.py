@@ -346,6 +346,10 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
             why = "the runs lost no CPU beyond their spread"
         elif any(not neighbours_mod.shares_cpus(r) for r in more):
             why = "they ran on other CPUs than the work's"
+        elif kind == "cpu_work":
+            why = "the runs' own extra CPU work accounts for their time"
+        elif kind == "io_wait":
+            why = "the runs' own waits account for their time off the CPU"
         else:  # the counters put the time lost elsewhere: the line says where
             why = "the counters put the time elsewhere"
         line += f"; beside the runs on BAD {_neighbours_text(more)}, but {why}"
@@ -429,7 +433,9 @@ def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad:
     # the CPU: a neighbour beside a run that sleeps more is no contention (the waits are said below).
     voluntary: Any = f.get("ctx_voluntary")
     waits = _up(voluntary) and not (_up(involuntary) and not _waits_grew_more(voluntary, involuntary, cpu))
-    if lost and others and full and not waits:
+    # So does more CPU work of the run's own that accounts for most of the extra wall (below: cpu_work).
+    work = _up(cpu) and (not _up(wall) or _cpu_wall(cpu, busy) >= CPU_SHARE_OF_EXTRA_WALL * _extra_wall(wall))
+    if lost and others and full and not waits and not work:
         return ("contention", f"runnable but not running: {_neighbours_text(others)}; {lost}, {full}{gpu_note}",
                 {"neighbours": [neighbours_mod.row_key(r) for r in others], "table_kind": "contention_by_neighbours"})
 
@@ -453,8 +459,7 @@ def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad:
         # Worded apart from the verdict's "no change": the metric may well have moved while no counter did.
         return "unknown", "no run counter (CPU time, CPU set, switches, threads) moved beyond the runs' spread" \
             + gpu_note, {}
-    extra_wall = (wall["bad"] - wall["good"]) if wall else 0.0
-    cpu_wall = ((cpu["bad"] - cpu["good"]) / max(busy["good"], 1e-9)) if (cpu and busy) else 0.0
+    extra_wall, cpu_wall = _extra_wall(wall), _cpu_wall(cpu, busy)
     set_note = "CPU set unchanged" if "cpus" in f and not f["cpus"]["beyond_noise"] else (
         f"CPU set {_n(f['cpus']['good'])} \u2192 {_n(f['cpus']['bad'])} CPUs" if "cpus" in f else "CPU set not recorded")
     if _up(cpu) and (not _up(wall) or cpu_wall >= CPU_SHARE_OF_EXTRA_WALL * extra_wall):
@@ -478,6 +483,15 @@ def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad:
     if moved:
         return "unknown", f"{wall_note}, {cpu_note}: the time went elsewhere; moved too: {moved}{gpu_note}", {}
     return "unknown", f"{wall_note}, {cpu_note}: the time went elsewhere and no counter says where{gpu_note}", {}
+
+
+def _extra_wall(wall: Optional[Dict[str, Any]]) -> float:
+    return float(wall["bad"] - wall["good"]) if wall else 0.0
+
+
+def _cpu_wall(cpu: Optional[Dict[str, Any]], busy: Optional[Dict[str, Any]]) -> float:
+    """The wall seconds the extra CPU time per run accounts for, at GOOD's CPUs kept busy."""
+    return float(cpu["bad"] - cpu["good"]) / max(float(busy["good"]), 1e-9) if (cpu and busy) else 0.0
 
 
 # What each compared series is called in a line.

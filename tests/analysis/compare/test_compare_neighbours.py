@@ -132,6 +132,12 @@ def test_a_neighbour_is_argued_against_when_the_runs_time_went_into_more_work():
     cause = next(c for c in result["causes"] if c["key"] == f"neighbour.cpu.{BUSY}")
     assert "mechanism_contradicts" in [f["factor"] for f in cause["factors"]]
     assert any("a neighbour slows a run only by taking the CPU or GPU time it waits for" in e for e in cause["evidence"])
+    # On a machine it kept full, the runs lost no CPU to anyone (CPUs kept busy held, fewer preemptions per CPU
+    # second): it took none of theirs.
+    result = analyze(side(1.0, [], 100.0), side(2.0, [(BUSY, 4100, 1.6)], 50.0))
+    cause = next(c for c in result["causes"] if c["key"] == f"neighbour.cpu.{BUSY}")
+    assert {"mechanism_contradicts", "neighbour_no_effect"} <= {f["factor"] for f in cause["factors"]}, cause
+    assert any("the runs lost no CPU on BAD" in e for e in cause["evidence"]), cause["evidence"]
 
 
 def test_a_neighbour_on_a_machine_with_cpus_to_spare_took_none_the_work_waited_for():

@@ -325,7 +325,17 @@ def test_a_neighbour_beside_runs_that_wait_more_is_no_contention():
     result = mechanism(good, bad)
     assert result["kind"] == "io_wait" and "neighbours" not in result, result["line"]
     assert result["line"].endswith(f"beside the runs on BAD 1 other process used 0.9 CPUs ({BUSY}: pid 4100; "
-                                   "GOOD: none), but the counters put the time elsewhere"), result["line"]
+                                   "GOOD: none), but the runs' own waits account for their time off the CPU"), result["line"]
+
+
+def test_more_cpu_work_of_the_runs_own_comes_before_a_neighbour():
+    # BAD's runs do twice the CPU work, which accounts for most of their extra wall, beside a busy neighbour.
+    good = _side(*(_cpu_run(1.0 + i * 0.01, 1.0 + i * 0.01, 20, _neighbours(runnable=1)) for i in range(3)))
+    bad = _side(*(_cpu_run(2.4 + i * 0.01, 2.0 + i * 0.01, 60, _neighbours([(BUSY, 4100, 0.9)], runnable=3,
+                                                                           host_busy=2.0)) for i in range(3)))
+    result = mechanism(good, bad)
+    assert result["kind"] == "cpu_work" and "neighbours" not in result, result["line"]
+    assert result["line"].endswith("but the runs' own extra CPU work accounts for their time"), result["line"]
 
 
 def test_on_a_pinned_run_the_cpus_it_may_use_decide_whether_a_neighbour_took_them():
