@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Another job on the same GPU (issue "What actually ran", item 7, neighbours): one script, run from the repository
+# Another job on the same GPU (the neighbours): one script, run from the repository
 # root on one GPU.
 #
 #   bash benchmarks/gpu_neighbour_check.sh

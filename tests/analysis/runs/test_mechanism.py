@@ -370,7 +370,7 @@ def test_steal_time_is_other_virtual_machines():
 
 
 def test_a_line_never_says_no_counter_moved_while_one_moved():
-    # The runs: a benchmark of fixed duration (wall held) kept 1.64 CPUs busy on GOOD, 0.68 on BAD.
+    # Runs seen in the field: a benchmark of fixed duration (wall held) kept 1.64 CPUs busy on GOOD, 0.68 on BAD.
     def usage(cpu, runnable):
         return _cpu_run(10.0, cpu, round(cpu * 3), _neighbours(runnable=runnable))  # preempted as often per CPU s
     good = _side(*(usage(16.4 + i * 0.1, 2) for i in range(3)))
