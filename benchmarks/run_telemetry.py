@@ -11,10 +11,16 @@ alike); reported are medians and the median of the per-round ratios of:
     wall times on a shared machine; and envsnap's whole CPU time (RUSAGE_SELF) per run second
     on and off (off still pays for starting the command and reading its output).
 
-Target: <= 1% of one CPU. With a GPU and NVML the GPU sampling is included. The parts of
-one sample are also timed apart (thread CPU time over repeated samples while the command's
-processes are alive: the process tree's /proc reads, and NVML's calls for every GPU), so a figure
-over target says which part to look at.
+A third variant, telemetry without the neighbours, runs in the same rounds, so that what the neighbours
+add is measured side by side too ("wall_on_over_no_neighbours", "neighbours_extra_cpu_pct_of_one_cpu").
+
+Target: <= 1% of one CPU. With a GPU and NVML the GPU sampling is included, and so are the
+neighbours (measure/neighbours.py: the runnable count at every sample, every process on the machine
+read at the scans it spaces by their cost). The parts of one sample are also timed apart (thread CPU
+time over repeated samples while the command's processes are alive: the process tree's /proc reads,
+NVML's calls for every GPU, and one neighbour scan of every process), so a figure over target says
+which part to look at; "neighbour_scans_pct" is what the runs' recorded scans cost per run second
+(their start and end scans, outside the command's time, included).
 
     python benchmarks/run_telemetry.py [--rounds 15] [--work 2000000] [--json]
 """
@@ -70,12 +76,20 @@ def sample_parts(procs: int, session, repeat: int = 200) -> dict:
             session.gpus.sample(series, 0.0)
         nvml = (time.thread_time() - start) / repeat * 1e6
         members = len(sampler.tree.members)
+        window = sampler.neighbours.window if sampler.neighbours is not None else None
+        scan = None
+        if window is not None:
+            start = time.thread_time()
+            for _ in range(repeat // 4):
+                window.scan()
+            scan = round((time.thread_time() - start) / (repeat // 4) * 1e6, 1)
     finally:
         for child in children:
             child.kill()
             child.wait()
     return {"process_tree": round(whole - nvml, 1), "nvml": round(nvml, 1), "processes": members,
-            "gpus": len(session.gpus.handles)}
+            "gpus": len(session.gpus.handles), "neighbour_scan": scan,
+            "machine_processes": len(window.last) if window is not None else None}
 
 
 def main() -> int:
@@ -90,35 +104,42 @@ def main() -> int:
     procs = len(os.sched_getaffinity(0))
     command = [sys.executable, "-c", WORK, str(args.work), str(procs)]
     session = telemetry.Telemetry()
-    variants = {"off": None, "on": session}
-    wall = {name: [] for name in variants}
-    own_share = {name: [] for name in variants}
-    sampler_share = []
+    bare = telemetry.Telemetry()  # the same telemetry without the neighbours: what they add, side by side
+    bare.neighbours = None
+    variants = {"off": None, "on": session, "no_neighbours": bare}
+    wall: dict = {name: [] for name in variants}
+    own_share: dict = {name: [] for name in variants}
+    sampler_share: dict = {"on": [], "no_neighbours": []}
     record_samples = []
+    scan_share = []
     try:
         for name in variants:  # warm-up
-            runs.run_once(runs.RunOptions(command=command, telemetry=name == "on"), variants[name])
+            runs.run_once(runs.RunOptions(command=command, telemetry=name != "off"), variants[name])
         order = list(variants)
         for _ in range(args.rounds):
             random.shuffle(order)
             for name in order:
                 before = resource.getrusage(resource.RUSAGE_SELF)
-                record = runs.run_once(runs.RunOptions(command=command, telemetry=name == "on"), variants[name])
+                record = runs.run_once(runs.RunOptions(command=command, telemetry=name != "off"), variants[name])
                 after = resource.getrusage(resource.RUSAGE_SELF)
                 if not record["ok"]:
                     raise SystemExit(f"benchmark run failed: {record.get('error')}")
                 wall[name].append(record["duration_s"])
                 own = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
                 own_share[name].append(own / record["duration_s"])
+                if name != "off":
+                    sampler_share[name].append(record["telemetry"]["sampler_cpu_s"] / record["duration_s"])
                 if name == "on":
                     record_samples.append(record["telemetry"]["samples"])
-                    sampler_share.append(record["telemetry"]["sampler_cpu_s"] / record["duration_s"])
+                    scan_share.append(record["telemetry"]["neighbours"]["scan_cpu_s"] / record["duration_s"])
 
         parts = sample_parts(procs, session)
     finally:
         session.close()
+        bare.close()
 
     ratio = statistics.median(on / off for on, off in zip(wall["on"], wall["off"]))
+    ratio_neighbours = statistics.median(on / off for on, off in zip(wall["on"], wall["no_neighbours"]))
     result = {
         "rounds": args.rounds,
         "processes": procs,
@@ -127,12 +148,17 @@ def main() -> int:
         "wall_median_s": {name: round(statistics.median(values), 4) for name, values in wall.items()},
         "wall_stdev_s": {name: round(statistics.stdev(values), 4) for name, values in wall.items()},
         "wall_on_over_off": round(ratio, 4),
+        "wall_on_over_no_neighbours": round(ratio_neighbours, 4),
         "envsnap_cpu_per_run_second_pct": {name: round(statistics.median(v) * 100.0, 3)
                                            for name, v in own_share.items()},
         "envsnap_extra_cpu_pct_of_one_cpu": round((statistics.median(own_share["on"])
                                                    - statistics.median(own_share["off"])) * 100.0, 3),
-        "sampler_thread_cpu_pct_of_one_cpu": round(statistics.median(sampler_share) * 100.0, 3),
+        "neighbours_extra_cpu_pct_of_one_cpu": round((statistics.median(own_share["on"])
+                                                      - statistics.median(own_share["no_neighbours"])) * 100.0, 3),
+        "sampler_thread_cpu_pct_of_one_cpu": round(statistics.median(sampler_share["on"]) * 100.0, 3),
+        "sampler_thread_cpu_pct_without_neighbours": round(statistics.median(sampler_share["no_neighbours"]) * 100.0, 3),
         "samples_per_run_median": statistics.median(record_samples),
+        "neighbour_scans_pct": round(statistics.median(scan_share) * 100.0, 3),
         "target_overhead_pct": 1.0,
         "per_sample_cpu_us": parts,
     }
@@ -141,16 +167,22 @@ def main() -> int:
     else:
         print(f"fixed work in {procs} processes, {args.rounds} rounds, Python {result['python']}, GPU: {result['gpu']}")
         for name in variants:
-            print(f"  telemetry {name:<3} run wall {result['wall_median_s'][name]:.3f} s  "
+            print(f"  telemetry {name:<13} run wall {result['wall_median_s'][name]:.3f} s  "
                   f"±{result['wall_stdev_s'][name]:.3f}")
-        print(f"wall on / off: {ratio:.4f}x (median of paired rounds; target <= 1.01)")
+        print(f"wall on / off: {ratio:.4f}x, on / without the neighbours: {ratio_neighbours:.4f}x (medians of "
+              "paired rounds; target <= 1.01)")
         print(f"the sampler thread's own CPU (RUSAGE_THREAD): {result['sampler_thread_cpu_pct_of_one_cpu']:.3f}% "
-              f"of one CPU, {result['samples_per_run_median']:.0f} samples per run")
-        print(f"envsnap's whole CPU per run second: on {result['envsnap_cpu_per_run_second_pct']['on']:.3f}%, "
-              f"off {result['envsnap_cpu_per_run_second_pct']['off']:.3f}% "
-              f"(difference {result['envsnap_extra_cpu_pct_of_one_cpu']:.3f}%)")
+              f"of one CPU ({result['sampler_thread_cpu_pct_without_neighbours']:.3f}% without the neighbours), "
+              f"{result['samples_per_run_median']:.0f} samples per run")
+        shares = result["envsnap_cpu_per_run_second_pct"]
+        print(f"envsnap's whole CPU per run second: on {shares['on']:.3f}%, without the neighbours "
+              f"{shares['no_neighbours']:.3f}%, off {shares['off']:.3f}% "
+              f"(on - off {result['envsnap_extra_cpu_pct_of_one_cpu']:.3f}%, "
+              f"on - without the neighbours {result['neighbours_extra_cpu_pct_of_one_cpu']:.3f}%)")
         print(f"one sample's CPU: process tree {parts['process_tree']:.0f} us for {parts['processes']} processes, "
               f"NVML {parts['nvml']:.0f} us for {parts['gpus']} GPU(s)")
+        print(f"one neighbour scan: {parts['neighbour_scan']} us for {parts['machine_processes']} processes on the "
+              f"machine; the runs' scans (start and end included): {result['neighbour_scans_pct']:.3f}% of one CPU")
     return 0
 
 

@@ -1,12 +1,13 @@
 """The whole good-vs-bad analysis in one result: verdict (with the runs' mechanism), ranked causes, the
 groups of causes the snapshots cannot tell apart (with the bisect command that can), the context (which
-parts of the stack were in play), differences, warnings: the shape `envsnap diff --format json` prints
-and every renderer formats."""
+parts of the stack were in play), differences, warnings, the neighbours (other processes beside the work,
+per process, when the snapshots recorded them): the shape `envsnap diff --format json` prints and every
+renderer formats."""
 from __future__ import annotations
 
 from typing import Any, Dict, Optional, Union
 
-from envsnap.analysis.compare import diff as diff_mod, patch_status, patches as patches_mod
+from envsnap.analysis.compare import diff as diff_mod, neighbours, patch_status, patches as patches_mod
 from envsnap.analysis.compare.patches import PristineFinder
 from envsnap.analysis.rank.causes import rank_causes
 from envsnap.analysis.rank.context import build_context
@@ -67,6 +68,9 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
               "warnings": list(dict.fromkeys(warnings))}
     if status_table:  # only snapshots captured with --patch have it: other outputs stay as they were
         result["patch_status"] = status_table
+    found = neighbours.compare(good, bad)
+    if found is not None:  # only snapshots that recorded neighbours have them: other outputs stay as they were
+        result["neighbours"] = found
     if comp.pairing is not None and comp.pairing.mode != "single":
         result["nodes"] = comp.pairing.to_json()  # which node was compared with which (also a warning line)
     if tables:

@@ -17,6 +17,8 @@ Each `envsnap run` run gets a "telemetry" record:
 - processes given with --pid/--sglang (the server, keyed as the processes section keys them):
   the same counters as deltas over the run, context switches summed over their threads (Linux
   counts /proc/PID/status switches for the main thread only), peaks sampled;
+- the neighbours: load, runnable threads, steal time, the other processes using the most CPU and the
+  other processes on the GPUs (measure/neighbours.py, its record under "neighbours");
 - with NVML (nvidia-ml-py), per GPU: utilisation, SM clock, power and clock-event reasons,
   sampled. NVML's utilisation is the share of its own sample period (1/6 s to 1 s, by product)
   in which a kernel ran, so one reading per interval covers the run. Summaries: the mean over
@@ -337,7 +339,7 @@ class RunSampler:
     """One run: counters at the start, a sampling thread while the command runs, the record at the end."""
 
     def __init__(self, tree: ProcessTree, gpus: Gpus, watch: Mapping[str, int], interval: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, neighbours: Any = None) -> None:
         self.tree = tree
         self.gpus = gpus
         self.interval = interval
@@ -352,6 +354,11 @@ class RunSampler:
         self.orphans: Set[int] = set()
         self.sampler_cpu_s: Optional[float] = None
         self.maps: Any = None  # a maps_sampling.MapsSampler: what the tree's processes mapped
+        # The neighbours' start scan, before the command starts (measure/neighbours.py).
+        self.neighbours: Any = None
+        self.neighbours_error: Optional[str] = None
+        if neighbours is not None:
+            self.neighbours, self.neighbours_error = neighbours.begin()
         self._stop = threading.Event()
         self.rusage = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.started = clock()
@@ -405,6 +412,8 @@ class RunSampler:
         self.gpus.sample(self.gpu_series, self.clock() - self.started)
         if self.maps is not None:
             self.maps.sample(members, self.clock() - self.started)
+        if self.neighbours is not None:
+            self.neighbours.sample()
 
     def stop(self) -> None:
         """End the sampling thread (idempotent; also on Ctrl-C, so no thread outlives its run)."""
@@ -450,6 +459,13 @@ class RunSampler:
         gpus = {i: g for i, g in gpus.items() if g}
         if gpus:
             record["gpus"] = gpus
+        if self.neighbours_error:
+            notes.append(f"neighbours not recorded: {self.neighbours_error}")
+        if self.neighbours is not None:
+            try:
+                record["neighbours"] = self.neighbours.finish(self.gpus.status)
+            except Exception as exc:  # the neighbours are context: a failure is said, never a failed run
+                notes.append(f"neighbours not recorded: {type(exc).__name__}: {exc}")
         if notes:
             record["notes"] = notes
         return record
@@ -568,6 +584,9 @@ class Telemetry:
         self.interval = interval
         self.tree = ProcessTree(os.getpid())
         self.gpus = Gpus(nvml)
+        from envsnap.measure.neighbours import Neighbours
+
+        self.neighbours = Neighbours(self.watch.values(), self.gpus)
         self._opened = False
         from envsnap.measure.maps_sampling import MapsSampler
 
@@ -579,7 +598,7 @@ class Telemetry:
             self.gpus.open()
             self.tree.refresh()  # fill the pid cache before the run, not during it
         self.maps.begin_run()
-        sampler = RunSampler(self.tree, self.gpus, self.watch, self.interval)
+        sampler = RunSampler(self.tree, self.gpus, self.watch, self.interval, neighbours=self.neighbours)
         sampler.maps = self.maps
         return sampler
 

@@ -61,6 +61,22 @@ CONTENT_SHAPE = {"status": "str", "text": "str", "size": "num", "sha256": "str",
 # Where a section's file hashes came from (capture/hashcache.py): bookkeeping, not a fact
 # about the environment (analysis/knowledge's VOLATILE_RULES mark it volatile).
 HASH_CACHE_SHAPE = {"used": "scalar", "hits": "num", "misses": "num", "racy": "num", "path": "str", "note": "str"}
+# Who else used the machine (capture/collectors/neighbours.py): the "neighbours" section of a capture and
+# the "neighbours" of each run's telemetry (measure/neighbours.py) alike.
+_NEIGHBOUR_PROCESS = {"pid": "num", "command": "str", "user": "str", "cpu_s": "num", "cpus": "num",
+                      "ended": "scalar", "note": "str", "on_cpu_set": "scalar"}
+_NEIGHBOUR_GPU_PROCESS = {"pid": "num", "command": "str", "user": "str", "own": "scalar", "why": "str",
+                          "used_memory_bytes": "num", "sm_util_pct_mean": "num", "sm_util_pct_max": "num",
+                          "util_samples": "num", "seen": ("list", "str")}
+NEIGHBOURS_SHAPE = {"window_s": "num", "cpus_online": "num", "host_busy_cpus": "num", "steal_pct": "num",
+                    "cpu_set_size": "num", "cpu_set_busy_cpus": "num",
+                    "load_1m": ("list", "num"),
+                    "runnable": {"median": "num", "max": "num", "samples": "num", "source": "str"},
+                    "others_cpus": "num", "others_busy": "num", "top": ("list", _NEIGHBOUR_PROCESS),
+                    "processes": "num", "ended": "num", "unreadable": ("map", "num"), "scans": "num",
+                    "scan_cpu_s": "num", "gpu": "str",
+                    "gpus": ("map", {"processes": ("list", _NEIGHBOUR_GPU_PROCESS), "error": "str"}),
+                    "notes": ("list", "str")}
 # What a run did (envsnap/measure/telemetry.py): counters of the command's process tree, of the
 # --pid/--sglang processes (deltas over the run), and GPU samples.
 _USAGE = {"cpu_user_s": "num", "cpu_system_s": "num", "ctx_voluntary": "num", "ctx_involuntary": "num",
@@ -73,6 +89,7 @@ _TELEMETRY = dict(_USAGE, **{
                      "busy_s": "num", "sm_clock_mhz_active_median": "num",
                      "sm_clock_mhz_median": "num", "sm_clock_mhz_min": "num", "sm_clock_mhz_max": "num",
                      "power_w_median": "num", "power_w_max": "num", "clock_event_reasons": ("map", "num")}),
+    "neighbours": NEIGHBOURS_SHAPE,
 })
 # A run's profiler traces, summarised (envsnap/measure/traces.py, trace_runs.py): per file (one rank), per
 # kernel / copy / CPU operator / CUDA call name its count and total time, launches by kind, steps.

@@ -386,6 +386,32 @@ def _charts_view(result: Dict[str, Any]) -> Dict[str, Any]:
 
 # ---------------------------------------------------------------- 4. workers matrix
 
+def _neighbours_view(result: Dict[str, Any], causes: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The other processes beside the work, per process, as analysis/compare/neighbours.py worded them: the
+    causes first (linked to their rank), then the busiest of the rest."""
+    found = result.get("neighbours")
+    if not isinstance(found, dict):
+        return None
+    # By the raw keys (a view's key is clipped for display): the view's causes are the raw ones, in order.
+    raw_causes = [c for c in _list(result.get("causes")) if isinstance(c, dict)]
+    anchors = {raw.get("key"): view.get("anchor") for raw, view in zip(raw_causes, causes)}
+    ranks = {c.get("key"): (c.get("rank"), anchors.get(c.get("key")) or None) for c in raw_causes}
+    raw = list(_list(found.get("processes"))) + list(_list(found.get("gpu")))
+    if isinstance(found.get("steal"), dict):
+        raw.append(found["steal"])
+    rows = []
+    for row in raw:
+        if not isinstance(row, dict):
+            continue
+        rank, anchor = ranks.get(row.get("key"), (None, None))
+        where = f"GPU {row.get('gpu')}: " if row.get("kind") == "gpu" else ""
+        rows.append({"command": fmt_value(f"{where}{row.get('command')}", 200), "good": fmt_value(row.get("good_text"), 200),
+                     "bad": fmt_value(row.get("bad_text"), 200), "changed": bool(row.get("changed")), "rank": rank,
+                     "anchor": anchor})
+    rows.sort(key=lambda r: not r["changed"])
+    return {"summary": fmt_value(found.get("summary"), 500), "rows": rows[:ROWS_MORE], "more": max(0, len(rows) - ROWS_MORE)}
+
+
 def _shown(set_: Any, value: Any, limit: int = 120) -> str:
     return fmt_value(value, limit) if set_ else "unset"
 
@@ -816,6 +842,7 @@ def build_view(result: Dict[str, Any]) -> Dict[str, Any]:
         "patches": _patches_view(result, causes["shown"] + causes["more"]),
         "patch_status": _patch_status_view(result, causes["shown"] + causes["more"]),
         "runs": _charts_view(result),
+        "neighbours": _neighbours_view(result, causes["shown"] + causes["more"]),
         "workers": _workers_view(result),
         "command_lines": _command_lines_view(result),
         "node_parts": _node_parts(result),

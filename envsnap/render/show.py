@@ -5,7 +5,7 @@ the CLI passes them in, so rendering never imports a collector. A merged multi-n
 shown node by node."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Set, Tuple
 
 _MARK = {"ok": "ok", "unavailable": "--", "error": "!!", "timeout": "!!"}
 
@@ -103,6 +103,40 @@ def _runs(runs: List[Dict[str, Any]], by_host: bool = False) -> List[str]:
             if any(f"{metric} is the server's running average" in str(r.get("note") or "") for r in good):
                 line += "  (the server's running average since it started, not each run's own)"
             lines.append(line)
+    lines.extend(_neighbours(good))
+    return lines
+
+
+def _neighbours(runs: List[Dict[str, Any]]) -> List[str]:
+    """Who else used the machine during the runs (each run's telemetry "neighbours"): the machine's figures
+    per run, and the busiest other processes with the most CPUs each used in a run."""
+    found = [r["telemetry"]["neighbours"] for r in runs if isinstance(r.get("telemetry"), dict)
+             and isinstance(r["telemetry"].get("neighbours"), dict)]
+    if not found:
+        return []
+
+    def span(name: str, unit: str = "") -> str:
+        values = sorted(v for v in (f.get(name) for f in found) if isinstance(v, (int, float)))
+        return f"{values[0]:.2g}-{values[-1]:.2g}{unit}" if values else "?"
+
+    runnable = sorted(r["median"] for r in (f.get("runnable") for f in found)
+                      if isinstance(r, dict) and isinstance(r.get("median"), (int, float)))
+    lines = [f"  neighbours over {len(found)} runs: other processes kept {span('others_cpus')} CPUs busy, runnable "
+             f"threads {f'{runnable[0]:g}-{runnable[-1]:g}' if runnable else '?'}, steal {span('steal_pct', '%')}"]
+    busiest: Dict[str, Tuple[float, Set[Any]]] = {}
+    for record in found:
+        for entry in record.get("top") or []:
+            if isinstance(entry, dict) and isinstance(entry.get("cpus"), (int, float)):
+                most, pids = busiest.get(str(entry.get("command")), (0.0, set()))
+                busiest[str(entry.get("command"))] = (max(most, float(entry["cpus"])), pids | {entry.get("pid")})
+    for command, (most, pids) in sorted(busiest.items(), key=lambda kv: -kv[1][0])[:3]:
+        shown = ", ".join(str(pid) for pid in sorted(p for p in pids if p is not None)[:3])
+        lines.append(f"    up to {most:.2g} CPUs in a run: {command[:120]} (pid {shown})")
+    for record in found[:1]:
+        for index, gpu in sorted((record.get("gpus") or {}).items()):
+            for proc in (gpu or {}).get("processes") or []:
+                if isinstance(proc, dict) and proc.get("own") is False:
+                    lines.append(f"    GPU {index}: pid {proc.get('pid')} {proc.get('command') or proc.get('why') or ''}")
     return lines
 
 

@@ -78,6 +78,7 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
             lines.append(f"  … {more} more (--top N, or --format json)")
     else:
         lines.append("no relevant differences: the environments match (volatile fields aside)")
+    lines.extend(_neighbours_lines(result, verbose))
     lines.extend(_patch_status_lines(result, verbose))
     lines.extend(_patches_lines(result, verbose))
     differences = result["differences"]
@@ -101,6 +102,30 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
     elif listed:
         lines.append("  (-v lists them all; --all adds volatile fields)")
     return "\n".join(lines) + "\n"
+
+
+def _neighbours_lines(result: Dict[str, Any], verbose: bool) -> List[str]:
+    """The other processes beside the work, per process (analysis/compare/neighbours.py): those that are causes
+    of their own (marked *) always, the rest with -v."""
+    found = result.get("neighbours")
+    if not isinstance(found, dict):
+        return []
+    rows = list(found.get("processes") or []) + list(found.get("gpu") or [])
+    if found.get("steal"):
+        rows.append(found["steal"])
+    shown = [r for r in rows if r.get("changed") or verbose]
+    lines = ["", f"neighbours: {found.get('summary', '')}"]
+    for row in shown:
+        where = f"GPU {row['gpu']}: " if row.get("kind") == "gpu" else ""
+        mark = "*" if row.get("changed") else " "
+        lines.append(f"  {mark} {where}{fmt.clip(str(row.get('command')), 100)}  {row.get('good_text')} \u2192 "
+                     f"{row.get('bad_text')}")
+    rest = len(rows) - len(shown)
+    if rest:
+        lines.append(f"    ({rest} more the same on both sides: -v lists them)")
+    if any(r.get("changed") for r in rows):
+        lines.append("    (* on one side only, or much busier there: a cause of its own, ranked with the others)")
+    return lines
 
 
 def _tally(hunks: List[Dict[str, Any]], side: str) -> str:

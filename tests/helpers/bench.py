@@ -30,7 +30,8 @@ Modes:
            `{"work_per_s": 1/wall}`.
   gpu      real GPU work (needs torch with CUDA): --iters bf16 matrix products of --size, back to
            back after a --warmup (GPU-bound), or each followed by --gap-ms of host-side waiting after
-           a synchronize (launch/CPU-bound when the gap is longer than a product); prints
+           a synchronize (launch/CPU-bound when the gap is longer than a product); with --seconds S,
+           products for S seconds instead (another job on the GPU); prints
            `{"iters_per_s": X, "loop_s": S}`.
   sglang-serving
            prints a real-format bench_serving summary (tests/data/runs sample) and appends
@@ -236,7 +237,15 @@ def mode_gpu(args) -> int:
     b.normal_()
     torch.cuda.synchronize()
     start = time.perf_counter()
-    for _ in range(args.iters):
+    if args.seconds:  # another job on the GPU (the neighbours tests): products for that long, in chunks
+        done = 0
+        while time.perf_counter() - start < args.seconds:
+            for _ in range(50):
+                torch.matmul(a, b, out=out)
+            torch.cuda.synchronize()
+            done += 50
+        args.iters = done
+    for _ in range(0 if args.seconds else args.iters):
         torch.matmul(a, b, out=out)  # into one buffer: no allocator work between products
         if args.gap_ms:
             torch.cuda.synchronize()
@@ -292,6 +301,7 @@ def main(argv=None) -> int:
     gp.add_argument("--iters", type=int, default=1000)
     gp.add_argument("--gap-ms", type=float, default=0.0)
     gp.add_argument("--warmup", type=int, default=20)
+    gp.add_argument("--seconds", type=float, default=0.0)
     sg = sub.add_parser("sglang-serving")
     sg.add_argument("--output-file")
     sg.add_argument("--scale", type=float, default=1.0)

@@ -67,6 +67,8 @@ def make_fake_pynvml(
     errors: Optional[Dict[str, int]] = None,
     drop: Tuple[str, ...] = (),
     calls: Optional[Dict[str, int]] = None,
+    processes: Optional[Callable[[int], Any]] = None,
+    process_util: Optional[Callable[[int], Any]] = None,
 ) -> types.ModuleType:
     """A module with pynvml's names whose answers are the H200's.
 
@@ -79,6 +81,20 @@ def make_fake_pynvml(
     errors: {function name: NVML error code} raised by that function on every call.
     drop: function names the module lacks (an older binding).
     calls: a dict counting calls per function name.
+    processes: gpu index -> [(pid, used bytes or None)]: the compute processes NVML lists now (called at
+      every nvmlDeviceGetComputeRunningProcesses, so a test can change them). NVML API Reference Guide
+      (docs.nvidia.com/deploy/nvml-api, R590), nvmlDeviceGetComputeRunningProcesses: the processes with a
+      compute context on the device (CUDA applications; graphics ones are not listed), each an
+      nvmlProcessInfo_t (pid, usedGpuMemory in bytes -- NVML_VALUE_NOT_AVAILABLE where the driver does not
+      manage the memory --, gpuInstanceId and computeInstanceId, meaningful with MIG only), an empty list
+      when none runs. Answered as nvidia-ml-py 13.615.71 answers (pynvml.py lines 4193-4229,
+      nvmlDeviceGetComputeRunningProcesses_v3): c_nvmlProcessInfo_v3_t structures made friendly objects by
+      nvmlStructToFriendlyObject, usedGpuMemory None where NVML gave NVML_VALUE_NOT_AVAILABLE.
+    process_util: gpu index -> [(pid, smUtil)]: nvmlDeviceGetProcessUtilization's samples. The same guide:
+      one nvmlProcessUtilizationSample_t (pid, timeStamp -- CPU time in microseconds --, smUtil, memUtil,
+      encUtil, decUtil) per process with non-zero utilisation in the last sample period, only those newer
+      than lastSeenTimeStamp, NVML_ERROR_NOT_FOUND when there is none; pynvml.py lines 5741-5761 return the
+      c_nvmlProcessUtilizationSample_t array as it is. Here stamped now.
     """
     dump = copy.deepcopy(dump or h200_dump())
     base_gpu = dump["gpus"][0]
@@ -192,7 +208,36 @@ def make_fake_pynvml(
         return util
 
     define("nvmlDeviceGetUtilizationRates", utilization)
-    define("nvmlDeviceGetComputeRunningProcesses", lambda h: [])  # dump: "[]"
+
+    def running_processes(h: FakeHandle) -> Any:
+        out = []
+        for pid, used in (processes(h.index) if processes else []):  # the dump's "[]" by default
+            info = real.c_nvmlProcessInfo_v3_t()
+            info.pid, info.usedGpuMemory = pid, real.NVML_VALUE_NOT_AVAILABLE_ulonglong.value if used is None else used
+            info.gpuInstanceId = info.computeInstanceId = 0xFFFFFFFF  # no MIG
+            obj = real.nvmlStructToFriendlyObject(info)
+            if obj.usedGpuMemory == real.NVML_VALUE_NOT_AVAILABLE_ulonglong.value:
+                obj.usedGpuMemory = None
+            out.append(obj)
+        return out
+
+    define("nvmlDeviceGetComputeRunningProcesses", running_processes)
+
+    def process_utilization(h: FakeHandle, last_seen: int) -> Any:
+        import time
+
+        now = int(time.time() * 1e6)
+        samples = []
+        for pid, sm in (process_util(h.index) if process_util else []):
+            sample = real.c_nvmlProcessUtilizationSample_t()
+            sample.pid, sample.timeStamp, sample.smUtil, sample.memUtil = pid, now, sm, 0
+            if sample.timeStamp > last_seen:
+                samples.append(sample)
+        if not samples:
+            raise real.NVMLError(real.NVML_ERROR_NOT_FOUND)
+        return samples
+
+    define("nvmlDeviceGetProcessUtilization", process_utilization)
 
     # From nvidia-smi-topo-m.txt: "CPU Affinity 0-15".
     def cpu_affinity(h: FakeHandle, words: int) -> Any:

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare import flags as flags_mod, nodes as nodes_mod
+from envsnap.analysis.compare import flags as flags_mod, neighbours, nodes as nodes_mod
 from envsnap.analysis.compare.scalar_lists import changed_indices
 from envsnap.analysis.compare.views import (
     _MISSING,
@@ -43,7 +43,7 @@ from envsnap.analysis.compare.views import (
 # How a value missing on one side reads, per category. NCCL logs a variable only when it reads
 # it, so no line is "not logged", never "unset"; a file absent from a checkout's dirty list is clean.
 ABSENT_WORDS = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged",
-                "patches": "not in the patch"}
+                "patches": "not in the patch", "neighbour": "not seen"}
 # A whole entity (a repository, a process, a GPU, a section) that one snapshot does not hold was not
 # captured there: that says nothing about its state, so it is never "clean" or "unset".
 NOT_CAPTURED = "not captured"
@@ -178,6 +178,7 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
             continue
         diffs.extend(_diff_category(category, a, b, va, vb))
     diffs.extend(_section_differences(good, bad))
+    diffs.extend(neighbour_differences(good, bad, use_runs=node is None))
     diffs = _merge_instances(diffs, va, vb)
     diffs.sort(key=lambda d: (category_key(d.category), d.key))
     if node is not None:
@@ -375,6 +376,28 @@ def _section_differences(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Diff
     return out
 
 
+def neighbour_differences(good: Dict[str, Any], bad: Dict[str, Any], use_runs: bool = True) -> List[Difference]:
+    """The other processes (and the hypervisor) on one side only, or using much more there: each a difference
+    of its own (compare/neighbours.py says when). A side's value carries what the ranking sizes it by."""
+    found = neighbours.compare(good, bad, use_runs)
+    out = []
+    for row in neighbours.changed_rows(found):
+        assert found is not None
+        values = []
+        for side in ("good", "bad"):
+            value = row[side]
+            if value is not None:
+                value = dict(value, cpus_online=found["cpus_online"], source=found["source"],
+                             count=found["count"][side], machine=found["machine"][side])
+            values.append(value)
+        change = "changed" if all(v is not None for v in values) else ("added" if values[1] is not None else "removed")
+        flat = "runs.telemetry.neighbours" if found["source"] == "runs" else "neighbours"
+        subject = Subject("neighbour", row["command"], row["kind"], row.get("gpu", ""))
+        out.append(Difference(neighbours.row_key(row), "neighbours", change, values[0], values[1], False, [flat],
+                              subject, absent_wording(subject)))
+    return out
+
+
 def _status_text(section: Dict[str, Any]) -> Optional[str]:
     status = section.get("status")
     if status is None:
@@ -487,6 +510,10 @@ def display(subject: Subject, value: Any) -> Any:
     where, aspect = subject.where, subject.aspect
     if where == "nccl_conf":  # a setting from NCCL's config files, with its file
         return f"{value.get('value')} from {value.get('file')}"
+    if where == "neighbour":
+        side = "bad"  # describe() reads a row: one side of it is enough to word this value
+        return neighbours.describe({"kind": aspect, "gpu": subject.item, side: value}, side,
+                                   str(value.get("source") or "runs"))
     if where == "integrity":
         state = value.get("state", "modified")
         if state == "modified":

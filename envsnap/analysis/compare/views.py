@@ -51,7 +51,7 @@ from envsnap.model.workers import (
 
 # Display/sort order of categories: what acts on the measured processes first.
 CATEGORY_ORDER = ("workers", "run", "env", "nccl", "integrity", "patches", "startup", "packages", "python", "git",
-                  "sglang", "gpu", "host", "files", "sections")
+                  "sglang", "gpu", "host", "neighbours", "files", "sections")
 _CATEGORY_RANK = {category: rank for rank, category in enumerate(CATEGORY_ORDER)}
 
 # Lists whose order means something are compared in order; every other list is a set of facts
@@ -746,7 +746,9 @@ _BUILDERS: Tuple[Tuple[str, Callable[[View, Dict[str, Any]], None]], ...] = (
     ("files", _files_view), ("nvidia", _gpu_view), ("sglang", _sglang_view), ("nccl", _nccl_view),
     ("patches", patch_status.put_view), ("nccl_conf", _nccl_conf_view), ("libraries", _libraries_view),
 )
-_CUSTOM = frozenset(name for name, _ in _BUILDERS) | {"processes", "probe"}
+# processes and probe: the workers' view; neighbours: compared by compare/neighbours.py (who else ran moves
+# from moment to moment: its leaves would only be volatile noise).
+_CUSTOM = frozenset(name for name, _ in _BUILDERS) | {"processes", "probe", "neighbours"}
 
 
 # Who stands for NCCL in the read evidence: NCCL logs a variable ("X set by environment to Y")

@@ -326,6 +326,15 @@ KNOWLEDGE_RULES: List[FieldRule] = [
 CROSS_SECTION_RULES: List[FieldRule] = [
     _rule("node", "sections", COMMUNICATION, 0.4, "a node in one snapshot only: the job ran on another set of "
           "machines, and that node's sections could not be compared"),
+    # Neighbours (analysis/compare/neighbours.py): another process, or the hypervisor, on one side only or
+    # using much more there. The prior is sized by what it took (variables.NEIGHBOUR_SIZED, rank/priors.py);
+    # these weights are what an unsized one starts from.
+    _rule("neighbour.cpu.*", "neighbours", CPU_HOST, 0.3, "another process used the CPUs beside the work: CPU "
+          "time the work's runnable threads did not get"),
+    _rule("neighbour.steal", "neighbours", CPU_HOST, 0.3, "the hypervisor gave these CPUs' time to other "
+          "virtual machines (steal time): time the work's runnable threads did not get"),
+    _rule("neighbour.gpu.*", "neighbours", KERNELS, 0.3, "another process on the GPU: its kernels share the SMs "
+          "and memory bandwidth, and count in the GPU's utilisation"),
 ]
 
 

@@ -78,6 +78,12 @@ class SizedPrior(NamedTuple):
 # reclaim and swap under pressure (cgroup-v2.rst "memory.max", "memory.high"), less directly.
 CPU_SIZED = SizedPrior(floor=0.3, slope=0.7, ceiling=0.85, raised=0.15, unknown_share=0.5)
 MEMORY_SIZED = SizedPrior(floor=0.2, slope=0.5, ceiling=0.7, raised=0.1, unknown_share=0.5)
+# Another process beside the work (compare/neighbours.py): the kernel's CFS scheduler shares the CPUs among
+# runnable threads (Documentation/scheduler/sched-design-CFS.rst), so the share of the machine's CPUs a
+# neighbour used is the share a CPU-bound program could lose -- the size of the candidate, from almost
+# nothing (a quarter of a CPU on a large machine) to as much as the CPUs taken away. On a GPU the share is
+# its SM utilisation where NVML gives it. One that left BAD (`raised`) cannot have slowed BAD down.
+NEIGHBOUR_SIZED = SizedPrior(floor=0.05, slope=0.9, ceiling=0.85, raised=0.05, unknown_share=0.5)
 # sysfs devices/system/cpu/smt/control: turning SMT off halves the logical CPUs (per core, less than 2x work).
 SMT_OFF_PRIOR = 0.35
 SMT_OTHER_PRIOR = 0.2

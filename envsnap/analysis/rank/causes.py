@@ -123,6 +123,8 @@ class _Ranking:
             why += f" \u2014 an effect of the workers' {', '.join(facts.worker_nccl_vars)} change, as NCCL logged it"
         elif d.where == "gpu" and d.subject.entity == "*":
             notes.append("the same change on every GPU")
+        elif d.where == "neighbour":
+            observed.apply_neighbour(d, self.mechanism, score, notes)
         elif d.where == "section":
             why = "a section was captured on one side only: what it holds cannot be compared"
         node = d.subject.node

@@ -57,6 +57,17 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     # ---- the mechanism (analysis/runs/mechanism.py: GOOD's and BAD's run telemetry compared) ----
     Factor("mechanism_matches", 1.5, "its component is one the runs' mechanism implicates (mechanism.MECHANISMS)"),
     Factor("mechanism_contradicts", 0.4, "its component is one the runs' mechanism argues against"),
+    # ---- neighbours (analysis/compare/neighbours.py): other processes, or other virtual machines, beside the work ----
+    # Measured while the benchmark ran (measure/neighbours.py) is an observation of the runs themselves, as
+    # strong as a process reading a variable; seen at capture only, it may not have overlapped the runs.
+    # Being there is not yet taking anything: whether it took the work's CPU is the mechanism's to say (below).
+    Factor("neighbour_measured", 1.5, "the runs measured it beside the benchmark, more on the side that got worse"),
+    Factor("neighbour_at_capture", 0.7, "seen at capture only: it may not have been there while the runs ran"),
+    # The runs' own counters are what a neighbour acts through: with them all held it took nothing from the work.
+    Factor("neighbour_no_effect", 0.3, "it took nothing the work waited for: BAD's machine (or the CPUs the work may "
+                                       "use) had CPUs to spare, it ran on other CPUs than the work's, the runs' CPUs "
+                                       "kept busy and wall held with a spread smaller than the share it took, or the "
+                                       "runs lost no CPU while the mechanism found the time in their own work or waits"),
     # ---- the profiler traces (analysis/runs/trace_diff.py: GOOD's and BAD's traces compared per step) ----
     # A trace names the part of the step that grew (kernels, collectives, copies, launches, CPU ops) directly:
     # stronger than the run counters' mechanism, which infers it.

@@ -1,5 +1,6 @@
-"""What the processes and runs showed, as factors of a cause's score: who read a variable, and whether the
-runs' mechanism (analysis/runs/mechanism.py) fits what the difference acts on.
+"""What the processes and runs showed, as factors of a cause's score: who read a variable, whether the
+runs' mechanism (analysis/runs/mechanism.py) fits what the difference acts on, and what a neighbour (another
+process beside the work) was seen doing.
 
 Who read it (views.env_read_evidence): a variable the measured processes' Python code read, or NCCL
 logged, reached running code (factor "read_by_process"). With read tracking on and no reader, it ranks
@@ -10,6 +11,12 @@ The mechanism: a cause whose component the mechanism implicates moves up, one it
 down (mechanism.MECHANISMS). A setting that acts through a run counter (knowledge.SERIES_LINKS: thread
 pools, CPU sets) is judged by that counter instead when the runs recorded it: it moved with the setting,
 or it held and the setting did not act here.
+
+A neighbour (compare/neighbours.py) is judged by what it was seen doing: measured beside the benchmark
+during the runs ("neighbour_measured") or only at capture ("neighbour_at_capture"); named by the mechanism
+as what the run lost its CPU or GPU to ("mechanism_matches"), contradicted by a mechanism that found the time
+elsewhere (more CPU work, waits, an idle GPU: "mechanism_contradicts"), or present while the runs lost no CPU
+to anyone, or on other CPUs than the work's ("neighbour_no_effect"). Its component never matches a mechanism by itself.
 """
 from __future__ import annotations
 
@@ -18,11 +25,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare import libraries as libraries_mod
+from envsnap.analysis.compare import libraries as libraries_mod, neighbours
 from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
 from envsnap.analysis.compare.views import NCCL_READER
 from envsnap.analysis.rank.factors import SERIES_SHORT_SHARE, Score
 from envsnap.analysis.rank.priors import cpu_count
+from envsnap.analysis.runs.mechanism import lost_cpu
 from envsnap.model.snapshot import section_data
 
 SERIES_WORDS = {knowledge.CPU_SET: "CPU set", knowledge.PEAK_THREADS: "peak threads",
@@ -185,6 +193,18 @@ def apply_mechanism(d: Difference, component: str, mechanism: Optional[Dict[str,
     """The mechanism's factors for one difference (see the module doc)."""
     if not mechanism:
         return
+    if d.where == "neighbour":
+        # Judged by what it did (apply_neighbour) and by whether the mechanism names it, not by a component. A
+        # neighbour slows a run only by taking CPU or GPU time the run waits for: a mechanism that found the
+        # time elsewhere (more work, waits, idle GPU) argues against it.
+        kind = mechanism.get("kind")
+        if d.base_key in (mechanism.get("neighbours") or []):
+            score.apply("mechanism_matches", f"the mechanism names it: {mechanism.get('line')}")
+        elif kind not in (None, "unknown", "contention") and isinstance(d.bad, dict) and neighbours.more_on_bad(
+                {"kind": d.subject.aspect, "good": d.good if isinstance(d.good, dict) else None, "bad": d.bad}):
+            score.apply("mechanism_contradicts", f"contradicts the mechanism: a neighbour slows a run only by taking "
+                                                 f"the CPU or GPU time it waits for, and the runs show {mechanism.get('line')}")
+        return
     factors = mechanism.get("factors") or {}
     link = knowledge.series_link(d.base_key)
     if link is not None and link.series in factors:
@@ -244,3 +264,70 @@ def _apply_trace(component: str, trace: Dict[str, Any], score: Score) -> None:
         score.apply("trace_implicates", f"the profiler traces implicate its component ({component}): {line}")
     elif component in (trace.get("held") or []):
         score.apply("trace_held", f"the profiler traces measured its component ({component}) and it held: {line}")
+
+
+# ---------------------------------------------------------------- neighbours
+
+def apply_neighbour(d: Difference, mechanism: Optional[Dict[str, Any]], score: Score, notes: List[str]) -> None:
+    """What a neighbour (another process, or other virtual machines) was seen doing: measured during the
+    runs or only at capture, and whether the runs lost any CPU to anyone (compare/neighbours.py)."""
+    good = d.good if isinstance(d.good, dict) else None
+    bad = d.bad if isinstance(d.bad, dict) else None
+    row = {"kind": d.subject.aspect, "gpu": d.subject.item, "command": d.subject.entity, "good": good, "bad": bad}
+    side = bad or good or {}
+    source = str(side.get("source") or "runs")
+    if not neighbours.more_on_bad(row):
+        notes.append("it took less from BAD than from GOOD: it cannot have slowed BAD down")
+        return
+    bad_text = neighbours.describe(row, "bad", source)
+    good_text = neighbours.describe(row, "good", source) or "not seen"
+    if source != "runs":
+        score.apply("neighbour_at_capture", f"seen at capture: BAD {bad_text}; GOOD {good_text}")
+        return
+    runs = f"{side.get('count')} run{'s' if side.get('count') != 1 else ''}"
+    score.apply("neighbour_measured", f"measured beside the benchmark in BAD's {runs}: {bad_text}; GOOD's: {good_text}")
+    factors = (mechanism or {}).get("factors") or {}
+    if d.subject.aspect in ("cpu", "steal") and d.base_key not in ((mechanism or {}).get("neighbours") or []):
+        machine = (bad or {}).get("machine")
+        if d.subject.aspect == "cpu" and not neighbours.shares_cpus(row):
+            score.apply("neighbour_no_effect", "it ran only on CPUs the work may not use (the work's CPU set is "
+                                               "smaller than the machine): it took none of the work's")
+            return
+        if d.subject.aspect == "cpu" and isinstance(machine, dict) and machine.get("host_busy_cpus") is not None \
+                and not neighbours.machine_full(machine, (bad or {}).get("cpus_online")):
+            if machine.get("cpu_set_size") is not None:
+                spare = (f"the {fmt.num(machine['cpu_set_size'])} CPUs the work may use had time to spare on BAD (kept "
+                         f"{fmt.num(machine.get('cpu_set_busy_cpus'))} busy)")
+            else:
+                spare = (f"BAD's machine had CPUs to spare (it kept {fmt.num(machine['host_busy_cpus'])} of "
+                         f"{fmt.num((bad or {}).get('cpus_online'))} busy, {fmt.num(machine.get('runnable'))} runnable "
+                         "threads)")
+            score.apply("neighbour_no_effect", f"{spare}: it took none the work waited for")
+            return
+        held = _held_tight(factors, neighbours.share_taken(d.subject.aspect, good, bad))
+        if held:
+            score.apply("neighbour_no_effect", f"the runs' {held} held, tight enough to show the share it took: "
+                                               "it took nothing the work needed")
+        elif (mechanism or {}).get("kind") not in (None, "unknown", "contention") and "wall_s" in factors \
+                and not lost_cpu(factors):
+            # The mechanism found the time in the run's own work or waits, and the runs lost no CPU either.
+            score.apply("neighbour_no_effect", "the runs lost no CPU on BAD (CPUs kept busy, preemptions per CPU "
+                                               "second and wall beyond their CPU time all within their spread): it "
+                                               "took none of the work's")
+
+
+def _held_tight(factors: Dict[str, Any], share: Optional[float]) -> str:
+    """The run counters a CPU neighbour acts through ("CPUs kept busy and wall"), when they all held and
+    their runs' own spread is below the share it took (a CPU-bound run loses up to that share of its CPU
+    time: a spread that large would have shown it); "" when any moved, was noisier, or is missing."""
+    names = {"busy_cpus": "CPUs kept busy", "wall_s": "wall"}
+    found = [factors.get(name) for name in names]
+    if not share or any(not isinstance(f, dict) for f in found):
+        return ""
+    for f in found:
+        assert isinstance(f, dict)
+        noise = f.get("noise_pct")
+        change = abs(f.get("change_pct") or 0.0)
+        if f.get("beyond_noise") or not isinstance(noise, (int, float)) or max(noise, change) >= neighbours.percent(share):
+            return ""
+    return " and ".join(names.values())

@@ -7,7 +7,9 @@ A difference a field rule names (analysis/knowledge) takes that rule's weight. T
   (a boolean, a small integer or a size looks like a knob; a path, URL, id, hash or timestamp looks like
   bookkeeping; free text configures nothing visible), and takes its kind's prior (knowledge.VARIABLE_KINDS);
 - a host resource (usable CPUs, CPU set, cgroup CPU quota, memory limit, SMT: knowledge.RESOURCE_KEYS) is
-  sized: taking away half the CPUs is a major candidate, adding CPUs a minor one.
+  sized: taking away half the CPUs is a major candidate, adding CPUs a minor one;
+- a neighbour (another process, other virtual machines: compare/neighbours.py) is sized by the share of
+  the machine it took on BAD beyond GOOD (knowledge.NEIGHBOUR_SIZED).
 
 `prior_for` returns (prior, where it comes from), the first line of a cause's evidence.
 """
@@ -17,6 +19,7 @@ import re
 from typing import Any, NamedTuple, Optional, Tuple
 
 from envsnap.analysis import knowledge
+from envsnap.analysis.compare import neighbours
 from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
 
 _BOOLEANS = frozenset({"0", "1", "true", "false", "yes", "no", "on", "off", "y", "n", "t", "f", "enabled",
@@ -156,6 +159,30 @@ def resource_prior(resource: str, d: Difference, comp: Comparison) -> Optional[T
     return None
 
 
+# ---------------------------------------------------------------- neighbours
+
+def neighbour_prior(d: Difference) -> Optional[Tuple[float, str]]:
+    """(prior, source) for another process or the hypervisor beside the work (compare/neighbours.py), sized
+    by the share of the machine it took on BAD beyond GOOD (neighbours.share_taken): its CPUs over the CPUs
+    online, its extra steal time, its SM utilisation on a GPU (NEIGHBOUR_SIZED's unknown share when NVML
+    gives none); one that took less from BAD than from GOOD cannot have slowed BAD down."""
+    sizing = knowledge.NEIGHBOUR_SIZED
+    good = d.good if isinstance(d.good, dict) else None
+    bad = d.bad if isinstance(d.bad, dict) else None
+    aspect = d.subject.aspect
+    row = {"kind": aspect, "good": good, "bad": bad}
+    if not neighbours.more_on_bad(row):
+        return sizing.raised, "it took less from BAD than from GOOD"
+    share = neighbours.share_taken(aspect, good, bad)
+    if share is None:
+        if aspect != "gpu":
+            return None
+        return _sized(sizing, sizing.unknown_share), "on the GPU beside the work on BAD, its SM share unknown (NVML gave none)"
+    what = {"cpu": "of the CPUs", "steal": "of the CPU time to other virtual machines",
+            "gpu": "of the GPU's SM time"}.get(aspect, "")
+    return _sized(sizing, share), f"{share:.0%} {what} taken by it on BAD beyond GOOD"
+
+
 # ---------------------------------------------------------------- the prior
 
 def rule_source(rule: knowledge.FieldRule) -> str:
@@ -173,6 +200,10 @@ class Prior(NamedTuple):
 
 def prior_for(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Prior:
     """The prior of one difference and where it comes from."""
+    if d.where == "neighbour":
+        found = neighbour_prior(d)
+        if found is not None:
+            return Prior(found[0], f"sized: {found[1]}", component=rule.component if rule.pattern != "*" else "")
     resource = knowledge.RESOURCE_KEYS.get(d.base_key)
     if resource is not None:
         sized = resource_prior(resource, d, comp)

@@ -3,10 +3,12 @@
 `mechanism(good, bad)` reads the "telemetry" of each side's successful runs (envsnap/measure/
 telemetry.py) and returns
 
-    {"kind": "cpu_work" | "fewer_cpus" | "gpu_work" | "launch_bound" | "io_wait" | "contention" | "unknown",
+    {"kind": "cpu_work" | "fewer_cpus" | "gpu_work" | "gpu_shared" | "launch_bound" | "io_wait" | "contention"
+             | "unknown",
      "line": one sentence ("CPU time per run +210%, CPU set unchanged: more work on the CPU"),
      "factors": {name: comparison}, "components": {"matches": [...], "contradicts": [...]},
-     "runs": {"good": n, "bad": n}, "noise": how "beyond noise" was decided}
+     "runs": {"good": n, "bad": n}, "noise": how "beyond noise" was decided,
+     "neighbours": [keys of the neighbours' differences the line names] (when it names any)}
 
 Every comparison is a per-run series on each side (wall time, CPU time of the command's tree plus
 the --pid/--sglang processes, CPUs kept busy, CPU set size, context switches, GPU utilisation and
@@ -26,11 +28,20 @@ extra wall time is split into what extra CPU work accounts for (extra CPU second
 CPUs-busy) and the rest, off the CPU: waiting for a CPU (involuntary switches per CPU second up),
 waiting for something else (voluntary switches up), or fewer threads at work. The components of
 analysis/knowledge each mechanism implicates or argues against are the table MECHANISMS.
+
+Neighbours (analysis/compare/neighbours.py, from each run's "neighbours"): another process holding a GPU the
+run used on BAD only is the mechanism of its own ("GPU shared with pid N (command)": its kernels count in
+the GPU's utilisation, so "GPU work grew" would mislead); other processes that used more CPU on BAD while
+the run lost CPU (fewer CPUs kept busy, more involuntary switches, or a longer wall with no more CPU time)
+are the contention's cause, named in the line ("runnable but not running: 2 other processes used 1.9
+CPUs"); so is steal time a hypervisor gave to other guests. A line never says no counter moved while one
+it compares moved beyond noise: it names what moved instead.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from envsnap.analysis.compare import neighbours as neighbours_mod
 from envsnap.analysis.knowledge import (
     COMMUNICATION,
     CPU_HOST,
@@ -86,6 +97,12 @@ MECHANISMS: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...], str]] = {
     "contention": ((CPU_HOST,), (),
                    "runnable but not running (involuntary switches per CPU second): more threads or "
                    "processes than CPUs, or something else on them"),
+    "contention_by_neighbours": ((), (),
+                                 "other processes, or other virtual machines, took the CPU time the run's runnable "
+                                 "threads waited for: the neighbours named are the mechanism, not a setting of the run"),
+    "gpu_shared": ((), (),
+                   "another process's kernels shared the GPU: they count in its utilisation and take SM time from "
+                   "the run's; the neighbour named is the mechanism, not a component of the run's own"),
     "unknown": ((), (), "the telemetry does not single out a mechanism"),
 }
 
@@ -179,6 +196,12 @@ def _series(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, List[float
         if involuntary is not None and cpu:
             put("ctx_involuntary_per_cpu_s", involuntary / cpu)
         put("peak_threads", _num(usage.get("peak_threads")))
+        found = usage.get("neighbours")
+        if isinstance(found, dict):  # measure/neighbours.py: the rest of the machine during the run
+            put("others_cpus", _num(found.get("others_cpus")))
+            runnable = found.get("runnable")
+            put("runnable", _num(runnable.get("median")) if isinstance(runnable, dict) else None)
+            put("steal_pct", _num(found.get("steal_pct")))
         if gpus:
             put("gpu_util_pct", _gpu_mean(usage, gpus, "util_pct_steady_mean", "util_pct_active_mean",
                                           "util_pct_mean"))
@@ -267,7 +290,10 @@ def _telemetry_mechanism(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str,
     gpus = _active_gpus([good_runs, bad_runs])
     gs, bs = _series(good_runs, gpus), _series(bad_runs, gpus)
     factors = {name: compare(gs[name], bs[name]) for name in sorted(set(gs) & set(bs))}
-    kind, line, extra = _decide(factors, gpus, _reasons(bad_runs, gpus), _reasons(good_runs, gpus))
+    found = neighbours_mod.compare(good, bad)
+    if not found or found["source"] != "runs":
+        found = None
+    kind, line, extra = _decide(factors, gpus, _reasons(bad_runs, gpus), _reasons(good_runs, gpus), found)
     return _result(kind, line, factors, counts, extra)
 
 
@@ -282,6 +308,8 @@ def _result(kind: str, line: str, factors: Dict[str, Any], counts: Dict[str, int
                      f"{SINGLE_RUN_MIN_PCT:g}% or more")}
     if "actor" in extra:
         out["actor"] = extra["actor"]
+    if extra.get("neighbours"):
+        out["neighbours"] = extra["neighbours"]
     return out
 
 
@@ -302,7 +330,35 @@ def _reasons(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, float]:
 
 
 def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str, float],
-            reasons_good: Dict[str, float]) -> Tuple[str, str, Dict[str, Any]]:
+            reasons_good: Dict[str, float], found: Optional[Dict[str, Any]] = None) -> Tuple[str, str, Dict[str, Any]]:
+    rows = neighbours_mod.changed_rows(found)
+    full = _machine_full(found)
+    kind, line, extra = _decide_counters(f, gpus, reasons_bad, reasons_good, rows, full)
+    if extra.get("neighbours"):
+        return kind, line, extra
+    # Neighbours on BAD the counters did not single out: said, so that the line never hides them.
+    more = [r for r in rows if r["kind"] in ("cpu", "steal") and neighbours_mod.more_on_bad(r)]
+    if more:
+        if not full:
+            pinned = ((found or {}).get("machine") or {}).get("bad", {}).get("cpu_set_size") is not None
+            why = "the CPUs the work may use had time to spare" if pinned else "the machine had CPUs to spare"
+        elif not lost_cpu(f):
+            why = "the runs lost no CPU beyond their spread"
+        elif any(not neighbours_mod.shares_cpus(r) for r in more):
+            why = "they ran on other CPUs than the work's"
+        elif kind == "cpu_work":
+            why = "the runs' own extra CPU work accounts for their time"
+        elif kind == "io_wait":
+            why = "the runs' own waits account for their time off the CPU"
+        else:  # the counters put the time lost elsewhere: the line says where
+            why = "the counters put the time elsewhere"
+        line += f"; beside the runs on BAD {_neighbours_text(more)}, but {why}"
+    return kind, line, extra
+
+
+def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str, float],
+                     reasons_good: Dict[str, float], rows: Sequence[Dict[str, Any]],
+                     full: str) -> Tuple[str, str, Dict[str, Any]]:
     wall: Any = f.get("wall_s")  # each a series' comparison, or None when the runs did not record it
     cpu: Any = f.get("cpu_s")
     busy: Any = f.get("busy_cpus")
@@ -321,9 +377,21 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
             line = f"{who}ran on {_plural(b_runs, 'CPU')} instead of {_n(g_runs)}; {cpu_note}"
             return "fewer_cpus", line, {"actor": actor} if actor else {}
 
-    # 2. GPUs in play: busy or not, and was the SM clock held.
+    # 1b. Another process on a GPU the run used, on BAD only (or much more there): its kernels count in the
+    # GPU's utilisation, so what follows would read them as the run's own GPU work.
     util: Any = f.get("gpu_util_pct")
     clock: Any = f.get("sm_clock_mhz")
+    # (One that NVML saw run no kernel, SM 0%, only holds memory: not sharing the SMs.)
+    shared = [r for r in rows if r["kind"] == "gpu" and neighbours_mod.more_on_bad(r)
+              and ((r["bad"] or {}).get("sm_util_pct") is None or r["bad"]["sm_util_pct"] >= GPU_ACTIVE_PCT)]
+    if shared:
+        busy_note = f"; GPU busy {util['good']:.0f}% → {util['bad']:.0f}%" if util is not None else ""
+        who = "; ".join(f"GPU {r['gpu']} shared with {_who(r)} on BAD ({neighbours_mod.describe(r, 'bad')})"
+                        for r in shared)
+        return ("gpu_shared", f"{who}{busy_note}: its kernels count in the GPU's utilisation and take SM time "
+                              f"from the run's; {cpu_note}", {"neighbours": [neighbours_mod.row_key(r) for r in shared]})
+
+    # 2. GPUs in play: busy or not, and was the SM clock held.
     if gpus and util is not None and max(util["good"], util["bad"]) >= GPU_BUSY_PCT:
         if _down(util) and util["bad"] < GPU_BUSY_PCT:
             return ("launch_bound", f"GPU idle {100 - util['bad']:.0f}% (GOOD: {100 - util['good']:.0f}%): "
@@ -354,16 +422,44 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
             return ("gpu_work", f"GPU busy {min(util['good'], util['bad']):.0f}% on both sides, GPU-busy time per "
                                 f"run {_pct(busy_s)}{waiting}: GPU work grew", {})
 
-    # 3. The CPU side: more work, or more time off the CPU (and why).
+    # 2c. Other processes (or other virtual machines) took CPU the run lost: they are the contention -- when
+    # the machine had no CPU to spare on BAD (else a runnable thread of the run would have run on one).
     gpu_note = f"; GPU busy {util['bad']:.0f}%" if util is not None else ""
+    involuntary: Any = f.get("ctx_involuntary_per_cpu_s")
+    lost = lost_cpu(f)
+    others = [r for r in rows if r["kind"] in ("cpu", "steal") and neighbours_mod.more_on_bad(r)
+              and neighbours_mod.shares_cpus(r)]
+    # Waits of the run's own (voluntary switches) that grew more than its preemptions account for its time off
+    # the CPU: a neighbour beside a run that sleeps more is no contention (the waits are said below).
+    voluntary: Any = f.get("ctx_voluntary")
+    waits = _up(voluntary) and not (_up(involuntary) and not _waits_grew_more(voluntary, involuntary, cpu))
+    # So does more CPU work of the run's own that accounts for most of the extra wall (below: cpu_work).
+    work = _up(cpu) and (not _up(wall) or _cpu_wall(cpu, busy) >= CPU_SHARE_OF_EXTRA_WALL * _extra_wall(wall))
+    if lost and others and full and not waits and not work:
+        return ("contention", f"runnable but not running: {_neighbours_text(others)}; {lost}, {full}{gpu_note}",
+                {"neighbours": [neighbours_mod.row_key(r) for r in others], "table_kind": "contention_by_neighbours"})
+
+    # 3. The CPU side: more work, or more time off the CPU (and why).
     if not _up(wall) and not _up(cpu):
         if wall is None:
             return "unknown", "no wall time in the telemetry", {}
+        if _down(cpu) or _down(busy):
+            # Less CPU per run with no longer a wall (a benchmark of fixed duration does less in it).
+            less = ", ".join(x for x in (f"CPU time per run {_pct(cpu)}" if _down(cpu) else "",
+                                         f"CPUs kept busy {busy['good']:.2f} → {busy['bad']:.2f}" if _down(busy)
+                                         else "") if x)
+            wall_held = f"wall {_pct(wall)}" if wall["beyond_noise"] else "wall unchanged"
+            if _up(involuntary):
+                return ("contention", f"{less}, {wall_held}, involuntary context switches per CPU second "
+                                      f"{_times(involuntary)}: waiting for a CPU (contention){gpu_note}", {})
+            return "fewer_cpus", f"{less}, {wall_held}: the work got less CPU{gpu_note}", {}
+        moved = _moved_text(f)
+        if moved:
+            return "unknown", f"wall and CPU time per run held; moved beyond the runs' spread: {moved}{gpu_note}", {}
         # Worded apart from the verdict's "no change": the metric may well have moved while no counter did.
         return "unknown", "no run counter (CPU time, CPU set, switches, threads) moved beyond the runs' spread" \
             + gpu_note, {}
-    extra_wall = (wall["bad"] - wall["good"]) if wall else 0.0
-    cpu_wall = ((cpu["bad"] - cpu["good"]) / max(busy["good"], 1e-9)) if (cpu and busy) else 0.0
+    extra_wall, cpu_wall = _extra_wall(wall), _cpu_wall(cpu, busy)
     set_note = "CPU set unchanged" if "cpus" in f and not f["cpus"]["beyond_noise"] else (
         f"CPU set {_n(f['cpus']['good'])} \u2192 {_n(f['cpus']['bad'])} CPUs" if "cpus" in f else "CPU set not recorded")
     if _up(cpu) and (not _up(wall) or cpu_wall >= CPU_SHARE_OF_EXTRA_WALL * extra_wall):
@@ -372,8 +468,6 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
                        if threads and threads["beyond_noise"] else "")
         return "cpu_work", f"CPU time per run {_pct(cpu)}, {set_note}{thread_note}: more work on the CPU{gpu_note}", {}
     wall_note = f"wall {_pct(wall)}"
-    involuntary: Any = f.get("ctx_involuntary_per_cpu_s")
-    voluntary: Any = f.get("ctx_voluntary")
     if _up(involuntary) and not (_up(voluntary) and _waits_grew_more(voluntary, involuntary, cpu)):
         return ("contention", f"{cpu_note}, {wall_note}, involuntary context switches per CPU second "
                               f"{_times(involuntary)}: waiting for a CPU (contention){gpu_note}", {})
@@ -385,7 +479,85 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
         return ("fewer_cpus", f"kept {busy['bad']:.1f} CPUs busy instead of {busy['good']:.1f} (peak threads "
                               f"{_n(threads['good'])} \u2192 {_n(threads['bad'])}, {set_note}): less parallel "
                               f"work; {cpu_note}", {})
+    moved = _moved_text(f, skip=("wall_s", "cpu_s"))
+    if moved:
+        return "unknown", f"{wall_note}, {cpu_note}: the time went elsewhere; moved too: {moved}{gpu_note}", {}
     return "unknown", f"{wall_note}, {cpu_note}: the time went elsewhere and no counter says where{gpu_note}", {}
+
+
+def _extra_wall(wall: Optional[Dict[str, Any]]) -> float:
+    return float(wall["bad"] - wall["good"]) if wall else 0.0
+
+
+def _cpu_wall(cpu: Optional[Dict[str, Any]], busy: Optional[Dict[str, Any]]) -> float:
+    """The wall seconds the extra CPU time per run accounts for, at GOOD's CPUs kept busy."""
+    return float(cpu["bad"] - cpu["good"]) / max(float(busy["good"]), 1e-9) if (cpu and busy) else 0.0
+
+
+# What each compared series is called in a line.
+SERIES_NAMES = {"wall_s": "wall", "cpu_s": "CPU time per run", "busy_cpus": "CPUs kept busy", "cpus": "CPU set",
+                "ctx_voluntary": "voluntary switches", "ctx_involuntary_per_cpu_s": "involuntary switches per CPU "
+                "second", "peak_threads": "peak threads", "gpu_util_pct": "GPU busy %", "sm_clock_mhz": "SM clock",
+                "gpu_busy_s": "GPU-busy time per run", "others_cpus": "CPUs other processes used",
+                "runnable": "runnable threads", "steal_pct": "steal %"}
+
+
+def _moved_text(f: Dict[str, Dict[str, Any]], skip: Sequence[str] = ()) -> str:
+    """Every series that moved beyond noise, 'CPUs kept busy 1.6 → 0.68' (none: "")."""
+    return ", ".join(f"{SERIES_NAMES.get(name.partition('.')[0], name)}"
+                     f"{' of ' + name.partition('.')[2] if '.' in name else ''} {_n(c['good'])} → {_n(c['bad'])}"
+                     for name, c in sorted(f.items()) if c.get("beyond_noise") and name not in skip)
+
+
+def lost_cpu(f: Dict[str, Dict[str, Any]]) -> str:
+    """How the runs lost CPU on BAD, in words ("" when they did not): fewer CPUs kept busy, more involuntary
+    switches per CPU second, a longer wall with no more CPU time; more runnable threads said beside."""
+    wall, cpu, busy = f.get("wall_s"), f.get("cpu_s"), f.get("busy_cpus")
+    involuntary, runnable = f.get("ctx_involuntary_per_cpu_s"), f.get("runnable")
+    found = []
+    if busy is not None and _down(busy):
+        found.append(f"CPUs kept busy {busy['good']:.2f} → {busy['bad']:.2f}")
+    if involuntary is not None and _up(involuntary):
+        found.append(f"involuntary switches per CPU second {_times(involuntary)}")
+    if wall is not None and _up(wall) and not _up(cpu):
+        found.append(f"wall {_pct(wall)} with CPU time per run {'unchanged' if not cpu or not _down(cpu) else _pct(cpu)}")
+    if found and runnable is not None and _up(runnable):
+        found.append(f"runnable threads {_n(runnable['good'])} → {_n(runnable['bad'])}")
+    return ", ".join(found)
+
+
+def _machine_full(found: Optional[Dict[str, Any]]) -> str:
+    """How BAD's machine had no CPU to spare, in words ("" when it had): neighbours.machine_full."""
+    if not found:
+        return ""
+    return neighbours_mod.machine_full((found.get("machine") or {}).get("bad") or {}, found.get("cpus_online"))
+
+
+def _who(row: Dict[str, Any]) -> str:
+    """'pid 123 (python3 train.py)', 'a process whose pid is not visible here'."""
+    pids = ((row.get("bad") or {}).get("pids") or [])[:3]
+    if row["command"] == neighbours_mod.NOT_VISIBLE:
+        return "a process whose pid is not visible here" + (f" (NVML's pid {', '.join(map(str, pids))})" if pids else "")
+    return f"pid {', '.join(map(str, pids))} ({row['command']})" if pids else row["command"]
+
+
+def _neighbours_text(rows: Sequence[Dict[str, Any]]) -> str:
+    """'2 other processes used 1.9 CPUs (python3 busy.py: pid 1, 2; GOOD: none)' and steal time, in words."""
+    parts = []
+    cpu_rows = [r for r in rows if r["kind"] == "cpu"]
+    if cpu_rows:
+        count = sum(int(r["bad"]["processes"]) for r in cpu_rows)
+        used = sum(float(r["bad"]["cpus"]) for r in cpu_rows)
+        before = sum(float(r["good"]["cpus"]) for r in cpu_rows if r.get("good"))
+        names = "; ".join(f"{r['command']}: pid {', '.join(map(str, r['bad']['pids'][:3]))}" for r in cpu_rows[:2])
+        more = f"; and {len(cpu_rows) - 2} more" if len(cpu_rows) > 2 else ""
+        parts.append(f"{count} other process{'es' if count != 1 else ''} used {used:.2g} CPUs ({names}{more}; GOOD: "
+                     f"{f'{before:.2g} CPUs' if before else 'none'})")
+    for row in rows:
+        if row["kind"] == "steal":
+            parts.append(f"the hypervisor gave {row['bad']['steal_pct']:g}% of the CPU time to other virtual machines "
+                         f"(steal; GOOD: {row['good']['steal_pct']:g}%)")
+    return " and ".join(parts)
 
 
 def _ratio(f: Dict[str, Any]) -> float:

@@ -40,6 +40,7 @@ def _sections() -> List[Tuple[str, ModuleType]]:
         libraries,
         nccl,
         nccl_conf,
+        neighbours,
         nvidia,
         packages,
         patches,
@@ -51,6 +52,7 @@ def _sections() -> List[Tuple[str, ModuleType]]:
     )
     return [
         ("host", host),
+        ("neighbours", neighbours),
         ("python", python),
         ("packages", packages),
         ("git", git),

@@ -1,0 +1,164 @@
+"""Neighbours during `envsnap run`'s runs (measure/neighbours.py): real busy processes someone else started,
+the run's own processes left out, the runnable count at every sample, the scans spaced by their cost, and
+another process on the GPU (NVML's answers from the H200 stand-in, tests/helpers/nvml.py)."""
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+
+import pytest
+from helpers.neighbours import Neighbour
+from helpers.nvml import make_fake_pynvml
+
+from envsnap.measure import neighbours as measure_neighbours, runs, telemetry
+from envsnap.model.schema import validate
+
+
+def _run(code: str, nvml=None) -> dict:
+    opts = runs.RunOptions(command=[sys.executable, "-c", textwrap.dedent(code), "nbr-own-bench"], telemetry=True)
+    session = telemetry.Telemetry(nvml=nvml)
+    try:
+        record = runs.run_once(opts, session)
+    finally:
+        session.close()
+    assert record["ok"], record
+    return record
+
+
+BENCH = """
+import json, time
+end = time.process_time() + 1.2
+while time.process_time() < end:
+    pass
+print(json.dumps({"work": 1}))
+"""
+
+
+@pytest.mark.slow
+def test_a_run_records_the_busy_neighbour_and_not_itself():
+    busy = Neighbour("nbr-during-run-8d2", "busy", 60)
+    try:
+        record = _run(BENCH)
+    finally:
+        busy.stop()
+    found = record["telemetry"]["neighbours"]
+    commands = [e["command"] for e in found["top"]]
+    entry = next(e for e in found["top"] if "nbr-during-run-8d2" in e["command"])  # among the TOP_N busiest
+    assert entry["pid"] == busy.pid and entry["cpus"] > 0.1, found
+    assert not any("nbr-own-bench" in c for c in commands)  # the run's own process is not a neighbour
+    assert found["runnable"]["samples"] >= 3 and found["runnable"]["max"] >= 1
+    assert found["scans"] >= 2 and found["window_s"] > 1.0
+    assert found["others_cpus"] >= entry["cpus"]
+    validate({"schema_version": 1, "runs": [record]})
+
+
+@pytest.mark.slow
+def test_another_process_on_the_gpu_is_named_and_the_runs_own_is_not(tmp_path):
+    pid_file = tmp_path / "bench.pid"
+    other = Neighbour("nbr-gpu-other-6a", "sleep", 60)
+    fake_lib = tmp_path / "libcuda.so.1"
+    fake_lib.write_bytes(b"\0" * 4096)
+    other.stop()
+    other = Neighbour("nbr-gpu-other-6a", "sleep", 60, mapped=str(fake_lib))
+
+    def listed(index):
+        procs = [(other.pid, 30 << 30)]
+        if pid_file.exists() and pid_file.read_text():
+            pid = int(pid_file.read_text())
+            if os.path.exists(f"/proc/{pid}"):  # NVML lists a process while it holds a context: alive
+                procs.append((pid, 8 << 30))
+        return procs
+
+    nvml = make_fake_pynvml(processes=listed, process_util=lambda i: [(other.pid, 60)])
+    code = f"""
+import os, pathlib, time
+pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))
+time.sleep(2.0)
+print('{{"work": 1}}')
+"""
+    try:
+        record = _run(code, nvml=nvml)
+    finally:
+        other.stop()
+    gpu = record["telemetry"]["neighbours"]["gpus"]["0"]["processes"]
+    by_pid = {p["pid"]: p for p in gpu}
+    assert by_pid[other.pid]["own"] is False and "nbr-gpu-other-6a" in by_pid[other.pid]["command"]
+    assert by_pid[other.pid]["seen"] == ["before", "during", "after"]
+    assert by_pid[other.pid]["sm_util_pct_max"] == 60
+    own = by_pid[int(pid_file.read_text())]
+    assert own["own"] is True and own["seen"] == ["during"]  # told apart while it ran: gone after
+    assert record["telemetry"]["neighbours"]["gpu"] == "nvml"
+    validate({"schema_version": 1, "runs": [record]})
+
+
+def test_scans_during_a_run_are_spaced_by_their_cost():
+    now = [0.0]
+    sampler = measure_neighbours.NeighbourSampler(clock=lambda: now[0])
+    assert sampler.window.scans == 1  # the start scan, before the command
+    for step in range(1, 8):
+        now[0] = step * 0.5
+        sampler.sample()
+    # One a second at most (its cost here is far below SCAN_BUDGET of a second).
+    assert sampler.window.scans == 1 + 3
+    assert len(sampler.runnable) == 7
+    record = sampler.finish()
+    assert record["scans"] == 5 and record["scan_cpu_s"] < 0.5
+    # 0.7 ms a scan (80 processes): one a second; 8 ms (1,000 processes): every 4 s; never beyond 5 s.
+    assert measure_neighbours.scan_interval(0.0007) == measure_neighbours.MIN_SCAN_INTERVAL_S
+    assert measure_neighbours.scan_interval(0.008) == 0.008 / measure_neighbours.SCAN_BUDGET
+    assert measure_neighbours.scan_interval(1.0) == measure_neighbours.MAX_SCAN_INTERVAL_S
+
+
+@pytest.mark.slow
+def test_back_to_back_runs_share_one_scan_between_them():
+    busy = Neighbour("nbr-back-to-back-2f", "busy", 60)
+    opts = runs.RunOptions(command=[sys.executable, "-c", 'import time; time.sleep(0.4); print(\'{"work": 1}\')'],
+                           telemetry=True)
+    session = telemetry.Telemetry()
+    try:
+        first, second = (runs.run_once(opts, session) for _ in range(2))
+    finally:
+        session.close()
+        busy.stop()
+    a, b = first["telemetry"]["neighbours"], second["telemetry"]["neighbours"]
+    assert a["scans"] == 2 and b["scans"] == 1  # runs under a second: start and end; the next reuses the end
+    for found in (a, b):
+        entry = next(e for e in found["top"] if "nbr-back-to-back-2f" in e["command"])
+        assert entry["cpus"] > 0.1 and found["window_s"] >= 0.4
+
+
+@pytest.mark.slow
+def test_another_job_on_the_gpu_during_bads_runs_is_the_mechanism_and_the_first_cause(tmp_path):
+    # Real runs and their real telemetry on both sides; NVML's answers from the stand-in: on BAD another job
+    # (a real process of someone else's, mapping a file named like the driver library) holds GPU 0 all along.
+    from envsnap.analysis.result import analyze
+
+    fake_lib = tmp_path / "libcuda.so.1"
+    fake_lib.write_bytes(b"\0" * 4096)
+    job = Neighbour("nbr-gpu-job-e2e-4f", "sleep", 60, mapped=str(fake_lib))
+    listed: dict = {}
+    nvml = make_fake_pynvml(processes=lambda i: listed.get(i, []), process_util=lambda i: [
+        (pid, 70) for pid, _ in listed.get(i, [])])
+    opts = runs.RunOptions(command=[sys.executable, "-c", 'import time; time.sleep(0.2); print(\'{"work": 1}\')'],
+                           telemetry=True)
+
+    def side():
+        session = telemetry.Telemetry(nvml=nvml)
+        try:
+            return {"runs": [runs.run_once(opts, session) for _ in range(3)]}
+        finally:
+            session.close()
+    try:
+        good = side()
+        listed[0] = [(job.pid, 30 << 30)]
+        bad = side()
+    finally:
+        job.stop()
+    result = analyze(good, bad)
+    mechanism = result["verdict"]["mechanism"]
+    assert mechanism["kind"] == "gpu_shared", mechanism["line"]
+    assert mechanism["line"].startswith(f"GPU 0 shared with pid {job.pid} (") and "nbr-gpu-job-e2e-4f" in mechanism["line"]
+    first = result["causes"][0]
+    assert first["key"].startswith("neighbour.gpu.0.") and "nbr-gpu-job-e2e-4f" in first["key"], first["key"]
+    assert first["key"] in mechanism["neighbours"] and "SM 70%" in first["bad"], first
