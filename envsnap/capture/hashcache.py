@@ -133,7 +133,31 @@ class _Verdict(NamedTuple):
     stats: str  # hex of the packed stats of the paths, in order
 
 
-class HashCache:
+class CacheBook:
+    """What a cache of this capture says about itself in its section: its file, hits, misses, entries not kept
+    because a file changed while it was read (racy), notes (the hash cache's `hash_cache`, the libraries'
+    `cache`)."""
+
+    def __init__(self, path: Optional[str], note: Optional[str]) -> None:
+        self.path = path
+        self.note = note
+        self.hits = 0
+        self.misses = 0
+        self.racy = 0
+
+    def _add_note(self, text: str) -> None:
+        self.note = f"{self.note}; {text}" if self.note else text
+
+    def summary(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"used": self.hits > 0, "hits": self.hits, "misses": self.misses, "path": self.path}
+        if self.racy:
+            out["racy"] = self.racy
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+class HashCache(CacheBook):
     """One cache file's entries for one capture: look up, record, save once at the end.
 
     File entries map an absolute path to (packed stat, `"<alg>:<hex>[ <alg>:<hex>...]"`);
@@ -144,8 +168,7 @@ class HashCache:
 
     def __init__(self, path: Optional[str], entries: Optional[Dict[str, Tuple[bytes, str]]] = None, note: Optional[str] = None,
                  rewrite: bool = False, sections: Optional[Dict[str, Tuple[int, bytes]]] = None) -> None:
-        self.path = path
-        self.note = note
+        super().__init__(path, note)
         self._raw: Dict[str, Tuple[int, bytes]] = dict(sections or {})  # verified, not parsed yet
         self._file_entries: Optional[Union[Dict[str, Tuple[bytes, str]], _FileEntries]] = (
             dict(entries) if entries is not None else None)
@@ -159,9 +182,6 @@ class HashCache:
         # records them in one pass (a per-file record() call costs as much again as the entry).
         self.pending: List[Tuple[str, os.stat_result, Dict[str, bytes]]] = []
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-        self.racy = 0
         # Every stat used for a new entry is taken after this instant (racy rule).
         self.started_ns = time.time_ns()
 
@@ -466,17 +486,6 @@ class HashCache:
             return
         _evict(os.path.dirname(self.path), keep=self.path)
 
-    def _add_note(self, text: str) -> None:
-        self.note = f"{self.note}; {text}" if self.note else text
-
-    def summary(self) -> Dict[str, Any]:
-        """The `hash_cache` bookkeeping a section records."""
-        out: Dict[str, Any] = {"used": self.hits > 0, "hits": self.hits, "misses": self.misses, "path": self.path}
-        if self.racy:
-            out["racy"] = self.racy
-        if self.note:
-            out["note"] = self.note
-        return out
 
 
 def _lines(raw: bytes) -> List[str]:

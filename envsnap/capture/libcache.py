@@ -50,13 +50,12 @@ def is_racy(st: os.stat_result, since_ns: int) -> bool:
     return hashcache.is_racy(st, since_ns)
 
 
-class LibCache:
+class LibCache(hashcache.CacheBook):
     """One cache file's entries for one capture: get, put, save once at the end. Thread-safe."""
 
     def __init__(self, path: Optional[str], sections: Optional[Dict[str, Tuple[int, bytes]]] = None,
                  note: Optional[str] = None, rewrite: bool = False) -> None:
-        self.path = path
-        self.note = note
+        super().__init__(path, note)
         self.started_ns = time.time_ns()
         self._raw = dict(sections or {})
         self._entries: Dict[str, Dict[str, Tuple[str, str]]] = {}  # section -> key -> (identity, JSON text)
@@ -64,9 +63,6 @@ class LibCache:
         self._stale: Dict[str, Set[str]] = {name: set() for name in _SECTIONS}
         self._dirty = rewrite
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-        self.racy = 0
 
     @classmethod
     def open(cls, disabled: bool = False) -> LibCache:
@@ -181,14 +177,3 @@ class LibCache:
             return
         hashcache.evict(os.path.dirname(self.path), keep=self.path, prefix=_PREFIX)
 
-    def _add_note(self, text: str) -> None:
-        self.note = f"{self.note}; {text}" if self.note else text
-
-    def summary(self) -> Dict[str, Any]:
-        """The section's `cache` bookkeeping: objects read from the cache, objects read from disk."""
-        out: Dict[str, Any] = {"used": self.hits > 0, "hits": self.hits, "misses": self.misses, "path": self.path}
-        if self.racy:
-            out["racy"] = self.racy
-        if self.note:
-            out["note"] = self.note
-        return out
