@@ -55,13 +55,10 @@ class _Tracked:
 
 def _stat(pid: int) -> Optional[Tuple[int, int]]:
     """(start time in clock ticks, virtual memory size) from /proc/PID/stat (proc(5) fields 22, 23)."""
+    from envsnap.capture import procfs
+
     try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-        try:
-            text = os.read(fd, 4096)
-        finally:
-            os.close(fd)
-        fields = text[text.rindex(b")") + 2:].split(None, 21)
+        _, fields = procfs.stat_fields(procfs.read_stat(pid))
         return int(fields[19]), int(fields[20])
     except (OSError, ValueError, IndexError):
         return None

@@ -46,6 +46,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from envsnap.capture import procfs
+
 SAMPLE_INTERVAL_S = 0.5
 # Denser at first, so a run of a second still gets a few samples of its tree.
 FIRST_SAMPLES_S = (0.05, 0.15, 0.3)
@@ -62,12 +64,7 @@ def _read_stat(pid: int) -> Optional[Tuple[int, int, int, int]]:
     fields 4, 6, 20 and 24; the command name before them may hold spaces and parentheses).
     psutil reads the same numbers from stat, status and statm: three files per process."""
     try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-        try:
-            text = os.read(fd, 4096)
-        finally:
-            os.close(fd)
-        fields = text[text.rindex(b")") + 2:].split(None, 22)
+        _, fields = procfs.stat_fields(procfs.read_stat(pid))
         return int(fields[1]), int(fields[3]), int(fields[17]), int(fields[21]) * _PAGE_SIZE
     except (OSError, ValueError, IndexError):
         return None

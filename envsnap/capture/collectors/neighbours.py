@@ -48,6 +48,7 @@ import threading
 import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
+from envsnap.capture import procfs
 from envsnap.capture.base import CaptureContext, ok
 from envsnap.model.rules import CPU_HOST, SectionRules, volatile
 from envsnap.model.schema import NEIGHBOURS_SHAPE
@@ -172,11 +173,7 @@ class ProcStat(NamedTuple):
 def read_proc_stat(pid: int) -> Any:
     """A ProcStat from one read of /proc/PID/stat, or the reason it could not be read (a str)."""
     try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-        try:
-            text = os.read(fd, 4096)
-        finally:
-            os.close(fd)
+        text = procfs.read_stat(pid)
     except (FileNotFoundError, ProcessLookupError):
         return "exited while read"
     except PermissionError:
@@ -184,9 +181,8 @@ def read_proc_stat(pid: int) -> Any:
     except OSError as exc:
         return f"unreadable: {exc.strerror or type(exc).__name__}"
     try:
-        close = text.rindex(b")")
-        fields = text[close + 2:].split(None, 37)
-        return ProcStat(int(fields[1]), int(fields[3]), text[text.index(b"(") + 1:close].decode("utf-8", "replace"),
+        name, fields = procfs.stat_fields(text)
+        return ProcStat(int(fields[1]), int(fields[3]), name.decode("utf-8", "replace"),
                         int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]), int(fields[19]),
                         fields[0].decode("ascii", "replace"), int(fields[36]) if len(fields) > 36 else -1)
     except (ValueError, IndexError):

@@ -1,0 +1,26 @@
+"""One read of /proc/PID/stat, shared by the process walk's samplers and the neighbours' scans.
+
+proc(5): the fields after the command name, which sits in parentheses and may itself hold spaces and
+parentheses, so the split starts after the last ')'. Field N of proc(5) (1-based, pid = 1) is index N - 3 of
+`fields`: state is fields[0], ppid fields[1], session fields[3], utime fields[11], num_threads fields[17],
+starttime fields[19], vsize fields[20], rss (pages) fields[21], processor fields[36].
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Tuple
+
+
+def read_stat(pid: int) -> bytes:
+    """The raw text of /proc/PID/stat in one read (raises OSError: gone, hidden, unreadable)."""
+    fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
+def stat_fields(text: bytes) -> Tuple[bytes, List[bytes]]:
+    """(command name, the fields after it) of a stat text (raises ValueError when it has no ')')."""
+    close = text.rindex(b")")
+    return text[text.index(b"(") + 1:close], text[close + 2:].split()
