@@ -399,7 +399,7 @@ def _run_probed(tmp_path, venv, name, repeat, warmup=0, **env_extra):
 
 
 def test_probe_records_written_during_the_runs_join_the_snapshot(tmp_path, probed_venv):
-    from envsnap.analysis.compare.views import env_read_evidence
+    from envsnap.analysis.compare.env_reads import env_read_evidence
 
     snap = load(_run_probed(tmp_path, probed_venv, "s", repeat=2, warmup=1))
     probe = snap["sections"]["probe"]

@@ -9,9 +9,9 @@ the server's own parent process (set in-process after the TP workers started, th
 mistake: seen in its probe records or in a child it started later, never in /proc/PID/environ),
 else the capturing shell.
 
-Over 400 lines on purpose: one reader per kind of section (workers' environments, probe records, NCCL's log,
-packages, git) turning a snapshot into readable keys; they share the View type, and the workers' precedence is
-defined here once.
+One reader per kind of section (packages, git, GPUs, NCCL's log, libraries...) turning a snapshot into readable
+keys, around the View type they share. The workers' view (processes and probe records) is workers_view.py; who
+read which variable (evidence, not keys) is env_reads.py.
 """
 from __future__ import annotations
 
@@ -35,19 +35,9 @@ from typing import (
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import flags, patch_status
+from envsnap.analysis.compare.env_reads import env_read_coverage, env_read_evidence
 from envsnap.model.owners import owner_text
 from envsnap.model.snapshot import as_dict, section_data
-from envsnap.model.workers import (
-    COMMAND,
-    SERVER,
-    SOURCE_LABELS,
-    SeenProcess,
-    command_records,
-    role_kind,
-    role_kinds,
-    seen_processes,
-    tp_workers,
-)
 
 # Display/sort order of categories: what acts on the measured processes first.
 CATEGORY_ORDER = ("workers", "run", "env", "nccl", "integrity", "patches", "startup", "packages", "python", "git",
@@ -250,7 +240,9 @@ def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = Non
         _leaf_view(view, declared[name].category, name, data[name])
     hint = hints if hints is not None else flags.hints(snap)
     run_line = flags.put_run(view, snap, hint, Subject(flags.COMMAND, flags.RUN))
-    _workers_view(view, data.get("processes"), data.get("probe"), hint, run_line)
+    from envsnap.analysis.compare import workers_view  # it builds on this module's View: imported here
+
+    workers_view.workers_view(view, data.get("processes"), data.get("probe"), hint, run_line)
     view.env_reads, view.env_read_tracked = env_read_evidence(snap)
     view.env_read_until, view.runs_ended = env_read_coverage(snap)
     return view
@@ -418,255 +410,6 @@ def _agree(view: View, category: str, prefix: str, disagree: str, per_instance: 
             view.put(category, f"{disagree}.{name}", values, flats, subject(name, True), aggregate=True)
 
 
-def _workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optional[Dict[str, Any]],
-                  hint: flags.Hints, run_line: Optional[flags.CommandLine]) -> None:
-    procs = {k: v for k, v in ((processes or {}).get("processes") or {}).items() if isinstance(v, dict)}
-    records = {k: v for k, v in ((probe or {}).get("records") or {}).items() if isinstance(v, dict)}
-    commands = command_records(probe or {})
-    if not procs and not records and not commands:
-        return
-    seen = seen_processes(processes or {}, probe or {})
-    kinds = role_kinds(processes or {}, probe or {})
-    workers = tp_workers(seen, kinds)
-    view.workers_are_tp = any(kinds.get(k) == "scheduler" for k in workers)
-    view.workers_are_command = bool(workers) and all(seen[k].group == COMMAND for k in workers)
-    envs: Dict[str, Dict[str, Any]] = {}
-    flat_of: Dict[str, str] = {}
-    sources: Set[str] = set()
-    for key in workers:
-        process = seen[key]
-        if process.env is None:
-            view.unreadable_workers.append(key)
-            continue
-        envs[key], flat_of[key] = process.env, process.flat
-        view.worker_views[key] = (process.env, process.source_label)
-        sources.add("proc" if process.source == "environ" else "probe")
-    view.workers = sorted(envs)
-    view.worker_env_source = "probe" if sources == {"probe"} else ("proc" if sources == {"proc"} else
-                                                                    ("mixed" if sources else ""))
-    if envs:
-        _agree(view, "workers", "workers.env", "workers.disagree", envs, flat_of,
-               lambda name, split: env_subject("workers", name, "disagree" if split else ""))
-        walk_workers = {seen[k].walk_key for k in workers if seen[k].walk_key}
-        probe_workers = {seen[k].probe_key for k in workers if seen[k].probe_key and seen[k].group == SERVER}
-        _server_parent_only(view, procs, records, walk_workers, probe_workers, envs, flat_of)
-        _parent_only(view, envs, flat_of)
-    for key, process in seen.items():
-        if process.group == COMMAND:
-            record = commands.get(key.partition("/")[2]) or {}
-        else:
-            record = records.get(process.probe_key) or {} if process.probe_key else {}
-        proc = procs.get(process.walk_key) or {}
-        line = flags.process_line(proc, record, hint)
-        if process.group == COMMAND and flags.same_as_run(line, run_line):
-            line = None  # the benchmark command itself: its items are run.*
-        _process_keys(view, key, process, proc, record, line)
-
-
-def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, Any], rec: Dict[str, Any],
-                  line: Optional[flags.CommandLine] = None) -> None:
-    """One process's own keys: `workers.<key>.<field>` for the server's, `command.<name>.<field>` for the
-    `envsnap run` command's own processes (never among the server's). Its command line, itemised, stands
-    for its title (the title of a process not retitled is that command line)."""
-    if process.group == COMMAND:
-        base, record_flat = f"command.{key.partition('/')[2]}", f"probe.command_records.{process.probe_key}"
-    else:
-        base, record_flat = f"workers.{key}", f"probe.records.{process.probe_key}"
-    walk_flat = f"processes.processes.{process.walk_key}"
-    view.put("workers", base, process.title, (walk_flat if proc else record_flat,), Subject("process", key),
-             presence=True)
-    itemised = flags.put_process(view, base, Subject(flags.PROCESS, key), line,
-                                 record_flat if flags.from_probe(rec) else walk_flat)
-    for name in PROCESS_FIELDS:
-        if name == "title" and (itemised or flags.bookkeeping_only(proc, rec)):
-            continue
-        if name in proc:
-            view.put("workers", f"{base}.{name}", _norm(proc[name], name), (f"{walk_flat}.{name}",),
-                     Subject("process", key, name))
-    if isinstance(rec.get("init"), dict):
-        view.put("workers", f"{base}.init", _norm(rec["init"]), (f"{record_flat}.init",),
-                 Subject("process", key, "init"))
-    for name, (value, flats) in in_process_changes(record_flat, rec).items():
-        view.put("workers", f"{base}.changed_in_process.{name}", value, flats,
-                 Subject("in_process", key, f"changed_in_process.{name}", variable=name), aggregate=True)
-    modules = rec.get("modules")
-    if isinstance(modules, dict):
-        for name, shadow in sorted((modules.get("shadowed") or {}).items()):
-            if isinstance(shadow, dict):
-                view.put("workers", f"{base}.modules.shadowed.{name}", _norm(shadow),
-                         (f"{record_flat}.modules.shadowed.{name}",), Subject("process", key, f"shadowed.{name}"))
-        for name, path in sorted((modules.get("elsewhere") or {}).items()):
-            if name not in (modules.get("shadowed") or {}):
-                view.put("workers", f"{base}.modules.elsewhere.{name}", path,
-                         (f"{record_flat}.modules.elsewhere.{name}",), Subject("process", key, f"module.{name}"))
-
-
-def in_process_changes(record_flat: str, record: Dict[str, Any]) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
-    """{NAME: (value, flat keys)} for each variable a probed process changed in its own os.environ after
-    start-up (by init_process_group and by exit), whatever its title or role: /proc/PID/environ never
-    shows these, and a process that never reaches init_process_group shows them only here.
-
-    The value is {"start": value at start, "after": [each later value that differs from it, in stage
-    order, None = removed]}: the same change reads the same whether or not the process lived to exit.
-    """
-    start = record.get("env_at_start")
-    if not isinstance(start, dict):
-        return {}
-    stages: List[Tuple[str, Dict[str, Any]]] = []
-    for stage in ("init", "exit"):
-        env = record.get(f"env_at_{stage}")
-        if isinstance(env, dict):
-            stages.append((stage, env))
-    names: Set[str] = set()
-    for _, env in stages:
-        names.update(n for n in set(env) | set(start) if env.get(n) != start.get(n))
-    out: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
-    for name in sorted(names):
-        after: List[Any] = []
-        flats = [f"{record_flat}.env_at_start.{name}"] if name in start else []
-        for stage, env in stages:
-            value = env.get(name)
-            if value != start.get(name) and value not in after:
-                after.append(value)
-            if name in env:
-                flats.append(f"{record_flat}.env_at_{stage}.{name}")
-        out[name] = ({"start": start.get(name), "after": after}, flats)
-    return out
-
-
-def _display_names(procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str, Any]]) -> Dict[Tuple[str, str], str]:
-    """A name per (source, key) for evidence lines. The process walk and the probe key processes on their
-    own ("python-0" in one may be "sglang-main" in the other: the probe keys by the title a process had
-    when it last wrote); the same pid ties them, and the name that carries a role wins."""
-    by_pid: Dict[Any, List[Tuple[str, str, str]]] = {}
-    for source, entries in (("proc", procs), ("probe", records)):
-        for key, entry in entries.items():
-            pid = entry.get("pid")
-            by_pid.setdefault(pid if isinstance(pid, int) else None, []).append((source, key, role_kind(entry)))
-    names: Dict[Tuple[str, str], str] = {}
-    for pid, found in by_pid.items():
-        if pid is None or len(found) == 1:
-            for source, key, _ in found:
-                names[(source, key)] = key
-            continue
-        best = sorted(found, key=lambda f: (f[2] == "other", f[0] != "proc", f[1]))[0][1]
-        for source, key, _ in found:
-            names[(source, key)] = best
-    return names
-
-
-def _spawner(entries: Dict[str, Dict[str, Any]], workers: Set[str]) -> Optional[str]:
-    """The one process (in one source) that started the TP workers, if that source shows it."""
-    parents = {p for p in (entries[w].get("parent_key") for w in workers if w in entries)
-               if isinstance(p, str)} - workers
-    if len(parents) != 1:
-        return None
-    parent = next(iter(parents))
-    return parent if parent in entries else None
-
-
-def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: Dict[str, Dict[str, Any]],
-                        walk_workers: Set[str], probe_workers: Set[str], envs: Dict[str, Dict[str, Any]],
-                        flat_of: Dict[str, str]) -> None:
-    """Performance-relevant variables the server's parent process had that no TP worker saw.
-
-    /proc/PID/environ of the parent is its environment at exec, so a variable it set in-process
-    after starting the workers (os.environ[...] in a patched engine.py) shows only in the probe's
-    later records of it (exit, init) and in children it started afterwards (the detokenizer):
-    those are "late" evidence, flagged when no worker saw that value. The parent's own exec-time
-    environment (probe at start, /proc) is flagged only when the workers lack the variable
-    altogether, since SGLang itself changes some values for its workers before starting them.
-    """
-    names = _display_names(procs, records)
-    late: List[Tuple[str, str, Dict[str, Any], str]] = []  # (process, source, env, flat prefix)
-    early: List[Tuple[str, str, Dict[str, Any], str]] = []
-    spawner = None
-    pmain = _spawner(records, probe_workers)
-    if pmain is not None:
-        spawner = names.get(("probe", pmain), pmain)
-        rec = records[pmain]
-        for field_name in ("env_at_exit", "env_at_init"):
-            if isinstance(rec.get(field_name), dict):
-                late.append((spawner, SOURCE_LABELS[field_name], rec[field_name],
-                             f"probe.records.{pmain}.{field_name}"))
-        if isinstance(rec.get("env_at_start"), dict):
-            early.append((spawner, SOURCE_LABELS["env_at_start"], rec["env_at_start"],
-                          f"probe.records.{pmain}.env_at_start"))
-        for key in sorted(records):
-            child = records[key]
-            if (child.get("parent_key") == pmain and key not in probe_workers and role_kind(child) != "scheduler"
-                    and isinstance(child.get("env_at_start"), dict)):
-                late.append((names.get(("probe", key), key), SOURCE_LABELS["env_at_start"], child["env_at_start"],
-                             f"probe.records.{key}.env_at_start"))
-    qmain = _spawner(procs, walk_workers)
-    if qmain is not None:
-        spawner = spawner or names.get(("proc", qmain), qmain)
-        for key in sorted(procs):
-            proc = procs[key]
-            readable = proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict)
-            if not readable:
-                continue
-            if key == qmain:
-                early.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
-                              f"processes.processes.{key}.environ"))
-            elif proc.get("parent_key") == qmain and key not in walk_workers and role_kind(proc) != "scheduler":
-                late.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
-                             f"processes.processes.{key}.environ"))
-    if spawner is None:
-        return
-
-    def first_values(sources: List[Tuple[str, str, Dict[str, Any], str]]) -> Dict[str, Any]:
-        found: Dict[str, Any] = {}
-        for _, _, env, _ in sources:
-            for name, value in env.items():
-                if name not in found and knowledge.is_performance_variable(name):
-                    found[name] = value
-        return found
-
-    late_values, early_values = first_values(late), first_values(early)
-    for name in sorted(set(late_values) | set(early_values)):
-        seen = {k: env.get(name) for k, env in envs.items()}
-        if name in late_values:
-            value = late_values[name]
-            is_late = early_values.get(name, _MISSING) != value
-            if any(v == value for v in seen.values()):
-                continue
-            if not is_late and any(v is not None for v in seen.values()):
-                continue
-        else:
-            value, is_late = early_values[name], False
-            if any(v is not None for v in seen.values()):
-                continue  # a changed value: SGLang's _set_envs_and_config does that on purpose
-        distinct = {json.dumps(v, default=str) for v in seen.values()}
-        workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
-        has = [(who, src) for who, src, env, _ in late + early if env.get(name, _MISSING) == value]
-        lacks = [(who, src) for who, src, env, _ in early if name not in env] if is_late else []
-        flats = [f"{prefix}.{name}" for _, _, env, prefix in late + early if env.get(name, _MISSING) == value]
-        flats += [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
-        view.put("workers", f"workers.parent_only.{name}",
-                 {"parent": value, "workers": workers_value, "in": "server"}, flats,
-                 env_subject("parent_only", name, "server"), aggregate=True)
-        view.parent_only_info[name] = {"process": spawner, "late": is_late, "has": has, "lacks": lacks}
-
-
-def _parent_only(view: View, envs: Dict[str, Dict[str, Any]], flat_of: Dict[str, str]) -> None:
-    """Performance-relevant variables set in the capturing shell that no worker sees with that value
-    (unless the server's own parent already accounts for them: the stronger evidence)."""
-    for name, value in view.parent_env.items():
-        if not knowledge.is_performance_variable(name):
-            continue
-        if name in view.parent_only_info:
-            view.parent_only_info[name]["shell"] = value
-            continue
-        seen = {k: env.get(name) for k, env in envs.items()}
-        if any(v == value for v in seen.values()):
-            continue
-        distinct = {json.dumps(v, default=str) for v in seen.values()}
-        workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
-        flats = [f"env.vars.{name}"] + [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
-        view.put("workers", f"workers.parent_only.{name}", {"parent": value, "workers": workers_value},
-                 flats, env_subject("parent_only", name, "shell"), aggregate=True)
-
 
 def _libraries_view(view: View, data: Dict[str, Any]) -> None:
     """What each measured process mapped: `libraries.<process>.<object name>` ("run/<key>" for the run command's
@@ -750,91 +493,6 @@ _BUILDERS: Tuple[Tuple[str, Callable[[View, Dict[str, Any]], None]], ...] = (
 # from moment to moment: its leaves would only be volatile noise).
 _CUSTOM = frozenset(name for name, _ in _BUILDERS) | {"processes", "probe", "neighbours"}
 
-
-# Who stands for NCCL in the read evidence: NCCL logs a variable ("X set by environment to Y")
-# only when it reads it with getenv, so each such line is a read by NCCL (nccl_log.py).
-NCCL_READER = "NCCL"
-
-
-def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], List[str]]:
-    """({variable: {process: reads}}, processes whose reads were counted) for one snapshot.
-
-    Processes are the probe's record keys ("scheduler_TP0", "python-2", "3/python-0" for a process
-    of the third run of `envsnap run` that is not the compared one); a record counts only
-    when the probe that wrote it tracked reads (it has "env_reads"), so an old record is no
-    evidence either way. NCCL counts as one reader ("NCCL") whose count is the number of ranks
-    that logged the variable. A variable missing here was read by none of the tracked
-    processes' Python code -- C code (NCCL before its log, CUDA, OpenMP, glibc) reads with
-    getenv, which the probe does not see: "not read by Python" never means "not read".
-    Taken from the snapshot's own sections whatever the other side has: it is evidence about
-    this side's processes, not a compared key.
-    """
-    reads: Dict[str, Dict[str, int]] = {}
-    tracked: List[str] = []
-    probe = section_data(snap, "probe") or {}
-    every = dict(probe.get("run_records") or {})  # an older envsnap's other runs: "<run>/<process>"
-    every.update(probe.get("command_records") or {})  # `envsnap run`'s command processes: "<run>/<process>"
-    every.update(probe.get("records") or {})
-    for key, record in sorted(every.items()):
-        counts = record.get("env_reads") if isinstance(record, dict) else None
-        if not isinstance(counts, dict):
-            continue
-        tracked.append(key)
-        for name, count in counts.items():
-            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-                reads.setdefault(str(name), {})[key] = count
-    nccl = section_data(snap, "nccl") or {}
-    ranks = [info for info in (nccl.get("ranks") or {}).values() if isinstance(info, dict)]
-    if ranks:
-        tracked.append(NCCL_READER)
-        for info in ranks:
-            for name in as_dict(info.get("env")):
-                per = reads.setdefault(str(name), {})
-                per[NCCL_READER] = per.get(NCCL_READER, 0) + 1
-    return {name: dict(sorted(per.items())) for name, per in sorted(reads.items())}, tracked
-
-
-def _epoch(value: Any) -> Optional[float]:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def env_read_coverage(snap: Dict[str, Any]) -> Tuple[Dict[str, Optional[float]], Optional[float]]:
-    """({tracked process: how far its reads are known, epoch s, or None when to its exit}, when the runs
-    ended (epoch s; None without runs)). A record is known to its exit when it has an exit stage; else up
-    to when envsnap last read its journal (reads_until), else its last write (an older probe)."""
-    import datetime
-
-    probe = section_data(snap, "probe") or {}
-    every = dict(probe.get("run_records") or {})
-    every.update(probe.get("command_records") or {})
-    every.update(probe.get("records") or {})
-    until: Dict[str, Optional[float]] = {}
-    for key, record in sorted(every.items()):
-        if not isinstance(record, dict) or not isinstance(record.get("env_reads"), dict):
-            continue
-        if record.get("reads_to_exit") or "exit" in (record.get("stages") or []):
-            until[key] = None
-        else:
-            known = _epoch(record.get("reads_until"))
-            until[key] = known if known is not None else _epoch(record.get("written_at"))
-    ended: Optional[float] = None
-    for run in snap.get("runs") or []:
-        if not isinstance(run, dict) or not isinstance(run.get("started"), str):
-            continue
-        start = None
-        for form in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):  # utc_now's, and without microseconds
-            try:
-                start = datetime.datetime.strptime(run["started"], form)
-                break
-            except ValueError:
-                continue
-        if start is None:
-            continue
-        end = start.replace(tzinfo=datetime.timezone.utc).timestamp() + (_epoch(run.get("duration_s")) or 0.0)
-        ended = end if ended is None else max(ended, end)
-    return until, ended
 
 
 def category_key(category: str) -> Tuple[int, str]:

@@ -27,7 +27,7 @@ from envsnap import format as fmt
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import libraries as libraries_mod, neighbours
 from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
-from envsnap.analysis.compare.views import NCCL_READER
+from envsnap.analysis.compare.env_reads import NCCL_READER
 from envsnap.analysis.rank.factors import SERIES_SHORT_SHARE, Score
 from envsnap.analysis.rank.priors import cpu_count
 from envsnap.analysis.runs.mechanism import lost_cpu

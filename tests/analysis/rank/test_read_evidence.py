@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from helpers import TEST_DATA
 
-from envsnap.analysis.compare import views
+from envsnap.analysis.compare import env_reads, views
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import SECTION_SHAPES, nccl as nccl_collector, probe as probe_collector
 from envsnap.model.schema import validate
@@ -22,15 +22,15 @@ def test_nccl_log_lines_are_reads_by_nccl_counted_per_rank():
     log = TEST_DATA / "nccl" / "two-node-4rank.log"
     section = nccl_collector.collect(CaptureContext(logs=[str(log)]))
     assert section["status"] == "ok"
-    reads, tracked = views.env_read_evidence(_snapshot(nccl=section))
+    reads, tracked = env_reads.env_read_evidence(_snapshot(nccl=section))
     # Expected straight from the log: the processes that logged each variable.
     logged = defaultdict(set)
     for line in log.read_text().splitlines():
         m = re.search(r"(\S+):(\d+):\d+ \[\d+\] NCCL INFO (\w+) set by environment to", line)
         if m:
             logged[m.group(3)].add((m.group(1), m.group(2)))
-    assert logged and tracked == [views.NCCL_READER]
-    assert reads == {name: {views.NCCL_READER: len(procs)} for name, procs in logged.items()}
+    assert logged and tracked == [env_reads.NCCL_READER]
+    assert reads == {name: {env_reads.NCCL_READER: len(procs)} for name, procs in logged.items()}
 
 
 def test_probe_reads_per_process_and_records_without_counts_are_no_evidence(tmp_path):
@@ -52,7 +52,7 @@ def test_probe_reads_per_process_and_records_without_counts_are_no_evidence(tmp_
     assert by_pid[100]["env_reads"] == {"KNOB": 3} and by_pid[100]["env_copies"] == 2
     assert by_pid[100]["started_at"] == 1.5 and "env_reads" not in by_pid[102]
     snap = _snapshot(probe=section)
-    reads, tracked = views.env_read_evidence(snap)
+    reads, tracked = env_reads.env_read_evidence(snap)
     keys = {r["pid"]: k for k, r in data.items()}
     assert tracked == sorted([keys[100], keys[101]])
     assert reads == {"KNOB": {keys[100]: 3, keys[101]: 1}, "OTHER": {keys[101]: 2}}
@@ -63,7 +63,7 @@ def test_probe_reads_per_process_and_records_without_counts_are_no_evidence(tmp_
 
 
 def test_snapshots_without_read_evidence_say_nothing():
-    assert views.env_read_evidence({"schema_version": 1, "sections": {}}) == ({}, [])
+    assert env_reads.env_read_evidence({"schema_version": 1, "sections": {}}) == ({}, [])
 
 
 def _reads_pair(record_extra):
