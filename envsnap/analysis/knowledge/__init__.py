@@ -39,11 +39,14 @@ from envsnap.analysis.knowledge.rules import (
     ENGINE_SET_ENV,
     HOT_PATH_PACKAGES,
     KNOWLEDGE_RULES,
+    VALUE_CASES,
     VOLATILE_RULES,
+    ValueCase,
     all_rules,
     section_category,
     section_compares,
     section_rules,
+    value_case,
 )
 from envsnap.analysis.knowledge.variables import (
     CPU_SIZED,
@@ -53,6 +56,7 @@ from envsnap.analysis.knowledge.variables import (
     MEMORY_SIZED,
     NAME_FAMILIES,
     NEIGHBOUR_SIZED,
+    PATH_SETTING_FAMILIES,
     RESOURCE_KEYS,
     SMT_OFF_PRIOR,
     SMT_OTHER_PRIOR,
@@ -73,15 +77,14 @@ from envsnap.model.rules import (
 )
 
 __all__ = [
-    "BUILD_CHANGES", "MISSING_COMPILED", "REPLACED_COMPILED", "BuildChange", "build_change", "build_identity",
-    "build_summary",
-    "BUSY_CPUS", "COMMUNICATION", "CPU_HOST", "CPU_SET", "CPU_SIZED", "CROSS_SECTION_RULES", "CUDA_CONTEXT",
-    "DOCUMENTATION_NAMES", "DRAFTER", "ENGINE_SET_ENV", "FILE_KINDS", "FieldRule", "GPU_CONTEXT", "GRAPHS",
-    "HOT_PATH_PACKAGES", "KERNELS", "KNOB_FREE_FAMILIES", "KNOWLEDGE_RULES", "LOADED_BY_PART", "MEMORY",
-    "MEMORY_SIZED", "NAME_FAMILIES", "NATIVE_READERS", "NCCL_CONTEXT", "NEIGHBOUR_SIZED", "NONE", "PEAK_THREADS",
+    "BUILD_CHANGES", "BUSY_CPUS", "BuildChange", "COMMUNICATION", "CPU_HOST", "CPU_SET", "CPU_SIZED",
+    "CROSS_SECTION_RULES", "CUDA_CONTEXT", "DOCUMENTATION_NAMES", "DRAFTER", "ENGINE_SET_ENV", "FILE_KINDS",
+    "FieldRule", "GPU_CONTEXT", "GRAPHS", "HOT_PATH_PACKAGES", "KERNELS", "KNOB_FREE_FAMILIES", "KNOWLEDGE_RULES",
+    "LOADED_BY_PART", "MEMORY", "MEMORY_SIZED", "MISSING_COMPILED", "NAME_FAMILIES", "NATIVE_READERS",
+    "NCCL_CONTEXT", "NEIGHBOUR_SIZED", "NONE", "PATH_SETTING_FAMILIES", "PEAK_THREADS", "REPLACED_COMPILED",
     "REQUIREMENTS", "RESOURCE_KEYS", "Requirement", "SERIES_LINKS", "SGLANG_CONTEXT", "SMT_OFF_PRIOR",
-    "SMT_OTHER_PRIOR", "SectionRules", "SeriesLink", "SizedPrior", "THREADS_CONTEXT", "VARIABLE_KINDS",
-    "VOLATILE_RULES", "VariableKind", "all_rules", "glob_matcher", "is_performance_variable", "is_volatile",
-    "native_reader", "requirement_for", "rule_for", "section_category", "section_compares", "section_rules",
-    "series_link",
+    "SMT_OTHER_PRIOR", "SectionRules", "SeriesLink", "SizedPrior", "THREADS_CONTEXT", "VALUE_CASES",
+    "VARIABLE_KINDS", "VOLATILE_RULES", "ValueCase", "VariableKind", "all_rules", "build_change", "build_identity",
+    "build_summary", "glob_matcher", "is_performance_variable", "is_volatile", "native_reader", "requirement_for",
+    "rule_for", "section_category", "section_compares", "section_rules", "series_link", "value_case",
 ]

@@ -20,7 +20,7 @@ to bottom is what a reviewer checks.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Dict, List, Tuple
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
 from envsnap.model.rules import (
     COMMUNICATION,
@@ -181,12 +181,14 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     # NCCL env page "NCCL_GRAPH_MIXING_SUPPORT": graph/non-graph launch mixing; sglang 0.5.23
     # srt/entrypoints/engine.py:1916-1920 sets it to 0 for DCP ("can help improve performance for symmetric kernels").
     _env("NCCL_GRAPH_MIXING_SUPPORT", COMMUNICATION, 0.4, "NCCL_GRAPH_MIXING_SUPPORT changes how NCCL orders work captured in CUDA graphs (0 helps symmetric kernels)"),
-    # NCCL env page "NCCL_DEBUG": INFO costs only at init; TRACE logs every call.
-    _env("NCCL_DEBUG", COMMUNICATION, 0.2, "NCCL_DEBUG=TRACE logs every collective (INFO only costs at init)"),
+    # NCCL docs, Troubleshooting > Logging: NCCL_DEBUG is VERSION, WARN, INFO or TRACE ("replayable traces, plus
+    # CALL APIs"); what a change costs depends on the values (VALUE_CASES below).
+    _env("NCCL_DEBUG", COMMUNICATION, 0.2, "NCCL_DEBUG=TRACE logs every NCCL call (replayable traces)"),
     _env("NCCL_DEBUG_SUBSYS", NONE, 0.05, "which NCCL subsystems log (no effect on speed)"),
     _env("NCCL_DEBUG_FILE", NONE, 0.05, "where NCCL logs go (no effect on speed)"),
-    # NCCL env page: any other NCCL_* variable changes NCCL's behaviour somewhere.
-    _env("NCCL_*", COMMUNICATION, 0.35, "an NCCL setting: read by NCCL at communicator init"),
+    # NCCL env page: any other NCCL_* variable changes NCCL's behaviour somewhere (NCCL reads its variables when a
+    # communicator is created). A family rule: its variables' values are judged too (analysis/rank/priors.py).
+    _env("NCCL_*", COMMUNICATION, 0.35, "an NCCL setting (the NCCL_ prefix)"),
 
     # --- CUDA: https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#cuda-environment-variables ---
     # CUDA env vars: CUDA_LAUNCH_BLOCKING=1 makes every launch synchronous.
@@ -241,8 +243,9 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     # 0.5.5 environ.py:251, 0.5.23 environ.py:1522 deterministic inference: batch-invariant kernels, slower.
     _env("SGLANG_ENABLE_DETERMINISTIC_INFERENCE", KERNELS, 0.6, "deterministic inference uses slower batch-invariant kernels"),
     # 0.5.5 environ.py:302-314, 0.5.23 environ.py:2298-2306: SGL_* is renamed to SGLANG_* at import; any SGLang knob.
-    _env("SGLANG_*", NONE, 0.3, "an SGLang setting read by the server"),
-    _env("SGL_*", NONE, 0.3, "an SGLang setting (SGL_ is renamed to SGLANG_ at import)"),
+    # The prefix says whose variable it is, not that anything read it: the probe's reads and the context say that.
+    _env("SGLANG_*", NONE, 0.3, "an SGLang setting (the SGLANG_ prefix)"),
+    _env("SGL_*", NONE, 0.3, "an SGLang setting (the SGL_ prefix, renamed to SGLANG_ at import)"),
     # FlashInfer reads TRTLLM_ENABLE_PDL (programmatic dependent launch); sglang's _set_envs_and_config sets it
     # (0.5.5 srt/entrypoints/engine.py:692-694, 0.5.23 srt/entrypoints/engine.py:1923-1925).
     _env("TRTLLM_ENABLE_PDL", KERNELS, 0.4, "TRTLLM_ENABLE_PDL toggles programmatic dependent launch in FlashInfer kernels"),
@@ -318,6 +321,46 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     # Hugging Face tokenizers docs: TOKENIZERS_PARALLELISM toggles the Rust thread pool.
     _env("TOKENIZERS_PARALLELISM", CPU_HOST, 0.15, "TOKENIZERS_PARALLELISM toggles tokenizer threads"),
 ]
+
+class ValueCase(NamedTuple):
+    """A named variable rule read with its values: when every value on both sides (upper-cased; None for unset,
+    "" for set but empty) is one of `values`, the costly setting the rule is about is on neither side, and the
+    difference takes this prior and reason instead of the rule's ({name}, {good}, {bad} are filled in)."""
+    values: FrozenSet[Optional[str]]
+    weight: float
+    why: str
+
+
+# Rules whose knob does what they say only for some values (analysis/rank/priors.py reads them).
+VALUE_CASES: Dict[str, ValueCase] = {
+    # NCCL docs, Troubleshooting > Logging: the levels are VERSION, WARN, INFO and TRACE, and only TRACE logs every
+    # call; NCCL env page "NCCL_DEBUG_SUBSYS": INFO logs the INIT, BOOTSTRAP and ENV subsystems by default, which
+    # speak when a communicator is created. Between the other levels only how much is logged at init changes.
+    "NCCL_DEBUG": ValueCase(frozenset({None, "", "VERSION", "WARN", "INFO"}), 0.03,
+                            "NCCL_DEBUG {good} \u2192 {bad}: only how much NCCL logs when a communicator is created "
+                            "(and on errors) changes; neither side logs every call (TRACE would)"),
+    # CUDA programming guide, "CUDA Environment Variables": CUDA_LAUNCH_BLOCKING takes 0 or 1, default 0 (launches
+    # are asynchronous): unset and 0 are one setting.
+    "CUDA_LAUNCH_BLOCKING": ValueCase(frozenset({None, "", "0"}), 0.03,
+                                      "CUDA_LAUNCH_BLOCKING {good} \u2192 {bad}: kernel launches stay asynchronous on "
+                                      "both sides (0 is CUDA's default; 1 would make them synchronous)"),
+    # PyTorch docs, torch.distributed "Debugging torch.distributed applications": TORCH_DISTRIBUTED_DEBUG is OFF (the
+    # default), INFO (more logging when DDP models initialise) or DETAIL (collectives checked for consistency).
+    "TORCH_DISTRIBUTED_DEBUG": ValueCase(frozenset({None, "", "OFF", "INFO"}), 0.05,
+                                         "TORCH_DISTRIBUTED_DEBUG {good} \u2192 {bad}: only start-up logging changes; "
+                                         "neither side checks every collective (DETAIL would)"),
+}
+
+
+def value_case(name: str, values: List[Optional[str]]) -> Optional[ValueCase]:
+    """The case of VALUE_CASES that holds for these values of both sides, or None (the rule itself applies)."""
+    case = VALUE_CASES.get(name)
+    if case is None:
+        return None
+    normal = {None if v is None else str(v).strip().upper() for v in values}
+    return case if normal <= case.values else None
+
+
 
 # Rules about no one section: a node of a merged multi-node snapshot that one side lacks
 # (analysis/compare/nodes.py). The job ran on another set of machines: cross-node collectives take other

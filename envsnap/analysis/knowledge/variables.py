@@ -55,6 +55,21 @@ NAME_FAMILIES: List[Tuple[str, str]] = [
 ]
 KNOB_FREE_FAMILIES = ("linker", "allocator", "interpreter")  # a path value is still a setting for these
 
+# Family rules (a rule of rules.py whose variable name holds a wildcard: NCCL_*, SGLANG_*, TORCHINDUCTOR_*...) give
+# the prior of a *setting* of that family. Their variables' values are judged the way unknown variables' are (the
+# name families above and the values' shape, analysis/rank/priors.py): a path, URL, id, hash or timestamp, or a
+# DIR/PATH/FILE/HOME/ID name, is bookkeeping in any family -- except where the family loads code or configuration
+# from a path, so that a path is the setting itself: {family rule: the name patterns whose paths are settings}.
+PATH_SETTING_FAMILIES: Dict[str, Tuple[str, ...]] = {
+    # NCCL env page: NCCL_TOPO_FILE and NCCL_GRAPH_FILE replace topology detection and graph search with a file's,
+    # NCCL_CONF_FILE names a file of settings, NCCL_NET_PLUGIN / NCCL_TUNER_PLUGIN / NCCL_PROFILER_PLUGIN a library.
+    "NCCL_*": ("*",),
+    # Triton 3.4 python/triton/knobs.py: TRITON_PTXAS_PATH, TRITON_CUOBJDUMP_PATH (env_nvidia_tool), TRITON_LIBDEVICE_PATH,
+    # TRITON_LIBCUDA_PATH, TRITON_CUDACRT_PATH name the tools and libraries kernels are built with; its *_DIR
+    # variables (TRITON_CACHE_DIR, TRITON_DUMP_DIR) are where it keeps files.
+    "TRITON_*": ("*_PATH",),
+}
+
 # Host resources whose change is sized (analysis/rank/priors.py): a resource taken away ranks by how much of it.
 # sched_setaffinity(2)/taskset(1) (usable CPUs), cgroup-v2.rst cpu.max / cpuset.cpus.effective / memory.max,
 # cpufreq.rst (governor), Documentation/admin-guide/hw-vuln/core-scheduling.rst and sysfs smt/control (SMT).

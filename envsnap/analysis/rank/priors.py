@@ -16,7 +16,7 @@ A difference a field rule names (analysis/knowledge) takes that rule's weight. T
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import neighbours
@@ -67,10 +67,13 @@ def value_kind(value: Any) -> Optional[str]:
 
 
 def _family(name: str) -> Optional[str]:
-    for pattern, kind in knowledge.NAME_FAMILIES:
-        if knowledge.glob_matcher(pattern)(name):
-            return kind
-    return None
+    pattern = _family_pattern(name)
+    return dict(knowledge.NAME_FAMILIES)[pattern] if pattern is not None else None
+
+
+def _family_pattern(name: str) -> Optional[str]:
+    """The first name family (knowledge.NAME_FAMILIES) the name falls in, as its pattern."""
+    return next((p for p, _ in knowledge.NAME_FAMILIES if knowledge.glob_matcher(p)(name)), None)
 
 
 def variable_kind(name: str, good: Any, bad: Any) -> Tuple[str, str]:
@@ -209,16 +212,13 @@ def prior_for(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Pri
         sized = resource_prior(resource, d, comp)
         if sized is not None:
             return Prior(sized[0], f"sized: {sized[1]}", sized[1], sized=True)
+    variable = d.variable is not None and d.where in _VARIABLE_PLACES
     if rule.pattern != "*":
+        if variable and rule.category == "env":
+            return _variable_rule_prior(d, rule)
         return Prior(rule.weight, rule_source(rule))
-    if d.variable is not None and d.where in ("env", "workers", "in_process", "parent_only", "nccl", "nccl_conf"):
-        good, bad = setting_value(d.subject, d.good), setting_value(d.subject, d.bad)
-        if d.where == "in_process":
-            good = good.get("start") if isinstance(good, dict) else good
-            after = (bad or {}).get("after") if isinstance(bad, dict) else None
-            bad = after[-1] if after else bad
-        if d.subject.aspect == "disagree":
-            good, bad = _one_value(good), _one_value(bad)
+    if variable and d.variable is not None:
+        good, bad = _representative(d)
         kind, shown_by = variable_kind(d.variable, good, bad)
         entry = knowledge.VARIABLE_KINDS[kind]
         values = " \u2192 ".join("unset" if v is None else _short(v) for v in (good, bad))
@@ -229,6 +229,90 @@ def prior_for(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Pri
                      else "unknown variable: free text", f"{d.variable} is not in the knowledge table; {how}",
                      component=entry.component)
     return Prior(rule.weight, "no rule names it: the section's default")
+
+
+_VARIABLE_PLACES = ("env", "workers", "in_process", "parent_only", "nccl", "nccl_conf")
+
+
+def _representative(d: Difference) -> Tuple[Any, Any]:
+    """One value per side of a variable's difference (the value before and after an in-process change, the
+    first worker's where the workers disagree)."""
+    good, bad = setting_value(d.subject, d.good), setting_value(d.subject, d.bad)
+    if d.where == "in_process":
+        good = good.get("start") if isinstance(good, dict) else good
+        after = (bad or {}).get("after") if isinstance(bad, dict) else None
+        bad = after[-1] if after else bad
+    elif d.where == "parent_only":
+        good = good.get("parent") if isinstance(good, dict) else good
+        bad = bad.get("parent") if isinstance(bad, dict) else bad
+    if d.subject.aspect == "disagree":
+        good, bad = _one_value(good), _one_value(bad)
+    return good, bad
+
+
+def _every_value(d: Difference) -> List[Any]:
+    """Every value the difference shows on either side (each worker's, the shell's and the workers', before and
+    after an in-process change; None for unset)."""
+    out: List[Any] = []
+    for side in (d.good, d.bad):
+        value = setting_value(d.subject, side)
+        if not isinstance(value, dict):
+            out.append(value)
+        elif d.where == "parent_only":
+            out.extend(v for k, v in value.items() if k in ("parent", "workers") and v != "mixed")
+        elif d.where == "in_process":
+            out.append(value.get("start"))
+            out.extend(value.get("after") or [])
+        else:  # workers that disagree: {worker: value}
+            out.extend(value.values())
+    return out
+
+
+def _family_tail(rule: knowledge.FieldRule) -> Optional[str]:
+    """The variable pattern of a family rule (`NCCL_*` of `*.NCCL_*`), None for a rule that names one variable."""
+    tail = rule.pattern[2:] if rule.pattern.startswith("*.") else ""
+    return tail if tail and any(c in tail for c in "*?[") else None
+
+
+def _path_is_setting(family: str, name: str, values: Tuple[Any, Any]) -> bool:
+    """A family whose variables of this name take a path as the setting itself, and the values are paths."""
+    patterns = knowledge.PATH_SETTING_FAMILIES.get(family, ())
+    set_values = [str(v).strip() for v in values if v is not None]
+    return bool(set_values) and all(_is_path(v) for v in set_values) \
+        and any(knowledge.glob_matcher(p)(name) for p in patterns)
+
+
+def _is_path(text: str) -> bool:
+    return "://" not in text and (text.startswith(("/", "~", "./", "../")) or ("/" in text and " " not in text))
+
+
+def _variable_rule_prior(d: Difference, rule: knowledge.FieldRule) -> Prior:
+    """The prior of a variable a rule names, read with its values: a named rule's value cases
+    (knowledge.VALUE_CASES: NCCL_DEBUG INFO -> WARN is not TRACE), and for a family rule (NCCL_*, SGLANG_*...)
+    the values' and name's shape, judged as for unknown variables: bookkeeping is bookkeeping in any family,
+    unless the family takes a path as a setting (knowledge.PATH_SETTING_FAMILIES)."""
+    name = str(d.variable)
+    source = rule_source(rule)
+    family = _family_tail(rule)
+    if family is None:
+        case = knowledge.value_case(rule.pattern[2:], _every_value(d))
+        if case is None:
+            return Prior(rule.weight, source)
+        good, bad = _representative(d)
+        shown = ["unset" if v is None else _short(v) for v in (good, bad)]
+        return Prior(case.weight, f"{source}, for these values",
+                     case.why.format(name=name, good=shown[0], bad=shown[1]), component=knowledge.NONE)
+    good, bad = _representative(d)
+    kind, shown_by = variable_kind(name, good, bad)
+    if kind != "bookkeeping" or _path_is_setting(family, name, (good, bad)):
+        return Prior(rule.weight, source)
+    entry = knowledge.VARIABLE_KINDS["bookkeeping"]
+    values = " \u2192 ".join("unset" if v is None else _short(v) for v in (good, bad))
+    how = f"its name ({_family_pattern(name)}) and values ({values})" if shown_by == "name" else f"its values ({values})"
+    # Only ever lowers the family's prior: the family says whose variable it is, the shape what it holds.
+    return Prior(min(rule.weight, entry.prior), f"{source}, but bookkeeping by its {shown_by}",
+                 f"{name} has the {family.rstrip('*')} prefix, but {how} look like bookkeeping (a path, URL, id, hash, "
+                 "timestamp), not a setting", component=knowledge.NONE)
 
 
 def _one_value(value: Any) -> Any:

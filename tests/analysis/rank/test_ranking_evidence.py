@@ -290,3 +290,78 @@ def test_score_lines_say_every_factor_with_its_value():
                              "x2 read by scheduler_TP0 (12 reads)"]
     assert score.raw == pytest.approx(0.16) and 0 < score.score < 1
     assert [f["factor"] for f in score.to_json()] == ["prior", "out_of_context", "read_by_process"]
+
+
+# ---------------------------------------------------------------- rules read with their values (a *_DIR path
+# under SGLANG_* ranked 2nd with no SGLang anywhere); the real processes: tests/e2e/test_real_use_ranking.py
+
+def _family_rules():
+    """Every family rule of the table (a `*.PREFIX_*` variable rule), by its variable pattern."""
+    return sorted({r.pattern[2:] for r in knowledge.KNOWLEDGE_RULES
+                   if not r.volatile and r.pattern.startswith("*.") and "*" in r.pattern[2:]})
+
+
+def _prior(name, good, bad):
+    g, b = _pair({name: good} if good is not None else {}, {name: bad} if bad is not None else {})
+    cause = _causes(g, b)[f"env.{name}"]
+    return cause["factors"][0], cause
+
+
+@pytest.mark.parametrize("family", _family_rules())
+def test_every_family_rule_judges_its_variables_values_like_unknown_ones(family):
+    prefix = family.rstrip("*")
+    weight = knowledge.rule_for(f"env.{prefix}ZZ_KNOB").weight
+    # A knob-like value keeps the family's prior; a *_DIR holding a path is bookkeeping, whatever the family,
+    # unless the family takes a path as a setting (knowledge.PATH_SETTING_FAMILIES).
+    knob, _ = _prior(f"{prefix}ZZ_KNOB", "1", "2")
+    assert knob["value"] == weight, knob
+    path, cause = _prior(f"{prefix}ZZ_DIR", "/srv/a", "/srv/b")
+    if any(knowledge.glob_matcher(p)(f"{prefix}ZZ_DIR") for p in knowledge.PATH_SETTING_FAMILIES.get(family, ())):
+        assert path["value"] == weight, path
+    else:
+        assert path["value"] == min(weight, knowledge.VARIABLE_KINDS["bookkeeping"].prior), path
+        assert path["why"] == f"{family} rule, but bookkeeping by its name"
+        assert cause["why"].startswith(f"{prefix}ZZ_DIR has the {prefix} prefix, but its name (*_DIR) and values "
+                                       "(/srv/a \u2192 /srv/b) look like bookkeeping"), cause["why"]
+        assert cause["component"] == knowledge.NONE
+    # A bookkeeping-shaped value under a knob-like name (a uuid) is bookkeeping too, in every family.
+    ident, _ = _prior(f"{prefix}ZZ_MODE", None, "3f2b8c1e-9d4a-4c6e-8f1a-2b7d5e0c9a41")
+    assert ident["value"] == min(weight, knowledge.VARIABLE_KINDS["bookkeeping"].prior), ident
+
+
+def test_a_family_path_that_is_a_setting_keeps_its_prior():
+    graph, _ = _prior("NCCL_GRAPH_FILE", "/etc/nccl/a.xml", "/etc/nccl/b.xml")  # NCCL reads the graph from it
+    assert graph["value"] == knowledge.rule_for("env.NCCL_GRAPH_FILE").weight
+    ptxas, _ = _prior("TRITON_PTXAS_PATH", None, "/usr/local/cuda/bin/ptxas")  # which ptxas builds the kernels
+    assert ptxas["value"] == knowledge.rule_for("env.TRITON_PTXAS_PATH").weight
+    cache, _ = _prior("TRITON_CACHE_DIR", "/a", "/b")  # where Triton keeps its cache: bookkeeping
+    assert cache["value"] == knowledge.VARIABLE_KINDS["bookkeeping"].prior
+
+
+@pytest.mark.parametrize("name,good,bad,costly", [
+    ("NCCL_DEBUG", "INFO", "WARN", False), ("NCCL_DEBUG", None, "INFO", False), ("NCCL_DEBUG", "VERSION", "warn", False),
+    ("NCCL_DEBUG", "INFO", "TRACE", True), ("NCCL_DEBUG", None, "SOMETHING", True),
+    ("CUDA_LAUNCH_BLOCKING", None, "0", False), ("CUDA_LAUNCH_BLOCKING", "0", "1", True),
+    ("CUDA_LAUNCH_BLOCKING", None, "1", True),
+    ("TORCH_DISTRIBUTED_DEBUG", "OFF", "INFO", False), ("TORCH_DISTRIBUTED_DEBUG", "INFO", "DETAIL", True),
+])
+def test_named_rules_read_the_values_that_decide_what_the_knob_does(name, good, bad, costly):
+    prior, cause = _prior(name, good, bad)
+    rule = knowledge.rule_for(f"env.{name}")
+    if costly:
+        assert prior["value"] == rule.weight and prior["why"] == f"{name} rule" and cause["why"].startswith(rule.why)
+    else:
+        case = knowledge.VALUE_CASES[name]
+        assert prior["value"] == case.weight < rule.weight and prior["why"] == f"{name} rule, for these values"
+        shown = " \u2192 ".join("unset" if v is None else v for v in (good, bad))
+        assert cause["why"].startswith(f"{name} {shown}: "), cause["why"]
+    if name == "NCCL_DEBUG" and not costly:
+        assert "TRACE logs every" not in cause["why"] and "neither side logs every call" in cause["why"]
+
+
+def test_no_rule_reason_claims_an_observation():
+    """A rule's `why` says what a knob does; that something read it is evidence (the probe, NCCL's log)."""
+    claims = ("read by the server", "read by the workers", "seen by", "was read", "the server read")
+    found = [r.pattern for r in knowledge.all_rules() if not r.volatile and any(c in r.why for c in claims)]
+    found += [n for n, case in knowledge.VALUE_CASES.items() if any(c in case.why for c in claims)]
+    assert found == []
