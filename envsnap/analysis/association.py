@@ -7,6 +7,10 @@ spread inside a snapshot counts against a key whose snapshot medians happen to d
 p-value relabels whole snapshots, because the runs of one snapshot share its environment, machine
 state and time and are not independent observations of the key.
 
+A key with a value of its own in every snapshot (a title holding a port, a timestamp) splits the runs by
+snapshot: its eta squared is all the variance between snapshots, and no relabelling can test it. It is
+flagged (`unique_per_snapshot`, `testable: false`) and ranked after every key that can be tested.
+
 Keys whose values split the snapshots the same way in every snapshot (the same partition, whatever
 the values) change together: no set of these snapshots can tell them apart, and they get the same
 score and p-value by construction. They are reported as one group ("confounded"), ranked together,
@@ -78,11 +82,19 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
                  f"({_count(snaps_per[label], 'snapshot')}, {_count(len(groups[label]), 'run')})"
                  for label, m in ordered[:4]]
         rule = knowledge.rule_for(base)
+        # A value of its own in every snapshot: each value stands for one snapshot, so grouping by it is grouping
+        # by snapshot (its eta squared is all the variance between snapshots, the largest any key can have) and
+        # no relabelling can tell it from chance. Flagged and ranked below every key that can be tested.
+        unique = len(set(labels)) == len(labels)
+        why = f"{name} median of the runs by value \u2014 " + "; ".join(parts)
+        if unique:
+            why = (f"a different value in each of the {len(labels)} snapshots (one snapshot per value): grouping "
+                   f"by it is grouping by snapshot, so its association with {name} cannot be tested")
         items.append({"key": key, "category": category, "component": rule.component, "node": node,
                       "score": round(eta2, 3), "effect_pct": effect_pct, "p_value": round(p, 4), "method": method,
-                      "values": [diff_mod.display(subject, v) for v in raw],
-                      "why": f"{name} median of the runs by value \u2014 " + "; ".join(parts),
-                      "_partition": partition, "_weight": rule.weight, "_eta2": eta2, "_p": p})
+                      "values": [diff_mod.display(subject, v) for v in raw], "testable": not unique,
+                      "unique_per_snapshot": unique, "why": why,
+                      "_partition": partition, "_weight": rule.weight, "_eta2": eta2, "_p": p, "_unique": unique})
     items, confounded = _group_and_rank(items)
     snapshots = [{"file": f, "label": s.get("label"), "host": s.get("host"), "created": s.get("created"),
                   "median": stats._r(m), "n": len(v[name])} for f, s, v, m in zip(files, snaps, values, medians)]
@@ -91,6 +103,12 @@ def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Opt
     if len(snaps) < 5:
         warnings.append(f"{len(snaps)} snapshots: the smallest possible permutation p-value is large "
                         f"(best here {floor:.2g}); treat the order as a hint, not proof")
+    untested = [str(it["key"]) for it in items if it["unique_per_snapshot"]]
+    if untested:
+        many = len(untested) != 1
+        warnings.append(f"{len(untested)} key{'s' if many else ''} differ{'' if many else 's'} in every snapshot "
+                        f"({', '.join(untested[:3])}{' ...' if len(untested) > 3 else ''}): one snapshot per value "
+                        "cannot be tested, ranked after every key that can")
     if confounded:
         warnings.append(f"{len(confounded)} group{'s' if len(confounded) != 1 else ''} of keys change together in "
                         "every snapshot and cannot be told apart by these snapshots (a snapshot that changes one "
@@ -117,7 +135,9 @@ def _group_and_rank(items: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], 
     by_partition: Dict[Tuple[int, ...], List[Dict[str, Any]]] = {}
     for item in items:
         by_partition.setdefault(item["_partition"], []).append(item)
-    ordered = sorted(by_partition.values(), key=lambda members: (-round(members[0]["_eta2"], 6), members[0]["_p"],
+    # Keys that can be tested first (a key unique per snapshot cannot: _unique), then by score, p and prior.
+    ordered = sorted(by_partition.values(), key=lambda members: (members[0]["_unique"],
+                                                                -round(members[0]["_eta2"], 6), members[0]["_p"],
                                                                 -max(i["_weight"] for i in members),
                                                                 min(i["key"] for i in members)))
     out: List[Dict[str, Any]] = []
@@ -125,14 +145,15 @@ def _group_and_rank(items: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], 
     for rank, members in enumerate(ordered, 1):
         keys = sorted(i["key"] for i in members)
         for item in sorted(members, key=lambda i: i["key"]):
-            for private in ("_partition", "_weight", "_eta2", "_p"):
+            for private in ("_partition", "_weight", "_eta2", "_p", "_unique"):
                 item.pop(private)
             item["rank"] = rank
             if len(keys) > 1:
                 item["confounded_with"] = [k for k in keys if k != item["key"]]
             out.append(item)
         if len(keys) > 1:
-            confounded.append({"rank": rank, "keys": keys, "score": members[0]["score"], "p_value": members[0]["p_value"]})
+            confounded.append({"rank": rank, "keys": keys, "score": members[0]["score"], "p_value": members[0]["p_value"],
+                               "testable": members[0]["testable"]})
     return out, confounded
 
 

@@ -246,8 +246,11 @@ def render_rank(result: Dict[str, Any], top: int = 0) -> str:
         together = item.get("confounded_with") or []
         names = " = ".join([item["key"]] + together)
         components = sorted({i["component"] for i in items if i["rank"] == item["rank"]})
-        lines.append(f"  {item['rank']}. [{item['score']:.2f}] {names}  effect {effect}, "
-                     f"p={item['p_value']:.2g} ({', '.join(components)})")
+        if item.get("unique_per_snapshot"):
+            lines.append(f"  {item['rank']}. [untested] {names}  unique per snapshot ({', '.join(components)})")
+        else:
+            lines.append(f"  {item['rank']}. [{item['score']:.2f}] {names}  effect {effect}, "
+                         f"p={item['p_value']:.2g} ({', '.join(components)})")
         if together:
             lines.append(f"     these {len(together) + 1} change together in every snapshot: cannot be told apart")
         lines.append(f"     {item['why']}")

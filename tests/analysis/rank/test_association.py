@@ -252,3 +252,26 @@ def test_rank_cli(tmp_path):
     assert data["associations"][0]["key"] == "env.NCCL_NVLS_ENABLE"
     two = run_envsnap("rank", *paths[:2])
     assert two.returncode == 2 and "at least 3 snapshots" in two.stderr and two.stderr.count("\n") == 1
+
+
+def test_a_value_unique_to_every_snapshot_is_flagged_and_ranked_after_every_testable_key():
+    """A process title holding a fresh port per launch splits the runs by snapshot: the largest eta squared any
+    key can have, and nothing a permutation can test (it ranked first, 0.97, above the real cause)."""
+    snaps = _sweep()
+    for day, s in enumerate(snaps):
+        s["sections"]["env"]["data"]["vars"]["SERVER_TITLE"] = f"python -m server --port {41000 + day}"
+    result = association.associate(snaps, [f"s{i}.json" for i in range(len(snaps))])
+    items = {a["key"]: a for a in result["associations"]}
+    title = items["env.SERVER_TITLE"]
+    assert title["unique_per_snapshot"] and not title["testable"] and title["score"] > 0.99
+    assert "cannot be tested" in title["why"]
+    testable = [a for a in result["associations"] if a["testable"]]
+    assert testable and all(not a["unique_per_snapshot"] for a in testable)
+    assert result["associations"][0]["key"] == "env.NCCL_NVLS_ENABLE"
+    assert title["rank"] > max(a["rank"] for a in testable)
+    assert any(w.startswith("1 key differs in every snapshot (env.SERVER_TITLE)") for w in result["warnings"])
+    from envsnap.render.text import render_rank
+
+    text = render_rank(result)
+    assert f"  {title['rank']}. [untested] env.SERVER_TITLE  unique per snapshot (none)" in text
+    assert text.index("1. [1.00] env.NCCL_NVLS_ENABLE") < text.index("[untested] env.SERVER_TITLE")
