@@ -12,6 +12,7 @@ from envsnap.analysis.compare.patches import PristineFinder
 from envsnap.analysis.rank.causes import rank_causes
 from envsnap.analysis.rank.context import build_context
 from envsnap.analysis.rank.groups import bisect_hint, commands_differ, tie_groups
+from envsnap.analysis.rank.running import running
 from envsnap.analysis.runs.verdict import build_verdict
 
 SCHEMA_VERSION = 1
@@ -39,7 +40,7 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
     verdict, run_warnings = build_verdict(good, bad, metric)
     comp = diff_mod.compare(good, bad)
     context = build_context(good, bad)
-    causes = rank_causes(comp, verdict, context)
+    causes = rank_causes(comp, verdict, context, running(good, bad))
     differing = comp.modified_differing if not comp.parts else None
     if callable(pristine):
         pristine = pristine(patches_mod.pristine_needs(good, bad, differing))

@@ -393,6 +393,8 @@ class RunSession:
     def session_info(self, interrupted: bool) -> Dict:
         info = {
             "command": redact_argv(self.opts.command),
+            # Where the command ran: the analysis tells a checkout the benchmark ran from (analysis/rank/running.py).
+            "cwd": redact_text(self.opts.cwd or os.getcwd()),
             "repeat": self.opts.repeat,
             "warmup": self.opts.warmup,
             "warmups_done": self.warmups_done,

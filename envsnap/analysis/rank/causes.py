@@ -8,7 +8,8 @@ of evidence is a named factor (factors.py) applied to it and listed in its evide
   reads      did the measured processes read the variable (observed.py; C libraries count as readers)?
   mechanism  does its component fit how the runs got slower (mechanism.py, observed.py)?
   domain     the workers' own environment, NCCL's log, SGLang's launcher and custom all-reduce,
-             editable checkouts, start-up hooks, hot-path packages (domain.py);
+             checkouts the measured processes ran from (running.py), start-up hooks, hot-path packages
+             (domain.py);
   patches    a recorded patch's hunk applied on one side only: did its file change, does it run
              (patch_status.py);
   EAGLE-3    the verify or drafter side the decomposition points at (eagle3.py);
@@ -25,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import diff as diff_mod, nodes as nodes_mod, patch_status
 from envsnap.analysis.knowledge import CPU_HOST, MEMORY, NONE
-from envsnap.analysis.rank import context as context_mod, domain, flags, hunks, observed, priors
+from envsnap.analysis.rank import context as context_mod, domain, flags, hunks, observed, priors, running as running_mod
 from envsnap.analysis.rank.factors import SIDE_WEIGHTS, Score
 from envsnap.analysis.runs.verdict import worse
 
@@ -49,10 +50,10 @@ class _Ranking:
     """Everything one ranking reads besides the difference itself."""
 
     def __init__(self, comp: diff_mod.Comparison, verdict: Dict[str, Any],
-                 context: Optional[context_mod.Context]) -> None:
+                 context: Optional[context_mod.Context], running: Optional[running_mod.Running] = None) -> None:
         self.comp = comp
         self.diffs = [d for d in comp.differences if not d.volatile]
-        self.facts = domain.Facts(comp, self.diffs)
+        self.facts = domain.Facts(comp, self.diffs, running)
         self.context = context or context_mod.Context()
         self.mechanism = verdict.get("mechanism")
         self.side = (verdict.get("decomposition") or {}).get("side")
@@ -115,7 +116,7 @@ class _Ranking:
         elif d.where == "files":
             self._file_kind(d.subject.entity, score)
         elif d.where == patch_status.CATEGORY:
-            component, why = hunks.score_hunk(d, facts.comp, component, why, score, notes)
+            component, why = hunks.score_hunk(d, facts.comp, component, why, score, notes, facts.running)
         elif d.category == "nccl" and facts.worker_nccl_vars:
             # What NCCL logged it did (algorithms, protocols, channels) follows from the settings it read.
             score.apply("nccl_effect", f"an effect of the workers' {', '.join(facts.worker_nccl_vars)} change, "
@@ -154,13 +155,15 @@ class _Ranking:
 
 
 def rank_causes(comp: diff_mod.Comparison, verdict: Dict[str, Any],
-                context: Optional[context_mod.Context] = None) -> List[Dict[str, Any]]:
-    """Every non-volatile difference as a cause, most likely first; equal evidence shares a rank."""
+                context: Optional[context_mod.Context] = None,
+                running: Optional[running_mod.Running] = None) -> List[Dict[str, Any]]:
+    """Every non-volatile difference as a cause, most likely first; equal evidence shares a rank.
+    `running`: where the measured processes ran from (running.running(good, bad)), for checkouts."""
     # Node by node (one part for single-node snapshots): the domain rules read the views of the node a
     # difference was found on. A difference merged over several nodes keeps its best-supported score.
     best: Dict[int, Tuple[Score, Dict[str, Any]]] = {}
     for part in comp.node_parts():
-        ranking = _Ranking(part, verdict, context)
+        ranking = _Ranking(part, verdict, context, running)
         for d in ranking.diffs:
             score, cause = ranking.cause(d)
             if id(d) not in best or score.signature() > best[id(d)][0].signature():

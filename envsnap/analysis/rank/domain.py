@@ -4,8 +4,9 @@ Environment: a variable the server's parent set after its TP workers started (so
 ranks first; the workers' own environment outranks the capturing shell's; NCCL's log corroborates (a
 missing log line is never read as "unset"); SGLang's custom all-reduce makes NCCL tuning matter less.
 Code: an edited engine.py explains worker environment changes; edits and versions on the decode hot path
-outrank others; start-up hooks that mention a changed variable rank higher; a checkout that is an
-editable install runs, one that is not does not.
+outrank others; start-up hooks that mention a changed variable rank higher; a checkout runs when it is an
+editable install or a measured process ran its code (running.py), and does not when the measured processes
+are known to have run elsewhere.
 
 Every function takes the difference, the shared `Facts` and the cause's `Score` (factors applied there,
 each with its evidence) and `notes` (evidence lines that move nothing), and returns the cause's reason.
@@ -17,7 +18,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import diff as diff_mod, patch_status
 from envsnap.analysis.knowledge import COMMUNICATION, KERNELS
-from envsnap.analysis.rank import evidence as evidence_mod, hunks
+from envsnap.analysis.rank import evidence as evidence_mod, hunks, running as running_mod
 from envsnap.analysis.rank.factors import HOT_PATH_EDIT_PRIOR, HOT_PATH_PACKAGE_PRIOR, STARTUP_MENTION_SHARE, Score
 from envsnap.analysis.rank.priors import rule_source
 from envsnap.model.names import canonical_name, is_compiled_file
@@ -28,8 +29,10 @@ ENGINE_PY = "sglang/srt/entrypoints/engine.py"
 class Facts:
     """What the domain rules look at across all differences of one comparison."""
 
-    def __init__(self, comp: diff_mod.Comparison, diffs: List[diff_mod.Difference]) -> None:
+    def __init__(self, comp: diff_mod.Comparison, diffs: List[diff_mod.Difference],
+                 running: Optional[running_mod.Running] = None) -> None:
         self.comp = comp
+        self.running = running or running_mod.Running()
         self.by_var: Dict[str, Dict[str, diff_mod.Difference]] = {}
         for d in diffs:
             if d.variable is not None:
@@ -391,19 +394,59 @@ def score_startup(d: diff_mod.Difference, component: str, why: str, facts: Facts
     return component, why
 
 
-def score_git(d: diff_mod.Difference, facts: Facts, score: Score, notes: List[str]) -> None:
-    repo = d.subject.entity
+def checkout_roles(comp: diff_mod.Comparison, repo: str) -> Set[str]:
+    """The roles a checkout was reached through, on either side (cwd, repo, editable:<dist>)."""
     roles: Set[str] = set()
-    for view in (facts.comp.good, facts.comp.bad):
-        roles.update(str(r) for r in view.values["git"].get(f"git.{repo}.roles") or [])
+    for view in (comp.good, comp.bad):
+        roles.update(str(r) for r in view.values.get("git", {}).get(f"git.{repo}.roles") or [])
+    return roles
+
+
+def score_checkout(root: str, roles: Set[str], running: running_mod.Running, score: Score, notes: List[str],
+                   editable_kind: bool = False) -> None:
+    """Whether a checkout is code that runs: an editable install of a package (of a hot-path one above all),
+    or a checkout whose code a measured process ran (its main script, an imported module, the run command's
+    program, sys.path: running.py); a process's working directory alone says where it ran, not that the
+    checkout's code ran (a note); else, when the measured processes are known, not what runs; when they are
+    not, unknown."""
     editable = sorted(r.split(":", 1)[1] for r in roles if r.startswith("editable:"))
+    if editable_kind and not editable:
+        editable = ["(an editable install)"]
     hot = [e for e in editable if canonical_name(e) in knowledge.HOT_PATH_PACKAGES]
     if hot:
-        score.apply("editable_hot_path", f"this checkout is the installed {hot[0]} (editable): its changes run")
-    elif editable:
-        score.apply("editable", f"this checkout is the installed {editable[0]} (editable): its changes run")
-    elif roles:
-        score.apply("checkout_not_running", f"this checkout is not what runs (roles: {', '.join(sorted(roles))})")
+        score.apply("editable_hot_path", f"{root} is the installed {hot[0]} (editable): its changes run")
+        return
+    if editable:
+        score.apply("editable", f"{root} is the installed {editable[0]} (editable): its changes run")
+        return
+    places = running.runs_from(root)
+    if any(p.kind in running_mod.CODE_KINDS for p in places):
+        score.apply("checkout_runs", f"{root} is what runs: {running_mod.describe(places)}")
+        return
+    if places:  # only where they ran: never "not what runs"; what moves it is where the code they ran came from
+        outside = running.code_outside(root)
+        if outside:
+            score.apply("checkout_code_elsewhere", f"{root} is {running_mod.describe(places)}, but the code they "
+                                                   f"ran came from elsewhere ({running_mod.describe(outside)}), and "
+                                                   "none from it")
+        else:
+            notes.append(f"{root} is {running_mod.describe(places)}, but no code of it was seen running (no main "
+                         "script, imported module or sys.path entry in it): whether its changes run is not known")
+        return
+    elsewhere = running.elsewhere() if running.known else None
+    if elsewhere:
+        score.apply("checkout_not_running", f"{root} is not what runs: {elsewhere}")
+    elif running.known:
+        notes.append(f"whether {root} is code that runs is not known: the measured processes were recorded "
+                     "without their working directories, scripts or modules")
+    else:
+        notes.append(f"whether {root} is code that runs is not known: no measured process was recorded "
+                     "(--pid, --probe-dir or envsnap run show where they ran)")
+
+
+def score_git(d: diff_mod.Difference, facts: Facts, score: Score, notes: List[str]) -> None:
+    repo = d.subject.entity
+    score_checkout(repo, checkout_roles(facts.comp, repo), facts.running, score, notes)
     if d.subject.aspect == "dirty":
         rel = d.subject.item
         for irel in facts.integrity:

@@ -124,7 +124,14 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     Factor("set_by_changed_hook", 0.6, "a changed start-up hook sets it: the hook's difference is the cause"),
     Factor("editable_hot_path", 2.0, "the checkout is an editable install of a hot-path package: its changes run"),
     Factor("editable", 1.3, "the checkout is an editable install: its changes run in the interpreter"),
-    Factor("checkout_not_running", 0.8, "the checkout is not what runs (not an editable install)"),
+    # analysis/rank/running.py: a measured process ran the checkout's code (its main script, an imported module,
+    # the run command's program, a sys.path entry), or the measured processes are known and ran elsewhere. A
+    # working directory is where a process ran, not its code: it moves the score only by where the code that ran
+    # came from (python /elsewhere/bench.py run in a checkout imports nothing from it).
+    Factor("checkout_runs", 1.3, "a measured process ran the checkout's code: its changes run"),
+    Factor("checkout_code_elsewhere", 0.8, "the measured processes ran in the checkout, but the code they ran "
+                                           "(scripts, modules) came from elsewhere"),
+    Factor("checkout_not_running", 0.8, "the measured processes ran elsewhere: the checkout is not what runs"),
     # knowledge.FILE_KINDS: what a changed file is (code runs; documentation never does).
     Factor("file_kind", 1.0, "what kind of file changed (knowledge.FILE_KINDS)"),
 

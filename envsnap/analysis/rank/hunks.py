@@ -9,19 +9,20 @@ precisely what changed.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.analysis.compare.patch_status import CATEGORY, describe, status_text, target_sha
 from envsnap.analysis.knowledge import KERNELS
 from envsnap.analysis.rank.factors import HOT_PATH_EDIT_PRIOR, Score
+from envsnap.analysis.rank.running import Running
 from envsnap.model.names import canonical_name
 from envsnap.model.snapshot import as_dict
 
 
 def score_hunk(d: Difference, comp: Comparison, component: str, why: str, score: Score,
-               notes: List[str]) -> Tuple[str, str]:
+               notes: List[str], running: Optional[Running] = None) -> Tuple[str, str]:
     """(component, why) of a patches difference; its factors applied to `score`."""
     from envsnap.analysis.rank import domain
     from envsnap.analysis.rank.priors import rule_source
@@ -61,7 +62,7 @@ def score_hunk(d: Difference, comp: Comparison, component: str, why: str, score:
                                       "differs, not the code")
     else:
         notes.append(f"whether {rel} itself changed is not known (not hashed on both sides)")
-    _runs_here(d, comp, kind, dist, rel, target, score, notes)
+    _runs_here(d, comp, kind, dist, rel, target, score, notes, running)
     found = domain.file_kind(rel)
     if found is not None and found[1] != 1.0:
         score.apply("file_kind", f"a {found[0]} file", value=found[1])
@@ -69,7 +70,7 @@ def score_hunk(d: Difference, comp: Comparison, component: str, why: str, score:
 
 
 def _runs_here(d: Difference, comp: Comparison, kind: str, dist: str, rel: str, target: Dict[str, Any],
-               score: Score, notes: List[str]) -> None:
+               score: Score, notes: List[str], running: Optional[Running] = None) -> None:
     """Whether the file the hunk edits is code the measured interpreter runs (what the capture found)."""
     root = str(target.get("root") or "")
     if kind == "site-packages":
@@ -77,19 +78,11 @@ def _runs_here(d: Difference, comp: Comparison, kind: str, dist: str, rel: str, 
         score.apply("patch_target_installed", f"{rel} is installed in the described interpreter's site-packages "
                                               f"{root}{owner}: the code that runs")
         return
-    roles: List[str] = []
-    for view in (comp.good, comp.bad):
-        roles.extend(str(r) for r in view.values.get("git", {}).get(f"git.{root}.roles") or [])
-    editable = sorted({r.split(":", 1)[1] for r in roles if r.startswith("editable:")})
-    if kind == "editable" and not editable:
-        editable = ["(an editable install)"]
-    hot = [e for e in editable if canonical_name(e) in knowledge.HOT_PATH_PACKAGES]
-    if hot:
-        score.apply("editable_hot_path", f"{root} is the installed {hot[0]} (editable): its changes run")
-    elif editable:
-        score.apply("editable", f"{root} is the installed {editable[0]} (editable): its changes run")
-    elif kind == "checkout":
-        score.apply("checkout_not_running", f"{root} is not what runs (no editable install of it was seen)")
+    from envsnap.analysis.rank import domain
+
+    if kind in ("editable", "checkout"):
+        domain.score_checkout(root, domain.checkout_roles(comp, root), running or Running(), score, notes,
+                              editable_kind=kind == "editable")
     else:
         notes.append(f"whether {root} is code that runs is not known")
 

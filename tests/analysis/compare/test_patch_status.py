@@ -45,7 +45,11 @@ def test_a_hunk_reverted_on_bad_is_a_cause_with_its_text_and_the_dirty_file_defe
     assert top["key"] == "patches.eagle3.patch.hunk.2" and (top["good"], top["bad"]) == ("applied", "not applied")
     assert top["why"] == (f"hunk 2 of eagle3.patch ({REL} @@ -19,7 +19,7 @@ def select_experts(scores, k):): "
                           "applied on GOOD, not applied on BAD")
-    assert _factors(top) == ["prior", "hunk_code_changed", "checkout_not_running", "no_runs"]
+    # A capture of the checkout alone records no process: whether the checkout runs is not known, and not
+    # called "not what runs" (a checkout is that when the measured processes ran elsewhere: test_ranking_evidence.py).
+    assert _factors(top) == ["prior", "hunk_code_changed", "no_runs"]
+    assert f"whether {repo} is code that runs is not known: no measured process was recorded " \
+           "(--pid, --probe-dir or envsnap run show where they ran)" in top["evidence"]
     dirty = next(c for c in result["causes"] if c["key"] == f"git.{repo}.dirty.{REL}")
     assert "shown_by_hunk" in _factors(dirty) and dirty["rank"] > top["rank"]
     old, new = EDITS[1]

@@ -365,3 +365,92 @@ def test_no_rule_reason_claims_an_observation():
     found = [r.pattern for r in knowledge.all_rules() if not r.volatile and any(c in r.why for c in claims)]
     found += [n for n, case in knowledge.VALUE_CASES.items() if any(c in case.why for c in claims)]
     assert found == []
+
+
+# ---------------------------------------------------------------- what runs: a checkout whose code a measured process ran
+
+def _checkout(roles=("cwd",)):
+    repo = {"roles": list(roles), "head": "a" * 40, "branch": "main",
+            "dirty": {"engine.py": {"status": "M", "sha256": "b" * 64}}}
+    return {"repos": {"/srv/app": repo}, "errors": {}, "python": "/venv/bin/python"}
+
+
+def _git_cause(good, bad):
+    return _causes(good, bad)["git./srv/app.dirty.engine.py"]
+
+
+@pytest.mark.parametrize("where", ["cwd", "main", "module", "run_cwd", "run_cwd_code_elsewhere", "run_script",
+                                   "sys_path"])
+def test_a_checkout_whose_code_a_measured_process_ran_is_what_runs(where):
+    """Its main script, a module, the run command's program, a sys.path entry: its code ran (x1.3). A working
+    directory is where a process ran, not its code: never "not what runs"; it moves the score only when the code
+    that ran is known to have come from elsewhere (python /home/ops/bench.py run in the checkout)."""
+    record = {"pid": 7, "title": "python serve.py", "env_at_start": {}, "cwd": "/home/ops"}
+    session = {"command": ["python", "-m", "bench"], "cwd": "/home/ops"}
+    python = {"sys_path": ["/usr/lib/python3.11", "/venv/lib/python3.11/site-packages"]}
+    if where == "cwd":
+        record["cwd"] = "/srv/app/sub"
+    elif where == "main":
+        record["modules"] = {"count": 1, "main": "/srv/app/serve.py", "elsewhere": {}}
+    elif where == "module":
+        record["modules"] = {"count": 2, "elsewhere": {"engine": "/srv/app/engine.py"}}
+    elif where == "run_cwd":
+        session["cwd"] = "/srv/app"
+    elif where == "run_cwd_code_elsewhere":
+        session.update(cwd="/srv/app", command=["/venv/bin/python", "/home/ops/bench.py"])
+    elif where == "run_script":
+        session["command"] = ["/venv/bin/python", "../../srv/app/bench.py"]
+    else:
+        python["sys_path"].append("/srv/app/src")
+    sections = {"git": _checkout(), "probe": {"dir": "/p", "records": {"python-0": record}}, "python": python}
+    good, bad = snap("good", runs=runs(FAST), **copy.deepcopy(sections)), snap("bad", runs=runs(SLOW), **sections)
+    good["run_session"], bad["run_session"] = dict(session), dict(session)
+    good["sections"]["git"]["data"]["repos"]["/srv/app"]["dirty"] = {}
+    cause = _git_cause(good, bad)
+    names = [f["factor"] for f in cause["factors"]]
+    assert "checkout_not_running" not in names, cause["evidence"]
+    if where == "run_cwd_code_elsewhere":
+        assert "checkout_runs" not in names, cause["evidence"]
+        assert [f["why"] for f in cause["factors"] if f["factor"] == "checkout_code_elsewhere"] == [
+            "/srv/app is the working directory of the run command, but the code they ran came from elsewhere (the run "
+            "command's program bench.py), and none from it"]
+        return
+    if where in ("cwd", "run_cwd"):
+        who = "python-0" if where == "cwd" else "the run command"
+        assert "checkout_runs" not in names and "checkout_code_elsewhere" not in names, cause["evidence"]
+        assert f"/srv/app is the working directory of {who}, but no code of it was seen running (no main script, " \
+               "imported module or sys.path entry in it): whether its changes run is not known" in cause["evidence"]
+        return
+    assert "checkout_runs" in names, cause["evidence"]
+    line = next(e for e in cause["evidence"] if e.startswith("x1.3 /srv/app is what runs: "))
+    expected = {"main": "the main script serve.py of python-0", "module": "module engine, imported by python-0",
+                "run_script": "the run command's program bench.py",
+                "sys_path": "a directory on the described interpreter's sys.path"}[where]
+    assert expected in line, line
+
+
+def test_a_checkout_the_processes_did_not_run_from_is_not_what_runs_and_without_processes_nothing_is_said():
+    record = {"pid": 7, "title": "python serve.py", "env_at_start": {}, "cwd": "/home/ops",
+              "modules": {"count": 1, "main": "/home/ops/serve.py", "elsewhere": {}}}
+    sections = {"git": _checkout(("cwd",)), "probe": {"dir": "/p", "records": {"python-0": record}}}
+    good, bad = snap("good", runs=runs(FAST), **copy.deepcopy(sections)), snap("bad", runs=runs(SLOW), **sections)
+    good["sections"]["git"]["data"]["repos"]["/srv/app"]["dirty"] = {}
+    cause = _git_cause(good, bad)
+    assert [f["why"] for f in cause["factors"] if f["factor"] == "checkout_not_running"] == [
+        "/srv/app is not what runs: the measured processes ran in /home/ops, and none of their main scripts lies "
+        "in it"]
+    # The same checkout with no process recorded at all (a bare capture): neither runs nor "not what runs".
+    for side in (good, bad):
+        del side["sections"]["probe"]
+    cause = _git_cause(good, bad)
+    assert not {"checkout_runs", "checkout_not_running"} & {f["factor"] for f in cause["factors"]}
+    assert "whether /srv/app is code that runs is not known: no measured process was recorded (--pid, --probe-dir " \
+           "or envsnap run show where they ran)" in cause["evidence"]
+    # A process recorded with nothing that places it (no cwd, script or module list): still not known.
+    for side in (good, bad):
+        side["sections"]["probe"] = {"status": "ok", "data": {"dir": "/p", "records": {"python-0": {
+            "pid": 7, "title": "python serve.py", "env_at_start": {}}}}}
+    cause = _git_cause(good, bad)
+    assert not {"checkout_runs", "checkout_not_running"} & {f["factor"] for f in cause["factors"]}
+    assert "whether /srv/app is code that runs is not known: the measured processes were recorded without their " \
+           "working directories, scripts or modules" in cause["evidence"]
