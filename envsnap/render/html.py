@@ -101,7 +101,9 @@ def _metric_view(name: str, raw: Dict[str, Any]) -> Dict[str, Any]:
     return {
         "name": name, "direction": raw.get("direction") or "",
         "direction_text": fmt.direction(str(raw.get("direction") or "")), "good": _stats(raw.get("good")),
-        "bad": _stats(raw.get("bad")), "change": fmt_pct(raw.get("change_pct")),
+        "bad": _stats(raw.get("bad")),
+        "change": fmt_value(raw["change_text"], 40) if isinstance(raw.get("change_text"), str)
+        else fmt_pct(raw.get("change_pct")),
         "beyond_noise": bool(raw.get("beyond_noise")), "significant": bool(raw.get("significant")),
         "noise": "beyond noise" if raw.get("beyond_noise") else "within noise",
         "p_value": "—" if not isinstance(p_value, (int, float)) or isinstance(p_value, bool) else f"{p_value:.3g}",

@@ -38,7 +38,8 @@ def _runs_factor(verdict: Dict[str, Any]) -> Tuple[str, str]:
     """How much the runs say 'something got worse' (scales every cause alike)."""
     if not verdict.get("metric"):
         return "no_runs", ""
-    entry = {"change_pct": verdict.get("change_pct"), "direction": verdict.get("direction")}
+    entry = {"change_pct": verdict.get("change_pct"), "change_abs": verdict.get("change_abs"),
+             "direction": verdict.get("direction")}
     if not worse(entry):
         return "runs_not_worse", ""
     if verdict.get("significant"):

@@ -33,20 +33,24 @@ SESSION_DRIFT_PCT = 10.0
 
 
 def metric(good: Mapping[str, Any], bad: Mapping[str, Any], change: Optional[float],
-           interval: Optional[Tuple[float, float]], with_interval: bool) -> bool:
+           interval: Optional[Tuple[float, float]], with_interval: bool, relative: bool = True) -> bool:
     """The verdict's metrics; `good` and `bad` as stats.describe gives them, `interval` the bootstrap
-    interval of the median change (when `with_interval`).
+    interval of the median change (when `with_interval`), `change` and `interval` in percent, or in the
+    metric's own unit when not `relative` (a change from a median of 0 has no percentage).
 
     Beyond noise: the interval excludes 0 and the change is larger than either side's relative spread
-    (IQR / median); or every run of one side lies beyond every run of the other, which no spread of
-    the runs explains (a noisy side's IQR can exceed a real -57% whose runs do not overlap at all:
-    "within noise" beside p < 0.01 said two things). Without an interval (the many secondary metrics
-    of a bench_serving run): the runs do not overlap and the change exceeds the relative spread."""
+    (IQR / median; the IQR itself when not relative); or every run of one side lies beyond every run of
+    the other, which no spread of the runs explains (a noisy side's IQR can exceed a real -57% whose
+    runs do not overlap at all: "within noise" beside p < 0.01 said two things). Without an interval
+    (the many secondary metrics of a bench_serving run): the runs do not overlap and the change exceeds
+    the spread."""
     if change is None:
         return False
     noise = 0.0
     for side in (good, bad):
-        if side["median"]:
+        if not relative:
+            noise = max(noise, abs(side["spread"]))
+        elif side["median"]:
             noise = max(noise, abs(side["spread"] / side["median"]) * 100.0)
     separated = good["max"] < bad["min"] or bad["max"] < good["min"]
     if interval is not None:

@@ -184,9 +184,10 @@ def _median_of_picked(ordered: List[float], picked: List[int]) -> float:
 
 
 def bootstrap_median_change(a: Sequence[float], b: Sequence[float], seed: int = DEFAULT_SEED,
-                            resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = 0.95
+                            resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = 0.95, relative: bool = True
                             ) -> Optional[Tuple[float, float]]:
-    """Percentile bootstrap interval of the change of the median from a to b, in percent."""
+    """Percentile bootstrap interval of the change of the median from a to b, in percent (`relative`), or in
+    the metric's own unit (a change from a median of 0 has no percentage)."""
     a_sorted = sorted(float(v) for v in a)
     b_sorted = sorted(float(v) for v in b)
     if not a_sorted or not b_sorted:
@@ -205,6 +206,9 @@ def bootstrap_median_change(a: Sequence[float], b: Sequence[float], seed: int = 
     for start in range(0, len(indices), step):
         ma = _median_of_picked(a_sorted, sorted(indices[start:start + na]))
         mb = _median_of_picked(b_sorted, sorted(indices[start + na:start + step]))
+        if not relative:
+            changes.append(mb - ma)
+            continue
         if ma == 0:
             continue
         changes.append((mb - ma) / abs(ma) * 100.0)
@@ -226,15 +230,25 @@ def compare(a: Sequence[float], b: Sequence[float], seed: int = DEFAULT_SEED, bo
                            "method": "no data", "significant": False, "ci_pct": None, "beyond_noise": False}
     if not good["n"] or not bad["n"]:
         return out
+    difference = bad["median"] - good["median"]
     change = pct_change(good["median"], bad["median"])
+    if change is None and difference == 0:
+        change = 0.0  # 0 -> 0: no change, not "no comparable measurements"
     out["change_pct"] = None if change is None else round(change, 2)
+    # From a median of 0 a change has no percentage: it is judged in the metric's own unit instead, so the
+    # verdict never pairs a test's "p<0.01" with a "within noise" that only a missing percentage decided.
+    relative = change is not None
+    if not relative:
+        out["change_abs"] = _r(difference)  # the change in the metric's unit, where a percentage has no meaning
     p, method = mann_whitney(a, b)
     out["p_value"] = None if p is None else float(f"{p:.4g}")
     out["method"] = method
-    ci = bootstrap_median_change(a, b, seed=seed) if bootstrap else None
+    ci = bootstrap_median_change(a, b, seed=seed, relative=relative) if bootstrap else None
     if ci is not None:
-        out["ci_pct"] = [round(ci[0], 2), round(ci[1], 2)]
-    out["beyond_noise"] = noise.metric(good, bad, change, ci, with_interval=bootstrap)
+        out["ci_pct" if relative else "ci_abs"] = [round(ci[0], 2), round(ci[1], 2)] if relative else \
+            [_r(ci[0]), _r(ci[1])]
+    out["beyond_noise"] = noise.metric(good, bad, change if relative else difference, ci, with_interval=bootstrap,
+                                       relative=relative)
     out["significant"] = bool(p is not None and p < SIGNIFICANCE_LEVEL and out["beyond_noise"])
     return out
 

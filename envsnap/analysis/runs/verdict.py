@@ -94,11 +94,31 @@ def metric_entry(name: str, good: List[float], bad: List[float], overrides: Opti
     cmp = stats.compare(good, bad, bootstrap=bootstrap)
     direction = metrics.direction(name, overrides)
     n_good, n_bad = cmp["good"]["n"], cmp["bad"]["n"]
-    return {"direction": direction, "good": cmp["good"], "bad": cmp["bad"], "change_pct": cmp["change_pct"],
-            "p_value": cmp["p_value"], "method": cmp["method"], "ci_pct": cmp["ci_pct"],
-            "beyond_noise": cmp["beyond_noise"], "significant": cmp["significant"],
-            "testable": stats.min_achievable_p(n_good, n_bad) < stats.SIGNIFICANCE_LEVEL,
-            "outcome": outcome(direction, cmp["change_pct"], cmp["beyond_noise"], cmp["significant"])}
+    entry = {"direction": direction, "good": cmp["good"], "bad": cmp["bad"], "change_pct": cmp["change_pct"],
+             "p_value": cmp["p_value"], "method": cmp["method"], "ci_pct": cmp["ci_pct"],
+             "beyond_noise": cmp["beyond_noise"], "significant": cmp["significant"],
+             "testable": stats.min_achievable_p(n_good, n_bad) < stats.SIGNIFICANCE_LEVEL,
+             "outcome": outcome(direction, signed_change(cmp), cmp["beyond_noise"], cmp["significant"]),
+             "change_text": change_text(cmp, name)}
+    for extra in ("change_abs", "ci_abs"):  # a change from a median of 0, in the metric's unit
+        if extra in cmp:
+            entry[extra] = cmp[extra]
+    return entry
+
+
+def signed_change(entry: Dict[str, Any]) -> Optional[float]:
+    """The change whose sign says which way a metric moved: in percent, or in its unit from a median of 0."""
+    change = entry.get("change_pct")
+    return change if change is not None else entry.get("change_abs")
+
+
+def change_text(entry: Dict[str, Any], name: str) -> str:
+    """"−36%", or "+4 tok/s from 0" where a percentage has no meaning: what every output prints."""
+    if entry.get("change_pct") is not None or entry.get("change_abs") is None:
+        return fmt.pct(entry.get("change_pct"))
+    difference = float(entry["change_abs"])
+    sign = fmt.MINUS if difference < 0 else "+"
+    return f"{sign}{fmt.num(abs(difference))}{fmt.unit(name)} from 0"
 
 
 def _too_few(entry: Dict[str, Any]) -> Optional[str]:
@@ -114,7 +134,7 @@ def _summary(name: str, entry: Dict[str, Any], headline: str, noise: str, too_fe
              short: str) -> str:
     g, b = entry["good"], entry["bad"]
     text = (f"{headline} {name} {fmt.num(g['median'])} {fmt.ARROW} {fmt.num(b['median'])}{fmt.unit(name)} "
-            f"({fmt.pct(entry['change_pct'])}, {stats.format_p(entry['p_value'])}, {noise}")
+            f"({entry.get('change_text') or fmt.pct(entry['change_pct'])}, {stats.format_p(entry['p_value'])}, {noise}")
     if too_few:
         text += f"; {too_few.split(':')[0]}: too few runs for a test"
     text += ")"
@@ -202,7 +222,7 @@ def _metric_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[
 
 def worse(entry: Dict[str, Any]) -> bool:
     """Did this metric (or the verdict) move the bad way, whatever the test says?"""
-    return metrics.is_worse(str(entry.get("direction")), entry.get("change_pct"))
+    return metrics.is_worse(str(entry.get("direction")), signed_change(entry))
 
 
 def mechanism_line(verdict: Dict[str, Any]) -> str:

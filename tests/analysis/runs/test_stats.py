@@ -94,6 +94,25 @@ def test_compare_significance_and_noise():
     assert stats.compare([10, 11, 10.5], [20, 21, 20.5], bootstrap=False)["beyond_noise"]
 
 
+def test_a_change_from_a_median_of_zero_is_judged_in_the_metrics_unit():
+    """GOOD's median 0: no percentage exists, and "p<0.01, within noise" said two things. The change is judged
+    in the metric's own unit: separated runs are beyond noise."""
+    apart = stats.compare([0, 0, 0, 0, 0], [3, 4, 5, 4, 3])
+    assert apart["change_pct"] is None and apart["change_abs"] == 4 and apart["ci_abs"][0] > 0
+    assert apart["p_value"] < 0.01 and apart["beyond_noise"] and apart["significant"]
+    assert stats.compare([0, 0, 0], [3, 4, 5], bootstrap=False)["beyond_noise"]
+    overlapping = stats.compare([0, 2, 0, 1, 0], [0, 1, 2, 0, 1])
+    assert not overlapping["beyond_noise"] and not overlapping["significant"]
+    # 0 -> 0 is no change, not "no comparable measurements".
+    zero = stats.compare([0, 0, 0], [0, 0, 0])
+    assert zero["change_pct"] == 0.0 and "change_abs" not in zero and not zero["beyond_noise"]
+    from envsnap.analysis.runs import verdict
+
+    entry = verdict.metric_entry("queue_ms", [0, 0, 0, 0, 0], [3, 4, 5, 4, 3])
+    assert (entry["outcome"], entry["change_text"]) == ("worse", "+4 ms from 0")
+    assert verdict.worse(entry) and verdict.metric_entry("x", [0, 0], [0, 0])["outcome"] == "no_change"
+
+
 def test_permutation_association_exact_and_monte_carlo():
     eta2, p, method = stats.permutation_association(["a", "a", "a", "b", "b", "b"], [94, 95, 93, 60, 61, 59])
     assert eta2 > 0.99 and method == "permutation, exact"
