@@ -261,7 +261,8 @@ def _patches_view(result: Dict[str, Any], causes: List[Dict[str, Any]]) -> Dict[
             "basis": fmt_value(raw.get("basis"), 600), "note": fmt_value(raw.get("note"), 600) if raw.get("note") else "",
             "good_sha": short_hash(raw.get("good_sha256")) if raw.get("good_sha256") else "—",
             "bad_sha": short_hash(raw.get("bad_sha256")) if raw.get("bad_sha256") else "—",
-            "counts": f"−{raw.get('removed', 0)} +{raw.get('added', 0)}" if diff else "no diff",
+            "counts": (fmt_value(raw.get("shows"), 120) if isinstance(raw.get("shows"), str) and not diff
+                       else f"−{raw.get('removed', 0)} +{raw.get('added', 0)}" if diff else "no diff"),
             "truncated": bool(raw.get("truncated")), "redacted": bool(raw.get("redacted")),
             "hunks": _hunks(diff) if diff else [],
             "content": content_lines[:CONTENT_SHOWN], "content_total": len(content_lines),
@@ -500,6 +501,13 @@ def _state_text(state: Any) -> str:
     return f"{name} {short_hash(state.get('sha256'))}".strip() if state.get("sha256") else str(name)
 
 
+def _git_state_text(state: Any) -> str:
+    """A checkout file's state as the analysis words it ("modified", "untracked", "clean", "absent"), with its hash."""
+    state = as_dict(state)
+    name = fmt_value(state.get("state") or "—", 40)
+    return f"{name} {short_hash(state.get('sha256'))}" if state.get("sha256") else name
+
+
 def _capped_rows(table: Dict[str, Any], row: Callable[[Dict[str, Any]], Dict[str, Any]]) -> Dict[str, Any]:
     """The analysis' capped table as the template's shown / more / hidden split."""
     rows = [r for r in _list(table.get("rows")) if isinstance(r, dict)]
@@ -536,8 +544,10 @@ def _package_text(facts: Any) -> str:
 
 def _packages_view(table: Dict[str, Any]) -> Dict[str, Any]:
     rows = [{"name": fmt_value(r.get("name"), 120), "good": _package_text(r.get("good")) if r.get("good") else "—",
-             "bad": _package_text(r.get("bad")) if r.get("bad") else "—", "good_absent": r.get("good") is None,
-             "bad_absent": r.get("bad") is None} for r in _list(table.get("rows")) if isinstance(r, dict)]
+             "bad": _package_text(r.get("bad")) if r.get("bad") else "—",
+             "good_absent": "not installed" if r.get("good") is None else False,
+             "bad_absent": "not installed" if r.get("bad") is None else False}
+            for r in _list(table.get("rows")) if isinstance(r, dict)]
     return {"rows": _capped(rows), "good_count": table.get("good_count", 0), "bad_count": table.get("bad_count", 0)}
 
 
@@ -588,8 +598,8 @@ def _git_view(repos: List[Any]) -> List[Dict[str, Any]]:
                 for f in _list(repo.get("facts")) if isinstance(f, dict)]
 
         def file_row(raw: Dict[str, Any]) -> Dict[str, Any]:
-            return {"path": fmt_value(raw.get("path"), 200), "good": _state_text(raw.get("good")),
-                    "bad": _state_text(raw.get("bad")), "differs": bool(raw.get("differs"))}
+            return {"path": fmt_value(raw.get("path"), 200), "good": _git_state_text(raw.get("good")),
+                    "bad": _git_state_text(raw.get("bad")), "differs": bool(raw.get("differs"))}
 
         out.append({"path": fmt_value(repo.get("path"), 200), "rows": rows,
                     "files": _capped_rows(as_dict(repo.get("files")), file_row),

@@ -195,8 +195,8 @@ def _patches_lines(result: Dict[str, Any], verbose: bool) -> List[str]:
     lines = ["", f"patches: {len(patches)} changed file{'s' if len(patches) != 1 else ''} whose text the snapshots "
                  "hold (good \u2192 bad)" + ("" if verbose else "; -v shows them")]
     for patch in patches:
-        counts = f"-{patch['removed']} +{patch['added']}" if patch.get("diff") else "no diff"
-        lines.append(f"  {patch['id']}  [{patch['kind']}] {patch['title']}  ({counts})")
+        shows = patch.get("shows") or (f"-{patch['removed']} +{patch['added']}" if patch.get("diff") else "no diff")
+        lines.append(f"  {patch['id']}  [{patch['kind']}] {patch['title']}  ({shows})")
         if not verbose:
             continue
         lines.append(f"    {patch['basis']}")

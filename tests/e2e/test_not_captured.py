@@ -49,4 +49,4 @@ def test_repo_captured_on_one_side_only_reads_not_captured(tmp_path, git_repo):
     row = row[:row.index("</tr>") if "</tr>" in row else row.index("</li>")]
     assert "not captured" in row and "clean" not in row, row
     # The per-repository table: the missing side's files are "not captured" too, never "clean".
-    assert re.search(r"a\.py</td>\s*<td[^>]*>M [0-9a-f]+</td>\s*<td[^>]*>not captured</td>", page)
+    assert re.search(r"a\.py</td>\s*<td[^>]*>modified [0-9a-f]+</td>\s*<td[^>]*>not captured</td>", page)

@@ -152,7 +152,7 @@ def test_gpu_host_and_code_state(normal):
     assert site["good"] is None and "NCCL_PROTO" in site["bad"]["env"] and site["differs"]
     repo = code["git"][0]
     assert {r["label"]: r["bad"] for r in repo["rows"]}["Branch"] == "oea-patch"
-    assert repo["files"]["shown"][0]["bad"].startswith("M ")
+    assert repo["files"]["shown"][0]["bad"] == "modified " + "e" * 12  # the diff's words, not git's letter
     assert "Git repositories" in html and "Watched files" in html
 
 

@@ -43,7 +43,10 @@ from envsnap.analysis.compare.views import (
 # How a value missing on one side reads, per category. NCCL logs a variable only when it reads
 # it, so no line is "not logged", never "unset"; a file absent from a checkout's dirty list is clean.
 ABSENT_WORDS = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged",
-                "patches": "not in the patch", "neighbour": "not seen"}
+                "patches": "not in the patch", "neighbour": "not seen", "packages": "not installed"}
+# git status letters of a dirty file (git-status(1), porcelain v2), as words.
+GIT_STATUS_WORDS = {"M": "modified", "T": "type changed", "A": "added", "D": "deleted", "R": "renamed",
+                    "C": "copied", "U": "unmerged"}
 # A whole entity (a repository, a process, a GPU, a section) that one snapshot does not hold was not
 # captured there: that says nothing about its state, so it is never "clean" or "unset".
 NOT_CAPTURED = "not captured"
@@ -54,7 +57,7 @@ def absent_wording(subject: Subject, entity: bool = False) -> str:
     if entity:
         return NOT_CAPTURED
     if subject.where == "parent_only":
-        return "none"
+        return "not flagged"
     if subject.where == "in_process":
         return "not changed in-process"
     if subject.where == "process" and subject.aspect.startswith("shadowed."):
@@ -65,7 +68,25 @@ def absent_wording(subject: Subject, entity: bool = False) -> str:
         return "not loaded from elsewhere"
     if subject.where in ("process", "command") and subject.aspect.startswith(("flag.", "arg.")):
         return "not given"  # a flag or positional the command line does not have
+    if subject.where == "git" and subject.aspect == "untracked":
+        return "absent"  # not among the untracked files: not there (or ignored), never "clean"
     return ABSENT_WORDS.get(subject.where, "unset")
+
+
+def parent_only_absent(subject: Subject, view: View) -> str:
+    """What a side without a workers.parent_only.NAME key had: the shell's and the workers' values, which
+    agree there (or, for the server's parent, the TP workers' value), in the words the other side's value
+    uses ("shell 1, workers 0"), never "none"."""
+    name = subject.variable or subject.entity
+    if not view.workers:
+        return "no workers captured"
+    workers = view.values["workers"]
+    seen = "mixed" if f"workers.disagree.{name}" in workers else workers.get(f"workers.env.{name}")
+    seen_text = "unset" if seen is None else str(seen)
+    if subject.aspect == "server":
+        return f"TP workers {seen_text}"
+    shell = view.parent_env.get(name)
+    return f"shell {'unset' if shell is None else shell}, workers {seen_text}"
 
 
 @dataclass
@@ -284,8 +305,11 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
             leaf_flats = [f for f, v in zip(leaf_flats, volatile_flags) if not v] or leaf_flats
         change = "changed" if in_a and in_b else ("added" if in_b else "removed")
         subject = va.subject_of(key) or vb.subject_of(key) or Subject(category, key)
+        absent = absent_wording(subject, key in presence)
+        if subject.where == "parent_only" and not (in_a and in_b):
+            absent = parent_only_absent(subject, vb if in_a else va)
         out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats, subject,
-                              absent_wording(subject, key in presence)))
+                              absent))
     return out
 
 
@@ -563,8 +587,10 @@ def display(subject: Subject, value: Any) -> Any:
         message = first.get("message") if isinstance(first, dict) else first
         return fmt.clip(f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}: {message}")
     if where == "git" and aspect in ("dirty", "untracked"):
-        status = value.get("status", "??" if aspect == "untracked" else "M")
-        return f"{status} sha256 {str(value.get('sha256') or '')[:12]}"
+        status = "untracked" if aspect == "untracked" else GIT_STATUS_WORDS.get(str(value.get("status", "M")),
+                                                                                 str(value.get("status")))
+        sha = str(value.get("sha256") or "")[:12]
+        return f"{status} (sha256 {sha})" if sha else status
     if where == "git":
         return f"{value.get('branch')}@{str(value.get('head') or '')[:10]}"
     if where == "patches":  # a recorded patch file (its hunks' values are their statuses)

@@ -28,6 +28,8 @@ from envsnap.model import patchtext
 from envsnap.model.snapshot import as_dict, section_data
 
 TEXT = ("text", "truncated")
+# An edited installed file with no pristine copy to diff against: its text is shown whole.
+NO_PRISTINE = "no pristine copy found (--wheels DIR to diff against the wheel); content shown"
 KIND_ORDER = {"hunk": -1, "git": 0, "untracked": 1, "stash": 2, "installed": 3, "startup": 4, "watched": 5}
 _EVIDENCE_LINES = 2  # changed lines quoted in a cause's evidence, per direction
 _QUOTE_CHARS = 100
@@ -79,10 +81,17 @@ class _Builder:
             records: Tuple[Any, ...] = ()) -> Dict[str, Any]:
         truncated, redacted = _flags(*records)
         added, removed, hunks = patchtext.stats(diff) if diff else (0, 0, 0)
+        # What the patch shows, in the words every output uses after its title.
+        if diff:
+            shows = f"-{removed} +{added}"
+        elif content is not None:
+            shows = NO_PRISTINE
+        else:
+            shows = "no diff"
         patch = {"kind": kind, "key": key, "title": title, "where": where, "good_sha256": good_sha,
                  "bad_sha256": bad_sha, "basis": basis, "diff": diff or None, "content": content, "note": note,
                  "truncated": truncated, "redacted": redacted, "added": added, "removed": removed, "hunks": hunks,
-                 "causes": []}
+                 "shows": shows, "causes": []}
         self.patches.append(patch)
         return patch
 

@@ -4,7 +4,8 @@ Keys read like "env.NCCL_PROTO", "workers.env.NCCL_PROTO", "integrity.sglang/srt
 "packages.torch", "gpu.0.clocks.max.sm"; each remembers the flattened snapshot keys it came from
 (snapshot.flatten format) so the volatility rules apply. Worker processes are aggregated on the
 way: one "workers.env.X" when all TP workers agree, "workers.disagree.X" when they don't, and
-"workers.parent_only.X" when a parent has a performance-relevant variable the workers don't see:
+"workers.parent_only.X" when a parent has a value of a performance-relevant variable the workers don't run
+with (unset in the workers, or another value there):
 the server's own parent process (set in-process after the TP workers started, the engine.py-patch
 mistake: seen in its probe records or in a child it started later, never in /proc/PID/environ),
 else the capturing shell.

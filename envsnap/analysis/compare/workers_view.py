@@ -1,9 +1,10 @@
 """The workers' view: the measured processes (the /proc walk and the probe's records, joined by pid) as keys.
 
 One "workers.env.X" when all TP workers agree, "workers.disagree.X" when they don't, "workers.parent_only.X" when
-a parent has a performance-relevant variable the workers don't see (the server's own parent process, set in-process
-after the TP workers started; else the capturing shell), per-process keys (command lines, what changed
-in-process), and the run command's own processes apart ("command.<name>.*"). Built last by views.build_view.
+a parent has a value of a performance-relevant variable the workers don't run with (unset there, or another value;
+the server's own parent process, set in-process after the TP workers started; else the capturing shell),
+per-process keys (command lines, what changed in-process), and the run command's own processes apart
+("command.<name>.*"). Built last by views.build_view.
 """
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     # change; the server argument (sglang.args.X, capture/collectors/sglang.py) ranks it.
     Factor("shown_as_server_arg", 0.4, "the same change shows as SGLang's server argument, which ranks it"),
     Factor("in_process_shown_elsewhere", 0.4, "the same change shows as the workers' own environment, which ranks it"),
-    Factor("parent_only_shell", 0.6, "set in the shell but not in the workers: a measurement trap first"),
+    Factor("parent_only_shell", 0.6, "the shell's value is not the one the workers run with: a measurement trap first"),
     Factor("parent_only_shell_and_workers", 0.6, "the workers' own change of the same variable ranks it"),
     Factor("server_parent_explains", 1.2, "the other side's workers ran with the parent's value: this is what "
                                           "changed for them"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Set
 
 from envsnap.analysis import knowledge
+from envsnap.analysis.compare.diff import GIT_STATUS_WORDS
 from envsnap.analysis.compare.views import without_text
 from envsnap.analysis.tables.common import (
     as_list,
@@ -98,14 +99,17 @@ def _git_facts(repo: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-def _file_state(name: str, repo: Dict[str, Any]) -> Dict[str, Any]:
+def _file_state(name: str, repo: Dict[str, Any], other: Dict[str, Any]) -> Dict[str, Any]:
+    """A file's state in one side's checkout, in the words of the diff (compare/diff.py): modified, added...
+    (git's status letters), untracked, clean; or absent, for a file the other side has untracked."""
     dirty, untracked = as_dict(repo.get("dirty")), as_dict(repo.get("untracked"))
     if name in dirty:
         entry = as_dict(dirty[name])
-        return {"state": str(entry.get("status") or "M"), "sha256": entry.get("sha256")}
+        status = str(entry.get("status") or "M")
+        return {"state": GIT_STATUS_WORDS.get(status, status), "sha256": entry.get("sha256")}
     if name in untracked:
-        return {"state": "??", "sha256": as_dict(untracked[name]).get("sha256")}
-    return {"state": "clean"}
+        return {"state": "untracked", "sha256": as_dict(untracked[name]).get("sha256")}
+    return {"state": "absent" if name in as_dict(other.get("untracked")) else "clean"}
 
 
 def _git(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -124,8 +128,8 @@ def _git(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Dict[str, Any]]:
             names.update(as_dict(repo.get("dirty")), as_dict(repo.get("untracked")))
         files = []
         for name in sorted(names):
-            gs = _file_state(name, g_repo) if path in g else {"state": "not captured"}
-            bs = _file_state(name, b_repo) if path in b else {"state": "not captured"}
+            gs = _file_state(name, g_repo, b_repo) if path in g else {"state": "not captured"}
+            bs = _file_state(name, b_repo, g_repo) if path in b else {"state": "not captured"}
             files.append({"path": name, "good": gs, "bad": bs, "differs": gs != bs})
         files.sort(key=lambda r: (not r["differs"], r["path"]))
         repos.append({"path": path, "facts": facts, "files": capped(files), "good_captured": gf is not None,

@@ -51,6 +51,8 @@ def test_workers_aggregate_disagree_and_parent_only():
     assert "1 on scheduler_TP3" in diff.display(disagree.subject, disagree.bad)
     parent_only = keys["workers.parent_only.NCCL_NVLS_ENABLE"]
     assert parent_only.change == "added" and parent_only.bad == {"parent": "1", "workers": "0"}
+    # GOOD had no mismatch: it reads what the shell and the workers had there, never "none".
+    assert (parent_only.side_text("good"), parent_only.side_text("bad")) == ("shell 1, workers 1", "shell 1, workers 0")
     assert "env.NCCL_NVLS_ENABLE" not in keys  # the shell did not change
     assert any("NCCL_NVLS_ENABLE=1 is set in the shell that captured bad" in w for w in comp.warnings)
 
@@ -135,6 +137,24 @@ def test_packages_integrity_startup_git_files_sglang_nccl():
     assert keys["integrity.sglang/srt/layers/moe/topk.py"].subject.entity == "sglang/srt/layers/moe/topk.py"
     assert keys["packages.torch"].subject.entity == "torch" and keys["packages.torch"].variable is None
     assert "packages.requests" not in keys
+    # A side without a key reads in words a user understands: git's letters become words.
+    assert keys["git./src/sglang.dirty.a.py"].side_text("good") == "clean"
+    assert keys["git./src/sglang.dirty.a.py"].side_text("bad") == "modified (sha256 dddddddddddd)"
+
+
+def test_missing_sides_read_as_what_they_mean():
+    repo = {"roles": ["repo"], "head": "1" * 40, "branch": "main", "dirty": {}, "untracked": {}}
+    dists = {"torch": {"name": "torch", "version": "2.8.0", "origin": {"kind": "index"}}}
+    good = snap(packages={"dists": dict(dists), "integrity": {}}, git={"repos": {"/src/app": repo}})
+    bad = snap(packages={"dists": dict(dists, ipython={"name": "ipython", "version": "9.7.0"}), "integrity": {}},
+               git={"repos": {"/src/app": dict(repo, untracked={"notes/nvls.md": {"sha256": "4" * 64}})}})
+    keys = _keys(diff.compare(good, bad))
+    ipython = keys["packages.ipython"]
+    assert (ipython.side_text("good"), ipython.side_text("bad")) == ("not installed", "9.7.0")
+    note = keys["git./src/app.untracked.notes/nvls.md"]
+    assert (note.side_text("good"), note.side_text("bad")) == ("absent", "untracked (sha256 444444444444)")
+    reverse = _keys(diff.compare(bad, good))["packages.ipython"]
+    assert (reverse.side_text("good"), reverse.side_text("bad")) == ("9.7.0", "not installed")
 
 
 def test_ordered_lists_stay_ordered():
