@@ -5,7 +5,7 @@ per process, when the snapshots recorded them): the shape `envsnap diff --format
 renderer formats."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from envsnap.analysis.compare import diff as diff_mod, neighbours, patch_status, patches as patches_mod
 from envsnap.analysis.compare.patches import PristineFinder
@@ -19,6 +19,34 @@ SCHEMA_VERSION = 1
 
 
 # ---------------------------------------------------------------- the whole analysis
+
+def _point_at_setters(comp: diff_mod.Comparison, causes: List[Dict[str, Any]], patches: List[Dict[str, Any]]
+                      ) -> List[str]:
+    """The comparison's warnings, each shell-vs-workers one pointing at the edited file that sets the variable
+    in-process when a patch shows it (an export in the shell cannot reach the workers past that file, so
+    re-exporting is the wrong fix), and the same pointer in the matching causes' reasons."""
+    warnings = list(comp.warnings)
+    for part in comp.node_parts():
+        for trap in part.shell_traps:
+            found = patches_mod.setter(patches, trap.name, trap.side)
+            if found is None:
+                continue
+            patch, line = found
+            old, new = trap.warning(), trap.warning(f"{patch['id']}, the edit of {patch['title']} (`{line}`),")
+            warnings = [w.replace(old, new) for w in warnings]
+            for cause in causes:
+                if cause.get("where") == "parent_only" and cause.get("aspect") == "shell" \
+                        and cause.get("variable") == trap.name and patch["id"] not in cause["why"]:
+                    cause["why"] += f"; {patch['id']} ({patch['title']}) sets it in-process: `{line}`"
+                    if patch["id"] not in cause["patches"]:  # the patch and the cause name each other
+                        cause["patches"].append(patch["id"])
+                        patch["causes"].append(cause["key"])
+                        ranks = {c["key"]: c["rank"] for c in causes}
+                        patch["causes"].sort(key=lambda key: (ranks.get(key, len(causes) + 1), key))
+                        cause["evidence"].append(f"{patch['id']} ({patch['title']}) sets {trap.name} in-process, "
+                                                 f"over the shell's export: `{line}`")
+    return warnings
+
 
 def _meta(snap: Dict[str, Any], path: Optional[str]) -> Dict[str, Any]:
     return {"label": snap.get("label"), "host": snap.get("host"), "created": snap.get("created"),
@@ -49,13 +77,14 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
                                                   if c.get("where") == patch_status.CATEGORY})
     patches = patches_mod.build(good, bad, pristine, differing, patch_status.hunk_patches(status_table))
     patches_mod.link(causes, patches)
+    warnings_from_comp = _point_at_setters(comp, causes, patches)
     groups = tie_groups(causes, lambda: bisect_hint(good, bad, good_file, bad_file, causes))
     if top is not None:
         causes = causes[:max(0, top)]
         shown = {c["rank"] for c in causes}
         groups = [g for g in groups if g["rank"] in shown]
     differences = [d.to_json() for d in comp.differences if include_volatile or not d.volatile]
-    warnings = list(comp.warnings) + run_warnings
+    warnings = warnings_from_comp + run_warnings
     differ = commands_differ(good, bad)
     if differ:
         warnings.append(differ)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
@@ -154,6 +154,9 @@ class Comparison:
     node: Optional[str] = None
     # views.modified_entries_differing of the two snapshots compared (None for a multi-node whole)
     modified_differing: Optional[Set[str]] = None
+    # The shell-vs-workers warnings among `warnings`, as data (result.py points them at an edited file that sets
+    # the variable in-process, once the patches are known)
+    shell_traps: List["ShellTrap"] = field(default_factory=list)
 
     def node_parts(self) -> List[Comparison]:
         """Each node's comparison; the comparison itself for single-node snapshots (or when no node pairs)."""
@@ -204,8 +207,9 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
     diffs.sort(key=lambda d: (category_key(d.category), d.key))
     if node is not None:
         diffs = [replace(d, key=nodes_mod.qualify(node, d.key), subject=d.subject._replace(node=node)) for d in diffs]
-    warnings = _warnings(good, bad, va, vb, compare_hosts=node is None)
-    return Comparison(diffs, warnings, va, vb, usable, node=node, modified_differing=differing)
+    traps: List[ShellTrap] = []
+    warnings = _warnings(good, bad, va, vb, compare_hosts=node is None, traps=traps)
+    return Comparison(diffs, warnings, va, vb, usable, node=node, modified_differing=differing, shell_traps=traps)
 
 
 def _merge_nodes(parts: List[Comparison], everyone: List[str]) -> List[Difference]:
@@ -465,7 +469,26 @@ def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View, compare_hosts: bool = True) -> List[str]:
+class ShellTrap(NamedTuple):
+    """A variable the capturing shell has with a value the workers do not run with (workers.parent_only.NAME,
+    the shell's kind): a measurement warning, whose advice depends on what set the workers' value."""
+    name: str
+    value: str  # the shell's
+    where: str  # "good", "bad" or "both snapshots"
+    seen: str  # the workers' value ("unset", "mixed")
+    side: str  # the side whose workers are described ("bad" when both)
+
+    def warning(self, setter: str = "") -> str:
+        """The warning line; `setter`: what sets the workers' value in-process (an edited file's patch and its
+        line), which an export in the shell cannot override: the place to change it."""
+        head = f"{self.name}={self.value} is set in the shell that captured {self.where}, but the workers see {self.seen}"
+        if setter:
+            return f"{head}: {setter} sets it in-process, over any export: change it there, not in the shell"
+        return f"{head}: setting it in that shell does not reach the running server"
+
+
+def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View, compare_hosts: bool = True,
+              traps: Optional[List[ShellTrap]] = None) -> List[str]:
     out: List[str] = []
     ga, ba = good.get("sections") or {}, bad.get("sections") or {}
     for name in sorted(set(ga) | set(ba)):
@@ -500,8 +523,10 @@ def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View, com
                 f"{name}={value['parent']}: the server's parent process ({info.get('process', '?')}) {when} "
                 f"({where}); the TP workers see {seen}: measurements of that server ran without it")
             continue
-        out.append(f"{name}={value['parent']} is set in the shell that captured {where}, but the workers "
-                   f"see {seen}: setting it in that shell does not reach the running server")
+        trap = ShellTrap(name, str(value["parent"]), where, str(seen), "bad" if "bad" in sides else "good")
+        out.append(trap.warning())
+        if traps is not None:
+            traps.append(trap)
     out[:0] = server_warnings
     for side, view in (("good", va), ("bad", vb)):
         if view.workers and view.worker_env_source == "proc":

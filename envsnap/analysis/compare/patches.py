@@ -30,6 +30,7 @@ from envsnap.model.snapshot import as_dict, section_data
 TEXT = ("text", "truncated")
 # An edited installed file with no pristine copy to diff against: its text is shown whole.
 NO_PRISTINE = "no pristine copy found (--wheels DIR to diff against the wheel); content shown"
+SETTER_ORDER = {"installed": 0, "startup": 1, "hunk": 2, "git": 3, "untracked": 4, "watched": 5, "stash": 6}
 KIND_ORDER = {"hunk": -1, "git": 0, "untracked": 1, "stash": 2, "installed": 3, "startup": 4, "watched": 5}
 _EVIDENCE_LINES = 2  # changed lines quoted in a cause's evidence, per direction
 _QUOTE_CHARS = 100
@@ -486,3 +487,33 @@ def link(causes: List[Dict[str, Any]], patches: List[Dict[str, Any]]) -> None:
             cause["patches"].append(patch["id"])
             cause["evidence"].append(reason)
             evidence_text[id(cause)] += "\0" + reason
+
+
+def _setting_line(name: str) -> "re.Pattern[str]":
+    """A line that sets the variable NAME whatever was exported before: os.environ["NAME"] = ..., os.putenv /
+    setenv("NAME", ...), or a shell's NAME=... / export NAME=... (not environ.setdefault: an export wins it)."""
+    var = re.escape(name)
+    return re.compile(rf"""environ\s*\[\s*['"]{var}['"]\s*\]\s*=(?!=)"""
+                      rf"""|\b(?:putenv|setenv)\s*\(\s*['"]{var}['"]"""
+                      rf"""|(?:^|[\s;])(?:export\s+)?{var}=""")
+
+
+def setter(patches: Sequence[Dict[str, Any]], name: str, side: str) -> Optional[Tuple[Dict[str, Any], str]]:
+    """The first patch whose `side` text sets the environment variable NAME in-process (its changed lines on
+    that side, or the whole text shown for an edited file with no diff), and that line. Files the described
+    interpreter runs come first (installed files, start-up hooks): a checkout's copy of an installed file is
+    where it was edited, not what ran."""
+    pattern = _setting_line(name)
+    for patch in sorted(patches, key=lambda p: SETTER_ORDER.get(p.get("kind", ""), len(SETTER_ORDER))):
+        if patch.get("diff"):
+            mark = "+" if side == "bad" else "-"
+            lines = [line[1:] for line in patch["diff"].split("\n")
+                     if line.startswith(mark) and not line.startswith(mark * 3 + " ")]
+        elif isinstance(patch.get("content"), str) and patch.get("basis", "").startswith(f"edited in {side}"):
+            lines = patch["content"].split("\n")
+        else:
+            continue
+        found = next((line.strip() for line in lines if name in line and pattern.search(line)), None)
+        if found is not None:
+            return patch, found
+    return None

@@ -55,6 +55,8 @@ def test_workers_aggregate_disagree_and_parent_only():
     assert (parent_only.side_text("good"), parent_only.side_text("bad")) == ("shell 1, workers 1", "shell 1, workers 0")
     assert "env.NCCL_NVLS_ENABLE" not in keys  # the shell did not change
     assert any("NCCL_NVLS_ENABLE=1 is set in the shell that captured bad" in w for w in comp.warnings)
+    [trap] = comp.shell_traps
+    assert trap.warning() in comp.warnings and trap.side == "bad"
 
 
 def test_probe_is_preferred_over_proc_environ_and_proc_only_warns():

@@ -240,3 +240,22 @@ def test_a_patch_against_another_head_says_it_is_not_the_whole_change(checkout, 
     patch = _only(patches_mod.build(good, bad), "git")
     assert patch["basis"].startswith("bad's `git diff HEAD` (against bad's HEAD")
     assert patch["note"].startswith("the HEADs differ") and patch["diff"] == git(checkout, "diff", "HEAD")
+
+
+def test_the_patch_that_sets_a_variable_whatever_the_shell_exports():
+    """The shell-vs-workers warning points at the edited file that overrides the export (re-exporting in the
+    shell was the advice, and the wrong fix): an unconditional set in the side's lines, the file that runs
+    before its checkout copy."""
+    from envsnap.analysis.compare.patches import setter
+
+    git_patch = {"id": "patch-1", "kind": "git", "title": "/src/sglang: engine.py", "diff": (
+        "--- a/engine.py\n+++ b/engine.py\n@@ -1,2 +1,2 @@\n"
+        '-    os.environ.setdefault("NCCL_X", "0")\n+    os.environ["NCCL_X"] = "0"\n')}
+    installed = {"id": "patch-2", "kind": "installed", "title": "sglang 0.5.5: engine.py", "diff": None,
+                 "basis": "edited in bad only; no pristine copy found offline: the edited text is shown",
+                 "content": 'import os\nos.environ["NCCL_X"] = "0"\n'}
+    assert setter([git_patch], "NCCL_X", "bad") == (git_patch, 'os.environ["NCCL_X"] = "0"')
+    assert setter([git_patch], "NCCL_X", "good") is None  # GOOD's line only defaults it: an export wins
+    assert setter([git_patch, installed], "NCCL_X", "bad")[0] is installed  # what the interpreter runs first
+    assert setter([installed], "NCCL_X", "good") is None  # the edited text is BAD's
+    assert setter([git_patch], "NCCL_XY", "bad") is None
