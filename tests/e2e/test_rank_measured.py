@@ -41,7 +41,7 @@ def test_rank_uses_the_runs_and_groups_what_changes_together(measured_days):
     assert {a["key"]: a["confounded_with"] for a in first} == {
         "env.PLANTED_CAUSE": ["env.SHADOW_COLOUR"], "env.SHADOW_COLOUR": ["env.PLANTED_CAUSE"]}
     assert data["confounded"][0] == {"rank": 1, "keys": ["env.PLANTED_CAUSE", "env.SHADOW_COLOUR"],
-                                     "score": first[0]["score"], "p_value": first[0]["p_value"]}
+                                     "score": first[0]["score"], "p_value": first[0]["p_value"], "testable": True}
     # 40% slower with 5% jitter: the runs separate cleanly; 6 snapshots split 3/3 give at best 2/20.
     assert first[0]["score"] > 0.9 and first[0]["p_value"] == pytest.approx(0.1)
     assert "runs kept with their snapshot" in first[0]["method"]

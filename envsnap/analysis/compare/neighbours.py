@@ -89,6 +89,20 @@ def _gpus_of_the_run(records: List[Dict[str, Any]]) -> Optional[Set[str]]:
     return found or None
 
 
+def is_envsnap(command: str) -> bool:
+    """Whether a neighbour's command is envsnap itself (`envsnap capture ...`, `python -m envsnap ...`, or a
+    process named [envsnap] whose command line was gone): the tool measuring, not a workload. Several nodes'
+    captures of one cluster started on one host see each other, and one capture's neighbours differ from the
+    other day's by their paths; neither is a neighbour of the user's processes."""
+    if command in ("[envsnap]", "envsnap"):
+        return True
+    names = [word.rsplit("/", 1)[-1] for word in command.split()[:3]]
+    if names[:1] == ["envsnap"]:
+        return True
+    return bool(names) and names[0].startswith("python") and (names[1:2] == ["envsnap"]
+                                                             or names[1:3] == ["-m", "envsnap"])
+
+
 def _side(records: List[Dict[str, Any]]) -> Dict[str, Any]:
     """One side's neighbours: machine figures per record, CPU per command per record, GPU holders."""
     n = len(records)
@@ -96,6 +110,8 @@ def _side(records: List[Dict[str, Any]]) -> Dict[str, Any]:
     for i, record in enumerate(records):
         for entry in record.get("top") or []:
             if not isinstance(entry, dict) or _num(entry.get("cpus")) is None:
+                continue
+            if is_envsnap(str(entry.get("command") or "")):
                 continue
             group = cpu.setdefault(str(entry.get("command") or "?"), {"cpus": [0.0] * n, "pids": set(), "users": set(),
                                                                       "processes": [0] * n, "on_cpu_set": set()})

@@ -180,3 +180,15 @@ def test_a_neighbour_on_the_cpus_the_work_may_use_is_sized_against_those_cpus():
     cause = next(c for c in analyze(good, elsewhere)["causes"] if c["key"] == f"neighbour.cpu.{BUSY}")
     assert cause["factors"][0]["value"] < 0.2 and "neighbour_no_effect" in [f["factor"] for f in cause["factors"]]
     assert any("it ran only on CPUs the work may not use" in e for e in cause["evidence"]), cause["evidence"]
+
+
+def test_envsnap_itself_is_no_neighbour():
+    # Two nodes' captures of one cluster started on one host see each other (tests/e2e/test_multinode_torchrun.py):
+    # the tool measuring is not a workload beside the user's processes.
+    from envsnap.analysis.compare.neighbours import is_envsnap
+
+    for command in ("/opt/venv/bin/python /opt/venv/bin/envsnap capture --probe-dir /tmp/p", "[envsnap]",
+                    "envsnap run -o good.json -- python bench.py", "python3 -m envsnap diff a.json b.json"):
+        assert is_envsnap(command), command
+    for command in ("python bench.py --name envsnap", "/usr/bin/stress --cpu 4", "python3 /src/envsnap/bench.py", ""):
+        assert not is_envsnap(command), command
