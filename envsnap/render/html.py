@@ -22,7 +22,7 @@ import os
 import re
 from collections import Counter
 from functools import lru_cache
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from envsnap import __version__, format as fmt
 from envsnap.analysis.compare.diff import value_text
@@ -32,6 +32,9 @@ from envsnap.analysis.runs.verdict import mechanism_line
 from envsnap.errors import EnvsnapError
 from envsnap.model.snapshot import as_dict
 from envsnap.render import trace_view
+
+if TYPE_CHECKING:  # jinja2 is imported where a report is written, not when the module loads
+    import jinja2
 
 ROWS_SHOWN = 40          # rows of a long table shown before "N more"
 ROWS_MORE = 400          # further rows inside the closed "N more" <details>; beyond: counted only
@@ -316,7 +319,7 @@ def _patch_status_view(result: Dict[str, Any], causes: List[Dict[str, Any]]) -> 
 
 def _nice_step(span: float, target: int = 5) -> float:
     raw = span / max(1, target)
-    power = 10 ** math.floor(math.log10(raw))
+    power = 10.0 ** math.floor(math.log10(raw))
     for factor in (1, 2, 2.5, 5, 10):
         if raw <= factor * power:
             return factor * power
@@ -822,7 +825,7 @@ def _templates_dir() -> str:
 
 
 @lru_cache(maxsize=1)
-def _environment():
+def _environment() -> "jinja2.Environment":
     import jinja2
 
     env = jinja2.Environment(
@@ -874,4 +877,5 @@ def render_report(result: Dict[str, Any]) -> str:
     # value that slipped past escaping could neither run nor load anything.
     script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     template = _environment().get_template("report.html.j2")
-    return template.render(view=view, css=_asset("report.css"), script=script, script_hash=script_hash)
+    page: str = template.render(view=view, css=_asset("report.css"), script=script, script_hash=script_hash)
+    return page

@@ -270,7 +270,7 @@ def _show_value(value: Optional[str]) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
-def _bisect_delta(d: Mapping) -> List[str]:
+def _bisect_delta(d: Mapping[str, Any]) -> List[str]:
     if d.get("kind") == "hunk":
         return [f"  hunk {d['hunk']} of {d['of']} of {d['file']} ({d['header']})", f"      {d['where']}"]
     if d.get("kind") == "file":
@@ -284,7 +284,7 @@ def _bisect_delta(d: Mapping) -> List[str]:
     return lines
 
 
-def _bisect_keep(keep: Mapping) -> List[str]:
+def _bisect_keep(keep: Mapping[str, Any]) -> List[str]:
     lines = []
     for diff in keep.get("diffs", []):
         if diff.get("binary"):
@@ -304,7 +304,7 @@ def _bisect_keep(keep: Mapping) -> List[str]:
     return lines
 
 
-def render_bisect(result: Mapping) -> str:
+def render_bisect(result: Mapping[str, Any]) -> str:
     lines = []
     status = result["status"]
     head = {"isolated": "ISOLATED", "not_distinguishable": "NOT ISOLATABLE", "no_deltas": "NOTHING TO BISECT",
