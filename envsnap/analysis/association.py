@@ -205,6 +205,7 @@ def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List
 
 def _varying(node: Optional[str], views: List[views_mod.View]) -> List[_Candidate]:
     """The keys of one node's (or one single-node snapshot's) views whose value varies, volatile ones aside."""
+    views_mod.drop_unstable(views)
     keys: Dict[str, str] = {}
     for view in views:
         for category, key in views_mod.iter_keys(view):

@@ -36,6 +36,7 @@ from envsnap.analysis.compare.views import (
     categories,
     category_key,
     comparable_builds,
+    drop_unstable,
     modified_entries_differing,
     usable_sections,
 )
@@ -192,9 +193,7 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
     hint = flags_mod.hints(good, bad)  # a flag standing without a value on either side is a boolean on both
     va = build_view(good, usable, node, differing, builds, hint)
     vb = build_view(bad, usable, node, differing, builds, hint)
-    for key in va.unstable | vb.unstable:  # mapped in some runs of a side only: when it was sampled, not what ran
-        for view in (va, vb):
-            view.values.get("libraries", {}).pop(key, None)
+    drop_unstable((va, vb))
     diffs: List[Difference] = []
     for category in categories(va, vb):
         a, b = va.values.get(category, {}), vb.values.get(category, {})

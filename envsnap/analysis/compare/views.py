@@ -135,7 +135,7 @@ class View:
     builds: Set[str] = field(default_factory=set)  # see build_view
     # Keys whose object the run's processes mapped in some runs only (_libraries_view): the comparison drops them
     # on both sides, since which side "has" them followed when the maps were sampled.
-    unstable: Set[str] = field(default_factory=set)
+    unstable: Set[str] = field(default_factory=set)  # see drop_unstable
     # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
     patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
@@ -428,7 +428,7 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
             process = f"{prefix}{key}"
             # An object the run's processes mapped in some runs and not in others came and went with when the
             # maps were sampled (a short client read before it imported, another run read later): not a fact
-            # about the side. Only what every run of each side mapped is compared (diff drops view.unstable).
+            # about the side. Only what every run of each side mapped is compared (drop_unstable, for diff and rank).
             unstable = {str(p) for change in as_dict(entry.get("varies")).values()
                         for p in list(as_dict(change).get("added") or []) + list(as_dict(change).get("removed") or [])}
             for name, path in sorted(entry["objects"].items()):
@@ -442,6 +442,15 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
                 view.put("libraries", f"libraries.{process}.{name}", value,
                          (f"libraries.{field_name}.{key}.objects.{name}",),
                          Subject("library", process, str(name)))
+
+
+def drop_unstable(views: Sequence[View]) -> None:
+    """Remove from every view the library keys some view found in only some of its runs (View.unstable): which
+    side "has" such an object followed when the maps were sampled. Called on the views compared together."""
+    keys = set().union(*(view.unstable for view in views))
+    for view in views:
+        for key in keys:
+            view.values.get("libraries", {}).pop(key, None)
 
 
 def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:

@@ -78,3 +78,26 @@ def test_an_object_missing_on_one_side_is_added_or_removed():
     with_gomp, without = _snapshot([gomp]), _snapshot([])
     assert [(c.kind, c.name) for c in libs.library_changes(without, with_gomp)] == [("added", "libgomp.so.1")]
     assert [(c.kind, c.name) for c in libs.library_changes(with_gomp, without)] == [("removed", "libgomp.so.1")]
+
+
+def test_an_object_mapped_in_some_runs_only_is_no_key_of_any_side():
+    """Which side 'has' an object mapped in only some runs of one side followed when the maps were sampled: the
+    comparison of two snapshots and the association over several drop it from every view compared."""
+    from envsnap.analysis.compare import views
+
+    def snap(objects, varies=None):
+        proc = {"objects": objects, "runs": [1, 2], "status": "ok"}
+        if varies:
+            proc["varies"] = varies
+        table = {path: {"status": "ok", "build_id": "ab" * 20, "owner": {"kind": "unknown"}} for path in objects.values()}
+        return {"schema_version": 1, "sections": {"libraries": {"status": "ok", "data": {
+            "processes": {}, "objects": table, "run_processes": {"python-0": proc}}}}}
+
+    stable = {"libc.so.6": "/lib/libc.so.6"}
+    late = dict(stable, **{"_json.so": "/py/_json.so"})
+    good = snap(late, varies={"2": {"added": [], "removed": ["/py/_json.so"]}})  # run 2 was read before the import
+    bad = snap(stable)
+    built = [views.build_view(s, {"libraries"}) for s in (good, bad)]
+    assert "libraries.run/python-0._json.so" in built[0].unstable
+    views.drop_unstable(built)
+    assert [sorted(v.values["libraries"]) for v in built] == [["libraries.run/python-0.libc.so.6"]] * 2
