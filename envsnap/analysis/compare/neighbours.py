@@ -4,7 +4,8 @@ side, and which of them were there on one side only or used much more there.
 What each side saw comes from its successful runs' telemetry ("neighbours" of each run, measured while the
 benchmark ran: measure/neighbours.py) when both sides have runs with it, else from the capture's
 "neighbours" section (one window at capture: capture/collectors/neighbours.py). Processes are matched
-between the sides by their (redacted) command line: pids differ from run to run. Per side a command's
+between the sides by their (redacted) command line with its digits as one symbol (same_command): pids,
+ports and ranks differ from run to run. Per side a command's
 CPUs are the median over the runs (a run whose busiest-processes list lacks it counts 0), so a process
 busy in one run of five is not a neighbour of that side.
 
@@ -21,6 +22,7 @@ When the work may use only some of the machine's CPUs (taskset, a container's cp
 """
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -90,17 +92,28 @@ def _gpus_of_the_run(records: List[Dict[str, Any]]) -> Optional[Set[str]]:
 
 
 def is_envsnap(command: str) -> bool:
-    """Whether a neighbour's command is envsnap itself (`envsnap capture ...`, `python -m envsnap ...`, or a
-    process named [envsnap] whose command line was gone): the tool measuring, not a workload. Several nodes'
-    captures of one cluster started on one host see each other, and one capture's neighbours differ from the
-    other day's by their paths; neither is a neighbour of the user's processes."""
+    """Whether a neighbour's command is envsnap or starts it (`envsnap capture ...`, `python -m envsnap ...`,
+    `torchrun ... bash -c "envsnap capture ..."`, or a process named [envsnap] whose command line was gone):
+    the tool measuring, not a workload. Several nodes' captures of one cluster started on one host see each
+    other and each other's launchers; none of them is a neighbour of the user's processes. envsnap counts
+    where a word named envsnap is followed by a subcommand (a lower-case word), so a path that merely ends
+    in envsnap does not."""
     if command in ("[envsnap]", "envsnap"):
         return True
-    names = [word.rsplit("/", 1)[-1] for word in command.split()[:3]]
-    if names[:1] == ["envsnap"]:
-        return True
-    return bool(names) and names[0].startswith("python") and (names[1:2] == ["envsnap"]
-                                                             or names[1:3] == ["-m", "envsnap"])
+    names = [word.rsplit("/", 1)[-1] for word in command.split()]
+    return any(name == "envsnap" and (following.isalpha() and following.islower()
+                                      or previous == "-m")
+               for previous, name, following in zip([""] + names, names, names[1:] + [""]))
+
+
+# Digits in a command line (ports, pids, ranks, dates in a path) differ from run to run while the process
+# is the same program doing the same job: the sides match commands with every run of digits as one.
+_DIGITS = re.compile(r"\d+")
+
+
+def same_command(command: str) -> str:
+    """What a command is matched by between the sides and the runs: its digits made one symbol."""
+    return _DIGITS.sub("#", command)
 
 
 def _side(records: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -113,8 +126,10 @@ def _side(records: List[Dict[str, Any]]) -> Dict[str, Any]:
                 continue
             if is_envsnap(str(entry.get("command") or "")):
                 continue
-            group = cpu.setdefault(str(entry.get("command") or "?"), {"cpus": [0.0] * n, "pids": set(), "users": set(),
-                                                                      "processes": [0] * n, "on_cpu_set": set()})
+            command = str(entry.get("command") or "?")
+            group = cpu.setdefault(same_command(command), {"command": command, "cpus": [0.0] * n, "pids": set(),
+                                                           "users": set(), "processes": [0] * n,
+                                                           "on_cpu_set": set()})
             group["cpus"][i] += float(entry["cpus"])
             if isinstance(entry.get("on_cpu_set"), bool):
                 group["on_cpu_set"].add(entry["on_cpu_set"])
@@ -132,8 +147,9 @@ def _side(records: List[Dict[str, Any]]) -> Dict[str, Any]:
             for proc in (found or {}).get("processes") or []:
                 if not isinstance(proc, dict) or proc.get("own") is not False:
                     continue
-                key = (str(index), str(proc.get("command") or NOT_VISIBLE))
-                group = gpu.setdefault(key, {"runs": set(), "memory": 0.0, "sm": [], "pids": set()})
+                command = str(proc.get("command") or NOT_VISIBLE)
+                group = gpu.setdefault((str(index), same_command(command)),
+                                       {"command": command, "runs": set(), "memory": 0.0, "sm": [], "pids": set()})
                 group["runs"].add(i)
                 group["memory"] = max(group["memory"], _num(proc.get("used_memory_bytes")) or 0.0)
                 if _num(proc.get("sm_util_pct_mean")) is not None:
@@ -157,8 +173,8 @@ def _median(values: List[float]) -> Optional[float]:
     return round(statistics.median(values), 3) if values else None
 
 
-def _cpu_row(command: str, g: Optional[Dict[str, Any]], b: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    row: Dict[str, Any] = {"kind": "cpu", "command": command}
+def _cpu_row(g: Optional[Dict[str, Any]], b: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    row: Dict[str, Any] = {"kind": "cpu", "command": (b or g or {})["command"]}
     for side, group in (("good", g), ("bad", b)):
         if group is None:
             row[side] = None
@@ -175,10 +191,9 @@ def _cpu_row(command: str, g: Optional[Dict[str, Any]], b: Optional[Dict[str, An
     return row
 
 
-def _gpu_row(key: Tuple[str, str], g: Optional[Dict[str, Any]], b: Optional[Dict[str, Any]], ng: int,
+def _gpu_row(index: str, g: Optional[Dict[str, Any]], b: Optional[Dict[str, Any]], ng: int,
              nb: int) -> Dict[str, Any]:
-    index, command = key
-    row: Dict[str, Any] = {"kind": "gpu", "gpu": index, "command": command}
+    row: Dict[str, Any] = {"kind": "gpu", "gpu": index, "command": (b or g or {})["command"]}
     for side, group, n in (("good", g, ng), ("bad", b, nb)):
         if group is None:
             row[side] = None
@@ -219,12 +234,11 @@ def compare(good: Dict[str, Any], bad: Dict[str, Any], use_runs: bool = True) ->
     if not g_records or not b_records:
         return None
     g, b = _side(g_records), _side(b_records)
-    rows = [_cpu_row(command, g["cpu"].get(command), b["cpu"].get(command))
-            for command in sorted(set(g["cpu"]) | set(b["cpu"]))]
+    rows = [_cpu_row(g["cpu"].get(command), b["cpu"].get(command)) for command in sorted(set(g["cpu"]) | set(b["cpu"]))]
     rows.sort(key=lambda r: (not r["changed"], -max((r["good"] or {}).get("cpus", 0.0),
                                                     (r["bad"] or {}).get("cpus", 0.0)), r["command"]))
     rows = [r for i, r in enumerate(rows) if r["changed"] or i < TABLE_ROWS]
-    gpu_rows = [_gpu_row(key, g["gpu"].get(key), b["gpu"].get(key), g["n"], b["n"])
+    gpu_rows = [_gpu_row(key[0], g["gpu"].get(key), b["gpu"].get(key), g["n"], b["n"])
                 for key in sorted(set(g["gpu"]) | set(b["gpu"]))]
     steal = _steal_row(g, b)
     machine = {}

@@ -188,7 +188,22 @@ def test_envsnap_itself_is_no_neighbour():
     from envsnap.analysis.compare.neighbours import is_envsnap
 
     for command in ("/opt/venv/bin/python /opt/venv/bin/envsnap capture --probe-dir /tmp/p", "[envsnap]",
-                    "envsnap run -o good.json -- python bench.py", "python3 -m envsnap diff a.json b.json"):
+                    "envsnap run -o good.json -- python bench.py", "python3 -m envsnap diff a.json b.json",
+                    # another node's launcher of the README's capture line, seen from this node on one host
+                    "/v/bin/python /v/bin/torchrun --nnodes=2 --master-port=40643 --no-python bash -c envsnap capture"):
         assert is_envsnap(command), command
-    for command in ("python bench.py --name envsnap", "/usr/bin/stress --cpu 4", "python3 /src/envsnap/bench.py", ""):
+    for command in ("python bench.py --name envsnap", "/usr/bin/stress --cpu 4", "python3 /src/envsnap/bench.py", "",
+                    "python train.py --out /home/u/envsnap", "python train.py --out /home/u/envsnap --epochs 3"):
         assert not is_envsnap(command), command
+
+
+def test_the_same_program_with_other_numbers_is_one_neighbour():
+    # A port, a pid or a rank in a command line differs from run to run: the same program on both sides, not
+    # one neighbour gone and another come.
+    good = runs(*(record([("python3 serve.py --port 40643", 10, 0.9)]) for _ in range(3)))
+    bad = runs(*(record([("python3 serve.py --port 51002", 11, 1.0)]) for _ in range(3)))
+    found = neighbours.compare(good, bad)
+    assert neighbours.changed_rows(found) == []
+    (row,) = found["processes"]
+    assert row["good"]["cpus"] == 0.9 and row["bad"]["cpus"] == 1.0
+    assert row["command"] == "python3 serve.py --port 51002"  # shown as BAD ran it
