@@ -18,7 +18,7 @@ import time
 import pytest
 from helpers.workers import clean_env, start, stop, wait_line
 
-from envsnap.capture import libcache
+from envsnap.capture import filestat, libcache
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import elf, libraries, libstrings, maps, processes
 
@@ -290,7 +290,7 @@ def test_a_library_replaced_while_it_is_read_is_read_again_never_stale(tmp_path,
 def test_a_cache_entry_is_not_trusted_after_the_file_changes(tmp_path, gomp, monkeypatch):
     copy = tmp_path / "libold.so.1"
     shutil.copyfile(gomp, copy)
-    monkeypatch.setattr(libcache.hashcache, "RACY_WINDOW_NS", 0)  # a fresh copy counts as settled
+    monkeypatch.setattr(filestat, "RACY_WINDOW_NS", 0)  # a fresh copy counts as settled
     proc = start([sys.executable, "-c", LOADER, str(copy)], env=clean_env())
     try:
         wait_line(proc, "LOADED")

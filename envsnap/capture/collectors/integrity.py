@@ -40,7 +40,7 @@ import stat
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
-from envsnap.capture import hashcache
+from envsnap.capture import filestat, hashcache
 from envsnap.capture.collectors import builds
 from envsnap.model.names import COMPILED_SUFFIXES, is_compiled_file
 
@@ -215,7 +215,7 @@ def _record_identity(record: Any) -> Tuple[Optional[str], Optional[os.stat_resul
             st = os.stat(record.path)
         except OSError:
             return None, None
-        return "stat:" + hashcache.stat_key(st).strip().replace(" ", ","), st
+        return "stat:" + filestat.stat_key(st).strip().replace(" ", ","), st
     return "sha256:" + hashlib.sha256(record.encode("utf-8", "surrogateescape")).hexdigest(), None
 
 
@@ -334,10 +334,10 @@ def verify(records: Iterable[Tuple[Any, ...]], mode: str = "py", stop_at: Option
             if record_id and all(as_recorded.get(entry.path) for entry in entries):
                 hashed = sum(1 for entry in entries if entry.path in by_path)
                 paths = [entry.path for entry in entries]
-                stats = {path: hashcache.packed_stat(sizes[path][1]) for path in paths if path in by_size}
+                stats = {path: filestat.packed_stat(sizes[path][1]) for path in paths if path in by_size}
                 if wheel.path is not None and wheel.stat is not None:
                     paths.append(wheel.path)  # listed by RECORD too, normally: then its stat is there already
-                    stats.setdefault(wheel.path, hashcache.packed_stat(wheel.stat))
+                    stats.setdefault(wheel.path, filestat.packed_stat(wheel.stat))
                 cache.record_verdict(_verdict_key(dist, location, mode), record_id,
                                      dict(findings, entries=hashed, sized=len(entries) - hashed), paths,
                                      record_stat, stats)
