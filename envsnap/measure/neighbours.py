@@ -94,7 +94,7 @@ class Neighbours:
 
     def __init__(self, watched: Iterable[int] = (), gpus: Any = None) -> None:
         self.watched = list(watched)
-        self.gpus = gpus  # telemetry.Gpus: its NVML module and handles, once opened
+        self.gpus = gpus  # gpu_sampling.Gpus: its NVML module and handles, once opened
         self.last: Optional[CpuWindow] = None
 
     def begin(self) -> Tuple[Optional[NeighbourSampler], Optional[str]]:
