@@ -31,7 +31,7 @@ class Gpus:
         nvml, handles, self.status = open_nvml(self._module)
         if nvml is None:
             return
-        from envsnap.capture.collectors.nvidia import (
+        from envsnap.capture.collectors.nvml_read import (
             reason_names,  # the one decoder of NVML's reason bits
         )
 
@@ -172,7 +172,7 @@ def summarize_gpu(readings: List[Dict[str, Any]], reasons: Dict[int, str]) -> Di
         out["power_w_max"] = round(max(power), 2)
     masks = values("reasons", readings)
     if masks:
-        from envsnap.capture.collectors.nvidia import decode_reasons
+        from envsnap.capture.collectors.nvml_read import decode_reasons
 
         share: Dict[str, int] = {}
         for mask in masks:
