@@ -31,7 +31,7 @@ A repository reached several ways (cwd and an editable install) is recorded once
 with all its roles. No repository at all is `unavailable`, not an error; a `--repo`
 that is not a repository is an error the user should see.
 
-Over 400 lines on purpose: the git commands envsnap runs (status, diff, stash, submodules, remotes) and their
+One module, as one concept: the git commands envsnap runs (status, diff, stash, submodules, remotes) and their
 -z parsers, all under one deadline with one set of safe options.
 """
 from __future__ import annotations
