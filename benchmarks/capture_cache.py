@@ -45,7 +45,7 @@ from typing import Dict, List, Optional
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT_S = 900
-RACY_WINDOW_S = 3.0  # envsnap/capture/hashcache.py RACY_WINDOW_NS
+RACY_WINDOW_S = 3.0  # envsnap/capture/filestat.py RACY_WINDOW_NS
 
 
 def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
@@ -101,7 +101,7 @@ def packages_alone(python: str, cache_home: str, runs: int) -> Dict[str, float]:
     """The warm packages collector without the rest of the capture (no other collector holds the
     GIL meanwhile), and the floor under it: one os.stat of every file its verdicts list."""
     sys.path.insert(0, REPO)
-    from envsnap.capture import hashcache
+    from envsnap.capture import filestat, hashcache
     from envsnap.capture.collectors import packages
 
     facts = json.loads(subprocess.run([python, "-c", "import json, site, sys; print(json.dumps([sys.path, "
@@ -120,7 +120,7 @@ def packages_alone(python: str, cache_home: str, runs: int) -> Dict[str, float]:
         cache = hashcache.HashCache.open(d["location"] for k, d in data["dists"].items() if k not in skipped)
         paths = [p for verdict in cache._verdict_table("py").values() for p in verdict.paths]
         start = time.perf_counter()
-        hashcache.packed_stats(paths)
+        filestat.packed_stats(paths)
         stat_s = time.perf_counter() - start
     finally:
         if old is None:

@@ -3,10 +3,10 @@
 A redacted value becomes ``redacted:<8 hex of sha256(value)>`` so that a changed
 secret still shows as changed in a diff, while the value itself never reaches a
 snapshot, a report or an error message. Every string a collector records goes
-through `scrub` (see capture.py), and every environment mapping through `redact_env`.
+through `scrub` (capture/runner.py), and every environment mapping through `redact_env`.
 
-Over 400 lines on purpose: the secret patterns (one per token format, with sources) and the three contexts
-(environment, shell text, file text); stdlib only, and the probe copies it as one file.
+One module on purpose: the secret patterns (one per token format, with sources) and the three contexts
+(environment, shell text, file text) are one rule; stdlib only, and the probe copies it as one file.
 """
 from __future__ import annotations
 

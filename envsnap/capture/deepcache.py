@@ -3,8 +3,8 @@
 Importing torch takes seconds (2.4 s of a 2.6 s `capture --deep` on an H200 VM). What
 the probe reports (CUDA available, devices, TF32/SDPA switches, the cuDNN/NCCL it loaded, the
 build configuration, thread counts) is a function of what it ran with, and this module keys
-its result on all of it, in the spirit of the hash cache (hashcache.py: same file format,
-checksum, owner/mode checks and atomic replacement; git's stat rule and racy window):
+its result on all of it, in the spirit of the hash cache (cachefile.py: same file format,
+checksum, owner/mode checks and atomic replacement; filestat.py: git's stat rule and racy window):
 
 - the interpreter: the executable as given, its real path and that file's stat;
 - every file the probe loaded, as the probe itself reports it after importing torch: each
@@ -39,15 +39,13 @@ import hashlib
 import json
 import os
 import platform
-import socket
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from envsnap.capture import hashcache
+from envsnap.capture import cachefile, filestat
 from envsnap.capture.base import CaptureContext
 
 _PREFIX = "probe-"
-_SUFFIX = ".cache"
 MAX_RESULTS = 4  # probes kept per interpreter (e.g. runs with and without CUDA_VISIBLE_DEVICES)
 # Fields the probe script adds for this module only; never part of the section.
 PRIVATE_FIELDS = ("_loaded_files", "_sys_path", "_absent")
@@ -147,7 +145,7 @@ def _host() -> Dict[str, Any]:
 def _interpreter(executable: str) -> Dict[str, Any]:
     real = os.path.realpath(executable)
     try:
-        identity = hashcache.stat_key(os.stat(real))
+        identity = filestat.stat_key(os.stat(real))
     except OSError as exc:
         identity = f"unreadable: {exc.strerror or exc}"
     return {"executable": executable, "realpath": real, "stat": identity}
@@ -163,12 +161,12 @@ def components(executable: str, env: Dict[str, str], cwd: str) -> Dict[str, Any]
 
 
 def _cache_path(executable: str) -> Optional[str]:
-    directory = hashcache.cache_dir()
+    directory = cachefile.cache_dir()
     if directory is None:
         return None
-    name = hashlib.sha256("\0".join([socket.gethostname(), os.path.realpath(executable), executable])
+    name = hashlib.sha256("\0".join([cachefile.hostname(), os.path.realpath(executable), executable])
                           .encode("utf-8", "surrogateescape")).hexdigest()[:20]
-    return os.path.join(directory, f"{_PREFIX}{name}{_SUFFIX}")
+    return os.path.join(directory, f"{_PREFIX}{name}{cachefile.SUFFIX}")
 
 
 def _files_of(report: Dict[str, Any]) -> List[str]:
@@ -210,14 +208,9 @@ class _Entry:
 
 
 def _read(path: str) -> Tuple[List[_Entry], Optional[str]]:
-    try:
-        sections = hashcache.read_cache_file(path)
-    except FileNotFoundError:
-        return [], "no cached probe of this interpreter"
-    except hashcache.CacheRefused as exc:
-        return [], f"cache ignored ({exc})"
-    except OSError as exc:
-        return [], f"cache ignored (unreadable: {exc.strerror or exc})"
+    sections, refused = cachefile.load(path)
+    if sections is None:
+        return [], refused or "no cached probe of this interpreter"
     try:
         return [_Entry.parse(raw) for name, (_, raw) in sections.items() if name.startswith("probe:")], None
     except (ValueError, KeyError, TypeError, IndexError):
@@ -241,7 +234,7 @@ def cached_probe(ctx: CaptureContext, executable: str,
     for entry in entries:
         if entry.parts != parts:
             continue
-        if (hashcache.packed_stats(entry.paths) == entry.stats
+        if (filestat.packed_stats(entry.paths) == entry.stats
                 and not any(os.path.lexists(p) for p in entry.absent)):
             result = dict(entry.result)
             result["cached"] = {"from": entry.probed_at, "key": _digest(parts), "files_checked": len(entry.paths)}
@@ -280,10 +273,10 @@ def _public(report: Dict[str, Any]) -> Dict[str, Any]:
 def _store(path: str, entries: List[_Entry], entry: _Entry, started_ns: int) -> Optional[str]:
     """Record a fresh probe (when no file it loaded changed within the racy window of its start);
     the reason it was not recorded otherwise."""
-    stats = hashcache.packed_stats(entry.paths)
+    stats = filestat.packed_stats(entry.paths)
     if stats is None:
         return "not cached: a file the probe loaded could not be stat'ed"
-    if hashcache.newest_change_ns(stats) >= started_ns - hashcache.RACY_WINDOW_NS:
+    if filestat.newest_change_ns(stats) >= started_ns - filestat.RACY_WINDOW_NS:
         return "not cached: a file the probe loaded changed within the last seconds (racy)"
     if any(os.path.lexists(p) for p in entry.absent):
         return "not cached: the interpreter's search path changed during the probe"
@@ -293,9 +286,4 @@ def _store(path: str, entries: List[_Entry], entry: _Entry, started_ns: int) -> 
     for item in kept:
         body = ("\n".join(item.lines()) + "\n").encode("utf-8", "surrogateescape")
         sections.append((f"probe:{_digest(item.parts)}", 1, body))
-    try:
-        hashcache.write_cache_file(path, sections)
-    except (OSError, ValueError) as exc:
-        return f"cache not updated: {getattr(exc, 'strerror', None) or exc}"
-    hashcache.evict(os.path.dirname(path), keep=path, prefix=_PREFIX)
-    return None
+    return cachefile.replace(path, sections, _PREFIX)

@@ -1,53 +1,26 @@
 """A cache of file hashes that can be trusted, so a capture of an unchanged venv reads no file twice.
 
-The rule is git's index (git/Documentation/technical/racy-git.txt, read-cache.c
-`ie_match_stat` and `is_racy_timestamp`): a file's hash is reused only when its device,
-inode, size, mtime_ns and ctime_ns all equal what they were when it was hashed. `touch -r`
-and `os.utime` can put an mtime back, but nothing short of changing the system clock sets
-ctime back: every write, truncate, rename-over or chmod moves it. What stat cannot show is
-an edit within one timestamp granule of the state that was hashed (the kernel stamps
-files from a clock that ticks every few ms; ext3, HFS+ and some NFS servers keep whole
-seconds, FAT two): such an entry is "racy". Like git, it is never trusted: a file whose
-mtime or ctime is not older than the moment its stat was taken by more than
-RACY_WINDOW_NS is hashed again at the next capture instead of being recorded.
+A file's hash is reused only when its stat (device, inode, size, mtime_ns, ctime_ns) equals
+the one taken before it was hashed, and an entry is never recorded from a racy stat (filestat.py:
+git's index rule). A second kind of entry (a verdict) saves the rest of the work for a
+distribution found intact: its RECORD's identity (the RECORD file's own stat, under the same
+rule, or the sha256 of its text), what the RECORD says by itself (files listed without a hash,
+unreadable hashes, the build: WHEEL's tags and the compiled files) and the stat of every file it
+lists, as it was when that file's digest matched RECORD's (or, for a file checked by size alone,
+when it showed the recorded size). When the RECORD and all of those stats are unchanged, the
+findings are the same without reading anything; else the distribution is checked file by file.
+A verdict's stats are its own, not the file entries' (a --deep capture may renew a file entry
+after an edit that the verdict must then not vouch for). A verdict without the build (an older
+writer's) is not used: the next capture replaces it.
 
-A second kind of entry (a verdict) saves the rest of the work for a distribution that was
-found intact: its RECORD's identity (the RECORD file's own stat, under the same rule, or the
-sha256 of its text), what the RECORD says by itself (files listed without a hash, lines with
-an unreadable hash, the distribution's build: WHEEL's tags and the compiled files), and the stat
-of every file it lists: of a hashed file as it was when its digest was taken and found equal to
-RECORD's, of a file checked by size alone (a default capture's non-Python files) as it was when
-it showed the recorded size. When the RECORD and every one of those stats are unchanged, the
-findings are the same without reading, parsing or hashing anything; when anything differs the
-distribution is checked file by file (the file entries still apply). Its stats are its own, not
-the file entries' (a --deep capture may renew a file entry after an edit that this entry must
-then not vouch for), and it is recorded only from non-racy file entries (a size needs no racy
-rule: it is part of the stat itself). A verdict written before verdicts held the build (and
-covered the files checked by size) is not used: it is replaced by the next capture.
+One file per host and set of installation directories (a venv), in cachefile.py's format,
+bounded by MAX_ENTRIES. What the capture reports about the files never depends on the cache;
+it reports hits, misses and notes in `hash_cache`.
 
-The file lives in `$XDG_CACHE_HOME/envsnap` (default `~/.cache/envsnap`), one per host and
-set of installation directories (a venv), and is bounded: at most MAX_ENTRIES entries and
-MAX_BYTES per file, at most MAX_FILES files (the least recently used go first). It starts
-with a one-line header (format, version, owner uid, host, entry count, its sections' names,
-entry counts and sizes, sha256 of the rest) and is replaced atomically (a new file renamed over
-the old one, never written in place), so concurrent captures each read a whole file and the
-last writer wins. A file that is damaged, truncated, of another version, owned by another user
-or writable by others is ignored with a note, never trusted, and replaced by the next write.
-Only this module reads or writes it; the capture reports hits, misses and any note
-(`hash_cache`), and what it reports about the files never depends on the cache.
-
-Speed (the goal: a warm capture of a 25,000-file venv in a few hundred milliseconds at most).
-The whole file is read and its checksum verified at open (one read and one sha256: ~10 ms for
-20 MB), but each section is decoded and split only when asked for: a default capture whose
-distributions are all unchanged parses only the verdicts of its own mode, never the file
-entries nor the verdicts of --deep captures. A verdict keeps its files' paths and their stats
-packed into one bytes object (device, inode, size, mtime_ns, ctime_ns: 40 bytes a file), so
-checking one is nested map()s over os.stat and one bytes comparison, all in C: per file, a
-stat and no Python bytecode. File entries keep their stats packed the same way; on a first
-capture they are recorded in one pass once hashing is over (record_many).
-
-Over 400 lines on purpose: the file format, the trust checks (owner, host, checksum, version) and the racy
-rule belong together: changing one without the others is how a cache would hide an edit.
+Speed (a warm capture of a 25,000-file venv in a few hundred milliseconds at most): each
+section is decoded only when asked for (a default capture of unchanged distributions parses
+only its own mode's verdicts), and stats are kept packed (filestat.STAT: 40 bytes a file), so
+checking a verdict is nested map()s over os.stat and one bytes comparison, all in C.
 """
 from __future__ import annotations
 
@@ -55,75 +28,20 @@ import hashlib
 import itertools
 import json
 import os
-import stat
 import struct
 import threading
 import time
 from operator import attrgetter, itemgetter
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
-FORMAT = "envsnap-hash-cache"
-VERSION = 2  # 1: one list of entries; 2: sections parsed on demand, verdicts as parallel lists
+from envsnap.capture import cachefile, filestat
+
 MAX_ENTRIES = 200_000  # a deep SGLang venv holds ~38,000 installed files; a file is ~150 bytes each
-MAX_BYTES = 64 << 20  # a bigger cache file is refused unread (and never written)
-MAX_FILES = 8  # cache files kept (one per host and venv); the least recently used is removed
-# Margin between a file's mtime/ctime and the moment its stat was taken below which an
-# entry is racy (see above): covers the kernel's coarse clock (<= 10 ms), whole-second
-# and FAT's 2 s timestamps, and a clock skew of about a second to a network filesystem.
-RACY_WINDOW_NS = 3_000_000_000
 _PREFIX = "hashes-"
-_SUFFIX = ".cache"
 FILES = "files"  # the section of file entries; verdicts are in "verdicts:<mode>"
 _VERDICTS = "verdicts:"
-
-_STAT_FIELDS = attrgetter("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
 _MTIME_NS = attrgetter("st_mtime_ns")
 _CTIME_NS = attrgetter("st_ctime_ns")
-# The same five numbers packed (40 bytes): no int-to-text conversion per file, and a whole
-# distribution's stats compare as one bytes object. Stored in the file as hex, one line per list.
-_STAT = struct.Struct("<QQQqq")
-
-
-def _hostname() -> str:
-    import socket  # here: importing this module (through the collectors' declarations) stays cheap
-
-    return socket.gethostname()
-
-
-def cache_dir() -> Optional[str]:
-    """`$XDG_CACHE_HOME/envsnap`, or `~/.cache/envsnap` (the XDG base directory spec: a
-    relative XDG_CACHE_HOME is ignored). None when there is no home to put it in."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):
-        home = os.path.expanduser("~")
-        if not os.path.isabs(home):
-            return None
-        base = os.path.join(home, ".cache")
-    return os.path.join(base, "envsnap")
-
-
-def stat_key(st: os.stat_result) -> str:
-    """The identity of a file's state as text: `"<dev> <ino> <size> <mtime_ns> <ctime_ns> "`."""
-    return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
-
-
-def packed_stat(st: os.stat_result) -> bytes:
-    """The identity of a file's state as stored (device, inode, size, mtime_ns, ctime_ns)."""
-    return _STAT.pack(*_STAT_FIELDS(st))
-
-
-def packed_stats(paths: List[str]) -> Optional[bytes]:
-    """packed_stat of every path, concatenated in order; None when one cannot be stat'ed. The
-    loop is nested map()s: it runs in C, a stat and a tuple per path and no Python bytecode."""
-    try:
-        return b"".join(itertools.starmap(_STAT.pack, map(_STAT_FIELDS, map(os.stat, paths))))
-    except (OSError, ValueError, struct.error):
-        return None
-
-
-def is_racy(st: os.stat_result, since_ns: int) -> bool:
-    """Changed too recently, at `since_ns`, to be told apart from a later edit (see above)."""
-    return max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns - RACY_WINDOW_NS
 
 
 class _Verdict(NamedTuple):
@@ -133,31 +51,7 @@ class _Verdict(NamedTuple):
     stats: str  # hex of the packed stats of the paths, in order
 
 
-class CacheBook:
-    """What a cache of this capture says about itself in its section: its file, hits, misses, entries not kept
-    because a file changed while it was read (racy), notes (the hash cache's `hash_cache`, the libraries'
-    `cache`)."""
-
-    def __init__(self, path: Optional[str], note: Optional[str]) -> None:
-        self.path = path
-        self.note = note
-        self.hits = 0
-        self.misses = 0
-        self.racy = 0
-
-    def _add_note(self, text: str) -> None:
-        self.note = f"{self.note}; {text}" if self.note else text
-
-    def summary(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"used": self.hits > 0, "hits": self.hits, "misses": self.misses, "path": self.path}
-        if self.racy:
-            out["racy"] = self.racy
-        if self.note:
-            out["note"] = self.note
-        return out
-
-
-class HashCache(CacheBook):
+class HashCache(cachefile.CacheBook):
     """One cache file's entries for one capture: look up, record, save once at the end.
 
     File entries map an absolute path to (packed stat, `"<alg>:<hex>[ <alg>:<hex>...]"`);
@@ -189,21 +83,17 @@ class HashCache(CacheBook):
     def open(cls, scope: Iterable[str]) -> HashCache:
         """The cache file for this host and these directories; never raises: whatever is
         wrong with it becomes the note and an empty cache."""
-        directory = cache_dir()
+        directory = cachefile.cache_dir()
         if directory is None:
             return cls(None, {}, "no cache directory (no home directory and no XDG_CACHE_HOME)")
-        name = hashlib.sha256("\0".join([_hostname(), *sorted(set(scope))])
+        name = hashlib.sha256("\0".join([cachefile.hostname(), *sorted(set(scope))])
                               .encode("utf-8", "surrogateescape")).hexdigest()[:20]
-        path = os.path.join(directory, f"{_PREFIX}{name}{_SUFFIX}")
-        try:
-            sections = read_cache_file(path)
-        except FileNotFoundError:
+        path = os.path.join(directory, f"{_PREFIX}{name}{cachefile.SUFFIX}")
+        sections, refused = cachefile.load(path)
+        if refused is not None:
+            return cls(path, {}, f"{refused}: every file hashed", rewrite=True)
+        if sections is None:
             return cls(path, {}, "cache empty: first capture of this environment with the cache")
-        except CacheRefused as exc:
-            return cls(path, {}, f"cache ignored ({exc}): every file hashed", rewrite=True)
-        except OSError as exc:
-            return cls(path, {}, f"cache ignored (unreadable: {exc.strerror or exc}): every file hashed",
-                       rewrite=True)
         return cls(path, sections=sections)
 
     # ------------------------------------------------------------ the sections, parsed on demand
@@ -252,7 +142,7 @@ class HashCache(CacheBook):
             return None
         try:
             st = os.stat(path)
-            if _STAT.pack(*_STAT_FIELDS(st)) != value[0]:
+            if filestat.STAT.pack(*filestat.STAT_FIELDS(st)) != value[0]:
                 raise ValueError("changed")
         except (OSError, ValueError, struct.error):
             self.forget(path)
@@ -281,14 +171,14 @@ class HashCache(CacheBook):
     def record(self, path: str, st: os.stat_result, digests: Dict[str, bytes]) -> bool:
         """Remember digests of the content read after `st` was taken; False when the entry is
         racy (changed too recently to be told apart from a later edit) or not storable."""
-        if is_racy(st, self.started_ns):
+        if filestat.is_racy(st, self.started_ns):
             with self._lock:
                 self.racy += 1
             return False
         if "\n" in path or not digests:
             return False  # the file format is one line per path
         try:
-            key = _STAT.pack(*_STAT_FIELDS(st))
+            key = filestat.STAT.pack(*filestat.STAT_FIELDS(st))
         except struct.error:
             return False
         if len(digests) == 1:
@@ -310,7 +200,7 @@ class HashCache(CacheBook):
         pending, self.pending = self.pending, []
         if not pending:
             return
-        threshold = self.started_ns - RACY_WINDOW_NS
+        threshold = self.started_ns - filestat.RACY_WINDOW_NS
         stats = list(map(itemgetter(1), pending))
         digest_maps = list(map(itemgetter(2), pending))
         racy = recorded = 0
@@ -332,7 +222,7 @@ class HashCache(CacheBook):
             digest_maps = list(map(itemgetter(2), plain))
         self.racy += racy
         try:
-            keys = list(itertools.starmap(_STAT.pack, map(_STAT_FIELDS, stats)))
+            keys = list(itertools.starmap(filestat.STAT.pack, map(filestat.STAT_FIELDS, stats)))
         except struct.error:  # a number out of the packed range: one by one, that entry left out
             for item in plain:
                 recorded += self.record(*item)
@@ -365,7 +255,7 @@ class HashCache(CacheBook):
         try:
             if len(head) != 4 or head[0] != record_id or int(head[3]) != len(found.paths):
                 raise ValueError("changed")
-            if packed_stats(found.paths) != bytes.fromhex(found.stats):
+            if filestat.packed_stats(found.paths) != bytes.fromhex(found.stats):
                 raise ValueError("changed")
             findings = json.loads(found.findings)
             # A verdict without "build" was written before verdicts covered every file RECORD lists
@@ -398,7 +288,7 @@ class HashCache(CacheBook):
         entries checked by hash and by size, unhashable and named files, malformed lines, the build)."""
         if "\n" in key or " " in record_id or "\n" in record_id:
             return False
-        if record_stat is not None and is_racy(record_stat, self.started_ns):
+        if record_stat is not None and filestat.is_racy(record_stat, self.started_ns):
             return False
         unique = list(dict.fromkeys(paths))  # a RECORD may list a path twice
         fresh = self._fresh
@@ -437,16 +327,7 @@ class HashCache(CacheBook):
         libraries a --deep capture hashed) when anything changed; never raises. Not after
         `stop_at` (time.monotonic()): the capture's deadline comes before the cache. A section
         this capture did not change is written back as it was read, without parsing it."""
-        if self.path is None:
-            return
-        if self._dirty and stop_at is not None and time.monotonic() >= stop_at:
-            self._add_note("cache not updated: capture deadline reached")
-            return
-        if not self._dirty:
-            try:  # unchanged: only mark it recently used, for the eviction order
-                os.utime(self.path)
-            except OSError:
-                pass
+        if self.path is None or not self._must_write(self.path, self._dirty, stop_at):
             return
         budget = MAX_ENTRIES
         sections: List[Tuple[str, int, bytes]] = []
@@ -479,12 +360,9 @@ class HashCache(CacheBook):
             kept = list(itertools.islice(table.items(), max(0, budget)))
             budget -= len(kept)
             sections.append((name, len(kept), _join(_verdict_lines(kept))))
-        try:
-            write_cache_file(self.path, sections)
-        except (OSError, ValueError) as exc:
-            self._add_note(f"cache not updated: {getattr(exc, 'strerror', None) or exc}")
-            return
-        _evict(os.path.dirname(self.path), keep=self.path)
+        why = cachefile.replace(self.path, sections, _PREFIX)
+        if why:
+            self._add_note(why)
 
 
 
@@ -534,11 +412,11 @@ class _FileEntries:
         i = self._index.get(path)
         if i is None:
             return None
-        size = _STAT.size
+        size = filestat.STAT.size
         return self._stats[i * size:(i + 1) * size], self._digest(i)
 
     def items(self) -> Iterable[Tuple[str, Tuple[bytes, str]]]:
-        size = _STAT.size
+        size = filestat.STAT.size
         return ((path, (self._stats[i * size:(i + 1) * size], self._digest(i))) for path, i in self._index.items())
 
     def __len__(self) -> int:
@@ -554,7 +432,7 @@ def _parse_files(raw: str, count: int) -> Union[_FileEntries, Dict[str, Tuple[by
     if len(parts) != count + 2 or parts[count + 1].count("\n") != count:
         raise ValueError("file entry count")
     stats = bytes.fromhex(parts[count])
-    if len(stats) != _STAT.size * count:
+    if len(stats) != filestat.STAT.size * count:
         raise ValueError("stat block size")
     entries = _FileEntries(parts[:count], stats, parts[count + 1])
     if len(entries) != count:
@@ -602,131 +480,3 @@ def disabled_summary(files: int) -> Dict[str, Any]:
     """`hash_cache` of a capture made with --no-cache."""
     return {"used": False, "hits": 0, "misses": files, "path": None,
             "note": "--no-cache: every file hashed; the cache was neither read nor written"}
-
-
-class CacheRefused(Exception):
-    """A cache file that exists but must not be trusted (the message says why)."""
-
-
-def read_cache_file(path: str) -> Dict[str, Tuple[int, bytes]]:
-    """The sections of a cache file ({name: (entry count, bytes)}), after every check of the
-    whole file (owner, mode, size, header, checksum); raises CacheRefused or OSError."""
-    # O_NOFOLLOW: a symlink planted in place of the cache is refused, not followed.
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise
-        if os.path.islink(path):
-            raise CacheRefused("a symlink, not a cache file") from None
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise CacheRefused("not a regular file")
-        if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
-            raise CacheRefused(f"owned by uid {info.st_uid}, not this user")
-        if info.st_mode & 0o022:
-            raise CacheRefused(f"writable by others (mode {stat.S_IMODE(info.st_mode):o})")
-        if info.st_size > MAX_BYTES:
-            raise CacheRefused(f"larger than {MAX_BYTES >> 20} MiB")
-        data = handle.read(MAX_BYTES + 1)
-    return parse_cache(data)
-
-
-def parse_cache(data: bytes) -> Dict[str, Tuple[int, bytes]]:
-    end = data.find(b"\n")
-    if end < 0:
-        raise CacheRefused("damaged: no header")
-    try:
-        header = json.loads(data[:end])
-    except ValueError:
-        raise CacheRefused("damaged: unreadable header") from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise CacheRefused("not an envsnap hash cache")
-    if header.get("version") != VERSION:
-        raise CacheRefused(f"format version {header.get('version')!r}, this envsnap reads {VERSION}")
-    if hasattr(os, "geteuid") and header.get("uid") != os.geteuid():
-        raise CacheRefused(f"written by uid {header.get('uid')!r}, not this user")
-    if header.get("host") != _hostname():
-        raise CacheRefused("written on another host")
-    payload = memoryview(data)[end + 1:]
-    if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
-        raise CacheRefused("damaged: checksum mismatch")
-    table = header.get("sections")
-    try:
-        named = [(str(name), int(count), int(size)) for name, count, size in table]  # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        raise CacheRefused("damaged: unreadable list of sections") from None
-    count = header.get("entries")
-    if not isinstance(count, int) or count != sum(n for _, n, _ in named) or min((n for _, n, _ in named), default=0) < 0:
-        raise CacheRefused("damaged: entry count mismatch")
-    if sum(size for _, _, size in named) != len(payload) or min((s for _, _, s in named), default=0) < 0:
-        raise CacheRefused("damaged: section sizes do not add up")
-    sections: Dict[str, Tuple[int, bytes]] = {}
-    offset = 0
-    for name, n, size in named:
-        sections[name] = (n, bytes(payload[offset:offset + size]))
-        offset += size
-    return sections
-
-
-def write_cache_file(path: str, sections: List[Tuple[str, int, bytes]]) -> None:
-    """Replace the cache file atomically (private mode, no fsync: the checksum catches a
-    file a crash left half-written). `sections`: (name, entry count, bytes), in order."""
-    from envsnap.errors import EnvsnapError
-    from envsnap.model.store import atomic_write_bytes
-
-    payload = b"".join(body for _, _, body in sections)
-    if len(payload) > MAX_BYTES - 4096:
-        raise ValueError(f"cache would exceed {MAX_BYTES >> 20} MiB; not written")
-    header = {"format": FORMAT, "version": VERSION, "uid": os.geteuid() if hasattr(os, "geteuid") else None,
-              "host": _hostname(), "entries": sum(n for _, n, _ in sections),
-              "written_at_ns": time.time_ns(),
-              "sections": [[name, n, len(body)] for name, n, body in sections],
-              "sha256": hashlib.sha256(payload).hexdigest()}
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    data = json.dumps(header, sort_keys=True).encode("utf-8") + b"\n" + payload
-    try:
-        atomic_write_bytes(path, data, force=True, durable=False, mode=0o600)
-    except EnvsnapError as exc:
-        raise OSError(str(exc)) from None
-
-
-def newest_change_ns(stats: bytes) -> int:
-    """The latest mtime_ns or ctime_ns among packed stats (packed_stats), for the racy rule."""
-    newest = 0
-    for _, _, _, mtime, ctime in _STAT.iter_unpack(stats):
-        newest = max(newest, mtime, ctime)
-    return newest
-
-
-def _evict(directory: str, keep: str) -> None:
-    evict(directory, keep, _PREFIX)
-
-
-def evict(directory: str, keep: str, prefix: str) -> None:
-    """Keep at most MAX_FILES cache files named <prefix>...: remove the least recently used
-    (written or read)."""
-    try:
-        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(_SUFFIX)]
-    except OSError:
-        return
-    if len(names) <= MAX_FILES:
-        return
-    aged = []
-    for name in names:
-        full = os.path.join(directory, name)
-        if full == keep:
-            continue
-        try:
-            aged.append((os.lstat(full).st_mtime_ns, full))
-        except OSError:
-            continue
-    aged.sort()
-    for _, full in aged[:len(names) - MAX_FILES]:
-        try:
-            os.unlink(full)
-        except OSError:
-            pass

@@ -15,8 +15,8 @@ keeps three kinds of entry, each valid only while the files it was read from are
 - "dpkg": the identities of /var/lib/dpkg/info (its mtime moves when dpkg adds, removes or renames
   a .list file) and /var/lib/dpkg/status, and the shared objects and executables dpkg's lists name.
 
-The rules are the hash cache's (hashcache.py: git's racy rule; the same file format with its owner,
-host, mode and checksum checks; atomic replacement; least recently used files evicted): an entry
+The rules are the hash cache's (filestat.py: git's racy rule; cachefile.py: the file format with its
+owner, host, mode and checksum checks, atomic replacement, least recently used files evicted): an entry
 whose files changed within RACY_WINDOW_NS of the capture's start is not recorded, and a damaged,
 foreign or unreadable cache file is ignored with a note and replaced by the next write. Only this
 module reads or writes the file: `$XDG_CACHE_HOME/envsnap/libraries-<host digest>.cache`.
@@ -32,25 +32,25 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from envsnap.capture import hashcache
+from envsnap.capture import cachefile, filestat
 
 _PREFIX = "libraries-"
 OBJECTS, SITES, DPKG = "objects", "sites", "dpkg"
 _SECTIONS = (OBJECTS, SITES, DPKG)
 MAX_ENTRIES = {OBJECTS: 20_000, SITES: 2_000, DPKG: 1}
-MAX_TOTAL_BYTES = 48 << 20  # below hashcache.MAX_BYTES: the file is refused unread beyond that
+MAX_TOTAL_BYTES = 48 << 20  # below cachefile.MAX_BYTES: the file is refused unread beyond that
 
 
 def identity(st: os.stat_result) -> str:
     """The identity an entry is valid under (hex of the packed device, inode, size, mtime, ctime)."""
-    return hashcache.packed_stat(st).hex()
+    return filestat.packed_stat(st).hex()
 
 
 def is_racy(st: os.stat_result, since_ns: int) -> bool:
-    return hashcache.is_racy(st, since_ns)
+    return filestat.is_racy(st, since_ns)
 
 
-class LibCache(hashcache.CacheBook):
+class LibCache(cachefile.CacheBook):
     """One cache file's entries for one capture: get, put, save once at the end. Thread-safe."""
 
     def __init__(self, path: Optional[str], sections: Optional[Dict[str, Tuple[int, bytes]]] = None,
@@ -69,22 +69,16 @@ class LibCache(hashcache.CacheBook):
         """This host's libraries cache; never raises (whatever is wrong becomes the note)."""
         if disabled:
             return cls(None, note="--no-cache: every library read; the cache was neither read nor written")
-        directory = hashcache.cache_dir()
+        directory = cachefile.cache_dir()
         if directory is None:
             return cls(None, note="no cache directory (no home directory and no XDG_CACHE_HOME)")
-        import socket
-
-        name = hashlib.sha256(socket.gethostname().encode("utf-8", "surrogateescape")).hexdigest()[:20]
-        path = os.path.join(directory, f"{_PREFIX}{name}.cache")
-        try:
-            sections = hashcache.read_cache_file(path)
-        except FileNotFoundError:
+        name = hashlib.sha256(cachefile.hostname().encode("utf-8", "surrogateescape")).hexdigest()[:20]
+        path = os.path.join(directory, f"{_PREFIX}{name}{cachefile.SUFFIX}")
+        sections, refused = cachefile.load(path)
+        if refused is not None:
+            return cls(path, note=f"{refused}: every library read", rewrite=True)
+        if sections is None:
             return cls(path, note="cache empty: first capture of these libraries with the cache")
-        except hashcache.CacheRefused as exc:
-            return cls(path, note=f"cache ignored ({exc}): every library read", rewrite=True)
-        except OSError as exc:
-            return cls(path, note=f"cache ignored (unreadable: {exc.strerror or exc}): every library read",
-                       rewrite=True)
         return cls(path, sections)
 
     def _table(self, section: str) -> Dict[str, Tuple[str, str]]:
@@ -127,7 +121,7 @@ class LibCache(hashcache.CacheBook):
     def put(self, section: str, key: str, ident: str, value: Any, newest_change_ns: int) -> bool:
         """Record a value read from files whose newest mtime/ctime is `newest_change_ns`; False
         when that is too recent to tell apart from a later edit (racy) or the key is not storable."""
-        if newest_change_ns >= self.started_ns - hashcache.RACY_WINDOW_NS:
+        if newest_change_ns >= self.started_ns - filestat.RACY_WINDOW_NS:
             with self._lock:
                 self.racy += 1
             return False
@@ -141,16 +135,7 @@ class LibCache(hashcache.CacheBook):
 
     def save(self, stop_at: Optional[float] = None) -> None:
         """Write what this capture used and read, then older entries up to the bounds; never raises."""
-        if self.path is None:
-            return
-        if not self._dirty:
-            try:
-                os.utime(self.path)  # recently used, for the eviction order
-            except OSError:
-                pass
-            return
-        if stop_at is not None and time.monotonic() >= stop_at:
-            self._add_note("cache not updated: capture deadline reached")
+        if self.path is None or not self._must_write(self.path, self._dirty, stop_at):
             return
         budget = MAX_TOTAL_BYTES
         sections = []
@@ -170,10 +155,6 @@ class LibCache(hashcache.CacheBook):
                 lines += (key, ident, text)
             body = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape") if lines else b""
             sections.append((name, len(lines) // 3, body))
-        try:
-            hashcache.write_cache_file(self.path, sections)
-        except (OSError, ValueError) as exc:
-            self._add_note(f"cache not updated: {getattr(exc, 'strerror', None) or exc}")
-            return
-        hashcache.evict(os.path.dirname(self.path), keep=self.path, prefix=_PREFIX)
-
+        why = cachefile.replace(self.path, sections, _PREFIX)
+        if why:
+            self._add_note(why)

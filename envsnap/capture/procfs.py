@@ -1,4 +1,5 @@
-"""One read of /proc/PID/stat, shared by the process walk's samplers and the neighbours' scans.
+"""One read of /proc/PID/stat (and of /proc's other small files), shared by the process walk's samplers and
+the neighbours' scans.
 
 proc(5): the fields after the command name, which sits in parentheses and may itself hold spaces and
 parentheses, so the split starts after the last ')'. Field N of proc(5) (1-based, pid = 1) is index N - 3 of
@@ -8,7 +9,7 @@ starttime fields[19], vsize fields[20], rss (pages) fields[21], processor fields
 from __future__ import annotations
 
 import os
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 
 def read_stat(pid: int) -> bytes:
@@ -24,3 +25,12 @@ def stat_fields(text: bytes) -> Tuple[bytes, List[bytes]]:
     """(command name, the fields after it) of a stat text (raises ValueError when it has no ')')."""
     close = text.rindex(b")")
     return text[text.index(b"(") + 1:close], text[close + 2:].split()
+
+
+def read_bytes(path: str) -> Optional[bytes]:
+    """The whole of a small /proc file (/proc/stat, /proc/loadavg, /proc/uptime), or None when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None

@@ -1,7 +1,7 @@
 """Neighbours during a run: who else used the CPUs and the GPUs while the benchmark ran.
 
-The run is the window of capture/collectors/neighbours.py's readings (see its doc for what each one is
-and where it comes from): every process is read when the run starts (before the command does), a few
+The run is the window of capture/collectors/cpu_window.py's and gpu_processes.py's readings (their docs
+say what each one is and where it comes from): every process is read when the run starts (before the command does), a few
 times while it runs, and once more when it has ended; the runnable count at every telemetry sample;
 /proc/stat and the load with every scan; with NVML, each GPU's compute processes before, during and
 after. The record is the run telemetry's "neighbours". Rates are over the window between the first and
@@ -23,7 +23,8 @@ import os
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from envsnap.capture.collectors.neighbours import CpuWindow, GpuProcesses, read_loadavg, runnable_summary
+from envsnap.capture.collectors.cpu_window import CpuWindow, read_loadavg, runnable_summary
+from envsnap.capture.collectors.gpu_processes import GpuProcesses
 
 # At most this share of one CPU goes to scanning processes during a run (the whole telemetry's target is 1%).
 SCAN_BUDGET = 0.002
@@ -93,7 +94,7 @@ class Neighbours:
 
     def __init__(self, watched: Iterable[int] = (), gpus: Any = None) -> None:
         self.watched = list(watched)
-        self.gpus = gpus  # telemetry.Gpus: its NVML module and handles, once opened
+        self.gpus = gpus  # gpu_sampling.Gpus: its NVML module and handles, once opened
         self.last: Optional[CpuWindow] = None
 
     def begin(self) -> Tuple[Optional[NeighbourSampler], Optional[str]]:

@@ -28,7 +28,7 @@ own source (the wheel paths are `sglang/...`, the repository paths `python/sglan
 When several parsers find the same name, the more exact source wins:
 regex > JSONL files > printed summaries > decode log > JSON line.
 
-Over 400 lines on purpose: one parser per benchmark output format, each citing the upstream code that prints
+One module, as one concept: one parser per benchmark output format, each citing the upstream code that prints
 it.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ A run that fails (non-zero exit, timeout, no metric found) is recorded with ok f
 no metrics: it is never a measurement, and it is never silently dropped either.
 Warm-up runs are executed but not recorded.
 
-Over 400 lines on purpose: `envsnap run`'s session (warm-up, repeats, metric specs, probe records written
+One module, as one concept: `envsnap run`'s session (warm-up, repeats, metric specs, probe records written
 during the runs, telemetry) around one run loop.
 """
 from __future__ import annotations

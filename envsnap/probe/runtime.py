@@ -1,73 +1,20 @@
 """The in-process probe: what a Python process's os.environ really held, at start, at init_process_group, at exit.
 
-Runs inside other people's programs (every SGLang scheduler, every torchrun worker),
-so it follows three rules:
+Runs inside other people's programs (every SGLang scheduler, every torchrun worker), so it
+follows three rules: standard library only, imported lazily (it must work in a venv without
+envsnap, and cost nothing when off); never raise into the host program, never print; never
+slow a step (it acts at start-up, once at `init_process_group`, and at exit). It is one file
+on purpose: `envsnap probe install` copies it (and envsnap/redact.py) next to a `.pth` hook in
+the host's site-packages, and the hook execs it (no __pycache__ written there) only when
+ENVSNAP_PROBE_DIR is set.
 
-1. Standard library only, imported lazily: it must work in a venv that has neither
-   envsnap nor its dependencies, and cost nothing when off.
-2. Never raise into the host program, never print: every entry point is wrapped, and
-   a failure only means a missing or shorter record.
-3. Never slow a step: it acts at start-up, once at `init_process_group`, and at exit.
-
-How it is switched on: `envsnap probe install` writes a `.pth` file into a site-packages
-directory, plus a copy of this file and of envsnap/redact.py next to it (so the host
-venv needs nothing else, and the hook keeps working — or keeps doing nothing — after
-`pip uninstall envsnap`). Python executes `import` lines of `.pth` files at every
-start-up; ours only reads ENVSNAP_PROBE_DIR and stops there when it is unset. When it
-is set, this module is executed from its file (compile+exec, so no __pycache__ is ever
-written into the site directory) and `activate()` runs.
-
-What it writes: `<ENVSNAP_PROBE_DIR>/<host>-<pid>.json`, replaced atomically (temp file
-+ rename) at each stage:
-- "env_at_start": os.environ once site-packages, sitecustomize and usercustomize ran —
-  the environment the program's own code starts with. A meta-path hook sees the end of
-  the `sitecustomize` (and `usercustomize`) import, because .pth files run before them.
-- "env_at_init" and "init" {backend, rank, world_size, nccl_version}: the same hook
-  waits for `torch.distributed` to be imported and wraps `init_process_group` (on both
-  torch.distributed and torch.distributed.distributed_c10d) once. The environment is
-  taken just before the call; NCCL reads its variables when it creates a communicator,
-  which is at that call or at the first collective, so this is the closest in-process
-  view. The NCCL version is asked only for an NCCL backend, from torch.cuda.nccl.version().
-- "env_at_exit": from an atexit handler. A process that dies by a signal or os._exit
-  (fork-started multiprocessing children) has no exit record.
-- "env_reads" {name: count} and "env_copies": which variables the process's Python code
-  read, counted from activation on (see "Who read it" below); every record carries the
-  counts so far, the exit record the final ones. "started_at": when the probe activated.
-- "modules": the top-level modules loaded so far, {name: file} ("built-in", "frozen",
-  "namespace:<dir>", "object" where sys.modules holds something other than a module), with
-  "stdlib_dir" and "site_dirs" so envsnap can tell a module loaded from elsewhere (a file in
-  the working directory shadowing `json` or `numpy`) from the one installed; "__main__" is
-  the main script. Also "sid" (the session: `envsnap run` starts its command in a session of
-  its own, so the command's processes are told from a server's) and "cwd".
-
-Records that cover the measured window: a record is a picture at one moment, and a server
-still running writes no exit record. So once the start record is written, every variable
-read for the first time is also appended, synchronously, to `<host>-<pid>.journal` (one
-JSON line, the file opened, written and closed: no descriptor is kept that the program
-could close or reuse); whenever envsnap reads the journal, the reads it holds are every
-read up to that moment, for a process alive or gone. New top-level modules are appended
-the same way, at most once a second, from a gc callback (the program allocates while it
-imports: no thread, no signal and no timer of the probe's own); the journal says when its
-module lines were written, so "loaded" is claimed only up to then.
-Argument lists and environments are redacted with envsnap's own redact module; if it
-cannot be loaded, values are not recorded at all (names only).
-
-Who read it: activation wraps `__getitem__` and `__iter__` of os.environ's class
-(os._Environ) in place, so the object, its type, pickling, copying, putenv/unsetenv on
-assignment and what subprocesses inherit all stay exactly as they were. Every explicit
-read goes through `__getitem__`: `os.environ[k]`, `.get(k)` and `k in os.environ`
-(collections.abc.Mapping's get/__contains__), `os.getenv(k)` (environ.get), setdefault,
-pop. Each such read of os.environ (or os.environb) counts once for its name, set or not.
-A walk over the whole environment -- dict(os.environ), .copy(), .items(), .values(),
-{**os.environ}, an environment handed to subprocess -- is not a read of every variable:
-`__iter__` hands out the keys and the lookups that follow in the same order, in the same
-thread, are counted as one "copy". Lookups that break the order end the walk (the keys
-looked up so far then count as reads: the code looked at them). The probe's own copies
-are not counted. C code that calls getenv() (NCCL, CUDA, OpenMP, glibc) is not seen here:
-"not read by Python" never means "not read".
-
-Over 400 lines on purpose: it runs inside other interpreters, stdlib only, and the installer copies it as one
-file, so it cannot import helpers of its own.
+What it writes: `<ENVSNAP_PROBE_DIR>/<host>-<pid>.json`, replaced atomically at each stage
+(env_at_start, env_at_init with the init call's backend/rank/world size/NCCL version,
+env_at_exit; see _write), with which variables the process's Python code read (env_reads,
+env_copies; see _track_reads), the modules it loaded, its session and working directory; and
+a journal of first reads and new modules for a process that never exits (see _append).
+Argument lists and environments are redacted with envsnap's own redact module; without it,
+values are not recorded at all (names only).
 """
 import os
 import sys
@@ -290,6 +237,27 @@ def _redact_argv(argv):
 # --- writing ---------------------------------------------------------------------------
 
 def _write(stage):
+    """Replace the record file (temp file + rename) with the record as of `stage`.
+
+    - "env_at_start": os.environ once site-packages, sitecustomize and usercustomize ran --
+      the environment the program's own code starts with. A meta-path hook sees the end of
+      the `sitecustomize` (and `usercustomize`) import, because .pth files run before them.
+    - "env_at_init" and "init" {backend, rank, world_size, nccl_version}: the same hook
+      waits for `torch.distributed` to be imported and wraps `init_process_group` (on both
+      torch.distributed and torch.distributed.distributed_c10d) once. The environment is
+      taken just before the call; NCCL reads its variables when it creates a communicator,
+      which is at that call or at the first collective, so this is the closest in-process
+      view. The NCCL version is asked only for an NCCL backend, from torch.cuda.nccl.version().
+    - "env_at_exit": from an atexit handler. A process that dies by a signal or os._exit
+      (fork-started multiprocessing children) has no exit record.
+    Every record carries the reads counted so far ("env_reads" {name: count}, "env_copies") and
+    "started_at"; "modules": the top-level modules loaded so far, {name: file} ("built-in",
+    "frozen", "namespace:<dir>", "object" where sys.modules holds something other than a
+    module), with "stdlib_dir" and "site_dirs" so envsnap can tell a module loaded from elsewhere
+    (a file in the working directory shadowing `json`) from the one installed; "__main__" is the
+    main script. Also "sid" (`envsnap run` starts its command in a session of its own, so the
+    command's processes are told from a server's) and "cwd".
+    """
     record = _state["record"]
     path = _state["path"]
     if record is None or path is None:
@@ -399,7 +367,17 @@ def _at_exit():
 # --- the journal and the module list ----------------------------------------------------
 
 def _append(entry):
-    """One JSON line appended to the journal; on failure journaling stops (the next record says when)."""
+    """One JSON line appended to the journal; on failure journaling stops (the next record says when).
+
+    A record is a picture at one moment, and a server still running writes no exit record. So once
+    the start record is written, every variable read for the first time is also appended,
+    synchronously, to `<host>-<pid>.journal` (the file opened, written and closed: no descriptor is
+    kept that the program could close or reuse); whenever envsnap reads the journal, the reads it
+    holds are every read up to that moment, for a process alive or gone. New top-level modules are
+    appended the same way, at most once a second, from a gc callback (the program allocates while
+    it imports: no thread, signal or timer of the probe's own); the journal says when its module
+    lines were written, so "loaded" is claimed only up to then.
+    """
     path = _state["journal"]
     if path is None:
         return
@@ -494,6 +472,16 @@ def _track_reads():
     and putenv on assignment all keep working unchanged. Only os.environ and os.environb
     are counted; other instances of the class (copy.copy of os.environ) pass straight
     through. The wrappers never raise anything the original would not have raised.
+
+    Every explicit read goes through `__getitem__`: `os.environ[k]`, `.get(k)` and `k in os.environ`
+    (collections.abc.Mapping's get/__contains__), `os.getenv(k)` (environ.get), setdefault, pop.
+    Each such read counts once for its name, set or not. A walk over the whole environment --
+    dict(os.environ), .copy(), .items(), .values(), {**os.environ}, an environment handed to
+    subprocess -- is not a read of every variable: `__iter__` hands out the keys and the lookups
+    that follow in the same order, in the same thread, are counted as one "copy". Lookups that
+    break the order end the walk (the keys looked up so far then count as reads). The probe's own
+    copies are not counted. C code that calls getenv() (NCCL, CUDA, OpenMP, glibc) is not seen
+    here: "not read by Python" never means "not read".
     """
     cls = type(os.environ)
     if getattr(cls.__getitem__, "_envsnap_probe", False):

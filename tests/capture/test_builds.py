@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers.ext_wheels import NAME, VERSION, ext_wheels, install  # noqa: F401 (fixture)
 
-from envsnap.capture import hashcache
+from envsnap.capture import filestat, hashcache
 from envsnap.capture.collectors import builds, integrity, packages
 from envsnap.model.names import is_compiled_file
 
@@ -41,7 +41,7 @@ def test_wheel_file_fields():
 def venv(tmp_path, monkeypatch):
     """A fresh venv (no pip of its own) and what packages.describe needs to describe it in this process."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setattr(hashcache, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
+    monkeypatch.setattr(filestat, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
     root = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
     python = root / "bin" / "python"
@@ -137,7 +137,7 @@ def test_a_verdict_from_before_size_checks_is_not_trusted(tmp_path, monkeypatch)
     import time
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setattr(hashcache, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
+    monkeypatch.setattr(filestat, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
     site = tmp_path / "site"
     (site / "pkg").mkdir(parents=True)
     lines = []
@@ -154,7 +154,7 @@ def test_a_verdict_from_before_size_checks_is_not_trusted(tmp_path, monkeypatch)
     table = cache._verdict_table("py")
     (key, found), = table.items()
     old = found._replace(findings=json.dumps({"errors": {}, "named": []}), paths=[str(site / "pkg/__init__.py")],
-                         stats=hashcache.packed_stats([str(site / "pkg/__init__.py")]).hex())
+                         stats=filestat.packed_stats([str(site / "pkg/__init__.py")]).hex())
     head = found.head.split(" ")
     table[key] = old._replace(head=" ".join(head[:3] + ["1"]))
     cache._changed.add("verdicts:py")

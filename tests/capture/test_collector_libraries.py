@@ -18,9 +18,9 @@ import time
 import pytest
 from helpers.workers import clean_env, start, stop, wait_line
 
-from envsnap.capture import libcache
+from envsnap.capture import filestat, libcache
 from envsnap.capture.base import CaptureContext
-from envsnap.capture.collectors import elf, libraries, libstrings, maps, processes
+from envsnap.capture.collectors import elf, lib_objects, libraries, libstrings, maps, processes
 
 
 def _gomp_path():
@@ -133,7 +133,7 @@ def test_names_scan_is_the_same_whatever_the_chunk_size(tmp_path):
 
 
 def test_a_name_stored_as_the_tail_of_a_longer_literal_counts_as_contained():
-    found = libraries.mentions({"/a.so": "OMP_NUM_THREADS PYTHONPATH", "/b.so": "HOME"},
+    found = lib_objects.mentions({"/a.so": "OMP_NUM_THREADS PYTHONPATH", "/b.so": "HOME"},
                                {"OMP_NUM_THREADS", "PATH", "HOME", "NOT_THERE"})
     assert found == {"/a.so": (["OMP_NUM_THREADS"], ["PATH"]), "/b.so": (["HOME"], [])}
 
@@ -256,7 +256,7 @@ def test_a_library_replaced_while_it_is_read_is_read_again_never_stale(tmp_path,
         wait_line(proc, "LOADED")
         mapped = next(m for m in maps.read(proc.pid).files if m.path == str(copy))
         cache = libcache.LibCache(None)
-        describer = libraries.Describer(cache, deadline=time.monotonic() + 30)
+        describer = lib_objects.Describer(cache, deadline=time.monotonic() + 30)
         passes = []
 
         def grow(path, done):  # the first pass finds the file growing under it (an in-place write)
@@ -271,7 +271,7 @@ def test_a_library_replaced_while_it_is_read_is_read_again_never_stale(tmp_path,
         assert entry["size"] == os.path.getsize(copy)
 
         # Changed on every pass: no names are claimed.
-        describer = libraries.Describer(cache, deadline=time.monotonic() + 30)
+        describer = lib_objects.Describer(cache, deadline=time.monotonic() + 30)
         describer.on_chunk = lambda path, done: open(path, "ab").write(b"x")
         entry = describer.describe(mapped)
         assert entry["status"] == "changing" and "not known" in entry["note"]
@@ -290,7 +290,7 @@ def test_a_library_replaced_while_it_is_read_is_read_again_never_stale(tmp_path,
 def test_a_cache_entry_is_not_trusted_after_the_file_changes(tmp_path, gomp, monkeypatch):
     copy = tmp_path / "libold.so.1"
     shutil.copyfile(gomp, copy)
-    monkeypatch.setattr(libcache.hashcache, "RACY_WINDOW_NS", 0)  # a fresh copy counts as settled
+    monkeypatch.setattr(filestat, "RACY_WINDOW_NS", 0)  # a fresh copy counts as settled
     proc = start([sys.executable, "-c", LOADER, str(copy)], env=clean_env())
     try:
         wait_line(proc, "LOADED")
@@ -309,7 +309,7 @@ def test_a_cache_entry_is_not_trusted_after_the_file_changes(tmp_path, gomp, mon
 def test_a_process_that_exits_during_the_walk_is_gone_and_the_rest_is_kept(loader):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    describer = libraries.Describer(libcache.LibCache(None), deadline=time.monotonic() + 30)
+    describer = lib_objects.Describer(libcache.LibCache(None), deadline=time.monotonic() + 30)
     objects = {}
     found = libraries.describe_processes({"python-0": loader.pid, "python-1": gone.pid}, describer, objects)
     assert found["python-1"]["status"] == "gone" and "objects" not in found["python-1"]

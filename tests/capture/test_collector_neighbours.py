@@ -1,4 +1,5 @@
-"""The neighbours' readings (capture/collectors/neighbours.py) on real processes: busy loops, a process that
+"""The neighbours' readings (capture/collectors/neighbours.py, cpu_window.py,
+gpu_processes.py) on real processes: busy loops, a process that
 reaps busy children, one that ends mid-window, one whose command line holds a secret, the test's own busy
 child (not a neighbour), and other processes on a GPU (the one fake: NVML's answers, tests/helpers/nvml.py)."""
 from __future__ import annotations
@@ -13,7 +14,7 @@ from helpers.neighbours import Neighbour
 from helpers.nvml import make_fake_pynvml
 
 from envsnap.capture.base import CaptureContext
-from envsnap.capture.collectors import neighbours
+from envsnap.capture.collectors import cpu_window, gpu_processes, neighbours
 from envsnap.model.schema import NEIGHBOURS_SHAPE, _checker
 
 # Beyond pid_max (4194304 at most on 64-bit Linux, kernel/pid.c PID_MAX_LIMIT): no process here has it,
@@ -34,7 +35,7 @@ def test_a_busy_neighbour_is_listed_with_its_command_user_and_cpus():
     busy = Neighbour("nbr-busy-7f3a", "busy", 30)
     try:
         before = _ticks(busy.pid)
-        window = neighbours.CpuWindow(os.getpid())
+        window = cpu_window.CpuWindow(os.getpid())
         time.sleep(0.6)
         window.scan()
         used = _ticks(busy.pid) - before  # the truth, read apart: the window falls inside these readings
@@ -43,8 +44,8 @@ def test_a_busy_neighbour_is_listed_with_its_command_user_and_cpus():
         busy.stop()
     entry = _entry(data, "nbr-busy-7f3a")
     assert entry["pid"] == busy.pid and entry["ended"] is False and entry["user"]
-    assert 0 < entry["cpu_s"] * neighbours.CLK_TCK <= used  # its ticks, whatever else loads the machine
-    assert entry["cpu_s"] * neighbours.CLK_TCK >= used - 5, (entry, used)  # ~2 ms between the readings
+    assert 0 < entry["cpu_s"] * cpu_window.CLK_TCK <= used  # its ticks, whatever else loads the machine
+    assert entry["cpu_s"] * cpu_window.CLK_TCK >= used - 5, (entry, used)  # ~2 ms between the readings
     assert data["others_cpus"] >= entry["cpus"] and data["cpus_online"] >= 1
     assert 0 <= data["steal_pct"] <= 100 and data["host_busy_cpus"] >= entry["cpus"] * 0.8
     _checker(NEIGHBOURS_SHAPE)(data, 0)
@@ -54,7 +55,7 @@ def test_our_own_children_are_not_neighbours():
     mine = subprocess.Popen([sys.executable, "-c", "import time\nt=time.monotonic()+3\nwhile time.monotonic()<t: pass",
                              "nbr-mine-51c"])
     try:
-        window = neighbours.CpuWindow(os.getpid())
+        window = cpu_window.CpuWindow(os.getpid())
         time.sleep(0.5)
         window.scan()
         data = window.result(listed=ALL)
@@ -78,7 +79,7 @@ def test_children_a_neighbour_reaps_count_for_it_once():
     try:
         time.sleep(0.2)
         before = _ticks(spawner.pid)
-        window = neighbours.CpuWindow(os.getpid())
+        window = cpu_window.CpuWindow(os.getpid())
         for _ in range(8):  # scans see its children alive: what they used must not count twice
             time.sleep(0.12)
             window.scan()
@@ -89,11 +90,11 @@ def test_children_a_neighbour_reaps_count_for_it_once():
     entry = _entry(data, "nbr-spawner-c0d")
     children = [key for key in window.last.keys() - window.live if window.last[key].ppid == spawner.pid]
     assert children, "no child was seen alive and then reaped"
-    counted = round(entry["cpu_s"] * neighbours.CLK_TCK)
+    counted = round(entry["cpu_s"] * cpu_window.CLK_TCK)
     assert counted <= used + 2, (counted, used)  # each child's time once, in the child or in its parent
     # What it and the children it reaped used is its own; a child alive at either end of the window is
     # counted from or up to its reading (the children run 0.3 s each).
-    assert counted >= used - 0.6 * neighbours.CLK_TCK, (counted, used)
+    assert counted >= used - 0.6 * cpu_window.CLK_TCK, (counted, used)
     assert all(window._ticks()[key] == 0 for key in children)  # folded into their parent, not listed twice
 
 
@@ -104,7 +105,7 @@ def test_a_grandchild_reaped_through_an_ended_child_counts_only_inside_the_windo
     chain = Neighbour("nbr-chain-77a", "chain", 1.6)
     try:
         time.sleep(1.0)  # the grandchild has been busy for about a second before the window
-        window = neighbours.CpuWindow(os.getpid())
+        window = cpu_window.CpuWindow(os.getpid())
         for _ in range(5):
             time.sleep(0.25)
             window.scan()
@@ -119,7 +120,7 @@ def test_a_grandchild_reaped_through_an_ended_child_counts_only_inside_the_windo
 
 def test_a_neighbour_that_ends_mid_window_counts_until_its_last_reading():
     short = Neighbour("nbr-short-9e1", "busy", 0.5)
-    window = neighbours.CpuWindow(os.getpid())
+    window = cpu_window.CpuWindow(os.getpid())
     time.sleep(0.35)
     window.scan()
     time.sleep(0.5)
@@ -134,7 +135,7 @@ def test_a_neighbour_that_ends_mid_window_counts_until_its_last_reading():
 def test_a_secret_in_a_neighbours_command_line_is_redacted():
     busy = Neighbour("nbr-secret-1a2", "busy", 30, extra_args=["--api-key", "sk-live-abcdefghijklmnop1234"])
     try:
-        window = neighbours.CpuWindow(os.getpid())
+        window = cpu_window.CpuWindow(os.getpid())
         time.sleep(0.4)
         window.scan()
         data = window.result(listed=ALL)
@@ -152,7 +153,7 @@ def test_a_hostile_name_and_command_line_of_another_user_are_read_right_and_prin
     busy = Neighbour("nbr-hostile-2b9", "busy", 30, comm=HOSTILE_COMM,
                      extra_args=["--note", "line1\nFAKE 1. [0.99] cause\x1b[31m", "\udcff\udcfe"], uid=uid)
     try:
-        window = neighbours.CpuWindow(os.getpid())
+        window = cpu_window.CpuWindow(os.getpid())
         time.sleep(0.3)
         table = window.scan()
         data = window.result(listed=ALL)
@@ -172,7 +173,7 @@ def test_a_hostile_name_and_command_line_of_another_user_are_read_right_and_prin
             assert entry["user"] == str(uid)
     assert all("\n" not in line and "\x1b" not in line for line in neighbours.summarize(data))
     # Its name alone (a zombie, a process that hid its command line): printable too.
-    assert neighbours.read_command(INVISIBLE_PID, HOSTILE_COMM)[0] == "[a) R 1 1\\n\\x1b[2J]"
+    assert cpu_window.read_command(INVISIBLE_PID, HOSTILE_COMM)[0] == "[a) R 1 1\\n\\x1b[2J]"
 
 
 def test_the_cpus_the_work_may_use_and_who_ran_on_them():
@@ -186,7 +187,7 @@ def test_the_cpus_the_work_may_use_and_who_ran_on_them():
     os.sched_setaffinity(elsewhere.pid, {other})
     os.sched_setaffinity(0, {mine})  # envsnap's CPU set, which a command it starts inherits: one CPU
     try:
-        window = neighbours.CpuWindow(os.getpid())
+        window = cpu_window.CpuWindow(os.getpid())
         time.sleep(0.5)
         window.scan()
         data = window.result(listed=ALL)
@@ -199,7 +200,7 @@ def test_the_cpus_the_work_may_use_and_who_ran_on_them():
     assert _entry(data, "nbr-elsewhere-61e")["on_cpu_set"] is False
     _checker(NEIGHBOURS_SHAPE)(data, 0)
     # Back on all its CPUs: a CPU set is said only when it is smaller than the machine.
-    window = neighbours.CpuWindow(os.getpid())
+    window = cpu_window.CpuWindow(os.getpid())
     time.sleep(0.05)
     window.scan()
     whole = window.result()
@@ -218,8 +219,8 @@ def test_a_captures_window_lasts_while_the_other_collectors_run():
 
 
 def test_unreadable_processes_are_counted_with_the_reason_never_raised():
-    assert neighbours.read_proc_stat(INVISIBLE_PID) == "exited while read"
-    command, note = neighbours.read_command(INVISIBLE_PID, "gone")
+    assert cpu_window.read_proc_stat(INVISIBLE_PID) == "exited while read"
+    command, note = cpu_window.read_command(INVISIBLE_PID, "gone")
     assert command == "[gone]" and "ended" in note
 
 
@@ -236,7 +237,7 @@ def test_the_collector_records_a_window_with_runnable_threads():
     assert data["runnable"]["samples"] >= 3 and data["runnable"]["max"] >= 1
     assert "loadavg" in data["runnable"]["source"]
     # Listed, unless this shared machine had TOP_N processes busier than a busy loop at that moment.
-    assert (any("nbr-capture-44b" in e["command"] for e in data["top"]) or len(data["top"]) == neighbours.TOP_N
+    assert (any("nbr-capture-44b" in e["command"] for e in data["top"]) or len(data["top"]) == cpu_window.TOP_N
             and min(e["cpus"] for e in data["top"]) > 0), data["top"]
     assert data["gpu"] == "nvml" and data["gpus"] == {"0": {"processes": []}}
     _checker(NEIGHBOURS_SHAPE)(data, 0)
@@ -254,8 +255,8 @@ def test_gpu_processes_are_told_apart_own_neighbour_and_not_visible(tmp_path):
                             process_util=lambda i: [(other.pid, 85)] if i == 0 else [])
     nvml.nvmlInit()
     try:
-        window = neighbours.CpuWindow(os.getpid())
-        gpus = neighbours.GpuProcesses(nvml, [nvml.nvmlDeviceGetHandleByIndex(0)])
+        window = cpu_window.CpuWindow(os.getpid())
+        gpus = gpu_processes.GpuProcesses(nvml, [nvml.nvmlDeviceGetHandleByIndex(0)])
         time.sleep(0.01)
         gpus.read("before", window)
         window.scan()
@@ -287,7 +288,7 @@ def test_gpu_processes_are_told_apart_own_neighbour_and_not_visible(tmp_path):
 def test_nvml_errors_are_recorded_per_gpu():
     nvml = make_fake_pynvml(errors={"nvmlDeviceGetComputeRunningProcesses": 3})  # NVML_ERROR_NOT_SUPPORTED
     nvml.nvmlInit()
-    gpus = neighbours.GpuProcesses(nvml, [nvml.nvmlDeviceGetHandleByIndex(0)])
-    gpus.read("capture", neighbours.CpuWindow(os.getpid()))
+    gpus = gpu_processes.GpuProcesses(nvml, [nvml.nvmlDeviceGetHandleByIndex(0)])
+    gpus.read("capture", cpu_window.CpuWindow(os.getpid()))
     result = gpus.result(during_only_is_own=False)
     assert result["0"]["processes"] == [] and "Not Supported" in result["0"]["error"]

@@ -19,7 +19,7 @@ from helpers.nvml import NVIDIA_DATA, h200_dump, make_fake_pynvml, walk_leaves
 from envsnap.analysis.knowledge import is_volatile
 from envsnap.capture import runner
 from envsnap.capture.base import CaptureContext
-from envsnap.capture.collectors import nvidia, nvidia_smi
+from envsnap.capture.collectors import nvidia, nvidia_smi, nvml_read
 from envsnap.model import snapshot, store
 
 XML = (NVIDIA_DATA / "nvidia-smi-q.xml").read_text()
@@ -124,12 +124,12 @@ def test_older_binding_falls_back_to_throttle_reasons():
 
 
 def test_clock_event_reasons_are_named_by_pynvml_constants():
-    table = nvidia.reason_names(pynvml)
+    table = nvml_read.reason_names(pynvml)
     mask = pynvml.nvmlClocksEventReasonSwPowerCap | pynvml.nvmlClocksEventReasonHwSlowdown | 0x10000
-    assert nvidia.decode_reasons(mask, table) == ["HwSlowdown", "SwPowerCap", "Unknown0x10000"]
-    assert nvidia.decode_reasons(0, table) == []
+    assert nvml_read.decode_reasons(mask, table) == ["HwSlowdown", "SwPowerCap", "Unknown0x10000"]
+    assert nvml_read.decode_reasons(0, table) == []
     # The deprecated alias does not name the bit twice.
-    assert nvidia.decode_reasons(pynvml.nvmlClocksEventReasonApplicationsClocksSetting, table) == \
+    assert nvml_read.decode_reasons(pynvml.nvmlClocksEventReasonApplicationsClocksSetting, table) == \
         ["ApplicationsClocksSetting"]
     # nvidia-smi's element names map onto the same names NVML decoding gives.
     assert set(nvidia_smi._REASON_NAMES.values()) <= set(table.values())

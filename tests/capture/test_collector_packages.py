@@ -9,7 +9,7 @@ import pytest
 from helpers import run_envsnap
 from helpers.venv import recorded_row, sha256_hex, urlsafe_hex  # noqa: F401 (fixture)
 
-from envsnap.capture.collectors import integrity, packages
+from envsnap.capture.collectors import file_hashing, integrity, packages
 
 
 def _pkgs(v):
@@ -152,12 +152,12 @@ def test_pool_and_serial_paths_agree(built_venv):
     records = [(d, site, (built_venv.site / f"{d}-{ver}.dist-info" / "RECORD").read_text())
                for d, ver in (("tinypkg", "1.0"), ("tinyedit", "0.1"))]
     serial = integrity.verify(records, mode="all", workers=1)
-    old_large = integrity.LARGE
-    integrity.LARGE = 0  # every file counts as large: all of them go through the pool
+    old_large = file_hashing.LARGE
+    file_hashing.LARGE = 0  # every file counts as large: all of them go through the pool
     try:
         pooled = integrity.verify(records, mode="all", workers=4)
     finally:
-        integrity.LARGE = old_large
+        file_hashing.LARGE = old_large
     assert pooled == serial
     assert pooled["checked_files"] > 5
 

@@ -18,7 +18,7 @@ import pytest
 from helpers.nvml import h200_dump, make_fake_pynvml
 
 from envsnap.analysis import knowledge
-from envsnap.capture import deepcache, hashcache
+from envsnap.capture import deepcache, filestat
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import torch as torch_collector
 
@@ -62,7 +62,7 @@ class Stub:
 
 @pytest.fixture
 def stub(tmp_path, monkeypatch):
-    monkeypatch.setattr(hashcache, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
+    monkeypatch.setattr(filestat, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     s = Stub(tmp_path)
     monkeypatch.setenv("PYTHONPATH", str(s.site))
@@ -191,7 +191,7 @@ def test_a_damaged_cache_is_ignored_then_replaced(stub):
 
 
 def test_a_probe_of_files_changed_within_the_racy_window_is_not_cached(stub, monkeypatch):
-    monkeypatch.setattr(hashcache, "RACY_WINDOW_NS", 3_000_000_000)
+    monkeypatch.setattr(filestat, "RACY_WINDOW_NS", 3_000_000_000)
     stub.init.write_text(STUB)  # just now: racy
     _, bookkeeping = stub.probe()
     assert "racy" in bookkeeping["note"]
@@ -214,7 +214,7 @@ def test_real_torch_deep_probe_twice_reports_the_same_from_the_cache(tmp_path, m
 
     first = collect()
     for _ in range(2):  # the first import may write byte code: a later probe finds it settled
-        time.sleep(hashcache.RACY_WINDOW_NS / 1e9 + 0.2)
+        time.sleep(filestat.RACY_WINDOW_NS / 1e9 + 0.2)
         second = collect()
         if second["deep_cache"]["used"]:
             break

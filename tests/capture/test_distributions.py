@@ -207,12 +207,12 @@ def test_collectors_that_read_distributions_import_neither_importlib_metadata_no
     interpreter: all of it without importlib.metadata or the email package."""
     script = (
         "import json, site, sys\n"
-        "from envsnap.capture.collectors import distributions, git, nvidia, packages, torch\n"
+        "from envsnap.capture.collectors import distributions, git, nvidia, nvml_read, packages, torch\n"
         "path = [p for p in sys.path if p]\n"
         "data = packages.describe(path, set(site.getsitepackages()), no_cache=True)\n"
         "distributions.editable_source_dirs(path)\n"
         "torch.inspect_torch(path)\n"
-        "version = nvidia._pynvml_version()\n"
+        "version = nvml_read.pynvml_version()\n"
         "print(json.dumps({'count': data['count'], 'pynvml': version,\n"
         "                  'loaded': sorted(m for m in sys.modules if m.startswith(('importlib.metadata', 'email')))}))\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO_ROOT,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from envsnap.capture import hashcache
+from envsnap.capture import cachefile, filestat, hashcache
 from envsnap.capture.collectors import integrity
 
 SHORT_WINDOW_NS = 50_000_000  # 50 ms
@@ -62,7 +62,7 @@ def cache_home(tmp_path, monkeypatch):
 
 @pytest.fixture
 def site(tmp_path, cache_home, monkeypatch):
-    monkeypatch.setattr(hashcache, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
+    monkeypatch.setattr(filestat, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
     s = Site(tmp_path / "site")
     s.settle()
     return s
@@ -150,7 +150,7 @@ def test_racy_entries_are_not_trusted_with_the_real_window(tmp_path, cache_home)
     """git's racy rule: a file whose mtime/ctime is within the window of the moment its
     stat was taken is hashed again next time; an edit within the same timestamp granule
     (same size, mtime put back, ctime unchanged on a coarse clock) cannot hide."""
-    assert hashcache.RACY_WINDOW_NS >= 1_000_000_000
+    assert filestat.RACY_WINDOW_NS >= 1_000_000_000
     site = Site(tmp_path / "site", count=5)  # just written: every file is racy
     first = site.verify()
     assert first["hash_cache"]["racy"] == site.count and first["hash_cache"]["hits"] == 0
@@ -200,7 +200,7 @@ def test_record_many_keeps_exactly_what_record_keeps_one_by_one(tmp_path, cache_
     bulk, single = _recorded_in_bulk_and_one_by_one(tmp_path, items)
     assert bulk._fresh == single._fresh and bulk.racy == single.racy == 2
     assert len(bulk._fresh) == 52 and bulk.pending == []
-    assert bulk._fresh["/p/m3.py"] == (hashcache.packed_stat(items[3][1]), "sha256:" + one["sha256"].hex())
+    assert bulk._fresh["/p/m3.py"] == (filestat.packed_stat(items[3][1]), "sha256:" + one["sha256"].hex())
 
 
 def _recorded_in_bulk_and_one_by_one(tmp_path, items):
@@ -228,7 +228,7 @@ def test_record_many_of_only_common_entries_is_record_one_by_one(tmp_path, cache
     for batch in (items, items + [("/p/racy.py", stat_of(7, time.time_ns()), items[0][2])]):
         bulk, single = _recorded_in_bulk_and_one_by_one(tmp_path, batch)
         assert bulk._fresh == single._fresh and len(bulk._fresh) == 40 and bulk.racy == single.racy
-    assert bulk._fresh["/p/m3.py"] == (hashcache.packed_stat(items[3][1]), "sha384:" + items[3][2]["sha384"].hex())
+    assert bulk._fresh["/p/m3.py"] == (filestat.packed_stat(items[3][1]), "sha384:" + items[3][2]["sha384"].hex())
 
 
 @pytest.mark.parametrize("damage", ["flip a payload byte", "flip a header byte", "truncate", "empty",
@@ -240,7 +240,7 @@ def test_damaged_or_foreign_cache_is_ignored_with_a_note_then_replaced(site, cac
     # Make the cache lie about one file: if it were trusted, this edit would be hidden.
     target = site.pkg / "m005.py"
     _rewrite_keeping_size_and_mtime(target, b"VALUE_005 = 0\n")
-    stale_key = hashcache.stat_key(target.stat())
+    stale_key = filestat.stat_key(target.stat())
     text = path.read_bytes()
     header, payload = text.split(b"\n", 1)
     lines = payload.decode().split("\n")
@@ -398,7 +398,7 @@ def test_an_unusable_cache_directory_costs_a_note_not_the_capture(site, tmp_path
 def test_a_relative_xdg_cache_home_is_ignored_as_the_spec_says(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert hashcache.cache_dir() == str(tmp_path / ".cache" / "envsnap")
+    assert cachefile.cache_dir() == str(tmp_path / ".cache" / "envsnap")
 
 
 def test_no_cache_write_once_the_capture_deadline_has_passed(site, cache_home):
@@ -413,8 +413,8 @@ def test_no_cache_write_once_the_capture_deadline_has_passed(site, cache_home):
 
 
 def test_cache_directory_is_bounded(tmp_path, cache_home, monkeypatch):
-    monkeypatch.setattr(hashcache, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
-    monkeypatch.setattr(hashcache, "MAX_FILES", 3)
+    monkeypatch.setattr(filestat, "RACY_WINDOW_NS", SHORT_WINDOW_NS)
+    monkeypatch.setattr(cachefile, "MAX_FILES", 3)
     sites = [Site(tmp_path / f"site{i}", count=2) for i in range(5)]
     time.sleep(0.1)
     for s in sites:
@@ -434,9 +434,9 @@ def test_entries_are_bounded(site, cache_home, monkeypatch):
 
 _CONCURRENT = r"""
 import json, sys
-from envsnap.capture import hashcache
+from envsnap.capture import filestat
 from envsnap.capture.collectors import integrity
-hashcache.RACY_WINDOW_NS = int(sys.argv[3])
+filestat.RACY_WINDOW_NS = int(sys.argv[3])
 record = open(sys.argv[2]).read()
 out = []
 for _ in range(int(sys.argv[4])):
@@ -473,7 +473,7 @@ def test_concurrent_captures_sharing_the_cache_stay_correct(site, cache_home, tm
     _rewrite_keeping_size_and_mtime(target2, b"VALUE_012 = 00\n")
     for result in run_many(4, 5):
         assert result["modified"] == ["pkg/m011.py", "pkg/m012.py"]
-    assert hashcache.read_cache_file(str(_cache_file(cache_home)))  # a whole, sound file remains
+    assert cachefile.read_cache_file(str(_cache_file(cache_home)))  # a whole, sound file remains
 
 
 # --- the packages section of real captures, on real venvs ---------------------------------------
@@ -481,7 +481,7 @@ def test_concurrent_captures_sharing_the_cache_stay_correct(site, cache_home, tm
 def _wait_until_settled(root: Path) -> None:
     """Sleep until every file under root is older than the real racy window (at most ~3 s)."""
     newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in root.rglob("*") if p.is_file())
-    wait = (newest + hashcache.RACY_WINDOW_NS + 100_000_000 - time.time_ns()) / 1e9
+    wait = (newest + filestat.RACY_WINDOW_NS + 100_000_000 - time.time_ns()) / 1e9
     if wait > 0:
         time.sleep(wait)
 
@@ -597,7 +597,7 @@ def test_file_entries_read_back_as_written():
     rnd = random.Random(16)
     names = ["/site/pkg/m.py", "/site/with space/é.py", "/site/\udcff-undecodable.py", "/x"]
     names += [f"/site/pkg/m{i:05d}.py" for i in range(500)]
-    entries = {name: (bytes(rnd.randrange(256) for _ in range(hashcache._STAT.size)),
+    entries = {name: (bytes(rnd.randrange(256) for _ in range(filestat.STAT.size)),
                       f"sha256:{rnd.getrandbits(256):064x}" + (" md5:00" if rnd.random() < 0.1 else ""))
                for name in names}
     text = hashcache._join(hashcache._files_lines(entries)).decode("utf-8", "surrogateescape")
@@ -615,7 +615,7 @@ def test_a_sound_checksum_over_a_broken_file_entries_section_is_not_used(site, c
     for them: a note, and the report of a capture without the cache."""
     site.verify()
     path = _cache_file(cache_home)
-    sections = hashcache.read_cache_file(str(path))
+    sections = cachefile.read_cache_file(str(path))
     count, raw = sections[hashcache.FILES]
     lines = raw.decode().split("\n")[:-1]
     if damage == "a digest line dropped":
@@ -625,7 +625,7 @@ def test_a_sound_checksum_over_a_broken_file_entries_section_is_not_used(site, c
     else:
         lines[count] = lines[count][:-2]
     broken = ("\n".join(lines) + "\n").encode()
-    hashcache.write_cache_file(str(path), [(name, n, broken if name == hashcache.FILES else body)
+    cachefile.write_cache_file(str(path), [(name, n, broken if name == hashcache.FILES else body)
                                            for name, (n, body) in sections.items()])
     # A touched file (content as recorded, stat moved): its distribution is checked file by file.
     os.utime(site.pkg / "m003.py")

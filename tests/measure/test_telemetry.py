@@ -15,7 +15,7 @@ import pynvml
 import pytest
 from helpers.nvml import h200_dump, make_fake_pynvml
 
-from envsnap.measure import runs, telemetry
+from envsnap.measure import gpu_sampling, process_tree, runs, telemetry
 from envsnap.model.schema import validate
 
 
@@ -201,13 +201,13 @@ def test_run_session_shares_one_nvml_and_records_run_windows(monkeypatch):
 def test_gpu_figures_of_the_active_span_leave_out_the_idle_start_up():
     idle = {"util": 0.0, "sm_mhz": 345.0, "power_w": 80.0, "reasons": 1}
     busy = {"util": 98.0, "sm_mhz": 1980.0, "power_w": 600.0, "reasons": 0}
-    out = telemetry.summarize_gpu([idle] * 4 + [busy] * 6 + [dict(busy, power_w=None)], {1: "GpuIdle"})
+    out = gpu_sampling.summarize_gpu([idle] * 4 + [busy] * 6 + [dict(busy, power_w=None)], {1: "GpuIdle"})
     assert out["samples"] == 11 and out["util_pct_mean"] == pytest.approx(98.0 * 7 / 11, abs=0.01)
     assert out["active_samples"] == 7 and out["util_pct_active_mean"] == 98.0
     assert out["sm_clock_mhz_active_median"] == 1980.0 and out["sm_clock_mhz_min"] == 345.0
     assert out["power_w_median"] == 600.0  # the reading NVML did not answer is left out, not zero
     assert out["clock_event_reasons"] == {"GpuIdle": round(4 / 11, 3)}
-    assert "active_samples" not in telemetry.summarize_gpu([idle] * 3, {1: "GpuIdle"})
+    assert "active_samples" not in gpu_sampling.summarize_gpu([idle] * 3, {1: "GpuIdle"})
 
 
 def test_one_stat_read_gives_what_psutil_reads_from_three_files():
@@ -218,7 +218,7 @@ def test_one_stat_read_gives_what_psutil_reads_from_three_files():
                              "[t.start() for t in ts]\nblock = bytearray(64 << 20)\ntime.sleep(5)"])
     try:
         time.sleep(1.0)
-        ppid, session, threads, rss = telemetry._read_stat(proc.pid)
+        ppid, session, threads, rss = process_tree.read_process_stat(proc.pid)
         handle = psutil.Process(proc.pid)
         assert (ppid, session) == (os.getpid(), os.getsid(proc.pid))
         assert threads == handle.num_threads() == 4
@@ -226,7 +226,7 @@ def test_one_stat_read_gives_what_psutil_reads_from_three_files():
     finally:
         proc.kill()
         proc.wait()
-    assert telemetry._read_stat(proc.pid) is None  # reaped: gone
+    assert process_tree.read_process_stat(proc.pid) is None  # reaped: gone
 
 
 def test_steady_utilisation_leaves_out_the_edges_and_busy_seconds_weigh_by_interval():
@@ -237,12 +237,12 @@ def test_steady_utilisation_leaves_out_the_edges_and_busy_seconds_weigh_by_inter
     # the GEMM loop began mid-period, the loop at 100%, a partial last reading, the exit.
     readings = ([reading(t, 0.0) for t in (0.05, 0.15, 0.3, 0.8, 1.3)] + [reading(1.8, 40.0)]
                 + [reading(1.8 + 0.5 * i, 100.0) for i in range(1, 9)] + [reading(6.3, 30.0), reading(6.8, 0.0)])
-    out = telemetry.summarize_gpu(readings, {})
+    out = gpu_sampling.summarize_gpu(readings, {})
     assert out["active_samples"] == 10
     assert out["util_pct_active_mean"] == pytest.approx((40 + 800 + 30) / 10)
     assert out["util_pct_steady_mean"] == 100.0  # the 8 readings inside the span
     assert out["busy_s"] == pytest.approx(0.5 * (0.4 + 8 * 1.0 + 0.3))
-    short = telemetry.summarize_gpu([reading(0.5, 50.0), reading(1.0, 60.0)], {})
+    short = gpu_sampling.summarize_gpu([reading(0.5, 50.0), reading(1.0, 60.0)], {})
     assert short["util_pct_steady_mean"] == short["util_pct_active_mean"] == 55.0  # too short to trim
 
 
@@ -253,17 +253,17 @@ def test_steady_utilisation_is_the_main_phase_not_a_start_up_that_keeps_the_gpu_
     # CUDA_MODULE_LOADING=EAGER: seconds of module loading at a few percent, then the GEMM loop.
     readings = ([reading(0.5 * i, u) for i, u in enumerate([0.0, 4.0, 7.0, 3.0, 6.0, 2.0], 1)]
                 + [reading(3.0 + 0.5 * i, 100.0) for i in range(1, 6)] + [reading(6.0, 45.0), reading(6.5, 0.0)])
-    out = telemetry.summarize_gpu(readings, {})
+    out = gpu_sampling.summarize_gpu(readings, {})
     assert out["active_samples"] == 11  # the whole busy span: start-up included
     assert out["util_pct_active_mean"] < 60.0 and out["util_pct_steady_mean"] == 100.0
     # A workload that never saturates keeps its own level: nothing above half its peak is left out.
     launch_bound = [reading(0.5 * i, u) for i, u in enumerate([0.0, 55.0, 50.0, 58.0, 52.0, 56.0, 0.0], 1)]
-    assert telemetry.summarize_gpu(launch_bound, {})["util_pct_steady_mean"] == round((50 + 58 + 52) / 3, 2)
+    assert gpu_sampling.summarize_gpu(launch_bound, {})["util_pct_steady_mean"] == round((50 + 58 + 52) / 3, 2)
 
 
 def test_a_gpu_field_not_supported_is_not_asked_again():
     calls: dict = {}
-    gpus = telemetry.Gpus(make_fake_pynvml(calls=calls, errors={"nvmlDeviceGetPowerUsage":
+    gpus = gpu_sampling.Gpus(make_fake_pynvml(calls=calls, errors={"nvmlDeviceGetPowerUsage":
                                                                 pynvml.NVML_ERROR_NOT_SUPPORTED}))
     gpus.open()
     series: dict = {}
@@ -283,11 +283,11 @@ def test_busy_readings_from_before_the_run_do_not_open_its_active_span():
 
     readings = ([reading(0.05, 100.0), reading(0.15, 35.0)] + [reading(t, 0.0) for t in (0.3, 0.8, 1.3, 1.8)]
                 + [reading(2.3 + 0.5 * i, 100.0) for i in range(9)] + [reading(6.8, 20.0)])
-    out = telemetry.summarize_gpu(readings, {})
+    out = gpu_sampling.summarize_gpu(readings, {})
     assert out["active_samples"] == 10 and out["util_pct_steady_mean"] == 100.0
     assert out["busy_s"] == pytest.approx(0.5 * 100 / 100 + 8 * 0.5 + 0.5 * 0.2)
     # Busy past the first second, or the only busy readings: the run's own.
     late = [reading(0.5, 50.0), reading(1.2, 50.0), reading(1.7, 0.0), reading(2.2, 90.0)]
-    assert telemetry.summarize_gpu(late, {})["active_samples"] == 4
+    assert gpu_sampling.summarize_gpu(late, {})["active_samples"] == 4
     only = [reading(0.05, 80.0), reading(0.3, 0.0), reading(0.8, 0.0)]
-    assert telemetry.summarize_gpu(only, {})["active_samples"] == 1
+    assert gpu_sampling.summarize_gpu(only, {})["active_samples"] == 1

@@ -26,6 +26,8 @@ import re
 import statistics
 from typing import Any, Dict, List, Optional, Set, Tuple
 
+from envsnap.analysis.median import median
+
 # A neighbour must use this much more CPU on one side: a quarter of a CPU sustained over the runs is no
 # background daemon's flicker (USER_HZ ticks resolve 0.02 CPUs over a half-second window).
 MIN_CPUS = 0.25
@@ -170,7 +172,8 @@ def _side(records: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 
 def _median(values: List[float]) -> Optional[float]:
-    return round(statistics.median(values), 3) if values else None
+    """The median rounded to 3 places; None for no values (a side that recorded none)."""
+    return round(median(values), 3) if values else None
 
 
 def _cpu_row(g: Optional[Dict[str, Any]], b: Optional[Dict[str, Any]]) -> Dict[str, Any]:
@@ -218,7 +221,7 @@ def _steal_row(g: Dict[str, Any], b: Dict[str, Any]) -> Optional[Dict[str, Any]]
     gs, bs = g["steal_pct"], b["steal_pct"]
     if not gs or not bs:
         return None
-    gm, bm = statistics.median(gs), statistics.median(bs)
+    gm, bm = median(gs), median(bs)
     apart = min(bs) > max(gs) or min(gs) > max(bs) if len(gs) > 1 and len(bs) > 1 else True
     return {"kind": "steal", "command": "other virtual machines (steal time)", "good": {"steal_pct": round(gm, 2)},
             "bad": {"steal_pct": round(bm, 2)}, "changed": bool(abs(bm - gm) >= STEAL_MIN_POINTS and apart)}

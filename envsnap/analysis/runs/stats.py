@@ -18,6 +18,7 @@ from itertools import repeat, starmap
 from operator import mul
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from envsnap.analysis.median import median as median  # the one median, re-exported as stats.median
 from envsnap.analysis.runs import noise
 
 # A change is significant when the test's p-value is below this (and the change is beyond noise).
@@ -29,18 +30,6 @@ EXACT_MW_MAX_N = 30
 # Exact permutation test up to this many distinct relabelings; Monte-Carlo beyond.
 EXACT_PERMUTATIONS_MAX = 5040
 MONTE_CARLO_PERMUTATIONS = 4000
-
-
-def median(values: Sequence[float]) -> float:
-    """statistics.median's value, as a float: the one median of analysis, bisect and rendering (statistics
-    itself would load fractions and decimal into every diff)."""
-    ordered = sorted(values)
-    if not ordered:
-        raise ValueError("median of no values")
-    mid = len(ordered) // 2
-    if len(ordered) % 2:
-        return float(ordered[mid])
-    return (ordered[mid - 1] + ordered[mid]) / 2.0
 
 
 def quantile(values: Sequence[float], q: float) -> float:

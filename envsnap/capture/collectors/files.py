@@ -69,6 +69,20 @@ def describe_os_error(exc: OSError) -> str:
     return found or exc.strerror or type(exc).__name__
 
 
+def user_path(given: str, cwd: str) -> str:
+    """A path as the user named it on the command line (~ expanded, relative to `cwd`), made absolute."""
+    return os.path.abspath(os.path.join(cwd, os.path.expanduser(given)))
+
+
+def stat_or_error(path: str, errors: Dict[str, str], follow: bool = True) -> Optional[os.stat_result]:
+    """os.stat of `path` (os.lstat when not `follow`); None, with errors[path] saying why, when it fails."""
+    try:
+        return os.stat(path) if follow else os.lstat(path)
+    except OSError as exc:
+        errors[path] = describe_os_error(exc)
+        return None
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "dir"
@@ -273,16 +287,14 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
     if not ctx.watch:
         return unavailable("no --watch paths given")
     deadline = internal_deadline(ctx)
-    roots = sorted({os.path.abspath(os.path.join(ctx.cwd, os.path.expanduser(p))) for p in ctx.watch})
+    roots = sorted({user_path(p, ctx.cwd) for p in ctx.watch})
     entries: Dict[str, Any] = {}
     errors: Dict[str, str] = {}
     skipped: Dict[str, str] = {}
     to_hash: List[Tuple[str, Any, Optional[int]]] = []
     for root in roots:
-        try:
-            st = os.lstat(root)
-        except OSError as exc:
-            errors[root] = describe_os_error(exc)
+        st = stat_or_error(root, errors, follow=False)
+        if st is None:
             continue
         if stat.S_ISDIR(st.st_mode):
             _walk(root, deadline, entries, to_hash, errors, skipped)

@@ -31,7 +31,7 @@ A repository reached several ways (cwd and an editable install) is recorded once
 with all its roles. No repository at all is `unavailable`, not an error; a `--repo`
 that is not a repository is an error the user should see.
 
-Over 400 lines on purpose: the git commands envsnap runs (status, diff, stash, submodules, remotes) and their
+One module, as one concept: the git commands envsnap runs (status, diff, stash, submodules, remotes) and their
 -z parsers, all under one deadline with one set of safe options.
 """
 from __future__ import annotations
@@ -127,6 +127,21 @@ class _Git:
         if result.timed_out:
             raise _GitTimeout(f"`git {' '.join(args[:2])}` {result.error}")
         return result
+
+
+def _step(git: _Git, top: str, errors: Dict[str, str], name: str, args: List[str], accept: Tuple[int, ...] = (0,),
+          extra_env: Optional[Dict[str, str]] = None, failure: Optional[str] = None) -> Optional[CommandResult]:
+    """One git command of a repository's inspection; None, with errors[name] saying why, when it timed
+    out or exited with a code not in `accept` (`failure`: the words when git gave none)."""
+    try:
+        result = git.run(args, top, extra_env=extra_env)
+    except _GitTimeout as exc:
+        errors[name] = f"timeout: {exc}"
+        return None
+    if result.returncode not in accept:
+        errors[name] = result.error or failure or f"git {args[0]} failed"
+        return None
+    return result
 
 
 def _locate(git: _Git, path: str) -> Tuple[Optional[str], Optional[str]]:
@@ -293,15 +308,7 @@ def inspect_repo(git: _Git, top: str, budget: Optional[content.Budget] = None) -
         repo.update(parse_status(status.stdout))
 
     def step(name: str, args: List[str], accept: Tuple[int, ...] = (0,)) -> Optional[CommandResult]:
-        try:
-            result = git.run(args, top)
-        except _GitTimeout as exc:
-            repo["errors"][name] = f"timeout: {exc}"
-            return None
-        if result.returncode not in accept:
-            repo["errors"][name] = result.error or f"git {args[0]} failed"
-            return None
-        return result
+        return _step(git, top, repo["errors"], name, args, accept=accept)
 
     stash = step("stash", ["stash", "list", "-z", "--no-color", "--format=%gd%x1f%H%x1f%gs"])
     repo["stash"] = parse_stash(stash.stdout) if stash else {}
@@ -341,14 +348,10 @@ def _attach_patches(git: _Git, top: str, repo: Dict[str, Any], budget: content.B
             paths.append(entry["from"])  # both names, so git pairs them as a rename
     for start in range(0, len(paths), PATHS_PER_DIFF):
         batch = paths[start:start + PATHS_PER_DIFF]
-        try:
-            result = git.run(["-c", "core.quotePath=false", "diff", "HEAD", *_PATCH_OPTIONS, "--find-renames",
-                              "--", *batch], top, extra_env={"GIT_LITERAL_PATHSPECS": "1"})
-        except _GitTimeout as exc:
-            repo["errors"]["patch"] = f"timeout: {exc}"
-            return
-        if not result.ok:
-            repo["errors"]["patch"] = result.error or "git diff failed"
+        result = _step(git, top, repo["errors"], "patch", ["-c", "core.quotePath=false", "diff", "HEAD",
+                       *_PATCH_OPTIONS, "--find-renames", "--", *batch],
+                       extra_env={"GIT_LITERAL_PATHSPECS": "1"}, failure="git diff failed")
+        if result is None:
             return
         from envsnap.model import hunks, patchtext  # here: only a dirty checkout has a patch (it loads difflib)
 
@@ -388,13 +391,11 @@ def _attach_stash_patches(git: _Git, top: str, repo: Dict[str, Any], budget: con
         sha = entry.get("sha") if isinstance(entry, dict) else None
         if not sha or not _SHA_RE.match(sha):
             continue
-        try:
-            result = git.run(["stash", "show", "-p", *_PATCH_OPTIONS, sha], top)
-        except _GitTimeout as exc:
-            repo["errors"]["stash_patch"] = f"timeout: {exc}"
-            return
-        if not result.ok:
-            repo["errors"]["stash_patch"] = result.error or "git stash show failed"
+        result = _step(git, top, repo["errors"], "stash_patch", ["stash", "show", "-p", *_PATCH_OPTIONS, sha],
+                       failure="git stash show failed")
+        if result is None:
+            if repo["errors"]["stash_patch"].startswith("timeout: "):
+                return  # the deadline has passed: no other stash gets its patch
             continue
         entry["patch"] = _patch_record(git, result.stdout_bytes, budget)
 

@@ -17,7 +17,7 @@ totals (MemTotal of the host and of each NUMA node moves with a VM's memory ball
 virtio-mem: `memory.hotplug` names the driver) and HugePages_Total (it counts surplus pages;
 the configured pool is `memory.hugepages_configured`/`hugepages_overcommit`).
 
-Over 400 lines on purpose: one small reader per host fact (/proc, /sys, cgroup v1 and v2, os-release, DMI),
+One module, as one concept: one small reader per host fact (/proc, /sys, cgroup v1 and v2, os-release, DMI),
 each never raising and sharing the 'unknown, with the reason' convention.
 """
 from __future__ import annotations

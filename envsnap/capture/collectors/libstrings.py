@@ -13,7 +13,7 @@ What this cannot see, and so where "no loaded code mentions it" does not hold:
 - a name the compiler stored as instruction immediates (a short std::string built in place), or one
   a vendor stored encoded (a closed-source library may keep its strings scrambled);
 - a linker that merged a literal into the tail of a longer one ("PATH" stored inside
-  "PYTHONPATH\\0"): the token is the longer name; libraries.mentions reports a checked name that
+  "PYTHONPATH\\0"): the token is the longer name; lib_objects.mentions reports a checked name that
   only ends a token as "contains", so this case is over-counted, never missed.
 
 The scan reads the sections with os.pread in CHUNK-byte pieces (never mmap: a file truncated while

@@ -136,31 +136,34 @@ def _ecc_errors(gpu: ET.Element) -> Dict[str, Any]:
     return errors
 
 
+# Each power field and its tags: under gpu_power_readings (driver 530 on), then under power_readings
+# (before), the first tag with text. nvidia-smi's "requested" is the management limit set; "current"
+# is what the driver enforces (NVML: PowerManagementLimit vs EnforcedPowerLimit).
+_POWER_TAGS = (
+    ("limit_w", ("requested_power_limit",), ("power_limit",)),
+    ("enforced_limit_w", ("current_power_limit",), ("enforced_power_limit",)),
+    ("default_limit_w", ("default_power_limit",), ("default_power_limit",)),
+    ("min_limit_w", ("min_power_limit",), ("min_power_limit",)),
+    ("max_limit_w", ("max_power_limit",), ("max_power_limit",)),
+    ("draw_w", ("instant_power_draw", "power_draw"), ("power_draw",)),
+)
+
+
 def _power(gpu: ET.Element) -> Dict[str, Any]:
-    # gpu_power_readings since driver 530; power_readings before (with other names).
-    node = gpu.find("gpu_power_readings")
-    if node is not None:
-        return _drop_none({
-            # nvidia-smi's "requested" is the management limit set; "current" is what
-            # the driver enforces (NVML: PowerManagementLimit vs EnforcedPowerLimit).
-            "limit_w": _number(_text(node, "requested_power_limit")),
-            "enforced_limit_w": _number(_text(node, "current_power_limit")),
-            "default_limit_w": _number(_text(node, "default_power_limit")),
-            "min_limit_w": _number(_text(node, "min_power_limit")),
-            "max_limit_w": _number(_text(node, "max_power_limit")),
-            "draw_w": _number(_text(node, "instant_power_draw") or _text(node, "power_draw")),
-        })
-    node = gpu.find("power_readings")
+    node, column = gpu.find("gpu_power_readings"), 1
     if node is None:
-        return {}
-    return _drop_none({
-        "limit_w": _number(_text(node, "power_limit")),
-        "enforced_limit_w": _number(_text(node, "enforced_power_limit")),
-        "default_limit_w": _number(_text(node, "default_power_limit")),
-        "min_limit_w": _number(_text(node, "min_power_limit")),
-        "max_limit_w": _number(_text(node, "max_power_limit")),
-        "draw_w": _number(_text(node, "power_draw")),
-    })
+        node, column = gpu.find("power_readings"), 2
+        if node is None:
+            return {}
+    out = {}
+    for row in _POWER_TAGS:
+        text = None
+        for tag in row[column]:
+            text = _text(node, tag)
+            if text:
+                break
+        out[row[0]] = _number(text)
+    return _drop_none(out)
 
 
 def _gpu(gpu: ET.Element) -> Dict[str, Any]:

@@ -43,7 +43,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext, ok, unavailable
 from envsnap.capture.collectors import content
-from envsnap.capture.collectors.files import describe_os_error, hash_file, internal_deadline, parallel_map
+from envsnap.capture.collectors.files import (
+    describe_os_error,
+    hash_file,
+    internal_deadline,
+    parallel_map,
+    stat_or_error,
+    user_path,
+)
 from envsnap.model.rules import NONE, SectionRules, rule
 from envsnap.model.schema import CONTENT_SHAPE
 
@@ -96,11 +103,9 @@ def expand(paths: Sequence[str], cwd: str) -> Tuple[List[str], Dict[str, str]]:
     found: List[str] = []
     errors: Dict[str, str] = {}
     for given in paths:
-        path = os.path.abspath(os.path.join(cwd, os.path.expanduser(given)))
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            errors[path] = describe_os_error(exc)
+        path = user_path(given, cwd)
+        st = stat_or_error(path, errors)
+        if st is None:
             continue
         if stat.S_ISDIR(st.st_mode):
             try:

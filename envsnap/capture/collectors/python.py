@@ -12,7 +12,7 @@ When the server runs in another environment, `ENVSNAP_PYTHON=/path/to/python` (o
 this collector and the packages collector describe that interpreter: it is asked for
 its own facts with a short subprocess, and its files are read from here.
 
-Over 400 lines on purpose: the interpreter's facts and every kind of start-up hook, each found the way the
+One module, as one concept: the interpreter's facts and every kind of start-up hook, each found the way the
 interpreter finds it.
 """
 from __future__ import annotations
