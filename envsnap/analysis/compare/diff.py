@@ -29,7 +29,6 @@ from envsnap.analysis.compare import flags as flags_mod, neighbours, nodes as no
 from envsnap.analysis.compare.scalar_lists import changed_indices
 from envsnap.analysis.compare.views import (
     _MISSING,
-    Subject,
     View,
     _leaves,
     build_view,
@@ -40,6 +39,8 @@ from envsnap.analysis.compare.views import (
     modified_entries_differing,
     usable_sections,
 )
+from envsnap.model import keys
+from envsnap.model.keys import Subject
 
 # How a value missing on one side reads, per category. NCCL logs a variable only when it reads
 # it, so no line is "not logged", never "unset"; a file absent from a checkout's dirty list is clean.
@@ -82,7 +83,7 @@ def parent_only_absent(subject: Subject, view: View) -> str:
     if not view.workers:
         return "no workers captured"
     workers = view.values["workers"]
-    seen = "mixed" if f"workers.disagree.{name}" in workers else workers.get(f"workers.env.{name}")
+    seen = "mixed" if keys.worker_env_key(name, disagree=True) in workers else workers.get(keys.worker_env_key(name))
     seen_text = "unset" if seen is None else str(seen)
     if subject.aspect == "server":
         return f"TP workers {seen_text}"
@@ -205,7 +206,7 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
     diffs = _merge_instances(diffs, va, vb)
     diffs.sort(key=lambda d: (category_key(d.category), d.key))
     if node is not None:
-        diffs = [replace(d, key=nodes_mod.qualify(node, d.key), subject=d.subject._replace(node=node)) for d in diffs]
+        diffs = [replace(d, key=keys.qualify(node, d.key), subject=d.subject._replace(node=node)) for d in diffs]
     traps: List[ShellTrap] = []
     warnings = _warnings(good, bad, va, vb, compare_hosts=node is None, traps=traps)
     return Comparison(diffs, warnings, va, vb, usable, node=node, modified_differing=differing, shell_traps=traps)
@@ -225,7 +226,7 @@ def _merge_nodes(parts: List[Comparison], everyone: List[str]) -> List[Differenc
         merged = members[0]
         if len(members) > 1:
             label = nodes_mod.label([str(m.subject.node) for m in members], everyone)
-            merged = replace(merged, key=nodes_mod.qualify(label, merged.base_key),
+            merged = replace(merged, key=keys.qualify(label, merged.base_key),
                              flat_keys=sorted({f for m in members for f in m.flat_keys}),
                              subject=merged.subject._replace(node=label))
         for member in members:
@@ -251,8 +252,10 @@ def _node_presence(pair: nodes_mod.NodePair) -> Difference:
     value = f"{ok}/{len(sections)} sections captured"
     name = str(pair.name)
     good, bad, change = (value, None, "removed") if pair.bad is None else (None, value, "added")
-    return Difference(nodes_mod.qualify(name, "node"), "sections", change, good, bad, False, [f"nodes.{name}"],
-                      Subject("node", name, node=name), NOT_CAPTURED, base_key="node")
+    subject = Subject("node", name, node=name)
+    key = keys.view_key(subject)
+    return Difference(keys.qualify(name, key), "sections", change, good, bad, False, [keys.flat_key("nodes", name)],
+                      subject, NOT_CAPTURED, base_key=key)
 
 
 def _node_warnings(parts: List[Comparison], everyone: List[str]) -> List[str]:
@@ -398,8 +401,9 @@ def _section_differences(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Diff
             continue
         category = knowledge.section_category(name)[0]
         change = "changed" if st_a is not None and st_b is not None else ("added" if st_a is None else "removed")
-        out.append(Difference(f"{name}.status", category, change, _status_text(sa), _status_text(sb),
-                              False, [f"{name}.status"], Subject("section", name, "status"), NOT_CAPTURED))
+        subject = Subject("section", name, "status")
+        out.append(Difference(keys.view_key(subject), category, change, _status_text(sa), _status_text(sb),
+                              False, [keys.flat_key(name, "status")], subject, NOT_CAPTURED))
     return out
 
 
@@ -418,9 +422,9 @@ def neighbour_differences(good: Dict[str, Any], bad: Dict[str, Any], use_runs: b
                              count=found["count"][side], machine=found["machine"][side])
             values.append(value)
         change = "changed" if all(v is not None for v in values) else ("added" if values[1] is not None else "removed")
-        flat = "runs.telemetry.neighbours" if found["source"] == "runs" else "neighbours"
-        subject = Subject("neighbour", row["command"], row["kind"], row.get("gpu", ""))
-        out.append(Difference(neighbours.row_key(row), "neighbours", change, values[0], values[1], False, [flat],
+        flat = keys.flat_key("runs", "telemetry", "neighbours") if found["source"] == "runs" else "neighbours"
+        subject = neighbours.row_subject(row)
+        out.append(Difference(keys.view_key(subject), "neighbours", change, values[0], values[1], False, [flat],
                               subject, absent_wording(subject)))
     return out
 
@@ -451,15 +455,15 @@ def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Differ
             rest.append(members[0])
             continue
         instances = sorted((m.subject.entity for m in members), key=lambda s: (len(s), s))
-        if where == "gpu":
-            everyone = {subject.entity for v in (va, vb) for k in v.presence if k.startswith("gpu.")
-                        for subject in [v.subject_of(k)] if subject is not None}
+        if where == "gpu":  # every GPU either side has (its presence key's subject: where gpu, no aspect)
+            everyone = {subject.entity for v in (va, vb) for k in v.presence
+                        for subject in [v.subject_of(k)] if subject is not None and subject.where == "gpu"}
         else:
             everyone = set(va.workers) | set(vb.workers)
         label = "*" if set(instances) >= everyone else ",".join(instances)
         first = members[0]
         flats = sorted({f for d in members for f in d.flat_keys})
-        rest.append(Difference(f"{first.category}.{label}.{aspect}", first.category, first.change, first.good,
+        rest.append(Difference(keys.instances_key(first.category, label, aspect), first.category, first.change, first.good,
                                first.bad, first.volatile, flats, first.subject._replace(entity=label), first.absent))
     return rest
 
@@ -506,9 +510,9 @@ def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View, com
     # Parent-only variables: a cause candidate and a measurement warning. The server's own parent
     # first: it is the headline ("the parent shows it, the TP workers never saw it").
     server_warnings: List[str] = []
-    for name in sorted({k.split(".", 2)[2] for v in (va, vb) for k in v.values["workers"]
-                        if k.startswith("workers.parent_only.")}):
-        key = f"workers.parent_only.{name}"
+    for name in sorted({subject.entity for v in (va, vb) for k in v.values["workers"]
+                        for subject in [v.subject_of(k)] if subject is not None and subject.where == "parent_only"}):
+        key = keys.parent_only_key(name)
         sides = [s for s, v in (("good", va), ("bad", vb)) if key in v.values["workers"]]
         view = vb if "bad" in sides else va
         value = view.values["workers"][key]
