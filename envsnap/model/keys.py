@@ -173,10 +173,19 @@ def integrity_key(rel: str) -> str:
     return view_key(Subject("integrity", rel))
 
 
+# Every integrity key, as a rule's pattern: the catch-all rule of an edited installed file no rule names.
+INTEGRITY_ANY = integrity_key("*")
+
+
 def integrity_file(key: str) -> Optional[str]:
     """The installed file an integrity key names (integrity_key's reverse), or None for another key."""
     prefix = "integrity."
     return key[len(prefix):] if key.startswith(prefix) else None
+
+
+def package_key(dist: str) -> str:
+    """An installed distribution's key ("packages.<canonical name>")."""
+    return view_key(Subject("packages", dist))
 
 
 def sglang_arg_key(dest: str) -> str:

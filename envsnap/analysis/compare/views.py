@@ -421,9 +421,9 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
 def drop_unstable(views: Sequence[View]) -> None:
     """Remove from every view the library keys some view found in only some of its runs (View.unstable): which
     side "has" such an object followed when the maps were sampled. Called on the views compared together."""
-    keys = set().union(*(view.unstable for view in views))
+    unstable = set().union(*(view.unstable for view in views))
     for view in views:
-        for key in keys:
+        for key in unstable:
             view.values.get("libraries", {}).pop(key, None)
 
 

@@ -7,6 +7,7 @@ from functools import lru_cache
 from typing import Callable, Dict, List, Tuple
 
 from envsnap.analysis.knowledge.rules import all_rules, section_category
+from envsnap.model.keys import env_key
 from envsnap.model.rules import NONE, FieldRule
 
 _WILDCARDS = frozenset("*?[")
@@ -109,6 +110,12 @@ def rule_for(key: str) -> FieldRule:
     return FieldRule("*", category=category, component=component, weight=0.05)
 
 
+def rule_for_variable(name: str) -> FieldRule:
+    """An environment variable's rule, wherever it shows up (the environment rules match "*.NAME": looked up
+    by the capturing shell's key for it)."""
+    return rule_for(env_key(name))
+
+
 def is_volatile(key: str) -> bool:
     return rule_for(key).volatile
 
@@ -117,5 +124,5 @@ def is_performance_variable(name: str) -> bool:
     """Can this environment variable change speed, by the table? (A rule with a component, or a prior
     of at least 0.3, and not volatile.) The one test behind the workers matrix, parent-only checks
     and the report's "performance variables" rows."""
-    rule = rule_for(f"env.{name}")
+    rule = rule_for_variable(name)
     return not rule.volatile and (rule.component != NONE or rule.weight >= 0.3)
