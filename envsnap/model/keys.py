@@ -68,6 +68,12 @@ def aspect(kind: str, name: str = "") -> str:
     return f"{kind}.{name}" if name else kind
 
 
+def aspect_kind(text: str) -> str:
+    """The kind of an aspect that names one thing of a kind ("flag" of "flag.--tp"), else ""."""
+    kind, dot, _ = text.partition(".")
+    return kind if dot else ""
+
+
 def aspect_parts(text: str) -> Tuple[str, str]:
     """(kind, name) of an aspect (aspect's reverse): ("flag", "--tp"), ("program", "")."""
     kind, _, name = text.partition(".")
