@@ -17,7 +17,7 @@ one apart only through the Subject it came with.
 """
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import AbstractSet, Any, Callable, Dict, Iterable, Mapping, NamedTuple, Optional, Tuple
 
 # ---------------------------------------------------------------- what a key is about
 
@@ -203,6 +203,28 @@ def instances_key(category: str, label: str, aspect: str) -> str:
     """One change found on several GPUs or processes ("gpu.*.power.limit_w", "workers.0,1.cmdline"): the
     label ("*" or "0,1") stands where the instance's own name was."""
     return f"{category}.{label}.{aspect}"
+
+
+def within(entity_keys: Iterable[str]) -> Callable[[str], bool]:
+    """A test of whether a key is one of the keys of the entities these presence keys stand for (a repository's
+    commit and dirty files, a process's fields, a GPU's)."""
+    prefixes = tuple(k + "." for k in entity_keys)
+    return lambda key: key.startswith(prefixes)
+
+
+def head(key: str) -> str:
+    """A key's first part: the section (flat) or category-like prefix (view) it is under."""
+    return key.partition(".")[0]
+
+
+def below_head(key: str) -> str:
+    """A key without its first part ("integrity.sglang/x.py" -> "sglang/x.py"): what it names there."""
+    return key.partition(".")[2]
+
+
+def last_part(key: str) -> str:
+    """A key's last part ("workers.env.NCCL_PROTO" -> "NCCL_PROTO"); the key itself without a dot."""
+    return key.rsplit(".", 1)[-1]
 
 
 def qualify(node: Optional[str], key: str) -> str:

@@ -224,8 +224,8 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
     changed = [k for k in changed if not (k in presence and k in a and k in b)]
     gone = sorted(k for k in changed if k in presence)  # whole entities added/removed
     if gone:
-        prefixes = tuple(k + "." for k in gone)
-        changed = [k for k in changed if k in presence or not k.startswith(prefixes)]
+        inside = keys.within(gone)
+        changed = [k for k in changed if k in presence or not inside(k)]
     leaf_paths: Dict[str, Set[Tuple[str, ...]]] = {k: set() for k in changed}
     with_lists = []
     for key in changed:
@@ -244,7 +244,7 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
             leaf_flats = sorted(set(va.flat_of(key)) | set(vb.flat_of(key)))
         else:
             subs = leaf_paths.get(key) or {()}
-            leaf_flats = sorted({(f + "." + ".".join(s)) if s else f for f in flats for s in subs
+            leaf_flats = sorted({keys.flat_key(f, *s) for f in flats for s in subs
                                  if not (s and s[-1] == "state" and category == "integrity")} or set(flats))
         volatile_flags = [knowledge.is_volatile(f) for f in leaf_flats]
         volatile = knowledge.is_volatile(key) or (bool(volatile_flags) and all(volatile_flags))

@@ -360,7 +360,7 @@ def _gpu_view(view: View, nv: Dict[str, Any]) -> None:
 
 def _sglang_view(view: View, sg: Dict[str, Any]) -> None:
     if sg.get("version") is not None:
-        view.put("sglang", sg["version"], ("sglang.version",), Subject("sglang", "version"))
+        view.put("sglang", sg["version"], (keys.flat_key("sglang", "version"),), Subject("sglang", "version"))
     for name, value in (sg.get("server_args") or {}).items():
         view.put("sglang", _norm(value, name), (keys.flat_key("sglang", "server_args", name),),
                  Subject("sglang", name, "args"))
@@ -429,12 +429,12 @@ def drop_unstable(views: Sequence[View]) -> None:
 
 def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:
     if nccl.get("version") is not None:
-        view.put("nccl", nccl["version"], ("nccl.version",), Subject("nccl", "version"))
+        view.put("nccl", nccl["version"], (keys.flat_key("nccl", "version"),), Subject("nccl", "version"))
     ranks = {str(r): info for r, info in (nccl.get("ranks") or {}).items() if isinstance(info, dict)}
     view.nccl_rank_env = {r: as_dict(info.get("env")) for r, info in ranks.items()}
     if not ranks:
         return
-    view.put("nccl", sorted(ranks, key=lambda r: (len(r), r)), ("nccl.ranks",), Subject("nccl", "ranks"))
+    view.put("nccl", sorted(ranks, key=lambda r: (len(r), r)), (keys.flat_key("nccl", "ranks"),), Subject("nccl", "ranks"))
     skip = {"pid", "host"} | ({"version"} if nccl.get("version") is not None else set())
     per_rank = {r: {".".join(p): v for p, v in _leaves({k: v for k, v in info.items() if k not in skip}) if p}
                 for r, info in ranks.items()}

@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Callable, Dict, List, Tuple
 
 from envsnap.analysis.knowledge.rules import all_rules, section_category
-from envsnap.model.keys import env_key
+from envsnap.model.keys import env_key, head as key_head, last_part as key_last_part
 from envsnap.model.rules import NONE, FieldRule
 
 _WILDCARDS = frozenset("*?[")
@@ -93,7 +93,7 @@ def _star_match(parts: List[str], key: str) -> bool:
 def rule_for(key: str) -> FieldRule:
     """The first rule (in table order) whose pattern matches the key, or the section's default."""
     rules, last_part, by_prefix, lengths = _index()
-    head = key.partition(".")[0]
+    head = key_head(key)
     candidates: List[int] = []
     for length in lengths.get(head) or lengths[""]:
         if length > len(key):
@@ -101,7 +101,7 @@ def rule_for(key: str) -> FieldRule:
         candidates.extend(by_prefix.get(key[:length], ()))
     best = next((i for i in sorted(candidates) if _rule_matcher(i)(key)), None)
     if "." in key:
-        exact = last_part.get(key.rsplit(".", 1)[1])
+        exact = last_part.get(key_last_part(key))
         if exact is not None and (best is None or exact < best):
             best = exact
     if best is not None:

@@ -69,8 +69,8 @@ def custom_allreduce(comp: diff_mod.Comparison) -> Tuple[Optional[str], str]:
     """'on' / 'off' / None: does SGLang's custom all-reduce carry decode all-reduces (bad side)?"""
     states: List[Optional[str]] = []
     for view in (comp.good, comp.bad):
-        disabled = view.values["sglang"].get("sglang.args.disable_custom_all_reduce")
-        tp = view.values["sglang"].get("sglang.args.tp_size")
+        disabled = view.values["sglang"].get(keys.sglang_arg_key("disable_custom_all_reduce"))
+        tp = view.values["sglang"].get(keys.sglang_arg_key("tp_size"))
         if disabled is None and tp is None:
             states.append(None)
         elif disabled:
@@ -345,7 +345,7 @@ def _build_lists(facts: Facts, dist: str, rel: str) -> List[str]:
 def score_package(d: diff_mod.Difference, rule: knowledge.FieldRule, component: str, why: str,
                   score: Score, notes: List[str]) -> Tuple[str, str]:
     name = d.subject.entity
-    if rule.pattern == "packages.*" and name in knowledge.HOT_PATH_PACKAGES:
+    if rule.pattern == keys.package_key("*") and name in knowledge.HOT_PATH_PACKAGES:
         score.set_prior(HOT_PATH_PACKAGE_PRIOR, f"a hot-path package ({rule_source(rule)}, raised)")
         component, why = KERNELS, f"{name} runs on the decode hot path"
     good = d.good if isinstance(d.good, dict) else {}
