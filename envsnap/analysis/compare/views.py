@@ -2,7 +2,9 @@
 
 Keys read like "env.NCCL_PROTO", "workers.env.NCCL_PROTO", "integrity.sglang/srt/layers/moe/topk.py",
 "packages.torch", "gpu.0.clocks.max.sm"; each remembers the flattened snapshot keys it came from
-(snapshot.flatten format) so the volatility rules apply. Worker processes are aggregated on the
+(snapshot.flatten format) so the volatility rules apply. A reader puts a value with the Subject it is about;
+the key is the subject's (model/keys.py view_key), and flat keys are built there too: nothing here writes a
+key by hand. Worker processes are aggregated on the
 way: one "workers.env.X" when all TP workers agree, "workers.disagree.X" when they don't, and
 "workers.parent_only.X" when a parent has a value of a performance-relevant variable the workers don't run
 with (unset in the workers, or another value there):

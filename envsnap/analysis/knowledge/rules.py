@@ -5,7 +5,10 @@ snapshot.flatten: "<section>.<path>") or the readable keys of a diff's view with
 pattern and says: which category the key belongs to, which part of the inference stack it acts
 on, how likely a change in it is to change speed (prior weight 0..1), whether it changes on
 every capture (volatile: ignored by diff unless --all), and why it matters. The first matching
-rule wins: specific rules first (matching.py finds it).
+rule wins: specific rules first (matching.py finds it). Each rule says which key space its pattern is
+written for (FieldRule.space, model/keys.py): a collector's volatile rules match flat keys, its weighted
+ones view keys, the "*.NAME" rules here either; all_rules() checks every pattern against it when the
+table is first built.
 
 The table is assembled from two places: this module holds what no one section owns (volatile
 fields of any section, and the environment-variable rules, which match wherever a variable shows
