@@ -78,6 +78,8 @@ def aspect_parts(text: str) -> Tuple[str, str]:
     """(kind, name) of an aspect (aspect's reverse): ("flag", "--tp"), ("program", "")."""
     kind, _, name = text.partition(".")
     return kind, name
+
+
 COMMAND_PROCESS = "command/"  # model/workers.py's key prefix of the `envsnap run` command's own processes
 # A process's aspects whose key part is spelled otherwise (the module it loaded from another file, or that
 # shadowed another): "<process>.modules.shadowed.<name>", "<process>.modules.elsewhere.<name>".
@@ -126,36 +128,36 @@ def _joined(*parts: str) -> str:
 
 def view_key(subject: Subject) -> str:
     """The readable key of what a subject names (unqualified: `qualify` adds a node)."""
-    where, entity, aspect = subject.where, subject.entity, subject.aspect
+    where, entity, part = subject.where, subject.entity, subject.aspect
     if where == "env":
         return f"env.{entity}"
     if where == "workers":
-        return f"workers.{DISAGREE if aspect == DISAGREE else 'env'}.{entity}"
+        return f"workers.{DISAGREE if part == DISAGREE else 'env'}.{entity}"
     if where == "parent_only":
         return f"workers.parent_only.{entity}"
     if where == "nccl_conf":
         return f"nccl_conf.{entity}"
     if where == "nccl":  # NCCL's logged facts, agreed by every rank or not; "env.NAME": a variable it read
         path = f"env.{entity}" if subject.variable is not None else entity
-        return f"nccl.{DISAGREE}.{path}" if aspect == DISAGREE else f"nccl.{path}"
+        return f"nccl.{DISAGREE}.{path}" if part == DISAGREE else f"nccl.{path}"
     if where in ("process", "in_process"):
-        return _process_key(entity, aspect)
+        return _process_key(entity, part)
     if where == "command":  # the benchmark command `envsnap run` ran: "run", "run.flag.--x"
-        return _joined(entity, aspect)
-    if where == "gpu":
-        return f"gpu.{aspect}" if entity == "driver" else _joined("gpu", entity, aspect)
+        return _joined(entity, part)
+    if where == "gpu":  # "gpu.driver_version" (entity "driver"), "gpu.0", "gpu.0.clocks.max.sm", "gpu.topology.x"
+        return f"gpu.{part}" if entity == "driver" else _joined("gpu", entity, part)
     if where == "sglang":
-        return f"sglang.args.{entity}" if aspect == "args" else f"sglang.{entity}"
+        return f"sglang.args.{entity}" if part == "args" else f"sglang.{entity}"
     if where == "library":
-        return f"libraries.{entity}.{aspect}"
-    if where == "section":
-        return f"{entity}.{aspect}"
-    if where == "node":
+        return f"libraries.{entity}.{part}"
+    if where == "section":  # a section's status
+        return f"{entity}.{part}"
+    if where == "node":  # a node one side lacks (qualified by that node)
         return "node"
     if where == "neighbour":
         return _neighbour_key(subject)
     # files, python, startup, packages, integrity, git, patches, and a section compared leaf by leaf
-    return _joined(where, entity, aspect, subject.item)
+    return _joined(where, entity, part, subject.item)
 
 
 # Keys other modules look up by name.
@@ -171,6 +173,7 @@ def worker_env_key(name: str, disagree: bool = False) -> str:
 
 
 def parent_only_key(name: str) -> str:
+    """A variable a parent had that the workers do not run with ("workers.parent_only.NAME")."""
     return view_key(env_subject("parent_only", name))
 
 
