@@ -31,6 +31,7 @@ from envsnap.analysis.runs import stats
 from envsnap.analysis.runs.verdict import choose_metric, run_values
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics
+from envsnap.model.keys import Subject, qualify, view_key
 from envsnap.model.merge import node_snapshots
 
 # ---------------------------------------------------------------- N snapshots: association
@@ -158,7 +159,7 @@ def _group_and_rank(items: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], 
 
 
 # (key, base key, node, category, value per snapshot, subject) of a key that varies across the snapshots
-_Candidate = Tuple[str, str, Optional[str], str, List[Any], views_mod.Subject]
+_Candidate = Tuple[str, str, Optional[str], str, List[Any], Subject]
 
 
 def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List[str]]:
@@ -185,10 +186,10 @@ def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List
             found.extend(_varying(host, [views_mod.build_view(n, usable, host, builds=builds) for n in node_snaps]))
             continue
         present = ["captured" if host in nodes else None for nodes in per_snap]
-        found.append((nodes_mod.qualify(host, "node"), "node", host, "sections", present,
-                      views_mod.Subject("node", host, node=host)))
+        subject = Subject("node", host, node=host)
+        found.append((qualify(host, view_key(subject)), view_key(subject), host, "sections", present, subject))
         warnings.append(f"node {host} is in {sum(1 for p in present if p)} of {len(snaps)} snapshots only: its sections "
-                        f"are not compared (its presence is ranked as {nodes_mod.qualify(host, 'node')})")
+                        f"are not compared (its presence is ranked as {qualify(host, view_key(subject))})")
     # The same variation on several nodes is one candidate.
     merged: Dict[Tuple[str, str], List[_Candidate]] = {}
     for cand in found:
@@ -198,7 +199,7 @@ def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List
         key, base, node, category, raw, subject = members[0]
         if len(members) > 1:
             node = nodes_mod.label([str(m[2]) for m in members], everywhere)
-            key, subject = nodes_mod.qualify(node, base), subject._replace(node=node)
+            key, subject = qualify(node, base), subject._replace(node=node)
         out.append((key, base, node, category, raw, subject))
     return out, warnings
 
@@ -219,6 +220,6 @@ def _varying(node: Optional[str], views: List[views_mod.View]) -> List[_Candidat
         if knowledge.is_volatile(key) or (flats and all(knowledge.is_volatile(f) for f in flats)):
             continue
         subject = next((v.subject_of(key) for v in views if v.subject_of(key) is not None), None) \
-            or views_mod.Subject(keys[key], key, node=node)
-        out.append((nodes_mod.qualify(node, key), key, node, keys[key], raw, subject))
+            or Subject(keys[key], key, node=node)
+        out.append((qualify(node, key), key, node, keys[key], raw, subject))
     return out

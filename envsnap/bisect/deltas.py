@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.knowledge import is_volatile
 from envsnap.model import snapshot as snapshot_mod
+from envsnap.model.keys import EnvSource
 from envsnap.redact import redact_value
 
 _REDACTED = re.compile(r"redacted:[0-9a-f]{8}")
@@ -70,22 +71,22 @@ class DeltaSet:
     notes: List[str]
 
 
-def _env_views(snap: Mapping[str, Any]) -> Dict[str, Dict[str, str]]:
+def _env_views(snap: Mapping[str, Any]) -> Dict[EnvSource, Dict[str, str]]:
     """Every environment a snapshot recorded: the parent's, each worker's, each probe's."""
-    views: Dict[str, Dict[str, str]] = {}
+    views: Dict[EnvSource, Dict[str, str]] = {}
     env = snapshot_mod.section_data(snap, "env").get("vars")
     if isinstance(env, dict):
-        views["env"] = env
+        views[EnvSource("env")] = env
     processes = snapshot_mod.section_data(snap, "processes").get("processes")
     if isinstance(processes, dict):
         for key, proc in processes.items():
             if isinstance(proc, dict) and isinstance(proc.get("environ"), dict):
-                views[f"workers.{key}"] = proc["environ"]
+                views[EnvSource("process", str(key))] = proc["environ"]
     conf = snapshot_mod.section_data(snap, "nccl_conf")
     if isinstance(conf.get("settings"), dict):
         overridden = snapshot_mod.as_dict(conf.get("overridden"))
-        views["nccl_conf"] = {name: str(setting.get("value")) for name, setting in conf["settings"].items()
-                              if isinstance(setting, dict) and name not in overridden}
+        views[EnvSource("nccl_conf")] = {name: str(setting.get("value")) for name, setting in conf["settings"].items()
+                                         if isinstance(setting, dict) and name not in overridden}
     records = snapshot_mod.section_data(snap, "probe").get("records")
     if isinstance(records, dict):
         for key, record in records.items():
@@ -93,18 +94,8 @@ def _env_views(snap: Mapping[str, Any]) -> Dict[str, Dict[str, str]]:
                 continue
             for name in ("env_at_start", "env_at_init"):
                 if isinstance(record.get(name), dict):
-                    views[f"probe.{key}.{name}"] = record[name]
+                    views[EnvSource("probe", str(key), name)] = record[name]
     return {src: {str(k): (None if v is None else str(v)) for k, v in view.items()} for src, view in views.items()}
-
-
-def _volatile(source: str, name: str) -> bool:
-    if source == "env":
-        return is_volatile(f"env.vars.{name}")
-    if source == "nccl_conf":
-        return is_volatile(f"nccl_conf.settings.{name}")
-    if source.startswith("workers."):
-        return is_volatile(f"processes.processes.{source[8:]}.environ.{name}")
-    return is_volatile(f"probe.records.{source[6:]}.{name}")
 
 
 def _resolve(name: str, value: Optional[str], environ: Mapping[str, str]) -> Tuple[bool, Optional[str]]:
@@ -163,17 +154,17 @@ def collect_deltas(good: Mapping[str, Any], bad: Mapping[str, Any], environ: Opt
     conf = machine_conf(environ) if conf is None else conf
     g_views, b_views = _env_views(good), _env_views(bad)
     notes: List[str] = []
-    one_sided = sorted(set(g_views) ^ set(b_views))
+    one_sided = sorted(src.label for src in set(g_views) ^ set(b_views))
     if one_sided:
         notes.append("recorded in only one snapshot, not compared: " + ", ".join(one_sided[:6])
                      + (f" (+{len(one_sided) - 6} more)" if len(one_sided) > 6 else ""))
-    candidates: Dict[str, List[Tuple[str, Optional[str], Optional[str]]]] = {}
+    candidates: Dict[str, List[Tuple[EnvSource, Optional[str], Optional[str]]]] = {}
     volatile: set[Any] = set[Any]()
-    for source in sorted(set(g_views) & set(b_views)):
+    for source in sorted(set(g_views) & set(b_views), key=lambda src: src.label):
         g, b = g_views[source], b_views[source]
         for name in set(g) | set(b):
             if g.get(name) != b.get(name):
-                if _volatile(source, name):
+                if is_volatile(source.flat(name)):
                     volatile.add(name)
                     continue
                 candidates.setdefault(name, []).append((source, g.get(name), b.get(name)))
@@ -184,7 +175,7 @@ def collect_deltas(good: Mapping[str, Any], bad: Mapping[str, Any], environ: Opt
     not_applicable: List[Delta] = []
     for name in sorted(candidates):
         cands = candidates[name]
-        parent = [c for c in cands if c[0] == "env"]
+        parent = [c for c in cands if c[0].kind == "env"]
         if parent:
             pair = (parent[0][1], parent[0][2])
         else:
@@ -194,7 +185,7 @@ def collect_deltas(good: Mapping[str, Any], bad: Mapping[str, Any], environ: Opt
                 counts[(gv, bv)] = counts.get((gv, bv), 0) + 1
             pair = max(counts, key=lambda p: (counts[p], -min(i for i, c in enumerate(cands) if (c[1], c[2]) == p)))
         delta = Delta(name=name, good=pair[0], bad=pair[1],
-                      sources=[src for src, gv, bv in cands if (gv, bv) == pair])
+                      sources=[src.label for src, gv, bv in cands if (gv, bv) == pair])
         notes_here = []
         if delta.sources == ["nccl_conf"]:
             notes_here.append("set by NCCL's config files, in no environment; re-applied through the benchmark's "
@@ -202,7 +193,7 @@ def collect_deltas(good: Mapping[str, Any], bad: Mapping[str, Any], environ: Opt
         elif not parent:
             notes_here.append("differs only in what the workers saw; re-applied through the benchmark's "
                               "environment, which its workers inherit")
-        others = [src for src, gv, bv in cands if (gv, bv) != pair]
+        others = [src.label for src, gv, bv in cands if (gv, bv) != pair]
         if others:
             notes_here.append("other values in " + ", ".join(others[:4]))
         ok_good, good_value = _resolve(name, delta.good, environ)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from envsnap.model.keys import below_head
+
 
 def _file_names(cause: Mapping[str, Any], file_deltas: Sequence[Any]) -> List[str]:
     hints = [str(cause.get(field) or "") for field in ("item", "entity")]
     key = str(cause.get("key") or "")
-    hints.append(key.partition(".")[2])
+    hints.append(below_head(key))
     hints = [h.strip("/") for h in hints if h and ("/" in h or "." in h)]
     found = []
     for unit in file_deltas:

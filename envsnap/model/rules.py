@@ -11,7 +11,9 @@ of any section). Plain data: no matching here.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Tuple
+from typing import AbstractSet, Iterable, Mapping, NamedTuple, Tuple
+
+from envsnap.model.keys import ANY, FLAT, VIEW, pattern_space, spaces_agree
 
 # Components a difference can act on (the EAGLE-3 decomposition groups them).
 COMMUNICATION = "communication"
@@ -24,22 +26,38 @@ NONE = "none"
 
 
 class FieldRule(NamedTuple):
+    """`space`: which keys the pattern is written for (model/keys.py): FLAT snapshot paths, VIEW keys of a
+    diff, or ANY (an environment variable or a field name wherever it shows up: "*.NCCL_PROTO")."""
     pattern: str
     category: str
     component: str = NONE
     weight: float = 0.1
     volatile: bool = False
     why: str = ""
+    space: str = ANY
 
 
-def volatile(pattern: str, why: str) -> FieldRule:
-    """A volatile field: changes on every capture, says nothing about the environment."""
-    return FieldRule(pattern, category="volatile", volatile=True, weight=0.0, why=why)
+def volatile(pattern: str, why: str, space: str = FLAT) -> FieldRule:
+    """A volatile field: changes on every capture, says nothing about the environment. Volatility is a fact
+    of where a value sits, so these match flat keys unless told otherwise."""
+    return FieldRule(pattern, category="volatile", volatile=True, weight=0.0, why=why, space=space)
 
 
-def rule(pattern: str, category: str, component: str, weight: float, why: str) -> FieldRule:
-    """A field whose change may move speed: its category, the component it acts on, its prior."""
-    return FieldRule(pattern, category=category, component=component, weight=weight, why=why)
+def rule(pattern: str, category: str, component: str, weight: float, why: str, space: str = VIEW) -> FieldRule:
+    """A field whose change may move speed: its category, the component it acts on, its prior. These match
+    the view keys a diff's differences have, unless told otherwise."""
+    return FieldRule(pattern, category=category, component=component, weight=weight, why=why, space=space)
+
+
+def check_spaces(rules: Iterable[FieldRule], data_fields: Mapping[str, AbstractSet[str]]) -> None:
+    """Raise ValueError naming every rule whose pattern is not in the space it declares (a volatile rule
+    written against a view key, a weighted one against a snapshot path the view renames).
+    `data_fields`: each section's top-level data fields (model/keys.py pattern_space)."""
+    problems = [f"{r.pattern!r} is declared for {r.space} keys but its pattern is in {found} key space"
+                for r in rules for found in [pattern_space(r.pattern, data_fields)]
+                if not spaces_agree(r.space, found)]
+    if problems:
+        raise ValueError("field rules in the wrong key space: " + "; ".join(problems))
 
 
 class SectionRules(NamedTuple):

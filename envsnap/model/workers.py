@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
+from envsnap.model.keys import command_process, probe_record_flat, process_flat
 from envsnap.model.snapshot import as_dict
 
 # Reading order of process kinds (roles.py gives kinds from SGLang's process titles): main process, DP
@@ -148,10 +149,10 @@ def seen_processes(processes: Mapping[str, Any], probe: Mapping[str, Any]) -> Di
         out.append(_seen(key, proc, record, walk_key, probe_key, "records", SERVER,
                          parent if isinstance(parent, str) else None))
     for name, record in sorted(command_records(probe).items()):
-        key = f"command/{name}"
+        key = command_process(name)
         parent = record.get("parent_key")
         out.append(_seen(key, {}, record, "", f"{record.get('run')}/{name}", "command_records", COMMAND,
-                         f"command/{parent}" if isinstance(parent, str) else None))
+                         command_process(parent) if isinstance(parent, str) else None))
     out.sort(key=lambda p: (p.group == COMMAND, KIND_ORDER[p.kind], p.order, _natural(p.key)))
     return {p.key: p for p in out}
 
@@ -162,11 +163,11 @@ def _seen(key: str, proc: Dict[str, Any], record: Dict[str, Any], walk_key: str,
     env, source, flat = None, "", ""
     for name in PRECEDENCE:
         if isinstance(record.get(name), dict):
-            env, source, flat = record[name], name, f"probe.{field}.{probe_key}.{name}"
+            env, source, flat = record[name], name, probe_record_flat(probe_key, name, records=field)
             break
     exec_env = proc["environ"] if walked_ok and env is not None else None
     if env is None and walked_ok:
-        env, source, flat = proc["environ"], "environ", f"processes.processes.{walk_key}.environ"
+        env, source, flat = proc["environ"], "environ", process_flat(walk_key, "environ")
     status = "ok" if env is not None else str(proc.get("environ_status") or "unreadable")
     if proc:
         kind = role_kind(proc)

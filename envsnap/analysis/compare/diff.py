@@ -13,23 +13,22 @@ Merged multi-node snapshots are compared node by node (analysis/compare/nodes.py
 name and qualifies every key by its node, "node-a/workers.env.NCCL_ALGO"); the same change on
 several nodes reads as one difference ("*/workers.env.NCCL_ALGO" when it is on every node).
 
-Over 400 lines on purpose: the Difference type, how two views compare, how the per-node
-comparisons combine and how a Difference displays are one contract that every renderer reads.
+How a difference reads (its absent side, its values in short) is wording.py's; what a comparison warns
+about is comparison_warnings.py's. Both are re-exported here, where their callers have always found them.
 """
 from __future__ import annotations
 
 import inspect
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
-from envsnap import format as fmt
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import flags as flags_mod, neighbours, nodes as nodes_mod
+from envsnap.analysis.compare.comparison_warnings import ShellTrap, comparison_warnings, node_warnings
 from envsnap.analysis.compare.scalar_lists import changed_indices
 from envsnap.analysis.compare.views import (
     _MISSING,
-    Subject,
     View,
     _leaves,
     build_view,
@@ -40,54 +39,22 @@ from envsnap.analysis.compare.views import (
     modified_entries_differing,
     usable_sections,
 )
+from envsnap.analysis.compare.wording import (
+    ABSENT_WORDS,
+    GIT_STATUS_WORDS,
+    NOT_CAPTURED,
+    absent_wording,
+    display,
+    parent_only_absent,
+    setting_value,
+    value_text,
+)
+from envsnap.model import keys
+from envsnap.model.keys import Subject
 
-# How a value missing on one side reads, per category. NCCL logs a variable only when it reads
-# it, so no line is "not logged", never "unset"; a file absent from a checkout's dirty list is clean.
-ABSENT_WORDS = {"integrity": "as installed", "git": "clean", "startup": "absent", "nccl": "not logged",
-                "patches": "not in the patch", "neighbour": "not seen", "packages": "not installed"}
-# git status letters of a dirty file (git-status(1), porcelain v2), as words.
-GIT_STATUS_WORDS = {"M": "modified", "T": "type changed", "A": "added", "D": "deleted", "R": "renamed",
-                    "C": "copied", "U": "unmerged"}
-# A whole entity (a repository, a process, a GPU, a section) that one snapshot does not hold was not
-# captured there: that says nothing about its state, so it is never "clean" or "unset".
-NOT_CAPTURED = "not captured"
-
-
-def absent_wording(subject: Subject, entity: bool = False) -> str:
-    """The words for the side of a difference where its key is missing."""
-    if entity:
-        return NOT_CAPTURED
-    if subject.where == "parent_only":
-        return "not flagged"
-    if subject.where == "in_process":
-        return "not changed in-process"
-    if subject.where == "process" and subject.aspect.startswith("shadowed."):
-        return "not shadowed"
-    if subject.where == "library":
-        return "not mapped"
-    if subject.where == "process" and subject.aspect.startswith("module."):
-        return "not loaded from elsewhere"
-    if subject.where in ("process", "command") and subject.aspect.startswith(("flag.", "arg.")):
-        return "not given"  # a flag or positional the command line does not have
-    if subject.where == "git" and subject.aspect == "untracked":
-        return "absent"  # not among the untracked files: not there (or ignored), never "clean"
-    return ABSENT_WORDS.get(subject.where, "unset")
-
-
-def parent_only_absent(subject: Subject, view: View) -> str:
-    """What a side without a workers.parent_only.NAME key had: the shell's and the workers' values, which
-    agree there (or, for the server's parent, the TP workers' value), in the words the other side's value
-    uses ("shell 1, workers 0"), never "none"."""
-    name = subject.variable or subject.entity
-    if not view.workers:
-        return "no workers captured"
-    workers = view.values["workers"]
-    seen = "mixed" if f"workers.disagree.{name}" in workers else workers.get(f"workers.env.{name}")
-    seen_text = "unset" if seen is None else str(seen)
-    if subject.aspect == "server":
-        return f"TP workers {seen_text}"
-    shell = view.parent_env.get(name)
-    return f"shell {'unset' if shell is None else shell}, workers {seen_text}"
+__all__ = ["ABSENT_WORDS", "GIT_STATUS_WORDS", "NOT_CAPTURED", "Comparison", "Difference", "ShellTrap",
+           "absent_wording", "compare", "display", "neighbour_differences", "parent_only_absent", "setting_value",
+           "value_text"]
 
 
 @dataclass
@@ -127,16 +94,6 @@ class Difference:
         return value_text(self.change, side, display(self.subject, getattr(self, side)), self.absent)
 
 
-def value_text(change: str, side: str, shown: Any, absent: str) -> str:
-    """A displayed value of one side of a difference as text (shared by every renderer of a result)."""
-    if shown is None:
-        missing = change == ("added" if side == "good" else "removed")
-        return absent if missing else "none"
-    if isinstance(shown, bool):
-        return "true" if shown else "false"
-    return str(shown)
-
-
 @dataclass
 class Comparison:
     """Differences and warnings between two snapshots, with the views they were found in.
@@ -157,7 +114,7 @@ class Comparison:
     modified_differing: Optional[Set[str]] = None
     # The shell-vs-workers warnings among `warnings`, as data (result.py points them at an edited file that sets
     # the variable in-process, once the patches are known)
-    shell_traps: List["ShellTrap"] = field(default_factory=list)
+    shell_traps: List[ShellTrap] = field(default_factory=list)
 
     def node_parts(self) -> List[Comparison]:
         """Each node's comparison; the comparison itself for single-node snapshots (or when no node pairs)."""
@@ -178,7 +135,7 @@ def compare(good: Dict[str, Any], bad: Dict[str, Any]) -> Comparison:
     one_sided = [_node_presence(p) for p in pairing.pairs if p.good is None or p.bad is None]
     diffs.extend(one_sided)
     diffs.sort(key=lambda d: (category_key(d.category), d.key))
-    warnings = list(pairing.notes) + _node_warnings(parts, pairing.compared)
+    warnings = list(pairing.notes) + node_warnings([(p.node, p.warnings) for p in parts], pairing.compared)
     usable: Set[str] = set().union(*(p.usable for p in parts)) if parts else set()
     if one_sided:
         parts.append(Comparison(one_sided, [], View(), View(), set()))
@@ -205,9 +162,9 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
     diffs = _merge_instances(diffs, va, vb)
     diffs.sort(key=lambda d: (category_key(d.category), d.key))
     if node is not None:
-        diffs = [replace(d, key=nodes_mod.qualify(node, d.key), subject=d.subject._replace(node=node)) for d in diffs]
+        diffs = [replace(d, key=keys.qualify(node, d.key), subject=d.subject._replace(node=node)) for d in diffs]
     traps: List[ShellTrap] = []
-    warnings = _warnings(good, bad, va, vb, compare_hosts=node is None, traps=traps)
+    warnings = comparison_warnings(good, bad, va, vb, compare_hosts=node is None, traps=traps)
     return Comparison(diffs, warnings, va, vb, usable, node=node, modified_differing=differing, shell_traps=traps)
 
 
@@ -225,7 +182,7 @@ def _merge_nodes(parts: List[Comparison], everyone: List[str]) -> List[Differenc
         merged = members[0]
         if len(members) > 1:
             label = nodes_mod.label([str(m.subject.node) for m in members], everyone)
-            merged = replace(merged, key=nodes_mod.qualify(label, merged.base_key),
+            merged = replace(merged, key=keys.qualify(label, merged.base_key),
                              flat_keys=sorted({f for m in members for f in m.flat_keys}),
                              subject=merged.subject._replace(node=label))
         for member in members:
@@ -251,23 +208,10 @@ def _node_presence(pair: nodes_mod.NodePair) -> Difference:
     value = f"{ok}/{len(sections)} sections captured"
     name = str(pair.name)
     good, bad, change = (value, None, "removed") if pair.bad is None else (None, value, "added")
-    return Difference(nodes_mod.qualify(name, "node"), "sections", change, good, bad, False, [f"nodes.{name}"],
-                      Subject("node", name, node=name), NOT_CAPTURED, base_key="node")
-
-
-def _node_warnings(parts: List[Comparison], everyone: List[str]) -> List[str]:
-    """Each node's warnings, named by node; one line for a warning every node compared has."""
-    found: Dict[str, List[str]] = {}
-    for part in parts:
-        for warning in part.warnings:
-            found.setdefault(warning, []).append(str(part.node))
-    out = []
-    for warning, names in found.items():
-        label = nodes_mod.label(names, everyone)
-        where = ("every node" if label == nodes_mod.EVERY_NODE
-                 else f"node{'s' if len(names) > 1 else ''} {label}")
-        out.append(f"{where}: {warning}")
-    return out
+    subject = Subject("node", name, node=name)
+    key = keys.view_key(subject)
+    return Difference(keys.qualify(name, key), "sections", change, good, bad, False, [keys.flat_key("nodes", name)],
+                      subject, NOT_CAPTURED, base_key=key)
 
 
 def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View, vb: View) -> List[Difference]:
@@ -280,8 +224,8 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
     changed = [k for k in changed if not (k in presence and k in a and k in b)]
     gone = sorted(k for k in changed if k in presence)  # whole entities added/removed
     if gone:
-        prefixes = tuple(k + "." for k in gone)
-        changed = [k for k in changed if k in presence or not k.startswith(prefixes)]
+        inside = keys.within(gone)
+        changed = [k for k in changed if k in presence or not inside(k)]
     leaf_paths: Dict[str, Set[Tuple[str, ...]]] = {k: set() for k in changed}
     with_lists = []
     for key in changed:
@@ -300,7 +244,7 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
             leaf_flats = sorted(set(va.flat_of(key)) | set(vb.flat_of(key)))
         else:
             subs = leaf_paths.get(key) or {()}
-            leaf_flats = sorted({(f + "." + ".".join(s)) if s else f for f in flats for s in subs
+            leaf_flats = sorted({keys.flat_key(f, *s) for f in flats for s in subs
                                  if not (s and s[-1] == "state" and category == "integrity")} or set(flats))
         volatile_flags = [knowledge.is_volatile(f) for f in leaf_flats]
         volatile = knowledge.is_volatile(key) or (bool(volatile_flags) and all(volatile_flags))
@@ -398,8 +342,9 @@ def _section_differences(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Diff
             continue
         category = knowledge.section_category(name)[0]
         change = "changed" if st_a is not None and st_b is not None else ("added" if st_a is None else "removed")
-        out.append(Difference(f"{name}.status", category, change, _status_text(sa), _status_text(sb),
-                              False, [f"{name}.status"], Subject("section", name, "status"), NOT_CAPTURED))
+        subject = Subject("section", name, "status")
+        out.append(Difference(keys.view_key(subject), category, change, _status_text(sa), _status_text(sb),
+                              False, [keys.flat_key(name, "status")], subject, NOT_CAPTURED))
     return out
 
 
@@ -418,9 +363,9 @@ def neighbour_differences(good: Dict[str, Any], bad: Dict[str, Any], use_runs: b
                              count=found["count"][side], machine=found["machine"][side])
             values.append(value)
         change = "changed" if all(v is not None for v in values) else ("added" if values[1] is not None else "removed")
-        flat = "runs.telemetry.neighbours" if found["source"] == "runs" else "neighbours"
-        subject = Subject("neighbour", row["command"], row["kind"], row.get("gpu", ""))
-        out.append(Difference(neighbours.row_key(row), "neighbours", change, values[0], values[1], False, [flat],
+        flat = keys.flat_key("runs", "telemetry", "neighbours") if found["source"] == "runs" else "neighbours"
+        subject = neighbours.row_subject(row)
+        out.append(Difference(keys.view_key(subject), "neighbours", change, values[0], values[1], False, [flat],
                               subject, absent_wording(subject)))
     return out
 
@@ -451,180 +396,18 @@ def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Differ
             rest.append(members[0])
             continue
         instances = sorted((m.subject.entity for m in members), key=lambda s: (len(s), s))
-        if where == "gpu":
-            everyone = {subject.entity for v in (va, vb) for k in v.presence if k.startswith("gpu.")
-                        for subject in [v.subject_of(k)] if subject is not None}
+        if where == "gpu":  # every GPU either side has (its presence key's subject: where gpu, no aspect)
+            everyone = {subject.entity for v in (va, vb) for k in v.presence
+                        for subject in [v.subject_of(k)] if subject is not None and subject.where == "gpu"}
         else:
             everyone = set(va.workers) | set(vb.workers)
         label = "*" if set(instances) >= everyone else ",".join(instances)
         first = members[0]
         flats = sorted({f for d in members for f in d.flat_keys})
-        rest.append(Difference(f"{first.category}.{label}.{aspect}", first.category, first.change, first.good,
+        rest.append(Difference(keys.instances_key(first.category, label, aspect), first.category, first.change, first.good,
                                first.bad, first.volatile, flats, first.subject._replace(entity=label), first.absent))
     return rest
 
 
 def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
-
-
-class ShellTrap(NamedTuple):
-    """A variable the capturing shell has with a value the workers do not run with (workers.parent_only.NAME,
-    the shell's kind): a measurement warning, whose advice depends on what set the workers' value."""
-    name: str
-    value: str  # the shell's
-    where: str  # "good", "bad" or "both snapshots"
-    seen: str  # the workers' value ("unset", "mixed")
-    side: str  # the side whose workers are described ("bad" when both)
-
-    def warning(self, setter: str = "") -> str:
-        """The warning line; `setter`: what sets the workers' value in-process (an edited file's patch and its
-        line), which an export in the shell cannot override: the place to change it."""
-        head = f"{self.name}={self.value} is set in the shell that captured {self.where}, but the workers see {self.seen}"
-        if setter:
-            return f"{head}: {setter} sets it in-process, over any export: change it there, not in the shell"
-        return f"{head}: setting it in that shell does not reach the running server"
-
-
-def _warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb: View, compare_hosts: bool = True,
-              traps: Optional[List[ShellTrap]] = None) -> List[str]:
-    out: List[str] = []
-    ga, ba = good.get("sections") or {}, bad.get("sections") or {}
-    for name in sorted(set(ga) | set(ba)):
-        sa, sb = ga.get(name) or {}, ba.get(name) or {}
-        if (sa.get("status") == "ok") == (sb.get("status") == "ok"):
-            continue
-        side, section = ("bad", sb) if sa.get("status") == "ok" else ("good", sa)
-        status = section.get("status") or "absent"
-        detail = section.get("reason") or section.get("error")
-        out.append(f"{name} {status} in {side}{f' ({detail})' if detail else ''}: "
-                   f"can't compare {knowledge.section_compares(name)}")
-    for side, view in (("good", va), ("bad", vb)):
-        if view.unreadable_workers:
-            out.append(f"{side}: environment of {len(view.unreadable_workers)} worker(s) unreadable "
-                       f"({', '.join(view.unreadable_workers[:4])}): capture as their user or with the probe")
-    # Parent-only variables: a cause candidate and a measurement warning. The server's own parent
-    # first: it is the headline ("the parent shows it, the TP workers never saw it").
-    server_warnings: List[str] = []
-    for name in sorted({k.split(".", 2)[2] for v in (va, vb) for k in v.values["workers"]
-                        if k.startswith("workers.parent_only.")}):
-        key = f"workers.parent_only.{name}"
-        sides = [s for s, v in (("good", va), ("bad", vb)) if key in v.values["workers"]]
-        view = vb if "bad" in sides else va
-        value = view.values["workers"][key]
-        seen = "unset" if value["workers"] is None else value["workers"]
-        where = "both snapshots" if len(sides) == 2 else sides[0]
-        if value.get("in") == "server":
-            info = view.parent_only_info.get(name) or {}
-            when = ("set it after its TP workers started" if info.get("late")
-                    else "has it, yet its TP workers were started without it")
-            server_warnings.append(
-                f"{name}={value['parent']}: the server's parent process ({info.get('process', '?')}) {when} "
-                f"({where}); the TP workers see {seen}: measurements of that server ran without it")
-            continue
-        trap = ShellTrap(name, str(value["parent"]), where, str(seen), "bad" if "bad" in sides else "good")
-        out.append(trap.warning())
-        if traps is not None:
-            traps.append(trap)
-    out[:0] = server_warnings
-    for side, view in (("good", va), ("bad", vb)):
-        if view.workers and view.worker_env_source == "proc":
-            out.append(f"{side}: workers' environments come from /proc/PID/environ (as at exec); changes made "
-                       "in-process (engine.py, sitecustomize.py) are invisible without the probe (--probe-dir)")
-    if compare_hosts and good.get("host") and bad.get("host") and good.get("host") != bad.get("host"):
-        out.append(f"good and bad come from different hosts ({good.get('host')} vs {bad.get('host')})")
-    return out
-
-
-# ---------------------------------------------------------------- display
-
-def setting_value(subject: Subject, value: Any) -> Any:
-    """A variable's value itself, where the view keeps more beside it (nccl_conf: its file)."""
-    if subject.where == "nccl_conf" and isinstance(value, dict):
-        return value.get("value")
-    return value
-
-
-def display(subject: Subject, value: Any) -> Any:
-    """A short, readable form of a view value for output (scalars stay scalars)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, list):
-        if all(isinstance(v, (str, int, float, bool)) or v is None for v in value):
-            return fmt.clip(" ".join(str(v) for v in value))
-        return fmt.clip(json.dumps(value, sort_keys=True, default=str))
-    if not isinstance(value, dict):
-        return fmt.clip(str(value))
-    where, aspect = subject.where, subject.aspect
-    if where == "nccl_conf":  # a setting from NCCL's config files, with its file
-        return f"{value.get('value')} from {value.get('file')}"
-    if where == "neighbour":
-        side = "bad"  # describe() reads a row: one side of it is enough to word this value
-        return neighbours.describe({"kind": aspect, "gpu": subject.item, side: value}, side,
-                                   str(value.get("source") or "runs"))
-    if where == "integrity":
-        state = value.get("state", "modified")
-        if state == "modified":
-            sha = value.get("actual_sha256") or ""
-            size = value.get("actual_size")
-            return f"modified (sha256 {sha[:12]}{f', {size} bytes' if size is not None else ''})"
-        return state
-    if where == "packages":
-        text = str(value.get("version"))
-        if isinstance(value.get("build"), dict):  # compared only at one version (views.comparable_builds)
-            text += f" [{knowledge.build_summary(value['build'])}]"
-        origin = value.get("origin") or {}
-        kind = origin.get("kind") if isinstance(origin, dict) else None
-        if kind and kind != "index":
-            url = origin.get("url") or ""
-            commit = origin.get("commit")
-            text += f" ({kind}{' ' + url if url else ''}{' @' + str(commit)[:10] if commit else ''})"
-        return text
-    if where == "startup":
-        text = f"{value.get('kind', 'hook')} sha256 {str(value.get('sha256') or '')[:12]}"
-        if value.get("env_mentions"):
-            text += "; mentions " + ", ".join(map(str, value["env_mentions"]))
-        return text
-    if where == "parent_only":
-        seen = value.get("workers")
-        if value.get("in") == "server":
-            return f"server parent {value.get('parent')}, TP workers {'unset' if seen is None else seen}"
-        return f"shell {value.get('parent')}, workers {'unset' if seen is None else seen}"
-    if where == "in_process":
-        after = ", then ".join("unset" if v is None else str(v) for v in value.get("after") or []) or "?"
-        start = value.get("start")
-        return fmt.clip(f"{after} in-process (was {'unset' if start is None else start} at start)")
-    if where == "library":  # a mapped shared object: its file, version and identity
-        identity = str(value.get("identity") or "")
-        shown = identity[:19] if identity.startswith("sha256:") else (f"build-id {identity[:12]}" if identity else "")
-        parts = [str(p) for p in (value.get("version"), shown) if p]
-        return fmt.clip(f"{value.get('path')} ({', '.join(parts)})" if parts else str(value.get("path")), 300)
-    if where == "process" and aspect.startswith("shadowed."):
-        return fmt.clip(f"{aspect[len('shadowed.'):]} loaded from {value.get('file')} instead of "
-                        f"{value.get('instead_of')}", 300)
-    if aspect == "disagree":
-        return fmt.instances(value)
-    if where == "git" and aspect == "stash":
-        if not value:
-            return "empty"
-        first = value.get("stash@{0}") or value[sorted(value)[0]]
-        message = first.get("message") if isinstance(first, dict) else first
-        return fmt.clip(f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}: {message}")
-    if where == "git" and aspect in ("dirty", "untracked"):
-        status = "untracked" if aspect == "untracked" else GIT_STATUS_WORDS.get(str(value.get("status", "M")),
-                                                                                 str(value.get("status")))
-        sha = str(value.get("sha256") or "")[:12]
-        return f"{status} (sha256 {sha})" if sha else status
-    if where == "git":
-        return f"{value.get('branch')}@{str(value.get('head') or '')[:10]}"
-    if where == "patches":  # a recorded patch file (its hunks' values are their statuses)
-        if "name" in value:
-            return "given"
-        sha = str(value.get("sha256") or "")
-        return f"sha256 {sha[:12]}" + (f" ({value['status']})" if value.get("status") else "") if sha else \
-            str(value.get("status") or "unreadable")
-    if where == "files":
-        if "error" in value:
-            return f"error: {value['error']}"
-        return f"sha256 {str(value.get('sha256') or '')[:12]} ({value.get('size')} bytes)"
-    return fmt.clip(json.dumps(value, sort_keys=True, default=str))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
+from envsnap.model import keys
 from envsnap.model.argv import CommandLine, Hints, itemise
 from envsnap.model.snapshot import as_dict, section_data
 
@@ -31,9 +32,10 @@ __all__ = ["CommandLine", "Hints", "bookkeeping_only", "changed_items", "command
            "item_text", "items", "process_line", "process_lines", "put_process", "put_run", "run_argv", "same_as_run"]
 
 if TYPE_CHECKING:  # views.py imports this module
-    from envsnap.analysis.compare.views import Subject, View
+    from envsnap.analysis.compare.views import View
+    from envsnap.model.keys import Subject
 
-PROGRAM, FLAG, ARG = "program", "flag", "arg"
+PROGRAM, FLAG, ARG = keys.PROGRAM, keys.FLAG, keys.ARG
 RUN = "run"  # the benchmark command's entity, key prefix and category
 PROCESS, COMMAND = "process", "command"  # Subject.where of a process's items, of the benchmark command's
 ITEM_FIELD = "command_line"  # the flat keys' part that names an itemised command line
@@ -110,7 +112,7 @@ def process_lines(snap: Mapping[str, Any], hint: Hints) -> Dict[str, CommandLine
     out: Dict[str, CommandLine] = {}
     for key, process in seen_processes(processes, probe).items():
         if process.group == COMMAND_GROUP:
-            record = as_dict(commands.get(key.partition("/")[2]))
+            record = as_dict(commands.get(keys.command_process_name(key) or ""))
         else:
             record = as_dict(records.get(process.probe_key)) if process.probe_key else {}
         line = process_line(as_dict(procs.get(process.walk_key)), record, hint)
@@ -119,22 +121,21 @@ def process_lines(snap: Mapping[str, Any], hint: Hints) -> Dict[str, CommandLine
     return out
 
 
-def _put(view: "View", category: str, base: str, line: CommandLine, flat: str, subject: "Subject") -> None:
-    view.put(category, f"{base}.{PROGRAM}", line.program, (f"{flat}.{ITEM_FIELD}.{PROGRAM}",),
-             subject._replace(aspect=PROGRAM))
+def _put(view: "View", category: str, line: CommandLine, flat: str, subject: "Subject") -> None:
+    view.put(category, line.program, (keys.flat_key(flat, ITEM_FIELD, PROGRAM),), subject._replace(aspect=PROGRAM))
     for name, value in line.flags.items():
-        view.put(category, f"{base}.{FLAG}.{name}", value, (f"{flat}.{ITEM_FIELD}.{FLAG}.{name}",),
-                 subject._replace(aspect=f"{FLAG}.{name}", item=name))
+        view.put(category, value, (keys.flat_key(flat, ITEM_FIELD, FLAG, name),),
+                 subject._replace(aspect=keys.aspect(FLAG, name), item=name))
     for index, value in enumerate(line.positionals, 1):
-        view.put(category, f"{base}.{ARG}.{index}", value, (f"{flat}.{ITEM_FIELD}.{ARG}.{index}",),
-                 subject._replace(aspect=f"{ARG}.{index}", item=str(index)))
+        view.put(category, value, (keys.flat_key(flat, ITEM_FIELD, ARG, str(index)),),
+                 subject._replace(aspect=keys.aspect(ARG, str(index)), item=str(index)))
 
 
-def put_process(view: "View", base: str, subject: "Subject", line: Optional[CommandLine], flat: str) -> bool:
-    """A process's items under `base` ("workers.<key>", "command.<name>"); False when it has none."""
+def put_process(view: "View", subject: "Subject", line: Optional[CommandLine], flat: str) -> bool:
+    """A process's items ("workers.<key>.flag.--x", "command.<name>.flag.--x"); False when it has none."""
     if line is None:
         return False
-    _put(view, "workers", base, line, flat, subject)
+    _put(view, "workers", line, flat, subject)
     return True
 
 
@@ -145,8 +146,8 @@ def put_run(view: "View", snap: Mapping[str, Any], hint: Hints, subject: "Subjec
     line = itemise(argv, hint) if argv else None
     if line is None:
         return None
-    view.put(RUN, RUN, " ".join(argv or []), ("run_session.command",), subject, presence=True)
-    _put(view, RUN, RUN, line, "run_session", subject)
+    view.put(RUN, " ".join(argv or []), (keys.flat_key("run_session", "command"),), subject, presence=True)
+    _put(view, RUN, line, "run_session", subject)
     return line
 
 

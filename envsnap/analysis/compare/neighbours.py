@@ -27,6 +27,7 @@ import statistics
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap.analysis.median import median
+from envsnap.model.keys import Subject, view_key
 
 # A neighbour must use this much more CPU on one side: a quarter of a CPU sustained over the runs is no
 # background daemon's flicker (USER_HZ ticks resolve 0.02 CPUs over a half-second window).
@@ -359,14 +360,16 @@ def changed_rows(found: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return rows
 
 
+def row_subject(row: Dict[str, Any]) -> Subject:
+    """What a neighbour's difference is about: its command, its kind (cpu, gpu, steal) and GPU; its key
+    (model/keys.py) reads neighbour.cpu.<command>, neighbour.gpu.<i>.<command>, neighbour.steal."""
+    return Subject("neighbour", row["command"], row["kind"], row.get("gpu", ""))
+
+
 def row_key(row: Dict[str, Any]) -> str:
-    """The readable key of a neighbour's difference: neighbour.cpu.<command>, neighbour.gpu.<i>.<command>,
-    neighbour.steal (singular: the "neighbours" section's own fields are volatile, these are not)."""
-    if row["kind"] == "gpu":
-        return f"neighbour.gpu.{row['gpu']}.{row['command']}"
-    if row["kind"] == "steal":
-        return "neighbour.steal"
-    return f"neighbour.cpu.{row['command']}"
+    """The readable key of a neighbour's difference (singular "neighbour": the "neighbours" section's own
+    fields are volatile, these are not)."""
+    return view_key(row_subject(row))
 
 
 def describe(row: Dict[str, Any], side: str, source: str = "runs") -> Optional[str]:

@@ -71,11 +71,6 @@ def is_cluster(snap: Dict[str, Any]) -> bool:
     return isinstance(nodes, dict) and bool(nodes)
 
 
-def qualify(node: Optional[str], key: str) -> str:
-    """The node-qualified form of a key ("node-a/env.NCCL_ALGO"); unchanged without a node."""
-    return key if node is None else f"{node}/{key}"
-
-
 def label(nodes: Iterable[str], everyone: Iterable[str]) -> str:
     """The qualifier of a change found on `nodes`: "*" when that is every node compared (and more than one)."""
     found = sorted(set(nodes))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
+from envsnap.model.keys import Subject, flat_key, view_key
 from envsnap.model.snapshot import as_dict, section_data
 
 if TYPE_CHECKING:
@@ -48,30 +49,31 @@ def names(paths: Sequence[str]) -> Dict[str, str]:
     return {path: os.path.basename(path) if counts[os.path.basename(path)] == 1 else path for path in paths}
 
 
+def hunk_subject(name: str, number: str) -> Subject:
+    return Subject(CATEGORY, name, "hunk", item=number)
+
+
 def hunk_key(name: str, number: str) -> str:
-    return f"{CATEGORY}.{name}.hunk.{number}"
+    return view_key(hunk_subject(name, number))
 
 
 def put_view(view: "View", data: Dict[str, Any]) -> None:
     """The view keys of one snapshot's patches section (see the module docstring)."""
-    from envsnap.analysis.compare.views import Subject
-
     entries = {str(p): e for p, e in as_dict(data.get("patches")).items() if isinstance(e, dict)}
     for path, name in names(sorted(entries)).items():
         entry = entries[path]
-        flat = f"patches.patches.{path}"
-        view.put(CATEGORY, f"{CATEGORY}.{name}", {"name": name}, (flat,), Subject(CATEGORY, name), presence=True)
+        flat = flat_key(CATEGORY, "patches", path)
+        view.put(CATEGORY, {"name": name}, (flat,), Subject(CATEGORY, name), presence=True)
         # The patch file's own bytes (a presence key on both sides is never a difference itself).
         value: Dict[str, Any] = {"sha256": entry.get("sha256")}
         if not isinstance(entry.get("hunks"), dict):  # never parsed (too large, unreadable): its status is all
             value["status"] = entry.get("status")
-        view.put(CATEGORY, f"{CATEGORY}.{name}.file", value, (f"{flat}.sha256",), Subject(CATEGORY, name, "file"))
+        view.put(CATEGORY, value, (flat_key(flat, "sha256"),), Subject(CATEGORY, name, "file"))
         for number, hunk in as_dict(entry.get("hunks")).items():
             if not isinstance(hunk, dict):
                 continue
-            key = hunk_key(name, str(number))
-            view.put(CATEGORY, key, hunk.get("status"), (f"{flat}.hunks.{number}.status",),
-                     Subject(CATEGORY, name, "hunk", item=str(number)))
+            key = view.put(CATEGORY, hunk.get("status"), (flat_key(flat, "hunks", str(number), "status"),),
+                           hunk_subject(name, str(number)))
             view.patch_info[key] = {"path": path, "name": name, "number": str(number), "hunk": hunk, "patch": entry}
 
 
@@ -137,7 +139,7 @@ def _dirty_edits(snap: Dict[str, Any]) -> Dict[str, List[str]]:
     for repo, info in sorted(as_dict(section_data(snap, "git").get("repos")).items()):
         for rel, entry in sorted(as_dict(as_dict(info).get("dirty")).items()):
             for edit in as_dict(entry).get("hunks") or []:
-                found.setdefault(str(edit), []).append(f"git.{repo}.dirty.{rel}")
+                found.setdefault(str(edit), []).append(view_key(Subject("git", repo, "dirty", item=rel)))
     return found
 
 

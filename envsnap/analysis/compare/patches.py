@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from envsnap.analysis.compare.views import modified_entries_differing
 from envsnap.model import patchtext
+from envsnap.model.keys import Subject, integrity_key, view_key
 from envsnap.model.snapshot import as_dict, section_data
 
 TEXT = ("text", "truncated")
@@ -141,7 +142,7 @@ def _git(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any]) -> None:
         gu, bu = as_dict(gr.get("untracked")), as_dict(br.get("untracked"))
         for rel in sorted(set(gu) | set(bu)):
             if not _unchanged(gu.get(rel), bu.get(rel)):
-                _texts_diff(b, "untracked", f"git.{repo}.untracked.{rel}", f"{repo}: {rel} (untracked)",
+                _texts_diff(b, "untracked", view_key(Subject("git", repo, "untracked", item=rel)), f"{repo}: {rel} (untracked)",
                             {"repo": repo, "path": rel}, rel, gu.get(rel), bu.get(rel))
         _stash(b, repo, as_dict(gr.get("stash")), as_dict(br.get("stash")))
 
@@ -189,7 +190,7 @@ def _dirty(b: _Builder, repo: str, rel: str, ge: Optional[Dict[str, Any]], be: O
     if not _held(ge, be, keys=("content", "patch")):
         return
     edits = hunk_edits(ge, be) if same_head else None  # the same HEAD: each side's hunks are edits of one text
-    key, title, where = f"git.{repo}.dirty.{rel}", f"{repo}: {rel}", {"repo": repo, "path": rel}
+    key, title, where = view_key(Subject("git", repo, "dirty", item=rel)), f"{repo}: {rel}", {"repo": repo, "path": rel}
     gsha, bsha = as_dict(ge).get("sha256"), as_dict(be).get("sha256")
     gtext, btext = _text(as_dict(ge).get("content")), _text(as_dict(be).get("content"))
     deleted = {side: as_dict(e).get("status") == "D" for side, e in (("good", ge), ("bad", be))}
@@ -250,7 +251,7 @@ def _stash(b: _Builder, repo: str, gstash: Dict[str, Any], bstash: Dict[str, Any
                      "popped, its changes are in bad's working tree")
             if text is None:
                 basis += "; no patch: " + _why_no_text(patch, side, "stash patch")
-            b.add("stash", f"git.{repo}.stash", f"{repo}: {name} {sha[:7]}", {"repo": repo, "stash": name,
+            b.add("stash", view_key(Subject("git", repo, "stash")), f"{repo}: {name} {sha[:7]}", {"repo": repo, "stash": name,
                   "commit": sha}, sha if side == "good" else None, sha if side == "bad" else None, basis,
                   diff=text, records=(patch,))
 
@@ -324,12 +325,12 @@ def _installed(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any], differing
             gtext, btext = _text(grec), _text(brec)
             if gtext is None or btext is None:
                 why = "; ".join(_why_no_text(r, s) for r, s, t in ((grec, "good", gtext), (brec, "bad", btext)) if t is None)
-                b.add("installed", f"integrity.{key}", title, where, gsha, bsha, "no diff: " + why, records=(grec, brec))
+                b.add("installed", integrity_key(key), title, where, gsha, bsha, "no diff: " + why, records=(grec, brec))
             else:
                 found = as_dict(b.pristine.get(pristine_key(dist, version, rel)))
                 pristine = found.get("text") if found.get("status") == "found" else None
                 edits = _edits_against(pristine, gtext, btext, rel) if isinstance(pristine, str) else None
-                patch = b.add("installed", f"integrity.{key}", title, where, gsha, bsha,
+                patch = b.add("installed", integrity_key(key), title, where, gsha, bsha,
                               "good's and bad's edited copies", diff=patchtext.unified(gtext, btext, f"a/{rel}",
                                                                                         f"b/{rel}"),
                               records=(grec, brec),
@@ -344,13 +345,13 @@ def _installed(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any], differing
         compare = (f"compare with {rel} of {dist} {version} as released: `pip download --no-deps {dist}=={version}"
                    " -d DIR`, then --wheels DIR")
         if edited is None:
-            b.add("installed", f"integrity.{key}", title, where, gsha, bsha,
+            b.add("installed", integrity_key(key), title, where, gsha, bsha,
                   f"edited in {side} only; no diff: " + _why_no_text(rec, side), note=compare, records=(rec,))
         elif pristine is not None:
             old, new = (pristine, edited) if side == "bad" else (edited, pristine)
             edits = _edits_against(pristine, edited if side == "good" else pristine,
                                    edited if side == "bad" else pristine, rel)
-            patch = b.add("installed", f"integrity.{key}", title, where, gsha, bsha,
+            patch = b.add("installed", integrity_key(key), title, where, gsha, bsha,
                           f"edited in {side} only: against the pristine file of {dist} {version} "
                           f"({found.get('source')})",
                           diff=patchtext.unified(old, new, f"a/{rel}", f"b/{rel}"), records=(rec, found))
@@ -358,7 +359,7 @@ def _installed(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any], differing
                 patch["hunk_edits"] = edits
         else:
             note = f"{found['why']}; {compare}" if found.get("why") else compare
-            b.add("installed", f"integrity.{key}", title, where, gsha, bsha,
+            b.add("installed", integrity_key(key), title, where, gsha, bsha,
                   f"edited in {side} only; no pristine copy found offline: the edited text is shown",
                   content=edited, note=note, records=(rec,))
 

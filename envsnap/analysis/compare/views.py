@@ -2,7 +2,9 @@
 
 Keys read like "env.NCCL_PROTO", "workers.env.NCCL_PROTO", "integrity.sglang/srt/layers/moe/topk.py",
 "packages.torch", "gpu.0.clocks.max.sm"; each remembers the flattened snapshot keys it came from
-(snapshot.flatten format) so the volatility rules apply. Worker processes are aggregated on the
+(snapshot.flatten format) so the volatility rules apply. A reader puts a value with the Subject it is about;
+the key is the subject's (model/keys.py view_key), and flat keys are built there too: nothing here writes a
+key by hand. Worker processes are aggregated on the
 way: one "workers.env.X" when all TP workers agree, "workers.disagree.X" when they don't, and
 "workers.parent_only.X" when a parent has a value of a performance-relevant variable the workers don't run
 with (unset in the workers, or another value there):
@@ -27,7 +29,6 @@ from typing import (
     Iterable,
     Iterator,
     List,
-    NamedTuple,
     Optional,
     Sequence,
     Set,
@@ -37,6 +38,8 @@ from typing import (
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import flags, patch_status
 from envsnap.analysis.compare.env_reads import env_read_coverage, env_read_evidence
+from envsnap.model import keys
+from envsnap.model.keys import Subject, env_subject
 from envsnap.model.owners import owner_text
 from envsnap.model.snapshot import as_dict, section_data
 
@@ -66,38 +69,6 @@ def without_text(entry: Any) -> Any:
     if isinstance(entry, dict) and ("content" in entry or "patch" in entry or "hunks" in entry):
         return {k: v for k, v in entry.items() if k not in TEXT_KEYS}
     return entry
-
-
-class Subject(NamedTuple):
-    """What a view key is about, as fields (no caller takes a key string apart).
-
-    where: env | workers | parent_only | nccl | nccl_conf (an environment variable, by whose environment it
-           is; nccl_conf: set by NCCL's own config files)
-           or process | integrity | packages | torch | startup | git | files | gpu | host | python |
-           sglang | section (everything else: the kind of thing the key names)
-    entity: the thing itself: variable name, installed file, distribution, hook path, repository,
-            GPU index ("*" / "0,1" for several), process key, field path, section name
-    aspect: which part of the entity differs ("disagree" for workers that disagree; git: dirty,
-            untracked, submodules, stash, commit, branch...; gpu/process/nccl: the field path)
-    item: the file inside a repository (git dirty/untracked/submodules), else ""
-    variable: the environment variable's name when the key is one, else None
-    node: the node of a merged multi-node snapshot the key belongs to (a difference found on several:
-          "node-a,node-c", or "*" on every node compared; analysis/compare/nodes.py), else None
-    """
-    where: str
-    entity: str
-    aspect: str = ""
-    item: str = ""
-    variable: Optional[str] = None
-    node: Optional[str] = None
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"where": self.where, "entity": self.entity, "aspect": self.aspect, "item": self.item,
-                "variable": self.variable, "node": self.node}
-
-
-def env_subject(where: str, name: str, aspect: str = "") -> Subject:
-    return Subject(where, name, aspect=aspect, variable=name)
 
 
 @dataclass
@@ -139,8 +110,11 @@ class View:
     # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
     patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
-    def put(self, category: str, key: str, value: Any, flats: Sequence[str], subject: Subject,
-            aggregate: bool = False, presence: bool = False) -> None:
+    def put(self, category: str, value: Any, flats: Sequence[str], subject: Subject,
+            aggregate: bool = False, presence: bool = False) -> str:
+        """Add the value of what `subject` names (its key: model/keys.py view_key), with the flat keys it
+        came from; returns the key."""
+        key = keys.view_key(subject)
         try:
             self.values[category][key] = value
         except KeyError:  # a category no view of its own uses (a new collector's): after the known ones
@@ -151,20 +125,23 @@ class View:
             self.aggregate.add(key)
         if presence:
             self.presence.add(key)
+        return key
 
     def flat_of(self, key: str) -> Tuple[str, ...]:
         """Flattened snapshot keys behind a readable key ('' tuple when unknown)."""
         found = self.flats.get(key)
         if found is not None:
             return found
-        if key.startswith("integrity.") and key in self.values["integrity"]:
-            return (f"packages.integrity.modified.{key[len('integrity.'):]}",)
+        rel = keys.integrity_file(key)
+        if rel is not None and key in self.values["integrity"]:
+            return (keys.integrity_flat("modified", rel),)
         return ()
 
     def subject_of(self, key: str) -> Optional[Subject]:
         found = self.subjects.get(key)
-        if found is None and key.startswith("integrity.") and key in self.values["integrity"]:
-            return Subject("integrity", key[len("integrity."):], node=self.node)  # the bulk entries put() skipped
+        rel = keys.integrity_file(key) if found is None else None
+        if rel is not None and key in self.values["integrity"]:
+            return Subject("integrity", rel, node=self.node)  # the bulk entries put() skipped
         return found
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -254,13 +231,12 @@ def _leaf_view(view: "View", category: str, section: str, data: Dict[str, Any]) 
     section without a view of its own)."""
     for path, value in _leaves(data):
         if path:
-            key = f"{section}.{'.'.join(path)}"
-            view.put(category, key, value, (key,), Subject(section, ".".join(path)))
+            view.put(category, value, (keys.flat_key(section, *path),), Subject(section, ".".join(path)))
 
 
 def _files_view(view: View, files: Dict[str, Any]) -> None:
     for path, info in sorted((files.get("entries") or {}).items()):
-        view.put("files", f"files.{path}", _norm(without_text(info)), (f"files.entries.{path}",),
+        view.put("files", _norm(without_text(info)), (keys.flat_key("files", "entries", path),),
                  Subject("files", path))
 
 
@@ -268,15 +244,15 @@ def _env_view(view: View, env: Dict[str, Any]) -> None:
     variables = env.get("vars") or {}
     view.parent_env = dict(variables)
     for name, value in variables.items():
-        view.put("env", f"env.{name}", value, (f"env.vars.{name}",), env_subject("env", name))
+        view.put("env", value, (keys.env_var_flat(name),), env_subject("env", name))
 
 
 def _python_view(view: View, py: Dict[str, Any]) -> None:
     for name in ("version", "implementation", "executable", "prefix", "base_prefix", "in_venv", "sys_path"):
         if name in py:
-            view.put("python", f"python.{name}", _norm(py[name], name), (f"python.{name}",), Subject("python", name))
+            view.put("python", _norm(py[name], name), (keys.flat_key("python", name),), Subject("python", name))
     for path, hook in (py.get("startup_hooks") or {}).items():
-        view.put("startup", f"startup.{path}", _norm(without_text(hook)), (f"python.startup_hooks.{path}",),
+        view.put("startup", _norm(without_text(hook)), (keys.flat_key("python", "startup_hooks", path),),
                  Subject("startup", path))
 
 
@@ -290,7 +266,7 @@ def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
         value = {k: _norm(dist[k], k) for k in ("version", "origin", "location") if k in dist}
         if name in view.builds:
             value["build"] = knowledge.build_identity(dist.get("build"))
-        view.put("packages", f"packages.{name}", value, (f"packages.dists.{name}",), Subject("packages", name))
+        view.put("packages", value, (keys.flat_key("packages", "dists", name),), Subject("packages", name))
     integrity = pkgs.get("integrity") or {}
     values = view.values["integrity"]
     for section, state in _INTEGRITY_STATES:
@@ -300,13 +276,13 @@ def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
             # keys derived only for the few that differ (View.flat_of).
             if view.modified_only is not None:
                 entries = {rel: entries[rel] for rel in view.modified_only if rel in entries}
-            values.update({"integrity." + rel: (without_text(info) if type(info) is dict else {"info": info})
+            values.update({keys.integrity_key(rel): (without_text(info) if type(info) is dict else {"info": info})
                            for rel, info in entries.items()})
             continue
         for rel, info in entries.items():
             value = dict(info) if isinstance(info, dict) else {"info": info}
             value["state"] = state
-            view.put("integrity", f"integrity.{rel}", value, (f"packages.integrity.{section}.{rel}",),
+            view.put("integrity", value, (keys.integrity_flat(section, rel),),
                      Subject("integrity", rel))
 
 
@@ -347,68 +323,68 @@ def _git_view(view: View, git: Dict[str, Any]) -> None:
     for repo, info in (git.get("repos") or {}).items():
         if not isinstance(info, dict):
             continue
-        base = f"git.repos.{repo}"
-        view.put("git", f"git.{repo}", {"branch": info.get("branch"), "head": info.get("head")},
+        base = keys.flat_key("git", "repos", repo)
+        view.put("git", {"branch": info.get("branch"), "head": info.get("head")},
                  (base,), Subject("git", repo), presence=True)
         for name, label in (("head", "commit"), ("branch", "branch"), ("detached", "detached"),
                             ("upstream", "upstream"), ("ahead", "ahead"), ("behind", "behind"), ("roles", "roles")):
             if name in info:
-                view.put("git", f"git.{repo}.{label}", _norm(info[name], name), (f"{base}.{name}",),
+                view.put("git", _norm(info[name], name), (keys.flat_key(base, name),),
                          Subject("git", repo, label))
         for kind in ("dirty", "untracked", "submodules"):
             for rel, entry in (info.get(kind) or {}).items():
-                view.put("git", f"git.{repo}.{kind}.{rel}", _norm(without_text(entry)), (f"{base}.{kind}.{rel}",),
+                view.put("git", _norm(without_text(entry)), (keys.flat_key(base, kind, rel),),
                          Subject("git", repo, kind, item=rel))
         if "stash" in info:
             stash = {name: without_text(entry) for name, entry in (info.get("stash") or {}).items()}
-            view.put("git", f"git.{repo}.stash", _norm(stash), (f"{base}.stash",), Subject("git", repo, "stash"))
+            view.put("git", _norm(stash), (keys.flat_key(base, "stash"),), Subject("git", repo, "stash"))
 
 
 def _gpu_view(view: View, nv: Dict[str, Any]) -> None:
     for name in ("driver_version", "nvml_version", "cuda_driver_version", "count"):
         if name in nv:
-            view.put("gpu", f"gpu.{name}", nv[name], (f"nvidia.{name}",), Subject("gpu", "driver", name))
+            view.put("gpu", nv[name], (keys.flat_key("nvidia", name),), Subject("gpu", "driver", name))
     for index, gpu in (nv.get("gpus") or {}).items():
         if not isinstance(gpu, dict):
             continue
-        view.put("gpu", f"gpu.{index}", gpu.get("name"), (f"nvidia.gpus.{index}",), Subject("gpu", str(index)),
+        view.put("gpu", gpu.get("name"), (keys.gpu_flat(index),), Subject("gpu", str(index)),
                  presence=True)
         for path, value in _leaves(gpu):
             if path:
                 key = ".".join(path)
-                view.put("gpu", f"gpu.{index}.{key}", value, (f"nvidia.gpus.{index}.{key}",),
+                view.put("gpu", value, (keys.gpu_flat(index, key),),
                          Subject("gpu", str(index), key))
     for path, value in _leaves(nv.get("topology") or {}):
         if path:
             key = ".".join(path)
-            view.put("gpu", f"gpu.topology.{key}", value, (f"nvidia.topology.{key}",), Subject("gpu", "topology", key))
+            view.put("gpu", value, (keys.flat_key("nvidia", "topology", key),), Subject("gpu", "topology", key))
 
 
 def _sglang_view(view: View, sg: Dict[str, Any]) -> None:
     if sg.get("version") is not None:
-        view.put("sglang", "sglang.version", sg["version"], ("sglang.version",), Subject("sglang", "version"))
+        view.put("sglang", sg["version"], (keys.flat_key("sglang", "version"),), Subject("sglang", "version"))
     for name, value in (sg.get("server_args") or {}).items():
-        view.put("sglang", f"sglang.args.{name}", _norm(value, name), (f"sglang.server_args.{name}",),
+        view.put("sglang", _norm(value, name), (keys.flat_key("sglang", "server_args", name),),
                  Subject("sglang", name, "args"))
 
 
-def _agree(view: View, category: str, prefix: str, disagree: str, per_instance: Dict[str, Dict[str, Any]],
-           flat_of: Dict[str, str], subject: Callable[[str, bool], Subject]) -> None:
-    """Aggregate one dict per instance (worker/rank): '<prefix>.X' when all agree, else
-    '<disagree>.X' holding every instance's value (absent = None)."""
+def _agree(view: View, category: str, per_instance: Dict[str, Dict[str, Any]], flat_of: Dict[str, str],
+           subject: Callable[[str, bool], Subject]) -> None:
+    """Aggregate one dict per instance (worker/rank): one key for X when all agree, else one (its subject
+    split: "workers.disagree.X") holding every instance's value (absent = None)."""
     names: Set[str] = set()
     for env in per_instance.values():
         names.update(env)
     instances = sorted(per_instance)
     for name in sorted(names):
         values = {inst: per_instance[inst].get(name) for inst in instances}
-        flats = [f"{flat_of[inst]}.{name}" for inst in instances if name in per_instance[inst]]
+        flats = [keys.flat_key(flat_of[inst], name) for inst in instances if name in per_instance[inst]]
         first = values[instances[0]]
         # count() compares in C, with == (after an identity check: a snapshot holds no NaN to tell them apart)
         if list(values.values()).count(first) == len(values):
-            view.put(category, f"{prefix}.{name}", first, flats, subject(name, False), aggregate=True)
+            view.put(category, first, flats, subject(name, False), aggregate=True)
         else:
-            view.put(category, f"{disagree}.{name}", values, flats, subject(name, True), aggregate=True)
+            view.put(category, values, flats, subject(name, True), aggregate=True)
 
 
 
@@ -433,47 +409,39 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
                         for p in list(as_dict(change).get("added") or []) + list(as_dict(change).get("removed") or [])}
             for name, path in sorted(entry["objects"].items()):
                 if path in unstable:
-                    view.unstable.add(f"libraries.{process}.{name}")
+                    view.unstable.add(keys.view_key(Subject("library", process, str(name))))
                     continue
                 info = as_dict(table.get(path))
                 identity = info.get("build_id") or (f"sha256:{str(info['sha256'])[:16]}" if info.get("sha256") else "")
                 value = {"path": path, "version": info.get("version") or "", "identity": identity,
                          "owner": owner_text(info)}
-                view.put("libraries", f"libraries.{process}.{name}", value,
-                         (f"libraries.{field_name}.{key}.objects.{name}",),
+                view.put("libraries", value,
+                         (keys.flat_key("libraries", field_name, key, "objects", name),),
                          Subject("library", process, str(name)))
 
 
 def drop_unstable(views: Sequence[View]) -> None:
     """Remove from every view the library keys some view found in only some of its runs (View.unstable): which
     side "has" such an object followed when the maps were sampled. Called on the views compared together."""
-    keys = set().union(*(view.unstable for view in views))
+    unstable = set().union(*(view.unstable for view in views))
     for view in views:
-        for key in keys:
+        for key in unstable:
             view.values.get("libraries", {}).pop(key, None)
 
 
 def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:
     if nccl.get("version") is not None:
-        view.put("nccl", "nccl.version", nccl["version"], ("nccl.version",), Subject("nccl", "version"))
+        view.put("nccl", nccl["version"], (keys.flat_key("nccl", "version"),), Subject("nccl", "version"))
     ranks = {str(r): info for r, info in (nccl.get("ranks") or {}).items() if isinstance(info, dict)}
     view.nccl_rank_env = {r: as_dict(info.get("env")) for r, info in ranks.items()}
     if not ranks:
         return
-    view.put("nccl", "nccl.ranks", sorted(ranks, key=lambda r: (len(r), r)), ("nccl.ranks",), Subject("nccl", "ranks"))
+    view.put("nccl", sorted(ranks, key=lambda r: (len(r), r)), (keys.flat_key("nccl", "ranks"),), Subject("nccl", "ranks"))
     skip = {"pid", "host"} | ({"version"} if nccl.get("version") is not None else set())
     per_rank = {r: {".".join(p): v for p, v in _leaves({k: v for k, v in info.items() if k not in skip}) if p}
                 for r, info in ranks.items()}
-    flat_of = {r: f"nccl.ranks.{r}" for r in ranks}
-    _agree(view, "nccl", "nccl", "nccl.disagree", per_rank, flat_of, _nccl_subject)
-
-
-def _nccl_subject(path: str, split: bool) -> Subject:
-    """NCCL's logged facts per rank: "env.NAME" is a variable NCCL read, the rest what it did."""
-    aspect = "disagree" if split else ""
-    if path.startswith("env."):
-        return env_subject("nccl", path[len("env."):], aspect)
-    return Subject("nccl", path, aspect)
+    flat_of = {r: keys.nccl_rank_flat(r) for r in ranks}
+    _agree(view, "nccl", per_rank, flat_of, keys.nccl_field_subject)
 
 
 def _nccl_conf_view(view: View, conf: Dict[str, Any]) -> None:
@@ -487,7 +455,7 @@ def _nccl_conf_view(view: View, conf: Dict[str, Any]) -> None:
         if name in overridden or not isinstance(setting, dict):
             continue
         value = {"value": setting.get("value"), "file": setting.get("file")}
-        view.put("nccl", f"nccl_conf.{name}", value, (f"nccl_conf.settings.{name}",),
+        view.put("nccl", value, (keys.nccl_conf_flat(name),),
                  env_subject("nccl_conf", name))
 
 

@@ -13,7 +13,9 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import flags
-from envsnap.analysis.compare.views import _MISSING, PROCESS_FIELDS, Subject, View, _agree, _norm, env_subject
+from envsnap.analysis.compare.views import _MISSING, PROCESS_FIELDS, View, _agree, _norm
+from envsnap.model import keys
+from envsnap.model.keys import Subject, env_subject
 from envsnap.model.workers import (
     COMMAND,
     SERVER,
@@ -54,7 +56,7 @@ def workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optiona
     view.worker_env_source = "probe" if sources == {"probe"} else ("proc" if sources == {"proc"} else
                                                                     ("mixed" if sources else ""))
     if envs:
-        _agree(view, "workers", "workers.env", "workers.disagree", envs, flat_of,
+        _agree(view, "workers", envs, flat_of,
                lambda name, split: env_subject("workers", name, "disagree" if split else ""))
         walk_workers = {seen[k].walk_key for k in workers if seen[k].walk_key}
         probe_workers = {seen[k].probe_key for k in workers if seen[k].probe_key and seen[k].group == SERVER}
@@ -62,7 +64,7 @@ def workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optiona
         _parent_only(view, envs, flat_of)
     for key, process in seen.items():
         if process.group == COMMAND:
-            record = commands.get(key.partition("/")[2]) or {}
+            record = commands.get(keys.command_process_name(key) or "") or {}
         else:
             record = records.get(process.probe_key) or {} if process.probe_key else {}
         proc = procs.get(process.walk_key) or {}
@@ -77,37 +79,32 @@ def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, An
     """One process's own keys: `workers.<key>.<field>` for the server's, `command.<name>.<field>` for the
     `envsnap run` command's own processes (never among the server's). Its command line, itemised, stands
     for its title (the title of a process not retitled is that command line)."""
-    if process.group == COMMAND:
-        base, record_flat = f"command.{key.partition('/')[2]}", f"probe.command_records.{process.probe_key}"
-    else:
-        base, record_flat = f"workers.{key}", f"probe.records.{process.probe_key}"
-    walk_flat = f"processes.processes.{process.walk_key}"
-    view.put("workers", base, process.title, (walk_flat if proc else record_flat,), Subject("process", key),
-             presence=True)
-    itemised = flags.put_process(view, base, Subject(flags.PROCESS, key), line,
+    records = "command_records" if process.group == COMMAND else "records"
+    record_flat = keys.probe_record_flat(process.probe_key, records=records)
+    walk_flat = keys.process_flat(process.walk_key)
+    view.put("workers", process.title, (walk_flat if proc else record_flat,), Subject("process", key), presence=True)
+    itemised = flags.put_process(view, Subject(flags.PROCESS, key), line,
                                  record_flat if flags.from_probe(rec) else walk_flat)
     for name in PROCESS_FIELDS:
         if name == "title" and (itemised or flags.bookkeeping_only(proc, rec)):
             continue
         if name in proc:
-            view.put("workers", f"{base}.{name}", _norm(proc[name], name), (f"{walk_flat}.{name}",),
-                     Subject("process", key, name))
+            view.put("workers", _norm(proc[name], name), (keys.flat_key(walk_flat, name),), Subject("process", key, name))
     if isinstance(rec.get("init"), dict):
-        view.put("workers", f"{base}.init", _norm(rec["init"]), (f"{record_flat}.init",),
-                 Subject("process", key, "init"))
+        view.put("workers", _norm(rec["init"]), (keys.flat_key(record_flat, "init"),), Subject("process", key, "init"))
     for name, (value, flats) in in_process_changes(record_flat, rec).items():
-        view.put("workers", f"{base}.changed_in_process.{name}", value, flats,
-                 Subject("in_process", key, f"changed_in_process.{name}", variable=name), aggregate=True)
+        view.put("workers", value, flats,
+                 Subject("in_process", key, keys.aspect("changed_in_process", name), variable=name), aggregate=True)
     modules = rec.get("modules")
     if isinstance(modules, dict):
         for name, shadow in sorted((modules.get("shadowed") or {}).items()):
             if isinstance(shadow, dict):
-                view.put("workers", f"{base}.modules.shadowed.{name}", _norm(shadow),
-                         (f"{record_flat}.modules.shadowed.{name}",), Subject("process", key, f"shadowed.{name}"))
+                view.put("workers", _norm(shadow), (keys.flat_key(record_flat, "modules", "shadowed", name),),
+                         Subject("process", key, keys.aspect(keys.SHADOWED, name)))
         for name, path in sorted((modules.get("elsewhere") or {}).items()):
             if name not in (modules.get("shadowed") or {}):
-                view.put("workers", f"{base}.modules.elsewhere.{name}", path,
-                         (f"{record_flat}.modules.elsewhere.{name}",), Subject("process", key, f"module.{name}"))
+                view.put("workers", path, (keys.flat_key(record_flat, "modules", "elsewhere", name),),
+                         Subject("process", key, keys.aspect(keys.MODULE, name)))
 
 
 def in_process_changes(record_flat: str, record: Dict[str, Any]) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
@@ -132,13 +129,13 @@ def in_process_changes(record_flat: str, record: Dict[str, Any]) -> Dict[str, Tu
     out: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
     for name in sorted(names):
         after: List[Any] = []
-        flats = [f"{record_flat}.env_at_start.{name}"] if name in start else []
+        flats = [keys.flat_key(record_flat, "env_at_start", name)] if name in start else []
         for stage, env in stages:
             value = env.get(name)
             if value != start.get(name) and value not in after:
                 after.append(value)
             if name in env:
-                flats.append(f"{record_flat}.env_at_{stage}.{name}")
+                flats.append(keys.flat_key(record_flat, f"env_at_{stage}", name))
         out[name] = ({"start": start.get(name), "after": after}, flats)
     return out
 
@@ -197,16 +194,16 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
         for field_name in ("env_at_exit", "env_at_init"):
             if isinstance(rec.get(field_name), dict):
                 late.append((spawner, SOURCE_LABELS[field_name], rec[field_name],
-                             f"probe.records.{pmain}.{field_name}"))
+                             keys.probe_record_flat(pmain, field_name)))
         if isinstance(rec.get("env_at_start"), dict):
             early.append((spawner, SOURCE_LABELS["env_at_start"], rec["env_at_start"],
-                          f"probe.records.{pmain}.env_at_start"))
+                          keys.probe_record_flat(pmain, "env_at_start")))
         for key in sorted(records):
             child = records[key]
             if (child.get("parent_key") == pmain and key not in probe_workers and role_kind(child) != "scheduler"
                     and isinstance(child.get("env_at_start"), dict)):
                 late.append((names.get(("probe", key), key), SOURCE_LABELS["env_at_start"], child["env_at_start"],
-                             f"probe.records.{key}.env_at_start"))
+                             keys.probe_record_flat(key, "env_at_start")))
     qmain = _spawner(procs, walk_workers)
     if qmain is not None:
         spawner = spawner or names.get(("proc", qmain), qmain)
@@ -217,10 +214,10 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
                 continue
             if key == qmain:
                 early.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
-                              f"processes.processes.{key}.environ"))
+                              keys.process_flat(key, "environ")))
             elif proc.get("parent_key") == qmain and key not in walk_workers and role_kind(proc) != "scheduler":
                 late.append((names.get(("proc", key), key), SOURCE_LABELS["environ"], proc["environ"],
-                             f"processes.processes.{key}.environ"))
+                             keys.process_flat(key, "environ")))
     if spawner is None:
         return
 
@@ -250,10 +247,10 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
         workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
         has = [(who, src) for who, src, env, _ in late + early if env.get(name, _MISSING) == value]
         lacks = [(who, src) for who, src, env, _ in early if name not in env] if is_late else []
-        flats = [f"{prefix}.{name}" for _, _, env, prefix in late + early if env.get(name, _MISSING) == value]
-        flats += [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
-        view.put("workers", f"workers.parent_only.{name}",
-                 {"parent": value, "workers": workers_value, "in": "server"}, flats,
+        flats = [keys.flat_key(prefix, name) for _, _, env, prefix in late + early
+                 if env.get(name, _MISSING) == value]
+        flats += [keys.flat_key(flat_of[k], name) for k in sorted(envs) if name in envs[k]]
+        view.put("workers", {"parent": value, "workers": workers_value, "in": "server"}, flats,
                  env_subject("parent_only", name, "server"), aggregate=True)
         view.parent_only_info[name] = {"process": spawner, "late": is_late, "has": has, "lacks": lacks}
 
@@ -272,6 +269,6 @@ def _parent_only(view: View, envs: Dict[str, Dict[str, Any]], flat_of: Dict[str,
             continue
         distinct = {json.dumps(v, default=str) for v in seen.values()}
         workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
-        flats = [f"env.vars.{name}"] + [f"{flat_of[k]}.{name}" for k in sorted(envs) if name in envs[k]]
-        view.put("workers", f"workers.parent_only.{name}", {"parent": value, "workers": workers_value},
+        flats = [keys.env_var_flat(name)] + [keys.flat_key(flat_of[k], name) for k in sorted(envs) if name in envs[k]]
+        view.put("workers", {"parent": value, "workers": workers_value},
                  flats, env_subject("parent_only", name, "shell"), aggregate=True)

@@ -33,7 +33,13 @@ from envsnap.analysis.knowledge.evidence import (
     requirement_for,
     series_link,
 )
-from envsnap.analysis.knowledge.matching import glob_matcher, is_performance_variable, is_volatile, rule_for
+from envsnap.analysis.knowledge.matching import (
+    glob_matcher,
+    is_performance_variable,
+    is_volatile,
+    rule_for,
+    rule_for_variable,
+)
 from envsnap.analysis.knowledge.rules import (
     CROSS_SECTION_RULES,
     ENGINE_SET_ENV,
@@ -45,6 +51,7 @@ from envsnap.analysis.knowledge.rules import (
     all_rules,
     section_category,
     section_compares,
+    section_fields,
     section_rules,
     value_case,
 )
@@ -86,5 +93,6 @@ __all__ = [
     "SMT_OTHER_PRIOR", "SectionRules", "SeriesLink", "SizedPrior", "THREADS_CONTEXT", "VALUE_CASES",
     "VARIABLE_KINDS", "VOLATILE_RULES", "ValueCase", "VariableKind", "all_rules", "build_change", "build_identity",
     "build_summary", "glob_matcher", "is_performance_variable", "is_volatile", "native_reader", "requirement_for",
-    "rule_for", "section_category", "section_compares", "section_rules", "series_link", "value_case",
+    "rule_for", "rule_for_variable", "section_category", "section_compares", "section_fields", "section_rules",
+    "series_link", "value_case",
 ]

@@ -20,6 +20,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from envsnap.analysis.knowledge.variables import VARIABLE_KINDS
 from envsnap.model.argv import flag_words
+from envsnap.model.keys import sglang_arg_key
 from envsnap.model.rules import COMMUNICATION, CPU_HOST, DRAFTER, GRAPHS, KERNELS, MEMORY, NONE, FieldRule
 
 
@@ -103,9 +104,9 @@ PROGRAM_RULE = FieldRule("*.program", category="workers", component=NONE, weight
 # console script; capture/collectors/roles.py reads the same command lines, sglang 0.5.23 sglang/cli/main.py).
 SGLANG_MODULES = ("sglang.launch_server", "sglang.multimodal_gen.runtime.launch_server")
 SGLANG_SCRIPT = "sglang"
-# Where the sglang collector's rules name server arguments (capture/collectors/sglang.py RULES), and its catch-all.
-SGLANG_ARGS = "sglang.args."
-SGLANG_ARGS_ANY = SGLANG_ARGS + "*"
+# The sglang collector's catch-all rule of server arguments (capture/collectors/sglang.py RULES; a server
+# argument's key: model/keys.py sglang_arg_key).
+SGLANG_ARGS_ANY = sglang_arg_key("*")
 # Flags whose SGLang destination is not the flag's own name (SGLang 0.5.23 arg_groups/fields: parallel.py:36-116
 # aliases "--tensor-parallel-size", "--data-parallel-size", "--pipeline-parallel-size", "--expert-parallel-size",
 # "--ep", "--nccl-init-addr"; model.py:55 "--model"; spec.py:40 "--speculative-draft-model"; older SGLang's

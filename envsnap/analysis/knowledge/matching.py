@@ -7,6 +7,7 @@ from functools import lru_cache
 from typing import Callable, Dict, List, Tuple
 
 from envsnap.analysis.knowledge.rules import all_rules, section_category
+from envsnap.model.keys import env_key, head as key_head, last_part as key_last_part
 from envsnap.model.rules import NONE, FieldRule
 
 _WILDCARDS = frozenset("*?[")
@@ -92,7 +93,7 @@ def _star_match(parts: List[str], key: str) -> bool:
 def rule_for(key: str) -> FieldRule:
     """The first rule (in table order) whose pattern matches the key, or the section's default."""
     rules, last_part, by_prefix, lengths = _index()
-    head = key.partition(".")[0]
+    head = key_head(key)
     candidates: List[int] = []
     for length in lengths.get(head) or lengths[""]:
         if length > len(key):
@@ -100,13 +101,19 @@ def rule_for(key: str) -> FieldRule:
         candidates.extend(by_prefix.get(key[:length], ()))
     best = next((i for i in sorted(candidates) if _rule_matcher(i)(key)), None)
     if "." in key:
-        exact = last_part.get(key.rsplit(".", 1)[1])
+        exact = last_part.get(key_last_part(key))
         if exact is not None and (best is None or exact < best):
             best = exact
     if best is not None:
         return rules[best]
     category, component = section_category(head)
     return FieldRule("*", category=category, component=component, weight=0.05)
+
+
+def rule_for_variable(name: str) -> FieldRule:
+    """An environment variable's rule, wherever it shows up (the environment rules match "*.NAME": looked up
+    by the capturing shell's key for it)."""
+    return rule_for(env_key(name))
 
 
 def is_volatile(key: str) -> bool:
@@ -117,5 +124,5 @@ def is_performance_variable(name: str) -> bool:
     """Can this environment variable change speed, by the table? (A rule with a component, or a prior
     of at least 0.3, and not volatile.) The one test behind the workers matrix, parent-only checks
     and the report's "performance variables" rows."""
-    rule = rule_for(f"env.{name}")
+    rule = rule_for_variable(name)
     return not rule.volatile and (rule.component != NONE or rule.weight >= 0.3)

@@ -5,7 +5,10 @@ snapshot.flatten: "<section>.<path>") or the readable keys of a diff's view with
 pattern and says: which category the key belongs to, which part of the inference stack it acts
 on, how likely a change in it is to change speed (prior weight 0..1), whether it changes on
 every capture (volatile: ignored by diff unless --all), and why it matters. The first matching
-rule wins: specific rules first (matching.py finds it).
+rule wins: specific rules first (matching.py finds it). Each rule says which key space its pattern is
+written for (FieldRule.space, model/keys.py): a collector's volatile rules match flat keys, its weighted
+ones view keys, the "*.NAME" rules here either; all_rules() checks every pattern against it when the
+table is first built.
 
 The table is assembled from two places: this module holds what no one section owns (volatile
 fields of any section, and the environment-variable rules, which match wherever a variable shows
@@ -22,6 +25,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
+from envsnap.model.keys import ANY
 from envsnap.model.rules import (
     COMMUNICATION,
     CPU_HOST,
@@ -32,9 +36,16 @@ from envsnap.model.rules import (
     NONE,
     FieldRule,
     SectionRules,
+    check_spaces,
     rule as _rule,
-    volatile as _v,
+    volatile,
 )
+
+
+def _v(pattern: str, why: str) -> FieldRule:
+    """A volatile field or variable of any section: "*.<name>" is about a name wherever it shows up, in the
+    snapshot's paths and in the view's keys alike."""
+    return volatile(pattern, why, space=ANY)
 
 # Volatile fields of any section: timestamps, pids, durations, thread counts. A section's own volatile
 # fields (temperatures, memory in use, current clocks...) are declared by its collector.
@@ -71,7 +82,7 @@ VOLATILE_RULES: List[FieldRule] = [
 
 def _env(name: str, component: str, weight: float, why: str) -> FieldRule:
     """An environment variable, wherever it shows up: shell, workers, NCCL's own log."""
-    return FieldRule(f"*.{name}", category="env", component=component, weight=weight, why=why)
+    return FieldRule(f"*.{name}", category="env", component=component, weight=weight, why=why, space=ANY)
 
 
 # Names SGLang's launcher sets for its workers in _set_envs_and_config: an edit there changes the workers'
@@ -402,11 +413,28 @@ def section_compares(name: str) -> str:
     return declared.compares if declared is not None and declared.compares else name
 
 
+def section_fields() -> Dict[str, FrozenSet[str]]:
+    """{section: its data's top-level fields}, from the collectors' SHAPEs: what tells a snapshot path from a
+    view key under a section's name (model/keys.py pattern_space)."""
+    from envsnap.capture.collectors import SECTION_SHAPES
+
+    return {name: frozenset(shape) if isinstance(shape, dict) else frozenset()
+            for name, shape in SECTION_SHAPES.items()}
+
+
 def all_rules() -> List[FieldRule]:
     """The whole table in match order: volatile rules first (any section's, then each collector's), then
     the environment-variable rules (a variable is the same knob wherever it shows up), then each
-    collector's own fields, in the order of the explicit list."""
+    collector's own fields, in the order of the explicit list. Every rule's pattern is checked against the
+    key space it declares when the table is first built (ValueError when one is not)."""
     sections = section_rules().values()
-    volatile = VOLATILE_RULES + [r for s in sections for r in s.rules if r.volatile]
+    volatiles = VOLATILE_RULES + [r for s in sections for r in s.rules if r.volatile]
     fields = [r for s in sections for r in s.rules if not r.volatile]
-    return volatile + KNOWLEDGE_RULES + fields + CROSS_SECTION_RULES
+    table = volatiles + KNOWLEDGE_RULES + fields + CROSS_SECTION_RULES
+    _check_once(tuple(table))
+    return table
+
+
+@lru_cache(maxsize=4)
+def _check_once(table: Tuple[FieldRule, ...]) -> None:
+    check_spaces(table, section_fields())

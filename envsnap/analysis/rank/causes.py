@@ -29,6 +29,7 @@ from envsnap.analysis.knowledge import CPU_HOST, MEMORY, NONE
 from envsnap.analysis.rank import context as context_mod, domain, flags, hunks, observed, priors, running as running_mod
 from envsnap.analysis.rank.factors import SIDE_WEIGHTS, Score
 from envsnap.analysis.runs.verdict import worse
+from envsnap.model.keys import SHADOWED, aspect_kind
 
 RESOURCE_COMPONENTS = {"cpus": CPU_HOST, "cpuset": CPU_HOST, "cpu_quota": CPU_HOST, "smt": CPU_HOST,
                        "memory": MEMORY}
@@ -104,7 +105,7 @@ class _Ranking:
             component, why = domain.score_package(d, rule, component, why, score, notes)
         elif flags.item_of(d) is not None:
             component, why = flags.score_item(d, facts.comp, component, why, score, notes)
-        elif d.where == "process" and d.subject.aspect.startswith("shadowed."):
+        elif d.where == "process" and aspect_kind(d.subject.aspect) == SHADOWED:
             why = domain.shadowed_why(d, why)
         elif d.where == "library":
             why = domain.library_why(d, why, score)

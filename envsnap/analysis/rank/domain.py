@@ -21,6 +21,7 @@ from envsnap.analysis.knowledge import COMMUNICATION, KERNELS
 from envsnap.analysis.rank import evidence as evidence_mod, hunks, running as running_mod
 from envsnap.analysis.rank.factors import HOT_PATH_EDIT_PRIOR, HOT_PATH_PACKAGE_PRIOR, STARTUP_MENTION_SHARE, Score
 from envsnap.analysis.rank.priors import rule_source
+from envsnap.model import keys
 from envsnap.model.names import canonical_name, is_compiled_file
 
 ENGINE_PY = "sglang/srt/entrypoints/engine.py"
@@ -68,8 +69,8 @@ def custom_allreduce(comp: diff_mod.Comparison) -> Tuple[Optional[str], str]:
     """'on' / 'off' / None: does SGLang's custom all-reduce carry decode all-reduces (bad side)?"""
     states: List[Optional[str]] = []
     for view in (comp.good, comp.bad):
-        disabled = view.values["sglang"].get("sglang.args.disable_custom_all_reduce")
-        tp = view.values["sglang"].get("sglang.args.tp_size")
+        disabled = view.values["sglang"].get(keys.sglang_arg_key("disable_custom_all_reduce"))
+        tp = view.values["sglang"].get(keys.sglang_arg_key("tp_size"))
         if disabled is None and tp is None:
             states.append(None)
         elif disabled:
@@ -109,8 +110,8 @@ def score_variable(d: diff_mod.Difference, component: str, why: str, facts: Fact
         why = _workers(d, name, why, places, facts, score, notes)
     elif where == "env" and facts.workers_both:
         tp = facts.comp.good.workers_are_tp or facts.comp.bad.workers_are_tp
-        own = (f"the workers' own value (workers.env.{name}) is what the server uses" if tp
-               else f"the measured processes' own value (workers.env.{name}) is what ran")
+        own = (f"the workers' own value ({keys.worker_env_key(name)}) is what the server uses" if tp
+               else f"the measured processes' own value ({keys.worker_env_key(name)}) is what ran")
         if "workers" in places:
             score.apply("shell_behind_workers", f"the capturing shell's copy: {own}")
             why += f" \u2014 {own}"
@@ -174,12 +175,13 @@ def _workers(d: diff_mod.Difference, name: str, why: str, places: Dict[str, diff
         notes.append(f"set in-process, after start-up ({places['in_process'].key})")
     if "parent_only" in places:
         if server_parent_only(places["parent_only"]):
-            notes.append(f"the server's parent process had it, the workers never saw it (workers.parent_only.{name})")
+            notes.append(f"the server's parent process had it, the workers never saw it ({keys.parent_only_key(name)})")
         else:
-            notes.append(f"the shell's value never reached the workers (workers.parent_only.{name})")
+            notes.append(f"the shell's value never reached the workers ({keys.parent_only_key(name)})")
     edited = facts.edited_engine()
     if name in knowledge.ENGINE_SET_ENV and edited:
-        notes.append(f"integrity.{edited} is edited, and engine.py's _set_envs_and_config sets {name} for the workers")
+        notes.append(f"{keys.integrity_key(edited)} is edited, and engine.py's _set_envs_and_config sets {name} "
+                     "for the workers")
     return why
 
 
@@ -262,7 +264,7 @@ def _server_parent_only(d: diff_mod.Difference, name: str, facts: Facts, score: 
         score.apply("nccl_log_corroborates_parent", f"NCCL read {name}={parent} on {other} and not on {flagged}")
     edited = facts.edited_engine()
     if (name in knowledge.ENGINE_SET_ENV or info.get("late")) and edited:
-        notes.append(f"integrity.{edited} is edited: the launcher's environment handling lives there, "
+        notes.append(f"{keys.integrity_key(edited)} is edited: the launcher's environment handling lives there, "
                      "a likely place for this os.environ change")
     return why
 
@@ -275,7 +277,7 @@ def score_integrity(d: diff_mod.Difference, rule: knowledge.FieldRule, component
     rel = d.subject.entity
     value = d.bad if isinstance(d.bad, dict) else (d.good if isinstance(d.good, dict) else {})
     dist = str(value.get("dist") or "")
-    if rule.pattern == "integrity.*" and canonical_name(dist) in knowledge.HOT_PATH_PACKAGES:
+    if rule.pattern == keys.INTEGRITY_ANY and canonical_name(dist) in knowledge.HOT_PATH_PACKAGES:
         score.set_prior(HOT_PATH_EDIT_PRIOR, f"an edited file of a hot-path package ({rule_source(rule)}, raised)")
         component, why = KERNELS, f"an edited file of {dist}, which runs on the hot path"
     if dist:
@@ -322,14 +324,14 @@ def _compiled_file(rel: str, dist: str, state: str, rule: knowledge.FieldRule, c
     if loss.prior > score.prior:
         table = "knowledge.MISSING_COMPILED" if missing else "knowledge.REPLACED_COMPILED"
         score.set_prior(loss.prior, f"a compiled file {'gone' if missing else 'replaced'} ({table})")
-    if rule.pattern == "integrity.*" and component != KERNELS and loss.component:
+    if rule.pattern == keys.INTEGRITY_ANY and component != KERNELS and loss.component:
         component = loss.component  # no rule places the file: its fallback runs where the loss says
     return component, f"{loss.why} ({dist or rel})"
 
 
 def _build_lists(facts: Facts, dist: str, rel: str) -> List[str]:
     """What the distribution's build record (same version on both sides) says of a compiled file."""
-    builds = [(view.values["packages"].get(f"packages.{canonical_name(dist)}") or {}).get("build")
+    builds = [(view.values["packages"].get(keys.package_key(canonical_name(dist))) or {}).get("build")
               for view in (facts.comp.good, facts.comp.bad)]
     build = builds[0]
     if not isinstance(build, dict) or build != builds[1]:
@@ -343,7 +345,7 @@ def _build_lists(facts: Facts, dist: str, rel: str) -> List[str]:
 def score_package(d: diff_mod.Difference, rule: knowledge.FieldRule, component: str, why: str,
                   score: Score, notes: List[str]) -> Tuple[str, str]:
     name = d.subject.entity
-    if rule.pattern == "packages.*" and name in knowledge.HOT_PATH_PACKAGES:
+    if rule.pattern == keys.package_key("*") and name in knowledge.HOT_PATH_PACKAGES:
         score.set_prior(HOT_PATH_PACKAGE_PRIOR, f"a hot-path package ({rule_source(rule)}, raised)")
         component, why = KERNELS, f"{name} runs on the decode hot path"
     good = d.good if isinstance(d.good, dict) else {}
@@ -380,8 +382,8 @@ def score_startup(d: diff_mod.Difference, component: str, why: str, facts: Facts
     if changed:
         score.apply("startup_mentions_changed", f"mentions {', '.join(changed)}, which differ(s) between good and bad")
     if relevant:
-        strongest = max(relevant, key=lambda m: knowledge.rule_for(f"env.{m}").weight)
-        mentioned = STARTUP_MENTION_SHARE * knowledge.rule_for(f"env.{strongest}").weight
+        strongest = max(relevant, key=lambda m: knowledge.rule_for_variable(m).weight)
+        mentioned = STARTUP_MENTION_SHARE * knowledge.rule_for_variable(strongest).weight
         if mentioned > score.prior:
             score.set_prior(mentioned, f"{STARTUP_MENTION_SHARE:g} x the {strongest} rule it mentions")
         why += f"; it mentions {', '.join(relevant)}"
@@ -389,8 +391,8 @@ def score_startup(d: diff_mod.Difference, component: str, why: str, facts: Facts
         notes.append("sets os.environ at start-up: invisible in /proc/PID/environ, only the probe sees it")
         if changed:
             # It acts through the variables it sets: their part of the system is where it acts.
-            strongest = max(changed, key=lambda m: knowledge.rule_for(f"env.{m}").weight)
-            component = knowledge.rule_for(f"env.{strongest}").component
+            strongest = max(changed, key=lambda m: knowledge.rule_for_variable(m).weight)
+            component = knowledge.rule_for_variable(strongest).component
     return component, why
 
 
@@ -398,7 +400,7 @@ def checkout_roles(comp: diff_mod.Comparison, repo: str) -> Set[str]:
     """The roles a checkout was reached through, on either side (cwd, repo, editable:<dist>)."""
     roles: Set[str] = set()
     for view in (comp.good, comp.bad):
-        roles.update(str(r) for r in view.values.get("git", {}).get(f"git.{repo}.roles") or [])
+        roles.update(str(r) for r in view.values.get("git", {}).get(keys.view_key(keys.Subject("git", repo, "roles"))) or [])
     return roles
 
 
@@ -451,7 +453,7 @@ def score_git(d: diff_mod.Difference, facts: Facts, score: Score, notes: List[st
         rel = d.subject.item
         for irel in facts.integrity:
             if rel.endswith(irel):
-                notes.append(f"the installed copy is edited too (integrity.{irel})")
+                notes.append(f"the installed copy is edited too ({keys.integrity_key(irel)})")
                 break
         hunk = facts.hunk_twins.get(("git", repo, rel))
         if hunk:
@@ -472,7 +474,7 @@ def file_kind(path: str) -> Optional[Tuple[str, float]]:
 
 def shadowed_why(d: diff_mod.Difference, why: str) -> str:
     """What the probe's module list showed: which process loaded which file in place of the library."""
-    name = d.subject.aspect[len("shadowed."):]
+    name = keys.aspect_parts(d.subject.aspect)[1]
     sides = [(side, value) for side, value in (("GOOD", d.good), ("BAD", d.bad)) if isinstance(value, dict)]
     if not sides:
         return why

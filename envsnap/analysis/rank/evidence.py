@@ -7,6 +7,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis.compare.views import View
+from envsnap.model.keys import parent_only_key
 
 
 def _ranks_text(ranks: List[str]) -> str:
@@ -32,7 +33,7 @@ def parent_only_evidence(view: View, name: str, side: str) -> List[str]:
     """Evidence lines of a server-parent workers.parent_only.NAME: which processes have it, which lack
     it, and where each was seen (probe at exit/init/start, /proc)."""
     info = view.parent_only_info.get(name)
-    value = view.values["workers"].get(f"workers.parent_only.{name}")
+    value = view.values["workers"].get(parent_only_key(name))
     if not info or not isinstance(value, dict):
         return []
     parent = info["process"]

@@ -22,6 +22,7 @@ from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.analysis.knowledge import flags as flag_knowledge
 from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.priors import Prior, variable_kind
+from envsnap.model import keys
 
 
 def item_of(d: Difference) -> Optional[Tuple[str, str]]:
@@ -32,7 +33,7 @@ def item_of(d: Difference) -> Optional[Tuple[str, str]]:
     aspect = d.subject.aspect
     if aspect == flag_keys.PROGRAM:
         return flag_keys.PROGRAM, ""
-    kind, _, name = aspect.partition(".")
+    kind, name = keys.aspect_parts(aspect)
     if kind in (flag_keys.FLAG, flag_keys.ARG) and name:
         return kind, name
     return None
@@ -75,7 +76,7 @@ def _is_sglang(d: Difference, comp: Comparison) -> bool:
 def _sglang_rule(name: str) -> Optional[knowledge.FieldRule]:
     """SGLang's own rule for the server argument a flag sets, when one names it (not the catch-all)."""
     dest = flag_knowledge.sglang_dest(name)
-    rule = knowledge.rule_for(flag_knowledge.SGLANG_ARGS + dest)
+    rule = knowledge.rule_for(keys.sglang_arg_key(dest))
     return None if rule.pattern == flag_knowledge.SGLANG_ARGS_ANY or rule.pattern == "*" else rule
 
 
@@ -141,7 +142,7 @@ def score_item(d: Difference, comp: Comparison, component: str, why: str, score:
         score.apply("on_command_line", f"on the command line {_owner(d)} {verb} with: programs parse their whole "
                                        "command line at start-up")
     if kind == flag_keys.FLAG and _is_sglang(d, comp):
-        key = flag_knowledge.SGLANG_ARGS + flag_knowledge.sglang_dest(name)
+        key = keys.sglang_arg_key(flag_knowledge.sglang_dest(name))
         if any(other.base_key == key for other in comp.differences if not other.volatile):
             score.apply("shown_as_server_arg", f"the same change shows as SGLang's server argument {key} "
                                                "(read from the running server), which ranks it")

@@ -17,6 +17,7 @@ from envsnap.analysis.compare.patch_status import CATEGORY, describe, status_tex
 from envsnap.analysis.knowledge import KERNELS
 from envsnap.analysis.rank.factors import HOT_PATH_EDIT_PRIOR, Score
 from envsnap.analysis.rank.running import Running
+from envsnap.model.keys import INTEGRITY_ANY, integrity_key
 from envsnap.model.names import canonical_name
 from envsnap.model.snapshot import as_dict
 
@@ -43,13 +44,13 @@ def score_hunk(d: Difference, comp: Comparison, component: str, why: str, score:
     dist = str(target.get("dist") or "")
     if kind == "site-packages":
         # The installed file it edits: the rule an edit of that file found by RECORD would take.
-        file_rule = knowledge.rule_for(f"integrity.{rel}")
-        if file_rule.pattern == "integrity.*" and canonical_name(dist) in knowledge.HOT_PATH_PACKAGES:
+        file_rule = knowledge.rule_for(integrity_key(rel))
+        if file_rule.pattern == INTEGRITY_ANY and canonical_name(dist) in knowledge.HOT_PATH_PACKAGES:
             if HOT_PATH_EDIT_PRIOR > score.prior:
                 score.set_prior(HOT_PATH_EDIT_PRIOR, f"it edits a file of the hot-path package {dist} "
                                                      f"({rule_source(file_rule)}, raised)")
                 component = KERNELS
-        elif file_rule.pattern != "integrity.*" and file_rule.weight > score.prior:
+        elif file_rule.pattern != INTEGRITY_ANY and file_rule.weight > score.prior:
             score.set_prior(file_rule.weight, f"{rule_source(file_rule)}: the installed file it edits")
             component = file_rule.component
     gsha, bsha = target_sha(good), target_sha(bad)

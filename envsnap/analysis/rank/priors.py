@@ -21,6 +21,7 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import neighbours
 from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
+from envsnap.model.keys import Subject, view_key
 
 _BOOLEANS = frozenset({"0", "1", "true", "false", "yes", "no", "on", "off", "y", "n", "t", "f", "enabled",
                        "disabled", "enable", "disable"})
@@ -134,11 +135,14 @@ def _sized(sizing: knowledge.SizedPrior, share: float) -> float:
     return min(sizing.ceiling, sizing.floor + sizing.slope * share)
 
 
+_LOGICAL_CPUS = view_key(Subject("host", "cpu.logical"))  # the host's logical CPU count (host collector)
+
+
 def resource_prior(resource: str, d: Difference, comp: Comparison) -> Optional[Tuple[float, str]]:
     """(prior, source) for a sized host resource change, None when its values cannot be sized."""
     good, bad = d.good, d.bad
     if resource in ("cpus", "cpuset", "cpu_quota"):
-        logical = comp.bad.values["host"].get("host.cpu.logical") or comp.good.values["host"].get("host.cpu.logical")
+        logical = comp.bad.values["host"].get(_LOGICAL_CPUS) or comp.good.values["host"].get(_LOGICAL_CPUS)
         g, b = _cpus(good, logical), _cpus(bad, logical)
         if g is None or b is None or g <= 0:
             return None

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Set
 
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare.diff import GIT_STATUS_WORDS
 from envsnap.analysis.compare.views import without_text
+from envsnap.analysis.compare.wording import GIT_STATUS_WORDS
 from envsnap.analysis.tables.common import (
     as_list,
     capped,

@@ -18,6 +18,7 @@ from envsnap.analysis.tables.common import (
     section_status,
     sections,
 )
+from envsnap.model.keys import flat_key, gpu_flat
 from envsnap.model.snapshot import as_dict
 
 GPU_PINNED = ("name", "clocks.max", "clocks.application", "clock_event_reasons", "power.limit_w", "pcie",
@@ -28,14 +29,14 @@ HOST_PINNED = ("kernel", "os", "cpu.model", "cpu.governor", "cpu.boost", "cpu.lo
                "memory.total_bytes", "thp")
 
 
-def _gpu_volatile(attr: str) -> bool:
-    return knowledge.is_volatile(f"nvidia.gpus.0.{attr}")
+def _gpu_volatile(index: str, attr: str) -> bool:
+    return knowledge.is_volatile(gpu_flat(index, attr))
 
 
-def _gpu_flat(gpu: Any) -> Dict[str, Any]:
+def _gpu_flat(index: str, gpu: Any) -> Dict[str, Any]:
     gpu = as_dict(gpu)
     out = {k: v for k, v in flat({k: v for k, v in gpu.items() if k != "nvlink"}).items()
-           if not _gpu_volatile(k) or k.startswith(GPU_AT_CAPTURE)}
+           if not _gpu_volatile(index, k) or k.startswith(GPU_AT_CAPTURE)}
     nvlink = gpu.get("nvlink")
     if isinstance(nvlink, dict):
         states = Counter(str(as_dict(link).get("state", link)) for link in nvlink.values())
@@ -48,12 +49,14 @@ def _gpu_flat(gpu: Any) -> Dict[str, Any]:
 def _gpus(g_nv: Dict[str, Any], b_nv: Dict[str, Any]) -> Dict[str, Any]:
     g_gpus, b_gpus = as_dict(g_nv.get("gpus")), as_dict(b_nv.get("gpus"))
     indices = sorted(set(g_gpus) | set(b_gpus), key=natural_key)
-    flats = {i: (_gpu_flat(g_gpus[i]) if i in g_gpus else None, _gpu_flat(b_gpus[i]) if i in b_gpus else None)
+    flats = {i: (_gpu_flat(i, g_gpus[i]) if i in g_gpus else None, _gpu_flat(i, b_gpus[i]) if i in b_gpus else None)
              for i in indices}
     attrs = sorted({k for pair in flats.values() for side in pair if side for k in side}, key=natural_key)
     rows = []
     for attr in attrs:
-        cells, differs, volatile = [], False, _gpu_volatile(attr)
+        # Seen at capture when a volatile rule names it on a GPU that has it (the rules name every GPU alike).
+        cells, differs = [], False
+        volatile = any(_gpu_volatile(i, attr) for i in indices if any(attr in (side or {}) for side in flats[i]))
         for index in indices:
             g_flat, b_flat = flats[index]
             g_has, b_has = g_flat is not None and attr in g_flat, b_flat is not None and attr in b_flat
@@ -89,7 +92,7 @@ def hardware_tables(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]
     overview = compare_rows({k: g_nv.get(k) for k in OVERVIEW if k in g_nv},
                             {k: b_nv.get(k) for k in OVERVIEW if k in b_nv}, pinned=OVERVIEW)
     host = compare_rows(flat(data(gs, "host")), flat(data(bs, "host")), pinned=HOST_PINNED,
-                        skip=lambda key: knowledge.is_volatile(f"host.{key}"))
+                        skip=lambda key: knowledge.is_volatile(flat_key("host", key)))
     return {"overview": overview, "gpus": _gpus(g_nv, b_nv), "topology": _topology(g_nv, b_nv), "host": host,
             "status": {"nvidia": {"good": section_status(good, "nvidia"), "bad": section_status(bad, "nvidia")},
                        "host": {"good": section_status(good, "host"), "bad": section_status(bad, "host")}}}
