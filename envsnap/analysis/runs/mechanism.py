@@ -303,10 +303,10 @@ def _result(kind: str, line: str, factors: Dict[str, Any], counts: RunCounts,
     table_kind = extra.get("table_kind", kind)
     matches, contradicts, why = MECHANISMS[table_kind]
     out: Mechanism = {"kind": kind, "line": line, "factors": factors, "runs": counts,
-           "components": {"matches": list(matches), "contradicts": list(contradicts), "why": why},
-           "noise": ("a factor moved when GOOD's and BAD's runs do not overlap and the change of the medians "
-                     "exceeds either side's own relative range; with a single run on a side, when it is "
-                     f"{SINGLE_RUN_MIN_PCT:g}% or more")}
+                      "components": {"matches": list(matches), "contradicts": list(contradicts), "why": why},
+                      "noise": ("a factor moved when GOOD's and BAD's runs do not overlap and the change of the medians "
+                                "exceeds either side's own relative range; with a single run on a side, when it is "
+                                f"{SINGLE_RUN_MIN_PCT:g}% or more")}
     if "actor" in extra:
         out["actor"] = extra["actor"]
     if extra.get("neighbours"):

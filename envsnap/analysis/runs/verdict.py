@@ -96,11 +96,11 @@ def metric_entry(name: str, good: List[float], bad: List[float], overrides: Opti
     direction = metrics.direction(name, overrides)
     n_good, n_bad = cmp["good"]["n"], cmp["bad"]["n"]
     entry: MetricEntry = {"direction": direction, "good": cmp["good"], "bad": cmp["bad"], "change_pct": cmp["change_pct"],
-             "p_value": cmp["p_value"], "method": cmp["method"], "ci_pct": cmp["ci_pct"],
-             "beyond_noise": cmp["beyond_noise"], "significant": cmp["significant"],
-             "testable": stats.min_achievable_p(n_good, n_bad) < stats.SIGNIFICANCE_LEVEL,
-             "outcome": outcome(direction, signed_change(cmp), cmp["beyond_noise"], cmp["significant"]),
-             "change_text": change_text(cmp, name)}
+                          "p_value": cmp["p_value"], "method": cmp["method"], "ci_pct": cmp["ci_pct"],
+                          "beyond_noise": cmp["beyond_noise"], "significant": cmp["significant"],
+                          "testable": stats.min_achievable_p(n_good, n_bad) < stats.SIGNIFICANCE_LEVEL,
+                          "outcome": outcome(direction, signed_change(cmp), cmp["beyond_noise"], cmp["significant"]),
+                          "change_text": change_text(cmp, name)}
     if "change_abs" in cmp:  # a change from a median of 0, in the metric's unit
         entry["change_abs"] = cmp["change_abs"]
     if "ci_abs" in cmp:
