@@ -5,7 +5,7 @@ per process, when the snapshots recorded them): the shape `envsnap diff --format
 renderer formats."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union, cast
 
 from envsnap.analysis.compare import diff as diff_mod, neighbours, patch_status, patches as patches_mod
 from envsnap.analysis.compare.patches import PristineFinder
@@ -14,13 +14,14 @@ from envsnap.analysis.rank.context import build_context
 from envsnap.analysis.rank.groups import bisect_hint, commands_differ, tie_groups
 from envsnap.analysis.rank.running import running
 from envsnap.analysis.runs.verdict import build_verdict
+from envsnap.model.result_types import Cause, Difference, DiffResult, Patch, SideMeta
 
 SCHEMA_VERSION = 1
 
 
 # ---------------------------------------------------------------- the whole analysis
 
-def _point_at_setters(comp: diff_mod.Comparison, causes: List[Dict[str, Any]], patches: List[Dict[str, Any]]
+def _point_at_setters(comp: diff_mod.Comparison, causes: List[Cause], patches: List[Dict[str, Any]]
                       ) -> List[str]:
     """The comparison's warnings, each shell-vs-workers one pointing at the edited file that sets the variable
     in-process when a patch shows it (an export in the shell cannot reach the workers past that file, so
@@ -48,7 +49,7 @@ def _point_at_setters(comp: diff_mod.Comparison, causes: List[Dict[str, Any]], p
     return warnings
 
 
-def _meta(snap: Dict[str, Any], path: Optional[str]) -> Dict[str, Any]:
+def _meta(snap: Dict[str, Any], path: Optional[str]) -> SideMeta:
     return {"label": snap.get("label"), "host": snap.get("host"), "created": snap.get("created"),
             "file": path, "provenance": snap.get("provenance")}
 
@@ -56,7 +57,7 @@ def _meta(snap: Dict[str, Any], path: Optional[str]) -> Dict[str, Any]:
 def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = None, include_volatile: bool = False,
             good_file: Optional[str] = None, bad_file: Optional[str] = None,
             top: Optional[int] = None, tables: bool = False,
-            pristine: Union[None, Dict[str, Dict[str, Any]], PristineFinder] = None) -> Dict[str, Any]:
+            pristine: Union[None, Dict[str, Dict[str, Any]], PristineFinder] = None) -> DiffResult:
     """The diff/rank result (the shape `envsnap diff --format json` prints).
 
     `tables` adds the side-by-side tables the report shows (analysis/tables): JSON and HTML output
@@ -68,7 +69,7 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
     verdict, run_warnings = build_verdict(good, bad, metric)
     comp = diff_mod.compare(good, bad)
     context = build_context(good, bad)
-    causes = rank_causes(comp, verdict, context, running(good, bad))
+    causes = cast(List[Cause], rank_causes(comp, verdict, context, running(good, bad)))  # + patches: link below
     differing = comp.modified_differing if not comp.parts else None
     if callable(pristine):
         pristine = pristine(patches_mod.pristine_needs(good, bad, differing))
@@ -76,14 +77,14 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
     status_table = patch_status.table(good, bad, {c["key"]: c["rank"] for c in causes
                                                   if c.get("where") == patch_status.CATEGORY})
     patches = patches_mod.build(good, bad, pristine, differing, patch_status.hunk_patches(status_table))
-    patches_mod.link(causes, patches)
+    patches_mod.link(cast(List[Dict[str, Any]], causes), patches)  # compare/patches links plain dicts
     warnings_from_comp = _point_at_setters(comp, causes, patches)
     groups = tie_groups(causes, lambda: bisect_hint(good, bad, good_file, bad_file, causes))
     if top is not None:
         causes = causes[:max(0, top)]
         shown = {c["rank"] for c in causes}
         groups = [g for g in groups if g["rank"] in shown]
-    differences = [d.to_json() for d in comp.differences if include_volatile or not d.volatile]
+    differences = cast(List[Difference], [d.to_json() for d in comp.differences if include_volatile or not d.volatile])
     warnings = warnings_from_comp + run_warnings
     differ = commands_differ(good, bad)
     if differ:
@@ -92,10 +93,10 @@ def analyze(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = N
         prov = snap.get("provenance")
         if isinstance(prov, dict) and prov.get("kind") == "illustrative":
             warnings.append(f"{side} is illustrative: {prov.get('note', 'not a measurement')}")
-    result = {"schema_version": SCHEMA_VERSION, "good": _meta(good, good_file), "bad": _meta(bad, bad_file),
-              "verdict": verdict, "causes": causes, "groups": groups, "context": context.to_json(),
-              "differences": differences, "patches": patches,
-              "warnings": list(dict.fromkeys(warnings))}
+    result: DiffResult = {"schema_version": SCHEMA_VERSION, "good": _meta(good, good_file),
+                          "bad": _meta(bad, bad_file), "verdict": verdict, "causes": causes, "groups": groups,
+                          "context": context.to_json(), "differences": differences,
+                          "patches": cast(List[Patch], patches), "warnings": list(dict.fromkeys(warnings))}
     if status_table:  # only snapshots captured with --patch have it: other outputs stay as they were
         result["patch_status"] = status_table
     found = neighbours.compare(good, bad)

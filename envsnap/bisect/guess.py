@@ -13,6 +13,7 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from envsnap.model.keys import below_head
+from envsnap.model.result_types import Cause
 
 
 def _file_names(cause: Mapping[str, Any], file_deltas: Sequence[Any]) -> List[str]:
@@ -41,7 +42,7 @@ def first_candidate(good: Dict[str, Any], bad: Dict[str, Any], env_deltas: Seque
 
     env_names = {d.name for d in env_deltas}
     causes = result_mod.analyze(good, bad)["causes"]
-    by_rank: Dict[int, List[Dict[str, Any]]] = {}
+    by_rank: Dict[int, List[Cause]] = {}
     for cause in causes:
         by_rank.setdefault(int(cause["rank"]), []).append(cause)
     for rank in sorted(by_rank):

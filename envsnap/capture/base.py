@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol
 
+from envsnap.model.rules import SectionRules
+
 # Bounds on the file text a capture keeps (content records, see collectors/content.py): a file's
 # first DEFAULT_CONTENT_MAX_FILE bytes, DEFAULT_CONTENT_MAX_TOTAL bytes of text per snapshot.
 # Measured: the largest .py of sglang 0.5.23 is srt/managers/scheduler.py, 276 KiB (0.5.5: 223 KiB);
@@ -83,6 +85,16 @@ class Collector(Protocol):
     """What the runner calls: a collector's `collect` (or a forked one's answer), checked by mypy."""
 
     def __call__(self, ctx: CaptureContext) -> Dict[str, Any]: ...
+
+
+class CollectorModule(Protocol):
+    """A collector as the explicit list (capture/collectors/__init__.py) holds it: a module that mypy checks
+    against this. Its optional `summarize(data)` (lines for `show`) is looked up by name."""
+
+    SHAPE: Any  # its data's shape, in model/schema.py's shape language
+    RULES: SectionRules
+
+    def collect(self, ctx: CaptureContext) -> Dict[str, Any]: ...
 
 
 def ok(data: Dict[str, Any]) -> Dict[str, Any]:

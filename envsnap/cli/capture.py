@@ -1,6 +1,8 @@
 """`envsnap capture`: record everything that can change performance into a snapshot."""
 from __future__ import annotations
 
+from typing import cast
+
 import click
 
 from envsnap.cli.options import FILE, capture_options, one_shot_gc
@@ -23,6 +25,7 @@ def capture(output: str, force: bool, capture_ctx) -> None:
 
             store.check_writable(output, force)  # before the capture: a refused overwrite costs nothing
             from envsnap.capture import runner
+            from envsnap.model.types import Snapshot
             from envsnap.render.show import summary_line
 
             snap = runner.capture(capture_ctx, prestarted=children)
@@ -30,4 +33,4 @@ def capture(output: str, force: bool, capture_ctx) -> None:
             forked.kill_all(list(children.values()))  # reaped already, unless the capture failed
         store.save(snap, output, force=force)
         if output != "-":
-            click.echo(summary_line(snap, output), err=True)
+            click.echo(summary_line(cast(Snapshot, snap), output), err=True)  # a snapshot the runner built

@@ -1,13 +1,16 @@
 """`envsnap diff`: two snapshots -> verdict, ranked likely causes, differences."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import click
 
 from envsnap.cli import request_skip_teardown
 from envsnap.cli.options import FILE, analyze_pair, emit, one_shot_gc, pristine_finder, wheels_options
 from envsnap.errors import EnvsnapError
+
+if TYPE_CHECKING:  # the analysis is imported where it runs (see analyze below)
+    from envsnap.model.result_types import DiffResult
 
 _FORMATS = click.Choice(["text", "json", "html"])
 
@@ -36,7 +39,7 @@ def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: 
         if output and output != "-":
             store.check_writable(output, force)
 
-        def analyze(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+        def analyze(good: Dict[str, Any], bad: Dict[str, Any]) -> DiffResult:
             # Imported here: while a big pair is validated in parallel (analyze_pair).
             from envsnap.analysis import result as result_mod
 

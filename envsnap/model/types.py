@@ -1,6 +1,7 @@
 """The snapshot's types, for readers and for mypy: the envelope, a section, a run.
 
-A snapshot is plain JSON data; these TypedDicts name its fields. Each section's own data is
+A snapshot is plain JSON data; these TypedDicts name its fields (render/show.py reads a snapshot
+through them; the diff result's types are model/result_types.py). Each section's own data is
 described by the shape table that validation uses (schema.SECTION_SHAPES), and
 tests/model/test_types.py checks that these types and that table name the same fields, so the two
 cannot drift apart.

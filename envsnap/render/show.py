@@ -5,12 +5,14 @@ the CLI passes them in, so rendering never imports a collector. A merged multi-n
 shown node by node."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Set, Tuple
+
+from envsnap.model.types import Run, Section, Snapshot
 
 _MARK = {"ok": "ok", "unavailable": "--", "error": "!!", "timeout": "!!"}
 
 
-def render_show(snap: Dict[str, Any], verbose: bool = False,
+def render_show(snap: Snapshot, verbose: bool = False,
                 summarize: Callable[[str, Dict[str, Any]], List[str]] = lambda name, data: [],
                 order: Sequence[str] = ()) -> str:
     """A snapshot's header, each section's status and summary, its runs; a merged multi-node
@@ -50,7 +52,7 @@ def render_show(snap: Dict[str, Any], verbose: bool = False,
     return "\n".join(lines)
 
 
-def _sections(raw_sections: Dict[str, Any], verbose: bool, summarize: Callable[[str, Dict[str, Any]], List[str]],
+def _sections(raw_sections: Mapping[str, Section], verbose: bool, summarize: Callable[[str, Dict[str, Any]], List[str]],
               order: Sequence[str], indent: str) -> Tuple[List[str], str]:
     """Each section's status line (and its summary with verbose), and the tally line."""
     lines = []
@@ -80,7 +82,7 @@ def _sections(raw_sections: Dict[str, Any], verbose: bool, summarize: Callable[[
     return lines, tally
 
 
-def _runs(runs: List[Dict[str, Any]], by_host: bool = False) -> List[str]:
+def _runs(runs: List[Run], by_host: bool = False) -> List[str]:
     if not runs:
         return []
     from envsnap.analysis.runs import stats  # here: a snapshot without runs is shown without it
@@ -107,7 +109,7 @@ def _runs(runs: List[Dict[str, Any]], by_host: bool = False) -> List[str]:
     return lines
 
 
-def _neighbours(runs: List[Dict[str, Any]]) -> List[str]:
+def _neighbours(runs: List[Run]) -> List[str]:
     """Who else used the machine during the runs (each run's telemetry "neighbours"): the machine's figures
     per run, and the busiest other processes with the most CPUs each used in a run."""
     found = [r["telemetry"]["neighbours"] for r in runs if isinstance(r.get("telemetry"), dict)
@@ -140,7 +142,7 @@ def _neighbours(runs: List[Dict[str, Any]]) -> List[str]:
     return lines
 
 
-def _run_command(snap: Dict[str, Any]) -> List[str]:
+def _run_command(snap: Snapshot) -> List[str]:
     """The benchmark command `envsnap run` ran, and its flags one by one."""
     from envsnap.model.argv import describe, itemise
 
@@ -152,7 +154,7 @@ def _run_command(snap: Dict[str, Any]) -> List[str]:
     return [f"  command: {' '.join(command)}"] + (describe(line) if line is not None else [])
 
 
-def summary_line(snap: Dict[str, Any], path: str) -> str:
+def summary_line(snap: Snapshot, path: str) -> str:
     sections = snap.get("sections", {})
     counts: Dict[str, int] = {}
     for section in sections.values():

@@ -5,12 +5,13 @@ reason, then a one-line count of differences per category (the full list with -v
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from envsnap import format as fmt
 from envsnap.analysis.compare.diff import value_text
 from envsnap.analysis.compare.views import category_key
 from envsnap.analysis.runs.verdict import mechanism_line
+from envsnap.model.result_types import Cause, Difference, DiffResult, SideMeta
 from envsnap.redact import redact_text
 from envsnap.render import trace_view
 
@@ -18,28 +19,29 @@ DEFAULT_TOP = 5
 CONTENT_LINES = 60  # a file shown whole (no pristine copy to diff against) up to this long; JSON/HTML hold any
 
 
-def _change(item: Dict[str, Any]) -> str:
+def _change(item: Union[Cause, Difference]) -> str:
     """'good → bad' in the words the analysis chose for a missing side ("not captured", "clean", "unset"...)."""
-    change, absent = item.get("change", "changed"), item.get("absent", "absent")
+    change, absent = item["change"], item["absent"]
     return f"{value_text(change, 'good', item['good'], absent)} \u2192 {value_text(change, 'bad', item['bad'], absent)}"
 
 
-def _side(meta: Dict[str, Any]) -> str:
-    bits = [meta.get("label") or "(no label)"]
-    if meta.get("host"):
-        bits.append(meta["host"])
-    if meta.get("created"):
-        bits.append(str(meta["created"])[:19].replace("T", " "))
+def _side(meta: SideMeta) -> str:
+    bits = [meta["label"] or "(no label)"]
+    host, created = meta["host"], meta["created"]
+    if host:
+        bits.append(host)
+    if created:
+        bits.append(created[:19].replace("T", " "))
     return ", ".join(bits)
 
 
-def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAULT_TOP) -> str:
+def render_diff(result: DiffResult, verbose: bool = False, top: int = DEFAULT_TOP) -> str:
     lines: List[str] = []
     verdict = result["verdict"]
     lines.append(verdict["summary"])
     lines.append(f"good: {_side(result['good'])}   bad: {_side(result['bad'])}")
-    decomposition = verdict.get("decomposition")
-    if decomposition and decomposition.get("side") not in (None, "unclear"):
+    decomposition = verdict["decomposition"]
+    if decomposition and decomposition["side"] != "unclear":
         lines.append(f"EAGLE-3: {decomposition['explanation']}")
     line = mechanism_line(verdict)
     if line:
@@ -54,16 +56,16 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
     if causes:
         lines.append("likely causes (most likely first; causes that share a rank cannot be told apart):")
         width = len(str(max(c["rank"] for c in causes)))
-        groups = {g["rank"]: g for g in result.get("groups") or []}
+        groups = {g["rank"]: g for g in result["groups"]}
         for index, cause in enumerate(causes):
-            mark = "=" if cause.get("tied") else "."
+            mark = "=" if cause["tied"] else "."
             lines.append(f"  {cause['rank']:>{width}}{mark} [{cause['score']:.2f}] {cause['key']}  {_change(cause)}"
                          f"  ({cause['component']})")
             lines.append(f"  {'':>{width}}  why: {cause['why']}")
             if verbose:
-                for line in cause.get("evidence", [])[1:]:
+                for line in cause["evidence"][1:]:
                     lines.append(f"  {'':>{width}}   - {line}")
-            elif cause.get("patches"):
+            elif cause["patches"]:
                 lines.append(f"  {'':>{width}}  patch: {', '.join(cause['patches'])} (-v shows it)")
             last_of_group = index + 1 == len(causes) or causes[index + 1]["rank"] != cause["rank"]
             group = groups.get(cause["rank"])
@@ -82,8 +84,8 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
     lines.extend(_patch_status_lines(result, verbose))
     lines.extend(_patches_lines(result, verbose))
     differences = result["differences"]
-    listed = [d for d in differences if not d.get("volatile")]
-    hidden = [d for d in differences if d.get("volatile")]
+    listed = [d for d in differences if not d["volatile"]]
+    hidden = [d for d in differences if d["volatile"]]
     counts: Dict[str, int] = {}
     for d in differences:
         counts[d["category"]] = counts.get(d["category"], 0) + 1
@@ -97,14 +99,14 @@ def render_diff(result: Dict[str, Any], verbose: bool = False, top: int = DEFAUL
             if d["category"] != current:
                 current = d["category"]
                 lines.append(f"  [{current}]")
-            mark = " (volatile)" if d.get("volatile") else ""
+            mark = " (volatile)" if d["volatile"] else ""
             lines.append(f"    {d['change']:<7} {d['key']}  {_change(d)}{mark}")
     elif listed:
         lines.append("  (-v lists them all; --all adds volatile fields)")
     return "\n".join(lines) + "\n"
 
 
-def _neighbours_lines(result: Dict[str, Any], verbose: bool) -> List[str]:
+def _neighbours_lines(result: DiffResult, verbose: bool) -> List[str]:
     """The other processes beside the work, per process (analysis/compare/neighbours.py): those that are causes
     of their own (marked *) always, the rest with -v."""
     found = result.get("neighbours")
@@ -144,7 +146,7 @@ def _patch_side(side: Optional[Dict[str, Any]], label: str, hunks: List[Dict[str
                                                else "")
 
 
-def _patch_status_lines(result: Dict[str, Any], verbose: bool) -> List[str]:
+def _patch_status_lines(result: DiffResult, verbose: bool) -> List[str]:
     """The recorded patches (--patch): each hunk's status on GOOD and BAD; those that differ always, the
     rest with -v."""
     table = result.get("patch_status") or []
@@ -186,33 +188,33 @@ def _patch_status_lines(result: Dict[str, Any], verbose: bool) -> List[str]:
     return lines
 
 
-def _patches_lines(result: Dict[str, Any], verbose: bool) -> List[str]:
+def _patches_lines(result: DiffResult, verbose: bool) -> List[str]:
     """The patches: one line each, or (verbose) each in full, unindented so it can be copied as is."""
-    patches = result.get("patches") or []
+    patches = result["patches"]
     if not patches:
         return []
     ranks = {c["key"]: c["rank"] for c in result["causes"]}
     lines = ["", f"patches: {len(patches)} changed file{'s' if len(patches) != 1 else ''} whose text the snapshots "
                  "hold (good \u2192 bad)" + ("" if verbose else "; -v shows them")]
     for patch in patches:
-        shows = patch.get("shows") or (f"-{patch['removed']} +{patch['added']}" if patch.get("diff") else "no diff")
-        lines.append(f"  {patch['id']}  [{patch['kind']}] {patch['title']}  ({shows})")
+        lines.append(f"  {patch['id']}  [{patch['kind']}] {patch['title']}  ({patch['shows']})")
         if not verbose:
             continue
         lines.append(f"    {patch['basis']}")
-        shas = f"sha256 good {str(patch.get('good_sha256') or '-')[:12]}, bad {str(patch.get('bad_sha256') or '-')[:12]}"
-        flags = [f for f, on in (("truncated: the text held is the file's start", patch.get("truncated")),
-                                 ("redacted", patch.get("redacted"))) if on]
+        shas = f"sha256 good {(patch['good_sha256'] or '-')[:12]}, bad {(patch['bad_sha256'] or '-')[:12]}"
+        flags = [f for f, on in (("truncated: the text held is the file's start", patch["truncated"]),
+                                 ("redacted", patch["redacted"])) if on]
         lines.append(f"    {shas}" + (f"; {'; '.join(flags)}" if flags else ""))
-        supported = [f"#{ranks[k]} {k}" if k in ranks else k for k in patch.get("causes") or []]
+        supported = [f"#{ranks[k]} {k}" if k in ranks else k for k in patch["causes"]]
         if supported:
             lines.append(f"    supports: {', '.join(supported)}")
-        if patch.get("note"):
+        diff, content = patch["diff"], patch["content"]
+        if patch["note"]:
             lines.append(f"    note: {patch['note']}")
-        if patch.get("diff"):
-            lines.extend(patch["diff"].rstrip("\n").split("\n"))
-        elif patch.get("content") is not None:
-            body = patch["content"].rstrip("\n").split("\n")
+        if diff:
+            lines.extend(diff.rstrip("\n").split("\n"))
+        elif content is not None:
+            body = content.rstrip("\n").split("\n")
             if patch.get("same_as"):
                 lines.append(f"    edited text ({len(body)} lines): the same bytes as {patch['same_as']}")
             elif len(body) <= CONTENT_LINES:

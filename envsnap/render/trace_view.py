@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from envsnap import format as fmt
+from envsnap.model.result_types import DiffResult
 
 MAX_ROWS = 8  # kernel / operator families listed
 BAR_WIDTH = 420  # SVG units of the longest bar
@@ -13,10 +14,8 @@ LABEL_WIDTH = 170
 VALUE_WIDTH = 150
 
 
-def trace_of(result: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    mechanism = (result.get("verdict") or {}).get("mechanism")
-    trace = mechanism.get("trace") if isinstance(mechanism, dict) else None
-    return trace if isinstance(trace, dict) else None
+def trace_of(result: DiffResult) -> Optional[Dict[str, Any]]:
+    return result["verdict"]["mechanism"].get("trace")
 
 
 def heading(trace: Dict[str, Any]) -> str:
@@ -76,7 +75,7 @@ def extra_lines(trace: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def text_lines(result: Dict[str, Any]) -> List[str]:
+def text_lines(result: DiffResult) -> List[str]:
     """The section of `envsnap diff`'s text output (nothing without traces)."""
     trace = trace_of(result)
     if trace is None:
@@ -114,7 +113,7 @@ def svg_view(trace: Dict[str, Any]) -> Dict[str, Any]:
             "bar_h": ROW_HEIGHT // 2 - 2, "value_x": LABEL_WIDTH + BAR_WIDTH + 8}
 
 
-def html_view(result: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def html_view(result: DiffResult) -> Optional[Dict[str, Any]]:
     trace = trace_of(result)
     if trace is None:
         return None

@@ -28,6 +28,7 @@ from markupsafe import escape
 from envsnap.analysis import knowledge
 from envsnap.render import html as html_mod
 from envsnap.render.html import build_view, render_report
+from envsnap.render.report.common import cut
 
 SECTION_IDS = ["verdict", "causes", "runs", "workers", "code", "gpu-host", "differences", "provenance"]
 
@@ -195,7 +196,7 @@ def test_hostile_values_are_text(hostile):
     # the <title> holds the (shortened) label as text, escaped
     title = html[html.index("<title>") + 7:html.index("</title>")]
     assert "<" not in title and '"' not in title
-    assert str(escape(html_mod._cut("eagle3-tp8-bad " + hostile, 80))) in title
+    assert str(escape(cut("eagle3-tp8-bad " + hostile, 80))) in title
 
 
 def test_self_contained_and_csp(normal):

@@ -24,7 +24,8 @@ from helpers.browser import (
     write_pair,
 )
 
-from envsnap.render.html import _cut, fmt_value, render_report
+from envsnap.render.html import render_report
+from envsnap.render.report.common import cut as _cut, fmt_value
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ the snapshots cannot tell them apart.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, cast
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import diff as diff_mod, nodes as nodes_mod, patch_status
@@ -30,20 +30,21 @@ from envsnap.analysis.rank import context as context_mod, domain, flags, hunks, 
 from envsnap.analysis.rank.factors import SIDE_WEIGHTS, Score
 from envsnap.analysis.runs.verdict import worse
 from envsnap.model.keys import SHADOWED, aspect_kind
+from envsnap.model.result_types import RankedCause, Verdict
 
 RESOURCE_COMPONENTS = {"cpus": CPU_HOST, "cpuset": CPU_HOST, "cpu_quota": CPU_HOST, "smt": CPU_HOST,
                        "memory": MEMORY}
 
 
-def _runs_factor(verdict: Dict[str, Any]) -> Tuple[str, str]:
+def _runs_factor(verdict: Verdict) -> Tuple[str, str]:
     """How much the runs say 'something got worse' (scales every cause alike)."""
-    if not verdict.get("metric"):
+    if not verdict["metric"]:
         return "no_runs", ""
-    entry = {"change_pct": verdict.get("change_pct"), "change_abs": verdict.get("change_abs"),
-             "direction": verdict.get("direction")}
+    entry = {"change_pct": verdict["change_pct"], "change_abs": verdict.get("change_abs"),
+             "direction": verdict["direction"]}
     if not worse(entry):
         return "runs_not_worse", ""
-    if verdict.get("significant"):
+    if verdict["significant"]:
         return "runs_significant", ""
     return "runs_beyond_noise", ""
 
@@ -51,17 +52,18 @@ def _runs_factor(verdict: Dict[str, Any]) -> Tuple[str, str]:
 class _Ranking:
     """Everything one ranking reads besides the difference itself."""
 
-    def __init__(self, comp: diff_mod.Comparison, verdict: Dict[str, Any],
+    def __init__(self, comp: diff_mod.Comparison, verdict: Verdict,
                  context: Optional[context_mod.Context], running: Optional[running_mod.Running] = None) -> None:
         self.comp = comp
         self.diffs = [d for d in comp.differences if not d.volatile]
         self.facts = domain.Facts(comp, self.diffs, running)
         self.context = context or context_mod.Context()
-        self.mechanism = verdict.get("mechanism")
-        self.side = (verdict.get("decomposition") or {}).get("side")
+        self.mechanism = verdict["mechanism"]
+        decomposition = verdict["decomposition"]
+        self.side = decomposition["side"] if decomposition else None
         self.runs = _runs_factor(verdict)
 
-    def cause(self, d: diff_mod.Difference) -> Tuple[Score, Dict[str, Any]]:
+    def cause(self, d: diff_mod.Difference) -> Tuple[Score, RankedCause]:
         rule = knowledge.rule_for(d.base_key)
         prior = flags.item_prior(d, self.comp) or priors.prior_for(d, rule, self.comp)
         score = Score(prior.value, prior.source)
@@ -92,7 +94,7 @@ class _Ranking:
                  "change": d.change, "absent": d.absent, "why": why,
                  "evidence": [domain.change_text(d)] + score.lines() + notes, "factors": score.to_json(),
                  **d.subject.to_json()}
-        return score, cause
+        return score, cast(RankedCause, cause)  # its rank and ties: rank_causes, once all are scored
 
     def _domain(self, d: diff_mod.Difference, rule: knowledge.FieldRule, component: str, why: str, score: Score,
                 notes: List[str]) -> Tuple[str, str]:
@@ -156,14 +158,14 @@ class _Ranking:
             notes.append(f"fits the {self.side} side of the EAGLE-3 decomposition ({component})")
 
 
-def rank_causes(comp: diff_mod.Comparison, verdict: Dict[str, Any],
+def rank_causes(comp: diff_mod.Comparison, verdict: Verdict,
                 context: Optional[context_mod.Context] = None,
-                running: Optional[running_mod.Running] = None) -> List[Dict[str, Any]]:
+                running: Optional[running_mod.Running] = None) -> List[RankedCause]:
     """Every non-volatile difference as a cause, most likely first; equal evidence shares a rank.
     `running`: where the measured processes ran from (running.running(good, bad)), for checkouts."""
     # Node by node (one part for single-node snapshots): the domain rules read the views of the node a
     # difference was found on. A difference merged over several nodes keeps its best-supported score.
-    best: Dict[int, Tuple[Score, Dict[str, Any]]] = {}
+    best: Dict[int, Tuple[Score, RankedCause]] = {}
     for part in comp.node_parts():
         ranking = _Ranking(part, verdict, context, running)
         for d in ranking.diffs:
@@ -172,12 +174,12 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Dict[str, Any],
                 best[id(d)] = (score, cause)
     scored = list(best.values())
     scored.sort(key=lambda pair: (-pair[0].signature(), pair[1]["key"]))
-    causes: List[Dict[str, Any]] = []
+    causes: List[RankedCause] = []
     rank = 0
     previous: Optional[float] = None
-    group: List[Dict[str, Any]] = []
+    group: List[RankedCause] = []
 
-    def close(members: List[Dict[str, Any]]) -> None:
+    def close(members: List[RankedCause]) -> None:
         for member in members:  # how many others share its rank (the group's keys: result["groups"])
             member["tied"] = len(members) - 1
 

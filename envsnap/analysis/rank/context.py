@@ -37,6 +37,7 @@ from envsnap.analysis.knowledge import (
 )
 from envsnap.model.merge import node_snapshots
 from envsnap.model.names import canonical_name
+from envsnap.model.result_types import ContextPart
 from envsnap.model.snapshot import section_data
 
 IN_PLAY, ABSENT, NOT_SEEN, UNKNOWN = "in_play", "absent", "not_seen", "unknown"
@@ -63,7 +64,7 @@ class Context:
     def of(self, part: str) -> Presence:
         return self.parts.get(part, Presence(UNKNOWN, ""))
 
-    def to_json(self) -> Dict[str, Dict[str, str]]:
+    def to_json(self) -> Dict[str, ContextPart]:
         return {part: {"state": p.state, "why": p.why} for part, p in sorted(self.parts.items())}
 
 

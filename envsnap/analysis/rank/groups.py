@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 import shlex
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from envsnap.analysis.compare import flags as flag_keys
 from envsnap.model.argv import itemise
+from envsnap.model.result_types import BisectHint, Group, RankedCause
 
 BISECT_REPEAT = 3  # `envsnap bisect --repeat` default (cli/bisect.py)
 MAX_LISTED = 4  # changed arguments named in the different-commands warning
@@ -39,7 +40,7 @@ def configurations_for_one_cause(n: int) -> int:
     return 2 if n == 1 else 2 * math.ceil(math.log2(n)) + 2
 
 
-def _delta_count(causes: List[Dict[str, Any]]) -> int:
+def _delta_count(causes: Sequence[Mapping[str, Any]]) -> int:
     """About how many deltas bisect would search: the differing variables and files among the causes (an
     estimate from the comparison: bisect itself resolves each against this machine)."""
     changes = {_change_of(c) for c in causes if switchable(c)}
@@ -78,7 +79,7 @@ def commands_differ(good: Mapping[str, Any], bad: Mapping[str, Any]) -> Optional
 
 
 def bisect_hint(good: Mapping[str, Any], bad: Mapping[str, Any], good_file: Optional[str],
-                bad_file: Optional[str], causes: List[Dict[str, Any]]) -> Dict[str, Any]:
+                bad_file: Optional[str], causes: Sequence[Mapping[str, Any]]) -> BisectHint:
     """The bisect command for these two snapshots and its estimated cost."""
     deltas = _delta_count(causes)
     configurations = configurations_for_one_cause(deltas)
@@ -90,11 +91,11 @@ def bisect_hint(good: Mapping[str, Any], bad: Mapping[str, Any], good_file: Opti
             "repeat": BISECT_REPEAT, "runs": configurations * BISECT_REPEAT}
 
 
-def tie_groups(causes: List[Dict[str, Any]],
-               hint: Union[None, Dict[str, Any], Callable[[], Dict[str, Any]]]) -> List[Dict[str, Any]]:
+def tie_groups(causes: Sequence[RankedCause],
+               hint: Union[None, BisectHint, Callable[[], BisectHint]]) -> List[Group]:
     """Every group of two or more causes that share a rank, with the bisect command where it can help
     (`hint`: the bisect hint, or a function that makes it, called only when a group needs it)."""
-    by_rank: Dict[int, List[Dict[str, Any]]] = {}
+    by_rank: Dict[int, List[RankedCause]] = {}
     for cause in causes:
         by_rank.setdefault(cause["rank"], []).append(cause)
     groups = []
@@ -104,10 +105,10 @@ def tie_groups(causes: List[Dict[str, Any]],
             continue
         can = [m["key"] for m in members if switchable(m)]
         changes = {_change_of(m) for m in members}
-        group: Dict[str, Any] = {"rank": rank, "size": len(members), "score": members[0]["score"],
-                                 "keys": [m["key"] for m in members],
-                                 "line": f"these {len(members)} cannot be told apart from the snapshots "
-                                         "(the evidence scores them equally)"}
+        group: Group = {"rank": rank, "size": len(members), "score": members[0]["score"],
+                        "keys": [m["key"] for m in members],
+                        "line": f"these {len(members)} cannot be told apart from the snapshots "
+                                "(the evidence scores them equally)"}
         if len(changes) == 1:
             group["line"] = (f"these {len(members)} are one change ({next(iter(changes))}) seen in "
                              f"{len(members)} places, scored equally")
@@ -115,7 +116,7 @@ def tie_groups(causes: List[Dict[str, Any]],
             if callable(hint):
                 hint = hint()
             if hint["deltas"]:
-                group["bisect"] = dict(hint, switchable=can)
+                group["bisect"] = {**hint, "switchable": can}
                 group["bisect_line"] = bisect_line(hint, len(can), len(members))
         groups.append(group)
     return groups

@@ -21,7 +21,7 @@ to anyone, or on other CPUs than the work's ("neighbour_no_effect"). Its compone
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
@@ -188,9 +188,10 @@ def _direction(good: Any, bad: Any) -> Optional[int]:
     return 1 if b > g else -1
 
 
-def apply_mechanism(d: Difference, component: str, mechanism: Optional[Dict[str, Any]], score: Score,
+def apply_mechanism(d: Difference, component: str, mechanism: Optional[Mapping[str, Any]], score: Score,
                     notes: List[str]) -> None:
-    """The mechanism's factors for one difference (see the module doc)."""
+    """The mechanism's factors for one difference (see the module doc). `mechanism`: the verdict's
+    (model/result_types.Mechanism), read as a mapping: a test may hand in only the fields it sets."""
     if not mechanism:
         return
     if d.where == "neighbour":
@@ -268,7 +269,7 @@ def _apply_trace(component: str, trace: Dict[str, Any], score: Score) -> None:
 
 # ---------------------------------------------------------------- neighbours
 
-def apply_neighbour(d: Difference, mechanism: Optional[Dict[str, Any]], score: Score, notes: List[str]) -> None:
+def apply_neighbour(d: Difference, mechanism: Optional[Mapping[str, Any]], score: Score, notes: List[str]) -> None:
     """What a neighbour (another process, or other virtual machines) was seen doing: measured during the
     runs or only at capture, and whether the runs lost any CPU to anyone (compare/neighbours.py)."""
     good = d.good if isinstance(d.good, dict) else None

@@ -19,7 +19,7 @@ The decomposition says which of these it used (`formula`), so a reader can check
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis.runs import stats
@@ -80,7 +80,7 @@ def cycle_source(names: Sequence[str], good_runs: Runs, bad_runs: Runs, accept: 
     return f"{latency} x {accept}", good, bad, f"{latency} x {accept} ({PER_TOKEN_NOTE})"
 
 
-def decompose(entries: Dict[str, Dict[str, Any]], good_runs: Runs, bad_runs: Runs, main: Optional[str]
+def decompose(entries: Mapping[str, Mapping[str, Any]], good_runs: Runs, bad_runs: Runs, main: Optional[str]
               ) -> Optional[Dict[str, Any]]:
     """The decomposition (accept length, cycle time, side, explanation, short line), or None."""
     names = sorted(entries)

@@ -52,6 +52,7 @@ from envsnap.analysis.knowledge import (
 )
 from envsnap.analysis.runs import noise, stats
 from envsnap.analysis.runs.noise import SINGLE_RUN_MIN_PCT
+from envsnap.model.result_types import Mechanism, RunCounts
 
 # NVML utilisation is the share of its sample period in which any kernel ran. A GPU-bound loop
 # reads 95-100%; below 90% the gaps between kernels are a tenth of the time or more: the host side
@@ -266,7 +267,7 @@ def _plural(n: float, word: str) -> str:
 
 # ---------------------------------------------------------------- the mechanism
 
-def mechanism(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+def mechanism(good: Dict[str, Any], bad: Dict[str, Any]) -> Mechanism:
     """The mechanism of the change from GOOD's runs to BAD's (see the module doc), with the profiler traces'
     per-step comparison under "trace" when both sides' runs have traces (analysis/runs/trace_diff.py); its line
     joins the telemetry's."""
@@ -280,9 +281,9 @@ def mechanism(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _telemetry_mechanism(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+def _telemetry_mechanism(good: Dict[str, Any], bad: Dict[str, Any]) -> Mechanism:
     good_runs, bad_runs = _ok_telemetry(good), _ok_telemetry(bad)
-    counts = {"good": len(good_runs), "bad": len(bad_runs)}
+    counts: RunCounts = {"good": len(good_runs), "bad": len(bad_runs)}
     if not good_runs or not bad_runs:
         missing = " and ".join(side for side, runs in (("GOOD", good_runs), ("BAD", bad_runs)) if not runs)
         return _result("unknown", f"no run telemetry on {missing} (measured without `envsnap run`, or "
@@ -297,15 +298,15 @@ def _telemetry_mechanism(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str,
     return _result(kind, line, factors, counts, extra)
 
 
-def _result(kind: str, line: str, factors: Dict[str, Any], counts: Dict[str, int],
-            extra: Dict[str, Any]) -> Dict[str, Any]:
+def _result(kind: str, line: str, factors: Dict[str, Any], counts: RunCounts,
+            extra: Dict[str, Any]) -> Mechanism:
     table_kind = extra.get("table_kind", kind)
     matches, contradicts, why = MECHANISMS[table_kind]
-    out = {"kind": kind, "line": line, "factors": factors, "runs": counts,
-           "components": {"matches": list(matches), "contradicts": list(contradicts), "why": why},
-           "noise": ("a factor moved when GOOD's and BAD's runs do not overlap and the change of the medians "
-                     "exceeds either side's own relative range; with a single run on a side, when it is "
-                     f"{SINGLE_RUN_MIN_PCT:g}% or more")}
+    out: Mechanism = {"kind": kind, "line": line, "factors": factors, "runs": counts,
+                      "components": {"matches": list(matches), "contradicts": list(contradicts), "why": why},
+                      "noise": ("a factor moved when GOOD's and BAD's runs do not overlap and the change of the medians "
+                                "exceeds either side's own relative range; with a single run on a side, when it is "
+                                f"{SINGLE_RUN_MIN_PCT:g}% or more")}
     if "actor" in extra:
         out["actor"] = extra["actor"]
     if extra.get("neighbours"):

@@ -17,12 +17,13 @@ HTML all print the verdict's `headline`, `noise`, `summary` and `mechanism` line
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 from envsnap import format as fmt
 from envsnap.analysis.runs import eagle3, mechanism as mechanism_mod, stats
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics
+from envsnap.model.result_types import MetricEntry, Verdict
 
 # The verdict line's first words, per outcome of the main metric.
 HEADLINES = {
@@ -89,20 +90,21 @@ def outcome(direction: str, change: Optional[float], beyond_noise: bool, signifi
 
 
 def metric_entry(name: str, good: List[float], bad: List[float], overrides: Optional[Dict[str, str]] = None,
-                 bootstrap: bool = True) -> Dict[str, Any]:
+                 bootstrap: bool = True) -> MetricEntry:
     """One metric compared: the numbers, whether a test can decide it, and its outcome."""
     cmp = stats.compare(good, bad, bootstrap=bootstrap)
     direction = metrics.direction(name, overrides)
     n_good, n_bad = cmp["good"]["n"], cmp["bad"]["n"]
-    entry = {"direction": direction, "good": cmp["good"], "bad": cmp["bad"], "change_pct": cmp["change_pct"],
-             "p_value": cmp["p_value"], "method": cmp["method"], "ci_pct": cmp["ci_pct"],
-             "beyond_noise": cmp["beyond_noise"], "significant": cmp["significant"],
-             "testable": stats.min_achievable_p(n_good, n_bad) < stats.SIGNIFICANCE_LEVEL,
-             "outcome": outcome(direction, signed_change(cmp), cmp["beyond_noise"], cmp["significant"]),
-             "change_text": change_text(cmp, name)}
-    for extra in ("change_abs", "ci_abs"):  # a change from a median of 0, in the metric's unit
-        if extra in cmp:
-            entry[extra] = cmp[extra]
+    entry: MetricEntry = {"direction": direction, "good": cmp["good"], "bad": cmp["bad"], "change_pct": cmp["change_pct"],
+                          "p_value": cmp["p_value"], "method": cmp["method"], "ci_pct": cmp["ci_pct"],
+                          "beyond_noise": cmp["beyond_noise"], "significant": cmp["significant"],
+                          "testable": stats.min_achievable_p(n_good, n_bad) < stats.SIGNIFICANCE_LEVEL,
+                          "outcome": outcome(direction, signed_change(cmp), cmp["beyond_noise"], cmp["significant"]),
+                          "change_text": change_text(cmp, name)}
+    if "change_abs" in cmp:  # a change from a median of 0, in the metric's unit
+        entry["change_abs"] = cmp["change_abs"]
+    if "ci_abs" in cmp:
+        entry["ci_abs"] = cmp["ci_abs"]
     return entry
 
 
@@ -121,7 +123,7 @@ def change_text(entry: Dict[str, Any], name: str) -> str:
     return f"{sign}{fmt.num(abs(difference))}{fmt.unit(name)} from 0"
 
 
-def _too_few(entry: Dict[str, Any]) -> Optional[str]:
+def _too_few(entry: MetricEntry) -> Optional[str]:
     if entry["testable"] or entry["significant"]:
         return None
     n_good, n_bad = entry["good"]["n"], entry["bad"]["n"]
@@ -130,7 +132,7 @@ def _too_few(entry: Dict[str, Any]) -> Optional[str]:
             "5 runs a side can reach 0.008)")
 
 
-def _summary(name: str, entry: Dict[str, Any], headline: str, noise: str, too_few: Optional[str],
+def _summary(name: str, entry: MetricEntry, headline: str, noise: str, too_few: Optional[str],
              short: str) -> str:
     g, b = entry["good"], entry["bad"]
     text = (f"{headline} {name} {fmt.num(g['median'])} {fmt.ARROW} {fmt.num(b['median'])}{fmt.unit(name)} "
@@ -143,7 +145,7 @@ def _summary(name: str, entry: Dict[str, Any], headline: str, noise: str, too_fe
     return text
 
 
-def _no_verdict(summary: str, entries: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+def _no_verdict(summary: str, entries: Dict[str, MetricEntry]) -> Dict[str, Any]:
     empty = stats.describe([])
     return {"metric": None, "direction": metrics.HIGHER, "good": empty, "bad": empty, "change_pct": None,
             "p_value": None, "method": "no data", "ci_pct": None, "beyond_noise": False, "significant": False,
@@ -162,12 +164,12 @@ def _directions(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, str]:
 
 
 def build_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str] = None
-                  ) -> Tuple[Dict[str, Any], List[str]]:
+                  ) -> Tuple[Verdict, List[str]]:
     """(verdict, warnings) of two snapshots' runs: the metrics' outcome, and the mechanism (how the runs'
     telemetry changed: mechanism.py), which every output states and the ranking weighs."""
     verdict, warnings = _metric_verdict(good, bad, metric)
     verdict["mechanism"] = mechanism_mod.mechanism(good, bad)
-    return verdict, warnings
+    return cast(Verdict, verdict), warnings  # the metric's entry and the verdict's words, now whole
 
 
 def _metric_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str]
@@ -225,10 +227,9 @@ def worse(entry: Dict[str, Any]) -> bool:
     return metrics.is_worse(str(entry.get("direction")), signed_change(entry))
 
 
-def mechanism_line(verdict: Dict[str, Any]) -> str:
+def mechanism_line(verdict: Verdict) -> str:
     """The mechanism's one line, when the verdict measured something: what text and HTML print (JSON carries
     the whole mechanism under verdict.mechanism)."""
-    mechanism = verdict.get("mechanism")
-    if not verdict.get("metric") or not isinstance(mechanism, dict):
+    if not verdict["metric"]:
         return ""
-    return str(mechanism.get("line") or "")
+    return verdict["mechanism"]["line"]

@@ -18,20 +18,20 @@ import the other eleven.
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
+from envsnap.capture.base import Collector, CollectorModule
 from envsnap.model.rules import SectionRules
 
-SECTIONS: List[Tuple[str, ModuleType]]
-COLLECTORS: List[Tuple[str, Callable[..., Dict[str, Any]]]]
+SECTIONS: List[Tuple[str, CollectorModule]]
+COLLECTORS: List[Tuple[str, Collector]]
 COLLECTOR_NAMES: List[str]
 SECTION_SHAPES: Dict[str, Any]
 SECTION_RULES: Dict[str, SectionRules]
 _TABLES = ("SECTIONS", "COLLECTORS", "COLLECTOR_NAMES", "SECTION_SHAPES", "SECTION_RULES")
 
 
-def _sections() -> List[Tuple[str, ModuleType]]:
+def _sections() -> List[Tuple[str, CollectorModule]]:
     from envsnap.capture.collectors import (
         env,
         files,
