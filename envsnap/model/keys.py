@@ -17,6 +17,7 @@ one apart only through the Subject it came with.
 """
 from __future__ import annotations
 
+import re
 from typing import AbstractSet, Any, Callable, Dict, Iterable, Mapping, NamedTuple, Optional, Tuple
 
 # ---------------------------------------------------------------- what a key is about
@@ -94,6 +95,32 @@ def command_process(name: str) -> str:
 def command_process_name(process: str) -> Optional[str]:
     """The run command's own process name in a process key (command_process's reverse), or None."""
     return process[len(COMMAND_PROCESS):] if process.startswith(COMMAND_PROCESS) else None
+
+
+RUN_PROCESS = "run/"  # the libraries section's key prefix of the run command's own processes (run_processes)
+_RUN_RECORD = re.compile(r"(\d+)/(.+)")  # a probe record of one run of `envsnap run`: "<run>/<process>"
+
+
+def run_process(key: str) -> str:
+    """The libraries view's process key of the run command's own process `key` (its run_processes entry)."""
+    return f"{RUN_PROCESS}{key}"
+
+
+def run_process_name(process: str) -> Optional[str]:
+    """The run command's own process in a libraries process key (run_process's reverse), or None."""
+    return process[len(RUN_PROCESS):] if process.startswith(RUN_PROCESS) else None
+
+
+def run_process_words(process: str) -> str:
+    """A libraries process key as a reader reads it: the run command's own say so."""
+    name = run_process_name(process)
+    return process if name is None else f"{name} (the benchmark command)"
+
+
+def record_process(key: str) -> str:
+    """The process of a probe record key, without the run it was seen in ("3/python-0" -> "python-0")."""
+    match = _RUN_RECORD.fullmatch(key)
+    return match.group(2) if match else key
 
 
 def process_base(process: str) -> str:
@@ -213,6 +240,17 @@ def within(entity_keys: Iterable[str]) -> Callable[[str], bool]:
     commit and dirty files, a process's fields, a GPU's)."""
     prefixes = tuple(k + "." for k in entity_keys)
     return lambda key: key.startswith(prefixes)
+
+
+def series_key(series: str, who: str) -> str:
+    """One process's own run series in the mechanism's factors ("cpus.<process>" beside the runs' "cpus")."""
+    return f"{series}.{who}"
+
+
+def series_of(name: str) -> Tuple[str, str]:
+    """(series, process) of a mechanism factor's name (series_key's reverse); process "" for the runs' own."""
+    series, _, who = name.partition(".")
+    return series, who
 
 
 def head(key: str) -> str:

@@ -111,6 +111,25 @@ def test_node_qualified_keys_and_instances():
     assert keys.instances_key("gpu", "*", "power.limit_w") == "gpu.*.power.limit_w"
 
 
+def test_the_run_commands_own_processes_in_the_libraries_view_and_probe_records():
+    """The libraries view names the run command's processes run/<key>; a probe record of one run of
+    `envsnap run` is "<run>/<process>": both read back to the process a user knows."""
+    own = keys.run_process("python-2")
+    assert own == "run/python-2" and keys.run_process_name(own) == "python-2"
+    assert keys.run_process_name("scheduler_TP0") is None
+    assert keys.run_process_words(own) == "python-2 (the benchmark command)"
+    assert keys.run_process_words("scheduler_TP0") == "scheduler_TP0"
+    assert keys.record_process("3/python-0") == "python-0"
+    assert keys.record_process("scheduler_TP0") == "scheduler_TP0"
+    assert keys.record_process("x/python-0") == "x/python-0"
+
+
+def test_a_processes_own_run_series_in_the_mechanism():
+    name = keys.series_key("cpus", "python-0")
+    assert name == "cpus.python-0" and keys.series_of(name) == ("cpus", "python-0")
+    assert keys.series_of("cpus") == ("cpus", "")
+
+
 def test_process_keys_and_their_aspects():
     run_own = keys.command_process("python-0")
     assert keys.command_process_name(run_own) == "python-0"

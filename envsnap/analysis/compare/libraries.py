@@ -22,11 +22,11 @@ import fnmatch
 import os
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
+from envsnap.model import keys
 from envsnap.model.owners import owner_text
 from envsnap.model.snapshot import section_data
 
 SECTION = "libraries"
-RUN_PREFIX = "run/"  # process keys of the run command's own processes (the section's run_processes)
 
 
 class Loaded(NamedTuple):
@@ -90,7 +90,7 @@ def _processes(data: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
             out[str(key)] = entry
     for key, entry in (data.get("run_processes") or {}).items():
         if isinstance(entry, dict):
-            out[RUN_PREFIX + str(key)] = entry
+            out[keys.run_process(str(key))] = entry
     return out
 
 

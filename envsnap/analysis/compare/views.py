@@ -393,15 +393,13 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
     own processes) valued by the file, its version and identity (build-id, else a sha256 prefix), so the same
     soname from another file or build is one difference ("python-0 maps libgomp.so.1 from ... instead of ...").
     A process whose maps could not be read has no keys: it says nothing about what it loaded."""
-    from envsnap.analysis.compare import libraries as libraries_mod
-
     table = data.get("objects") or {}
-    sections = (("processes", ""), ("run_processes", libraries_mod.RUN_PREFIX))
-    for field_name, prefix in sections:
+    sections = (("processes", str), ("run_processes", keys.run_process))
+    for field_name, process_key in sections:
         for key, entry in sorted((data.get(field_name) or {}).items()):
             if not isinstance(entry, dict) or not isinstance(entry.get("objects"), dict):
                 continue
-            process = f"{prefix}{key}"
+            process = process_key(str(key))
             # An object the run's processes mapped in some runs and not in others came and went with when the
             # maps were sampled (a short client read before it imported, another run read later): not a fact
             # about the side. Only what every run of each side mapped is compared (drop_unstable, for diff and rank).

@@ -41,7 +41,7 @@ def _index() -> Tuple[Tuple[FieldRule, ...], Dict[str, int], Dict[str, List[int]
     lengths: Dict[str, Tuple[int, ...]] = {"": tuple(sorted(dotless))}
     for prefix in by_prefix:
         if "." in prefix:
-            head = prefix.partition(".")[0]
+            head = key_head(prefix)
             lengths[head] = tuple(sorted(set(lengths.get(head, ())) | dotless | {len(prefix)}))
     return rules, last_part, by_prefix, lengths
 

@@ -35,6 +35,7 @@ from envsnap.analysis.knowledge import (
     THREADS_CONTEXT,
     requirement_for,
 )
+from envsnap.model import keys
 from envsnap.model.merge import node_snapshots
 from envsnap.model.names import canonical_name
 from envsnap.model.result_types import ContextPart
@@ -125,8 +126,7 @@ def _loaded_side(snap: Mapping[str, Any], part: str) -> Optional[Presence]:
     found = [hit for pattern in LOADED_BY_PART[part] for hit in libraries_mod.loaded(data, pattern)]
     if found:
         hit = sorted(found)[0]
-        who = hit.process[len(libraries_mod.RUN_PREFIX):] + " (the benchmark command)" \
-            if hit.process.startswith(libraries_mod.RUN_PREFIX) else hit.process
+        who = keys.run_process_words(hit.process)
         more = len({h.process for h in found}) - 1
         return Presence(IN_PLAY, f"{who}{f' and {more} more' if more > 0 else ''} loaded {hit.name} ({hit.path})")
     if any(p.get("status") not in (None, "ok") for p in processes):

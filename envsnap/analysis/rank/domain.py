@@ -488,10 +488,10 @@ def shadowed_why(d: diff_mod.Difference, why: str) -> str:
 def library_why(d: diff_mod.Difference, why: str, score: Score) -> str:
     """What the maps showed: which process mapped which file for the object, on each side."""
     process, name = d.subject.entity, d.subject.aspect
-    if process.startswith("run/") and (d.good is None or d.bad is None):
+    if keys.run_process_name(process) is not None and (d.good is None or d.bad is None):
         score.apply("maps_sampled", "the benchmark command's processes were read while they ran: an object "
                                     "mapped after the last read is not seen")
-    who = process[len("run/"):] + " (the benchmark command)" if process.startswith("run/") else process
+    who = keys.run_process_words(process)
     good, bad = diff_mod.display(d.subject, d.good), diff_mod.display(d.subject, d.bad)
     if d.good is None:
         return f"{who} maps {name} from {bad} on BAD, not on GOOD: {why}"

@@ -20,7 +20,6 @@ to anyone, or on other CPUs than the work's ("neighbour_no_effect"). Its compone
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from envsnap import format as fmt
@@ -31,11 +30,11 @@ from envsnap.analysis.compare.env_reads import NCCL_READER
 from envsnap.analysis.rank.factors import SERIES_SHORT_SHARE, Score
 from envsnap.analysis.rank.priors import cpu_count
 from envsnap.analysis.runs.mechanism import lost_cpu
+from envsnap.model import keys
 from envsnap.model.snapshot import section_data
 
 SERIES_WORDS = {knowledge.CPU_SET: "CPU set", knowledge.PEAK_THREADS: "peak threads",
                 knowledge.BUSY_CPUS: "CPUs kept busy"}
-_RUN_PREFIX = re.compile(r"(\d+)/(.+)")
 
 
 # ---------------------------------------------------------------- who read it
@@ -47,8 +46,7 @@ def _readers(comp: Comparison, name: str) -> Dict[str, Tuple[int, int]]:
     out: Dict[str, Tuple[int, int]] = {}
     for view in (comp.good, comp.bad):
         for key, count in (view.env_reads.get(name) or {}).items():
-            match = _RUN_PREFIX.fullmatch(key)
-            process = match.group(2) if match else key
+            process = keys.record_process(key)
             reads, runs = out.get(process, (0, 0))
             out[process] = (max(reads, count), 1) if process == NCCL_READER else (reads + count, runs + 1)
     return out
@@ -63,12 +61,6 @@ def _readers_text(readers: Dict[str, Tuple[int, int]]) -> str:
             parts.append(f"{process} ({reads} read{'s' if reads != 1 else ''})")
     more = len(readers) - len(parts)
     return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
-
-
-def _process_of(key: str) -> str:
-    """A tracked reader's process key, without the run prefix that names the run it was seen in."""
-    match = _RUN_PREFIX.fullmatch(key)
-    return match.group(2) if match else key
 
 
 def _loaded_code(comp: Comparison, name: str, d_good: Any, d_bad: Any) -> Optional[Tuple[str, List[str], str]]:
@@ -91,8 +83,7 @@ def _loaded_code(comp: Comparison, name: str, d_good: Any, d_bad: Any) -> Option
         for reader in evidence.readers:
             label = reader.name if reader.kind == "library" else f"the start-up hook {reader.path}"
             owner = f" ({reader.owner})" if reader.owner and reader.owner != "unknown" else ""
-            who = [p[len(libraries_mod.RUN_PREFIX):] if p.startswith(libraries_mod.RUN_PREFIX) else p
-                   for p in reader.processes]
+            who = [keys.run_process_name(p) or p for p in reader.processes]
             entry = found.setdefault(label + owner, [])
             entry.extend(w for w in who if w not in entry)
         data = section_data(view.source, libraries_mod.SECTION)
@@ -152,14 +143,14 @@ def apply_reads(d: Difference, comp: Comparison, score: Score, notes: List[str],
     uncovered = _uncovered(comp)
     if uncovered:
         # Records that end before the runs did cannot say the variable was not read during them.
-        shown = ", ".join(sorted({_process_of(k) for k in uncovered})[:3])
-        more = len({_process_of(k) for k in uncovered}) - min(3, len({_process_of(k) for k in uncovered}))
+        shown = ", ".join(sorted({keys.record_process(k) for k in uncovered})[:3])
+        more = len({keys.record_process(k) for k in uncovered}) - min(3, len({keys.record_process(k) for k in uncovered}))
         when = fmt.clock(min(t for t in uncovered.values()))
         notes.append(f"no measured process's Python code read it up to their last records, but reads are not known "
                      f"after {when} for {shown}{f' and {more} more' if more > 0 else ''}, whose records end before "
                      "the runs did (a probe without a journal): not counted as not read")
         return
-    processes = {_process_of(k) for k in tracked}
+    processes = {keys.record_process(k) for k in tracked}
     through = " (their reads are known through the runs)" if any(
         view.runs_ended is not None for view in (comp.good, comp.bad)) else ""
     score.apply("not_read", f"not read: read tracking was on in {len(processes)} measured "

@@ -52,6 +52,7 @@ from envsnap.analysis.knowledge import (
 )
 from envsnap.analysis.runs import noise, stats
 from envsnap.analysis.runs.noise import SINGLE_RUN_MIN_PCT
+from envsnap.model import keys
 from envsnap.model.result_types import Mechanism, RunCounts
 
 # NVML utilisation is the share of its sample period in which any kernel ran. A GPU-bound loop
@@ -191,7 +192,7 @@ def _series(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, List[float
             put("cpus", float(len(cpus)))
         for key, proc in sorted(_watched(usage).items()):
             if isinstance(proc.get("cpu_set"), list) and proc["cpu_set"]:
-                put(f"cpus.{key}", float(len(proc["cpu_set"])))
+                put(keys.series_key("cpus", key), float(len(proc["cpu_set"])))
         put("ctx_voluntary", _count(usage, "ctx_voluntary"))
         involuntary = _count(usage, "ctx_involuntary")
         if involuntary is not None and cpu:
@@ -367,10 +368,10 @@ def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad:
         f"CPU time per run {_pct(cpu)}" if cpu else "no CPU time recorded")
 
     # 1. A smaller CPU set: a fact, not a statistic (every BAD run had fewer CPUs than every GOOD run).
-    for name in sorted(n for n in f if n == "cpus" or n.startswith("cpus.")):
+    for name in sorted(n for n in f if keys.series_of(n)[0] == "cpus"):
         g_runs, b_runs = f[name]["good"], f[name]["bad"]
         if f[name]["beyond_noise"] and b_runs < g_runs:
-            actor = name.partition(".")[2]
+            actor = keys.series_of(name)[1]
             fewer = g_runs / b_runs if b_runs else float("inf")
             if _up(cpu) and cpu["good"] and cpu["bad"] / cpu["good"] > fewer:
                 break  # more CPU work outweighs the lost CPUs: the CPU-work branch says both
