@@ -6,8 +6,8 @@ only some results carry sits in a `total=False` class of its own (Python 3.9 has
 tests/model/test_result_types.py checks every golden output (tests/data/golden/*.json) against these types
 at run time, so the types cannot drift from the data. A value that comes from a snapshot as it was recorded
 (a package's version, a GPU attribute, an environment variable's value) is `Any`: what a collector wrote,
-checked by the snapshot's shapes, not here. The neighbours, the recorded patches' status and the node pairing
-stay plain dicts here: each has its one producer and its one view in render/report/, which read them as data.
+checked by the snapshot's shapes, not here. The neighbours and the node pairing stay plain dicts here: each
+has its one producer and its one view in render/report/, which read them as data.
 """
 from __future__ import annotations
 
@@ -241,9 +241,18 @@ class _PatchBase(TypedDict):
     causes: List[str]  # keys of the causes it supports, most likely first
 
 
+class HunkEdits(TypedDict):
+    """A changed file's hunks as edits (model/hunks.edit_id): the same on both sides, or on one side only
+    (compare/patches.hunk_edits)."""
+    same: List[str]
+    good_only: List[str]
+    bad_only: List[str]
+
+
 class Patch(_PatchBase, total=False):
     """One changed file's text as a diff (compare/patches.build)."""
     same_as: str  # the patch showing the same edited bytes
+    hunk_edits: HunkEdits  # where both sides' edits of one text were named hunk by hunk
 
 
 # ---------------------------------------------------------------- the side-by-side tables (analysis/tables)
@@ -584,6 +593,47 @@ class Tables(_TablesBase, total=False):
     nodes: List[NodeTables]
 
 
+# ---------------------------------------------------------------- recorded patches (compare/patch_status)
+
+class PatchSide(TypedDict):
+    """A recorded patch (--patch) on one side (patch_status._side), its fields as the snapshot has them."""
+    path: Optional[str]
+    status: Any
+    sha256: Any
+    target: Dict[str, Any]  # where it was checked against: root, kind, dist, version, strip
+    error: Any
+    note: Any
+
+
+class _HunkStatusBase(TypedDict):
+    n: str
+    key: str
+    file: Any
+    header: Any
+    good: Any  # the hunk's status on that side; None where that side's patch lacks it
+    bad: Any
+    changed: bool
+    file_sha256: Dict[str, Optional[str]]
+    why: Dict[str, Any]
+    same_edit: bool
+    text: Optional[str]
+
+
+class HunkStatus(_HunkStatusBase, total=False):
+    """One hunk of a recorded patch on both sides (patch_status.table)."""
+    rank: int  # its cause's rank, where it is one
+    also_in: Dict[str, List[str]]  # the dirty checkout files whose own diff has the same edit, per side
+
+
+class PatchStatus(TypedDict):
+    """A recorded patch with its hunks' status on each side (patch_status.table): result["patch_status"]."""
+    name: str
+    good: Optional[PatchSide]
+    bad: Optional[PatchSide]
+    hunks: List[HunkStatus]
+    changed: int
+
+
 # ---------------------------------------------------------------- the whole result
 
 class SideMeta(TypedDict):
@@ -611,7 +661,7 @@ class _DiffResultBase(TypedDict):
 class DiffResult(_DiffResultBase, total=False):
     """The whole good-vs-bad analysis (analysis/result.analyze); the optional parts only where the snapshots
     recorded them (or, for tables, where the caller asked)."""
-    patch_status: List[Dict[str, Any]]  # recorded patches' hunks per side (compare/patch_status.table)
+    patch_status: List[PatchStatus]  # recorded patches' hunks per side (compare/patch_status.table)
     neighbours: Dict[str, Any]  # other processes beside the work (compare/neighbours.compare)
     nodes: Dict[str, Any]  # which node was compared with which (compare/nodes.Pairing.to_json)
     tables: Tables  # the report's side-by-side tables (analysis/tables.build_tables)
