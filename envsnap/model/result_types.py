@@ -6,8 +6,8 @@ only some results carry sits in a `total=False` class of its own (Python 3.9 has
 tests/model/test_result_types.py checks every golden output (tests/data/golden/*.json) against these types
 at run time, so the types cannot drift from the data. A value that comes from a snapshot as it was recorded
 (a package's version, a GPU attribute, an environment variable's value) is `Any`: what a collector wrote,
-checked by the snapshot's shapes, not here. The neighbours and the node pairing stay plain dicts here: each
-has its one producer and its one view in render/report/, which read them as data.
+checked by the snapshot's shapes, not here. The neighbours stay a plain dict here: one producer and one view
+in render/report/ and render/text.py, which read it as data.
 """
 from __future__ import annotations
 
@@ -634,6 +634,26 @@ class PatchStatus(TypedDict):
     changed: int
 
 
+# ---------------------------------------------------------------- merged snapshots (compare/nodes)
+
+class ComparedNode(TypedDict):
+    """A node compared, with each side's host; None on a side without that node."""
+    node: Optional[str]
+    good: Optional[str]
+    bad: Optional[str]
+
+
+class NodePairing(TypedDict):
+    """Which node was compared with which (compare/nodes.Pairing.to_json): result["nodes"]."""
+    mode: str  # "clusters" | "cluster-vs-node" (never written for two single-node snapshots)
+    good: List[str]
+    bad: List[str]
+    compared: List[str]
+    good_only: List[Optional[str]]
+    bad_only: List[Optional[str]]
+    pairs: List[ComparedNode]
+
+
 # ---------------------------------------------------------------- the whole result
 
 class SideMeta(TypedDict):
@@ -663,5 +683,5 @@ class DiffResult(_DiffResultBase, total=False):
     recorded them (or, for tables, where the caller asked)."""
     patch_status: List[PatchStatus]  # recorded patches' hunks per side (compare/patch_status.table)
     neighbours: Dict[str, Any]  # other processes beside the work (compare/neighbours.compare)
-    nodes: Dict[str, Any]  # which node was compared with which (compare/nodes.Pairing.to_json)
+    nodes: NodePairing  # which node was compared with which (compare/nodes.Pairing.to_json)
     tables: Tables  # the report's side-by-side tables (analysis/tables.build_tables)
