@@ -1,9 +1,9 @@
 """The one shape every collector has, and the helpers that build its result.
 
-A collector is `collect(ctx: CaptureContext) -> dict` that returns one of
+A collector is `collect(ctx: CaptureContext) -> Section` that returns one of
 `ok(data)`, `unavailable(reason, data)` or `failed(error, data)` and never raises.
 "Unavailable" (no NVML, not a git repository) is a fact about the machine, not an
-error. The runner in capture.py adds time bounds and catches anything that escapes.
+error. The runner (runner.py) adds time bounds and catches anything that escapes.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol
 
 from envsnap.model.rules import SectionRules
+from envsnap.model.types import Section
 
 # Bounds on the file text a capture keeps (content records, see collectors/content.py): a file's
 # first DEFAULT_CONTENT_MAX_FILE bytes, DEFAULT_CONTENT_MAX_TOTAL bytes of text per snapshot.
@@ -84,7 +85,7 @@ class CaptureContext:
 class Collector(Protocol):
     """What the runner calls: a collector's `collect` (or a forked one's answer), checked by mypy."""
 
-    def __call__(self, ctx: CaptureContext) -> Dict[str, Any]: ...
+    def __call__(self, ctx: CaptureContext) -> Section: ...
 
 
 class CollectorModule(Protocol):
@@ -94,22 +95,22 @@ class CollectorModule(Protocol):
     SHAPE: Any  # its data's shape, in model/schema.py's shape language
     RULES: SectionRules
 
-    def collect(self, ctx: CaptureContext) -> Dict[str, Any]: ...
+    def collect(self, ctx: CaptureContext) -> Section: ...
 
 
-def ok(data: Dict[str, Any]) -> Dict[str, Any]:
+def ok(data: Dict[str, Any]) -> Section:
     return {"status": "ok", "data": data}
 
 
-def unavailable(reason: str, data: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    result: Dict[str, Any] = {"status": "unavailable", "reason": reason}
+def unavailable(reason: str, data: Optional[Dict[str, Any]] = None) -> Section:
+    result: Section = {"status": "unavailable", "reason": reason}
     if data:
         result["data"] = data
     return result
 
 
-def failed(error: str, data: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    result: Dict[str, Any] = {"status": "error", "error": error}
+def failed(error: str, data: Optional[Dict[str, Any]] = None) -> Section:
+    result: Section = {"status": "error", "error": error}
     if data:
         result["data"] = data
     return result

@@ -23,11 +23,12 @@ from __future__ import annotations
 import os
 import pickle
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 
+from envsnap.model.types import Section
 from envsnap.subproc import fork_child, reap, write_all
 
-_Collect = Callable[[Any], Dict[str, Any]]
+_Collect = Callable[[Any], Section]
 
 # The collectors that run in a process of their own when the capture command asks (ctx.own_process).
 OWN_PROCESS = frozenset({"packages"})
@@ -42,7 +43,7 @@ class ForkedCollector:
         self._reaped = False
         self._lock = threading.Lock()
 
-    def __call__(self, ctx: Any) -> Dict[str, Any]:
+    def __call__(self, ctx: Any) -> Section:
         with os.fdopen(self._read_fd, "rb") as pipe:
             payload = pipe.read()  # EOF when the child exits (or is killed)
         self._end(kill=False)
@@ -51,8 +52,9 @@ class ForkedCollector:
         kind, value = pickle.loads(payload)
         if kind == "error":
             raise RuntimeError(value)
-        section: Dict[str, Any] = value
-        return section
+        # Unpickled, so of no type mypy can know: whatever the collector returned, which the runner
+        # checks as it checks a thread's (runner._normalise) before anything reads it.
+        return cast(Section, value)
 
     def kill(self) -> None:
         """Stop the child if it still runs (the capture gave up on it), and reap it."""

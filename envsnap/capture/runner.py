@@ -11,13 +11,14 @@ import gc
 import socket
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, cast
 
 from envsnap.capture import forked
 from envsnap.capture.base import CaptureContext, Collector
 from envsnap.capture.collectors import COLLECTORS, SECTION_SHAPES, content
 from envsnap.model import schema, snapshot as snapshot_mod
 from envsnap.model.snapshot import utc_now
+from envsnap.model.types import Section
 from envsnap.redact import redact_text, scrub
 
 _gc_lock = threading.Lock()
@@ -48,7 +49,7 @@ def _gc_paused() -> Iterator[None]:
 TIME_LIMITS = {"host": 10.0, "env": 5.0, "python": 10.0, "sglang": 10.0}
 
 
-def run_collector(name: str, func: Collector, ctx: CaptureContext, limit: float) -> Dict[str, Any]:
+def run_collector(name: str, func: Collector, ctx: CaptureContext, limit: float) -> Section:
     """Run one collector in a daemon thread; return its section, whatever happens."""
     box: Dict[str, Any] = {}
 
@@ -74,17 +75,19 @@ def run_collector(name: str, func: Collector, ctx: CaptureContext, limit: float)
     return _normalise(box.get("result"), elapsed)
 
 
-def _normalise(result: Any, elapsed: float) -> Dict[str, Any]:
+def _normalise(result: Any, elapsed: float) -> Section:
+    """A collector's return value as a section: Any, since a forked one's comes unpickled and a
+    buggy one's may be anything; only its status is known good here (the schema checks the rest)."""
     if not isinstance(result, dict) or result.get("status") not in snapshot_mod.SECTION_STATUSES:
         return {"status": "error", "error": f"collector returned {type(result).__name__}, not a section", "elapsed_s": elapsed}
-    section = dict(result)
+    section = cast(Section, dict(result))
     section["elapsed_s"] = elapsed
     if "data" in section and not isinstance(section["data"], dict):
         section = {"status": "error", "error": "collector data is not an object", "elapsed_s": elapsed}
     return section
 
 
-def _finish_section(name: str, section: Dict[str, Any], redact: bool) -> Dict[str, Any]:
+def _finish_section(name: str, section: Section, redact: bool) -> Section:
     """Scrub a section (secrets, undecodable bytes, NaN) and make sure it will load: a section
     the format refuses (a server answering odd types, a collector bug, nesting no reader can
     walk) becomes an error that says why; the other sections are kept."""
@@ -130,7 +133,7 @@ def _capture(
     # (base.wrap_up_reserve); a collector forked before the runner was imported started the clock.
     hard_deadline = ctx.start_clock() + ctx.timeout
     snap = snapshot_mod.new_snapshot(ctx.label, socket.gethostname(), utc_now())
-    results: Dict[str, Dict[str, Any]] = {}
+    results: Dict[str, Section] = {}
 
     # Collectors of OWN_PROCESS first, each forked while no thread runs yet (or in a thread, see forked.py),
     # unless the capture command forked it already.

@@ -9,6 +9,7 @@ import click
 from envsnap.cli.options import FILE, capture_options
 from envsnap.errors import EnvsnapError
 from envsnap.measure import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_TRACE_WAIT_S
+from envsnap.model.types import Section
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -170,7 +171,7 @@ def _probe_after_runs(snap, capture_ctx, windows) -> None:
     from envsnap.capture import runner
     from envsnap.capture.collectors import probe as probe_collector
 
-    before = snap["sections"].get("probe") or {}
+    before: Section = snap["sections"].get("probe") or Section()
     again = runner.capture(capture_ctx, collectors=[
         ("probe", lambda ctx: probe_collector.collect_after_runs(ctx, before, windows))])
     snap["sections"]["probe"] = again["sections"]["probe"]
@@ -183,7 +184,7 @@ def _libraries_after_runs(snap, capture_ctx, session) -> None:
     from envsnap.capture import runner
     from envsnap.capture.collectors import libraries
 
-    before = snap["sections"].get("libraries") or {}
+    before: Section = snap["sections"].get("libraries") or Section()
     labels = [window["run"] for window in session.windows]
     probe = (snap["sections"].get("probe") or {}).get("data") or {}
     names: set = set()

@@ -4,9 +4,10 @@ every renderer formats, named field by field for mypy and for readers.
 Each TypedDict is the shape as it is serialised, produced by the module its docstring names; a field that
 only some results carry sits in a `total=False` class of its own (Python 3.9 has no NotRequired).
 tests/model/test_result_types.py checks every golden output (tests/data/golden/*.json) against these types
-at run time, so the types cannot drift from the data. The side-by-side tables (analysis/tables), the
-neighbours, the recorded patches' status and the node pairing stay plain dicts here: each has its one
-producer and its one view in render/report/, which read them as data.
+at run time, so the types cannot drift from the data. A value that comes from a snapshot as it was recorded
+(a package's version, a GPU attribute, an environment variable's value) is `Any`: what a collector wrote,
+checked by the snapshot's shapes, not here. The neighbours stay a plain dict here: one producer and one view
+in render/report/ and render/text.py, which read it as data.
 """
 from __future__ import annotations
 
@@ -240,9 +241,417 @@ class _PatchBase(TypedDict):
     causes: List[str]  # keys of the causes it supports, most likely first
 
 
+class HunkEdits(TypedDict):
+    """A changed file's hunks as edits (model/hunks.edit_id): the same on both sides, or on one side only
+    (compare/patches.hunk_edits)."""
+    same: List[str]
+    good_only: List[str]
+    bad_only: List[str]
+
+
 class Patch(_PatchBase, total=False):
     """One changed file's text as a diff (compare/patches.build)."""
     same_as: str  # the patch showing the same edited bytes
+    hunk_edits: HunkEdits  # where both sides' edits of one text were named hunk by hunk
+
+
+# ---------------------------------------------------------------- the side-by-side tables (analysis/tables)
+
+class SectionStatus(TypedDict):
+    """One side's section: ok | unavailable | error | timeout | not captured (tables/common.section_status)."""
+    status: str
+    reason: Optional[str]  # the section's reason or error
+
+
+class SideStatuses(TypedDict):
+    good: SectionStatus
+    bad: SectionStatus
+
+
+class SectionRow(SideStatuses):
+    """A section's status on both sides (tables/runs.section_table)."""
+    section: str
+    differs: bool
+
+
+class MetricSeries(TypedDict):
+    """One side's runs per metric as [run number, value] pairs, and its failed runs (tables/runs._series)."""
+    metrics: Dict[str, List[List[float]]]
+    failed: int
+    total: int
+
+
+class RunsTable(TypedDict):
+    good: MetricSeries
+    bad: MetricSeries
+
+
+class ProvenanceSide(TypedDict):
+    """How one snapshot was made (tables/runs.provenance_table), its fields as the snapshot has them."""
+    envsnap_version: Any
+    schema_version: Any
+    redaction: Any
+    runs: int
+    failed_runs: int
+    nodes: List[str]
+    provenance_kind: Any
+    provenance_note: Any
+    provenance_detail: Dict[str, Any]
+
+
+class ProvenanceTable(TypedDict):
+    good: ProvenanceSide
+    bad: ProvenanceSide
+    differs: List[str]  # the names of ProvenanceSide fields that differ and matter
+
+
+class WorkerColumn(TypedDict):
+    """A process of one side, a column of the workers matrix (tables/workers.workers_table)."""
+    key: str
+    title: str
+    kind: str
+    status: str
+    note: str
+    source: str
+    parent: Optional[str]
+    readable: bool
+
+
+class SetValue(TypedDict):
+    """A variable as another view of the process saw it: set or not, and its value."""
+    set: bool
+    value: Any
+
+
+class _WorkerCellBase(TypedDict):
+    readable: bool
+
+
+class WorkerCell(_WorkerCellBase, total=False):
+    """One variable in one process (tables/workers._cells): `status` only where the environment was not readable,
+    the flags only where they hold."""
+    status: str
+    set: bool
+    value: Any
+    has_parent: bool
+    vs_parent: SetValue
+    vs_peers: bool
+    in_process: SetValue
+
+
+class WorkerRow(TypedDict):
+    name: str
+    differs: bool
+    across: bool
+    perf: bool
+
+
+class WorkersTable(TypedDict):
+    """Every environment variable x every process, per side (tables/workers.workers_table)."""
+    columns: Dict[str, List[WorkerColumn]]
+    cells: Dict[str, Dict[str, Dict[str, WorkerCell]]]  # side -> variable -> column key -> cell
+    rows: List[WorkerRow]
+    same_everywhere: List[str]
+    differing: int
+
+
+class CommandItem(TypedDict):
+    """One item of a command line on both sides (tables/flags._group)."""
+    item: str
+    kind: str
+    good: Optional[str]
+    bad: Optional[str]
+    differs: bool
+
+
+class CommandGroup(TypedDict):
+    key: str
+    where: str  # compare/flags.PROCESS or COMMAND
+    good_seen: bool
+    bad_seen: bool
+    rows: List[CommandItem]
+    differing: int
+
+
+class CommandLinesTable(TypedDict):
+    groups: List[CommandGroup]
+    differing: int
+
+
+class _Capped(TypedDict):
+    """A long table's counts (tables/common.capped): same-on-both-sides rows beyond a cap are counted only."""
+    total: int
+    differing: int
+    same_not_listed: int
+
+
+class _FileStateBase(TypedDict):
+    state: str
+
+
+class FileState(_FileStateBase, total=False):
+    """An installed or checked-out file on one side: its state in the diff's words, with its hash where it has one."""
+    sha256: Any
+    size: Any
+
+
+class IntegrityRow(TypedDict):
+    path: str
+    dist: Any
+    recorded_sha256: Any
+    good: FileState
+    bad: FileState
+    differs: bool
+
+
+class IntegritySummary(TypedDict):
+    mode: Any
+    checked: Any
+    modified: int
+    missing: int
+    rewritten: int
+    errors: int
+
+
+class IntegrityTable(_Capped):
+    """Installed files against pip's RECORD (tables/code._integrity)."""
+    rows: List[IntegrityRow]
+    summary: Dict[str, IntegritySummary]
+    present: bool
+
+
+class _PackageFactsBase(TypedDict):
+    version: Any
+    origin: Any
+    commit: Any
+
+
+class PackageFacts(_PackageFactsBase, total=False):
+    build: str  # only where the other side has another build of the same version
+
+
+class PackageRow(TypedDict):
+    name: str
+    good: Optional[PackageFacts]
+    bad: Optional[PackageFacts]
+    differs: bool
+
+
+class PackagesTable(TypedDict):
+    rows: List[PackageRow]
+    good_count: int
+    bad_count: int
+
+
+class HookFacts(TypedDict):
+    sha256: Any
+    size: Any
+    touches_env: bool
+    env_mentions: List[str]
+    import_lines: List[str]
+
+
+class HookRow(TypedDict):
+    path: str
+    kind: Any
+    good: Optional[HookFacts]
+    bad: Optional[HookFacts]
+    differs: bool
+
+
+class GitFactRow(TypedDict):
+    """One fact of a checkout (tables/code.GIT_FACTS) on both sides; None on a side that did not capture it."""
+    fact: str
+    good: Any
+    bad: Any
+    differs: bool
+
+
+class GitFileRow(TypedDict):
+    path: str
+    good: FileState
+    bad: FileState
+    differs: bool
+
+
+class GitFilesTable(_Capped):
+    rows: List[GitFileRow]
+
+
+class GitRepoTable(TypedDict):
+    path: str
+    facts: List[GitFactRow]
+    files: GitFilesTable
+    good_captured: bool
+    bad_captured: bool
+    differs: bool
+
+
+class WatchedFileFacts(TypedDict, total=False):
+    """A watched file on one side: its error, or its hash and size."""
+    error: Any
+    sha256: Any
+    size: Any
+
+
+class WatchedFileRow(TypedDict):
+    path: str
+    good: Optional[WatchedFileFacts]
+    bad: Optional[WatchedFileFacts]
+    differs: bool
+
+
+class WatchedFilesTable(_Capped):
+    rows: List[WatchedFileRow]
+
+
+class CodeTables(TypedDict):
+    """Code state side by side (tables/code.code_tables)."""
+    integrity: IntegrityTable
+    packages: PackagesTable
+    hooks: List[HookRow]
+    git: List[GitRepoTable]
+    files: WatchedFilesTable
+
+
+class CompareRow(TypedDict):
+    """A flat key on both sides (tables/common.compare_rows)."""
+    label: str
+    good: Any
+    bad: Any
+    good_set: bool
+    bad_set: bool
+    differs: bool
+    pinned: bool
+
+
+class GpuCell(TypedDict):
+    gpu: str
+    good: Any
+    bad: Any
+    good_set: bool
+    bad_set: bool
+    same: bool
+
+
+class GpuRow(TypedDict):
+    attribute: str
+    cells: List[GpuCell]
+    differs: bool
+    changed: bool
+    at_capture: bool  # volatile, shown as seen at capture, never a difference
+    pinned: bool
+
+
+class GpuTable(TypedDict):
+    indices: List[str]
+    rows: List[GpuRow]
+
+
+class TopologyTable(TypedDict):
+    names: List[str]
+    good: List[List[Any]]
+    bad: List[List[Any]]
+    differs: List[List[bool]]
+    good_present: bool
+    bad_present: bool
+    differing: int
+
+
+class HardwareTables(TypedDict):
+    """GPUs, topology and host side by side (tables/hardware.hardware_tables)."""
+    overview: List[CompareRow]
+    gpus: GpuTable
+    topology: Optional[TopologyTable]
+    host: List[CompareRow]
+    status: Dict[str, SideStatuses]  # "nvidia" and "host"
+
+
+class NodeTables(TypedDict):
+    """One node pair of merged snapshots (tables.build_tables): its code, hardware and sections tables."""
+    node: Optional[str]
+    good_host: Any
+    bad_host: Any
+    code: CodeTables
+    hardware: HardwareTables
+    sections: List[SectionRow]
+
+
+class _TablesBase(TypedDict):
+    runs: RunsTable
+    workers: WorkersTable
+    command_lines: CommandLinesTable
+    provenance: ProvenanceTable
+
+
+class Tables(_TablesBase, total=False):
+    """The report's side-by-side tables (analysis/tables.build_tables): code, hardware and sections for two
+    single-node snapshots, or per node pair under "nodes" for merged ones."""
+    code: CodeTables
+    hardware: HardwareTables
+    sections: List[SectionRow]
+    nodes: List[NodeTables]
+
+
+# ---------------------------------------------------------------- recorded patches (compare/patch_status)
+
+class PatchSide(TypedDict):
+    """A recorded patch (--patch) on one side (patch_status._side), its fields as the snapshot has them."""
+    path: Optional[str]
+    status: Any
+    sha256: Any
+    target: Dict[str, Any]  # where it was checked against: root, kind, dist, version, strip
+    error: Any
+    note: Any
+
+
+class _HunkStatusBase(TypedDict):
+    n: str
+    key: str
+    file: Any
+    header: Any
+    good: Any  # the hunk's status on that side; None where that side's patch lacks it
+    bad: Any
+    changed: bool
+    file_sha256: Dict[str, Optional[str]]
+    why: Dict[str, Any]
+    same_edit: bool
+    text: Optional[str]
+
+
+class HunkStatus(_HunkStatusBase, total=False):
+    """One hunk of a recorded patch on both sides (patch_status.table)."""
+    rank: int  # its cause's rank, where it is one
+    also_in: Dict[str, List[str]]  # the dirty checkout files whose own diff has the same edit, per side
+
+
+class PatchStatus(TypedDict):
+    """A recorded patch with its hunks' status on each side (patch_status.table): result["patch_status"]."""
+    name: str
+    good: Optional[PatchSide]
+    bad: Optional[PatchSide]
+    hunks: List[HunkStatus]
+    changed: int
+
+
+# ---------------------------------------------------------------- merged snapshots (compare/nodes)
+
+class ComparedNode(TypedDict):
+    """A node compared, with each side's host; None on a side without that node."""
+    node: Optional[str]
+    good: Optional[str]
+    bad: Optional[str]
+
+
+class NodePairing(TypedDict):
+    """Which node was compared with which (compare/nodes.Pairing.to_json): result["nodes"]."""
+    mode: str  # "clusters" | "cluster-vs-node" (never written for two single-node snapshots)
+    good: List[str]
+    bad: List[str]
+    compared: List[str]
+    good_only: List[Optional[str]]
+    bad_only: List[Optional[str]]
+    pairs: List[ComparedNode]
 
 
 # ---------------------------------------------------------------- the whole result
@@ -272,7 +681,7 @@ class _DiffResultBase(TypedDict):
 class DiffResult(_DiffResultBase, total=False):
     """The whole good-vs-bad analysis (analysis/result.analyze); the optional parts only where the snapshots
     recorded them (or, for tables, where the caller asked)."""
-    patch_status: List[Dict[str, Any]]  # recorded patches' hunks per side (compare/patch_status.table)
+    patch_status: List[PatchStatus]  # recorded patches' hunks per side (compare/patch_status.table)
     neighbours: Dict[str, Any]  # other processes beside the work (compare/neighbours.compare)
-    nodes: Dict[str, Any]  # which node was compared with which (compare/nodes.Pairing.to_json)
-    tables: Dict[str, Any]  # the report's side-by-side tables (analysis/tables.build_tables)
+    nodes: NodePairing  # which node was compared with which (compare/nodes.Pairing.to_json)
+    tables: Tables  # the report's side-by-side tables (analysis/tables.build_tables)

@@ -8,7 +8,7 @@ cannot drift apart.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, TypedDict
+from typing import Any, Dict, List, Optional, TypedDict
 
 
 class Section(TypedDict, total=False):
@@ -17,7 +17,7 @@ class Section(TypedDict, total=False):
     data: Dict[str, Any]
     reason: str
     error: str
-    elapsed_s: float
+    elapsed_s: Optional[float]  # null only on a refused section that had no time of its own (runner._finish_section)
 
 
 class Run(TypedDict, total=False):

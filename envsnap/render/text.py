@@ -11,7 +11,7 @@ from envsnap import format as fmt
 from envsnap.analysis.compare.diff import value_text
 from envsnap.analysis.compare.views import category_key
 from envsnap.analysis.runs.verdict import mechanism_line
-from envsnap.model.result_types import Cause, Difference, DiffResult, SideMeta
+from envsnap.model.result_types import Cause, Difference, DiffResult, HunkStatus, PatchSide, SideMeta
 from envsnap.redact import redact_text
 from envsnap.render import trace_view
 
@@ -130,53 +130,56 @@ def _neighbours_lines(result: DiffResult, verbose: bool) -> List[str]:
     return lines
 
 
-def _tally(hunks: List[Dict[str, Any]], side: str) -> str:
+def _tally(hunks: List[HunkStatus], side: str) -> str:
     counts: Dict[str, int] = {}
     for hunk in hunks:
-        if hunk.get(side) is not None:
-            counts[str(hunk[side])] = counts.get(str(hunk[side]), 0) + 1
+        status = hunk["good"] if side == "good" else hunk["bad"]
+        if status is not None:
+            counts[str(status)] = counts.get(str(status), 0) + 1
     return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
-def _patch_side(side: Optional[Dict[str, Any]], label: str, hunks: List[Dict[str, Any]]) -> str:
+def _patch_side(side: Optional[PatchSide], label: str, hunks: List[HunkStatus]) -> str:
     if side is None:
         return f"{label} not given"
     tally = _tally(hunks, label.lower())
-    return f"{label} {side.get('status')}" + (f" ({tally})" if tally and tally != f"{len(hunks)} {side.get('status')}"
-                                               else "")
+    return f"{label} {side['status']}" + (f" ({tally})" if tally and tally != f"{len(hunks)} {side['status']}"
+                                           else "")
 
 
 def _patch_status_lines(result: DiffResult, verbose: bool) -> List[str]:
     """The recorded patches (--patch): each hunk's status on GOOD and BAD; those that differ always, the
     rest with -v."""
-    table = result.get("patch_status") or []
+    table = result.get("patch_status", [])
     if not table:
         return []
     lines = ["", "recorded patches (--patch): each hunk's status on GOOD and BAD"]
     for patch in table:
         hunks = patch["hunks"]
-        target = (patch.get("bad") or patch.get("good") or {}).get("target") or {}
+        recorded = patch["bad"] or patch["good"]
+        target = recorded["target"] if recorded is not None else {}
         where = ""
         if target.get("root"):
             owner = f" {target['dist']} {target.get('version') or ''}".rstrip() if target.get("dist") else ""
             where = f"; against {target['root']} ({target.get('kind')}{owner}, -p{target.get('strip')})"
-        lines.append(f"  {patch['name']}: {_patch_side(patch.get('good'), 'GOOD', hunks)}, "
-                     f"{_patch_side(patch.get('bad'), 'BAD', hunks)}{where}")
-        for side in ("good", "bad"):
-            info = patch.get(side) or {}
-            for what in ("error", "note"):
-                if info.get(what):
-                    lines.append(f"    {side}: {info[what]}")
+        lines.append(f"  {patch['name']}: {_patch_side(patch['good'], 'GOOD', hunks)}, "
+                     f"{_patch_side(patch['bad'], 'BAD', hunks)}{where}")
+        for side, info in (("good", patch["good"]), ("bad", patch["bad"])):
+            if info is None:
+                continue
+            for what in (info["error"], info["note"]):  # in this order
+                if what:
+                    lines.append(f"    {side}: {what}")
         shown = hunks if verbose else [h for h in hunks if h["changed"]]
         for hunk in shown:
             mark = "*" if hunk["changed"] else " "
             rank = f"  (cause #{hunk['rank']})" if hunk.get("rank") else ""
             statuses = (f"{hunk['good'] or '-'} \u2192 {hunk['bad'] or '-'}" if hunk["changed"]
                         else str(hunk["bad"] or hunk["good"]))
-            lines.append(f"   {mark}hunk {hunk['n']:>3} {hunk.get('file')} {hunk.get('header') or ''}: {statuses}{rank}")
-            for side, why in sorted((hunk.get("why") or {}).items()):
+            lines.append(f"   {mark}hunk {hunk['n']:>3} {hunk['file']} {hunk['header'] or ''}: {statuses}{rank}")
+            for side, why in sorted(hunk["why"].items()):
                 lines.append(f"             {side}: {why}")
-            also = hunk.get("also_in") or {}
+            also = hunk.get("also_in", {})
             if also.get("good") and also.get("good") == also.get("bad"):
                 also = {"good and bad": also["good"]}
             for side in ("good and bad", "good", "bad"):

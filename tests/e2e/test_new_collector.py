@@ -26,6 +26,7 @@ TOY = textwrap.dedent('''\
 
     from envsnap.capture.base import CaptureContext, ok, unavailable
     from envsnap.model.rules import CPU_HOST, SectionRules, rule, volatile
+    from envsnap.model.types import Section
 
     SHAPE = {"knob": "str", "level": "num", "read_at": "num"}
     RULES = SectionRules(category="toy", component=CPU_HOST, compares="the toy service's knobs", rules=(
@@ -34,7 +35,7 @@ TOY = textwrap.dedent('''\
     ))
 
 
-    def collect(ctx: CaptureContext) -> dict:
+    def collect(ctx: CaptureContext) -> Section:
         path = os.environ.get("TOY_FILE")
         if not path:
             return unavailable("TOY_FILE is not set")

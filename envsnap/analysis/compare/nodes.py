@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
 from envsnap.model.merge import node_snapshots
+from envsnap.model.result_types import NodePairing
 
 EVERY_NODE = "*"
 
@@ -54,7 +55,7 @@ class Pairing:
         """The names of the pairs compared on both sides (what "*" stands for)."""
         return [p.name for p in self.pairs if p.both and p.name is not None]
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> NodePairing:
         return {"mode": self.mode, "good": self.good_nodes, "bad": self.bad_nodes,
                 "compared": self.compared,
                 "good_only": [p.name for p in self.pairs if p.bad is None],

@@ -18,6 +18,7 @@ import os
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.model.keys import Subject, flat_key, view_key
+from envsnap.model.result_types import HunkStatus, PatchSide, PatchStatus
 from envsnap.model.snapshot import as_dict, section_data
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ def _units_text(entry: Dict[str, Any]) -> Dict[str, str]:
     return out
 
 
-def _side(entry: Optional[Dict[str, Any]], path: Optional[str]) -> Optional[Dict[str, Any]]:
+def _side(entry: Optional[Dict[str, Any]], path: Optional[str]) -> Optional[PatchSide]:
     if entry is None:
         return None
     return {"path": path, "status": entry.get("status"), "sha256": entry.get("sha256"),
@@ -143,7 +144,7 @@ def _dirty_edits(snap: Dict[str, Any]) -> Dict[str, List[str]]:
     return found
 
 
-def table(good: Dict[str, Any], bad: Dict[str, Any], ranks: Optional[Dict[str, int]] = None) -> List[Dict[str, Any]]:
+def table(good: Dict[str, Any], bad: Dict[str, Any], ranks: Optional[Dict[str, int]] = None) -> List[PatchStatus]:
     """Every recorded patch with its hunks' status on each side, in name order (result["patch_status"]).
     A hunk whose edit is also a hunk of a dirty checkout file's own diff says where ("also_in")."""
     ranks = ranks or {}
@@ -152,13 +153,13 @@ def table(good: Dict[str, Any], bad: Dict[str, Any], ranks: Optional[Dict[str, i
     for label, snap in (("good", good), ("bad", bad)):
         files = patch_files(snap)
         sides[label] = {name: (path, files[path]) for path, name in names(sorted(files)).items()}
-    out = []
+    out: List[PatchStatus] = []
     for name in sorted(set(sides["good"]) | set(sides["bad"])):
         gpath, gentry = sides["good"].get(name, (None, None))
         bpath, bentry = sides["bad"].get(name, (None, None))
         ghunks, bhunks = as_dict(as_dict(gentry).get("hunks")), as_dict(as_dict(bentry).get("hunks"))
         texts = {"good": _units_text(gentry) if gentry else {}, "bad": _units_text(bentry) if bentry else {}}
-        rows = []
+        rows: List[HunkStatus] = []
         for number in sorted(set(ghunks) | set(bhunks), key=hunk_order):
             gh, bh = as_dict(ghunks.get(number)), as_dict(bhunks.get(number))
             shown = bh or gh
@@ -168,11 +169,12 @@ def table(good: Dict[str, Any], bad: Dict[str, Any], ranks: Optional[Dict[str, i
             changed = gentry is not None and bentry is not None and gstatus != bstatus
             target = {s: target_sha({"patch": e, "hunk": shown}) if e is not None else None
                       for s, e in (("good", gentry), ("bad", bentry))}
-            row = {"n": number, "key": key, "file": shown.get("file"), "header": shown.get("header") or shown.get("unit"),
-                   "good": gstatus, "bad": bstatus, "changed": changed, "file_sha256": target,
-                   "why": {s: h.get("why") for s, h in (("good", gh), ("bad", bh)) if h.get("why")},
-                   "same_edit": bool(gh.get("edit")) and gh.get("edit") == bh.get("edit"),
-                   "text": texts["bad"].get(number) or texts["good"].get(number)}
+            row: HunkStatus = {
+                "n": number, "key": key, "file": shown.get("file"), "header": shown.get("header") or shown.get("unit"),
+                "good": gstatus, "bad": bstatus, "changed": changed, "file_sha256": target,
+                "why": {s: h.get("why") for s, h in (("good", gh), ("bad", bh)) if h.get("why")},
+                "same_edit": bool(gh.get("edit")) and gh.get("edit") == bh.get("edit"),
+                "text": texts["bad"].get(number) or texts["good"].get(number)}
             if key in ranks:
                 row["rank"] = ranks[key]
             also = {side: dirty[side][str(h.get("edit"))] for side, h in (("good", gh), ("bad", bh))
@@ -185,7 +187,7 @@ def table(good: Dict[str, Any], bad: Dict[str, Any], ranks: Optional[Dict[str, i
     return out
 
 
-def hunk_patches(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def hunk_patches(rows: List[PatchStatus]) -> List[Dict[str, Any]]:
     """(kind, key, title, diff) of each hunk whose status differs, for analysis/compare/patches.py's list."""
     found = []
     for patch in rows:

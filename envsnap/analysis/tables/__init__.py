@@ -7,16 +7,17 @@ is edited identically on both sides does not need 20,000 rows to say so).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from envsnap.analysis.compare import nodes
 from envsnap.analysis.tables import code, flags, hardware, runs, workers
+from envsnap.model.result_types import NodeTables, Tables
 
 # A side that has no such node: every section "not captured".
 _NO_NODE: Dict[str, Any] = {"sections": {}}
 
 
-def build_tables(good: Dict[str, Any], bad: Dict[str, Any], pairing: Optional[nodes.Pairing] = None) -> Dict[str, Any]:
+def build_tables(good: Dict[str, Any], bad: Dict[str, Any], pairing: Optional[nodes.Pairing] = None) -> Tables:
     """Every side-by-side table of the report for two loaded snapshots.
 
     Two single-node snapshots give one "code", "hardware" and "sections" table each. Merged
@@ -25,21 +26,23 @@ def build_tables(good: Dict[str, Any], bad: Dict[str, Any], pairing: Optional[no
     one group of columns per node ("node/process").
     """
     pairing = pairing or nodes.pair_nodes(good, bad)
-    out: Dict[str, Any] = {
+    out: Tables = {
         "runs": runs.runs_table(good, bad),
         "workers": workers.workers_table(pairing),
         "command_lines": flags.command_lines_table(good, bad, pairing),
         "provenance": runs.provenance_table(good, bad),
     }
     if pairing.mode == "single":
-        out.update(code=code.code_tables(good, bad), hardware=hardware.hardware_tables(good, bad),
-                   sections=runs.section_table(good, bad))
+        out["code"] = code.code_tables(good, bad)
+        out["hardware"] = hardware.hardware_tables(good, bad)
+        out["sections"] = runs.section_table(good, bad)
         return out
-    out["nodes"] = []
+    per_node: List[NodeTables] = []
+    out["nodes"] = per_node
     for pair in pairing.pairs:
         g = pair.good if pair.good is not None else _NO_NODE
         b = pair.bad if pair.bad is not None else _NO_NODE
-        out["nodes"].append({
+        per_node.append({
             "node": pair.name, "good_host": None if pair.good is None else pair.good.get("host"),
             "bad_host": None if pair.bad is None else pair.bad.get("host"),
             "code": code.code_tables(g, b), "hardware": hardware.hardware_tables(g, b),

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple, TypeVar
 
+from envsnap.model.result_types import CompareRow, SectionStatus
 from envsnap.model.snapshot import as_dict
+
+Row = TypeVar("Row", bound=Mapping[str, Any])
 
 # Rows that are the same on both sides, listed before the rest are only counted.
 SAME_ROWS = 440
@@ -27,7 +30,7 @@ def data(sections_: Dict[str, Any], name: str) -> Dict[str, Any]:
     return as_dict(as_dict(sections_.get(name)).get("data"))
 
 
-def section_status(snap: Dict[str, Any], name: str) -> Dict[str, Any]:
+def section_status(snap: Dict[str, Any], name: str) -> SectionStatus:
     """{"status": ok|unavailable|error|timeout|not captured, "reason": ...} of one section."""
     section = as_dict(sections(snap).get(name))
     if not section:
@@ -35,12 +38,12 @@ def section_status(snap: Dict[str, Any], name: str) -> Dict[str, Any]:
     return {"status": str(section.get("status") or "?"), "reason": section.get("reason") or section.get("error")}
 
 
-def capped(rows: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
-    """Every differing row; same-on-both-sides rows up to SAME_ROWS, the rest counted."""
+def capped(rows: Sequence[Row]) -> Tuple[List[Row], int, int, int]:
+    """Every differing row; same-on-both-sides rows up to SAME_ROWS, the rest counted: (rows kept, total,
+    differing, same_not_listed), the fields of a capped table (model/result_types._Capped)."""
     differing = [r for r in rows if r.get("differs")]
     same = [r for r in rows if not r.get("differs")]
-    return {"rows": differing + same[:SAME_ROWS], "total": len(rows), "differing": len(differing),
-            "same_not_listed": max(0, len(same) - SAME_ROWS)}
+    return differing + same[:SAME_ROWS], len(rows), len(differing), max(0, len(same) - SAME_ROWS)
 
 
 def flat(obj: Any, prefix: str = "") -> Dict[str, Any]:
@@ -60,9 +63,9 @@ def flat(obj: Any, prefix: str = "") -> Dict[str, Any]:
 
 
 def compare_rows(good: Dict[str, Any], bad: Dict[str, Any], pinned: Sequence[str] = (),
-                 skip: Any = None) -> List[Dict[str, Any]]:
+                 skip: Any = None) -> List[CompareRow]:
     """{label, good, bad, good_set, bad_set, differs, pinned} for two flat dicts, in natural order."""
-    rows = []
+    rows: List[CompareRow] = []
     for key in sorted(set(good) | set(bad), key=natural_key):
         if skip is not None and skip(key):
             continue

@@ -10,12 +10,13 @@ from envsnap.analysis.compare import flags
 from envsnap.analysis.compare.nodes import Pairing
 from envsnap.analysis.tables.common import natural_key
 from envsnap.model.argv import CommandLine, itemise
+from envsnap.model.result_types import CommandGroup, CommandItem, CommandLinesTable
 
 BENCHMARK = "the benchmark command"
 
 
-def _group(key: str, where: str, good: Optional[CommandLine], bad: Optional[CommandLine]) -> Dict[str, Any]:
-    rows: List[Dict[str, Any]] = []
+def _group(key: str, where: str, good: Optional[CommandLine], bad: Optional[CommandLine]) -> CommandGroup:
+    rows: List[CommandItem] = []
     for kind, name in flags.items(good, bad):
         g, b = flags.item_text(good, kind, name), flags.item_text(bad, kind, name)
         label = {flags.PROGRAM: "program", flags.ARG: f"argument {name}"}.get(kind, name)
@@ -25,9 +26,9 @@ def _group(key: str, where: str, good: Optional[CommandLine], bad: Optional[Comm
             "differing": sum(1 for r in rows if r["differs"])}
 
 
-def command_lines_table(good: Dict[str, Any], bad: Dict[str, Any], pairing: Pairing) -> Dict[str, Any]:
+def command_lines_table(good: Dict[str, Any], bad: Dict[str, Any], pairing: Pairing) -> CommandLinesTable:
     """{"groups": [one per process, then the benchmark command], "differing": rows that differ}."""
-    groups: List[Dict[str, Any]] = []
+    groups: List[CommandGroup] = []
     for pair in pairing.pairs:
         hint = flags.hints(*(s for s in (pair.good, pair.bad) if s is not None))
         prefix = "" if pair.name is None else f"{pair.name}/"

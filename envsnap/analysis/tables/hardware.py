@@ -7,7 +7,7 @@ current PCIe generation: throttling and link training at the moment of capture) 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.tables.common import (
@@ -19,6 +19,7 @@ from envsnap.analysis.tables.common import (
     sections,
 )
 from envsnap.model.keys import flat_key, gpu_flat
+from envsnap.model.result_types import GpuCell, GpuRow, GpuTable, HardwareTables, TopologyTable
 from envsnap.model.snapshot import as_dict
 
 GPU_PINNED = ("name", "clocks.max", "clocks.application", "clock_event_reasons", "power.limit_w", "pcie",
@@ -46,16 +47,17 @@ def _gpu_flat(index: str, gpu: Any) -> Dict[str, Any]:
     return out
 
 
-def _gpus(g_nv: Dict[str, Any], b_nv: Dict[str, Any]) -> Dict[str, Any]:
+def _gpus(g_nv: Dict[str, Any], b_nv: Dict[str, Any]) -> GpuTable:
     g_gpus, b_gpus = as_dict(g_nv.get("gpus")), as_dict(b_nv.get("gpus"))
     indices = sorted(set(g_gpus) | set(b_gpus), key=natural_key)
     flats = {i: (_gpu_flat(i, g_gpus[i]) if i in g_gpus else None, _gpu_flat(i, b_gpus[i]) if i in b_gpus else None)
              for i in indices}
     attrs = sorted({k for pair in flats.values() for side in pair if side for k in side}, key=natural_key)
-    rows = []
+    rows: List[GpuRow] = []
     for attr in attrs:
         # Seen at capture when a volatile rule names it on a GPU that has it (the rules name every GPU alike).
-        cells, differs = [], False
+        cells: List[GpuCell] = []
+        differs = False
         volatile = any(_gpu_volatile(i, attr) for i in indices if any(attr in (side or {}) for side in flats[i]))
         for index in indices:
             g_flat, b_flat = flats[index]
@@ -72,7 +74,7 @@ def _gpus(g_nv: Dict[str, Any], b_nv: Dict[str, Any]) -> Dict[str, Any]:
     return {"indices": indices, "rows": rows}
 
 
-def _topology(g_nv: Dict[str, Any], b_nv: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def _topology(g_nv: Dict[str, Any], b_nv: Dict[str, Any]) -> Optional[TopologyTable]:
     g = as_dict(as_dict(g_nv.get("topology")).get("matrix"))
     b = as_dict(as_dict(b_nv.get("topology")).get("matrix"))
     if not g and not b:
@@ -86,7 +88,7 @@ def _topology(g_nv: Dict[str, Any], b_nv: Dict[str, Any]) -> Optional[Dict[str, 
             "good_present": bool(g), "bad_present": bool(b), "differing": sum(map(sum, differs))}
 
 
-def hardware_tables(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+def hardware_tables(good: Dict[str, Any], bad: Dict[str, Any]) -> HardwareTables:
     gs, bs = sections(good), sections(bad)
     g_nv, b_nv = data(gs, "nvidia"), data(bs, "nvidia")
     overview = compare_rows({k: g_nv.get(k) for k in OVERVIEW if k in g_nv},

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping
 
 from envsnap.analysis.tables.common import (
     as_list,
@@ -10,10 +10,11 @@ from envsnap.analysis.tables.common import (
     section_status,
     sections,
 )
+from envsnap.model.result_types import MetricSeries, ProvenanceSide, ProvenanceTable, RunsTable, SectionRow
 from envsnap.model.snapshot import as_dict
 
 
-def _series(snap: Dict[str, Any]) -> Dict[str, Any]:
+def _series(snap: Dict[str, Any]) -> MetricSeries:
     values: Dict[str, List[List[float]]] = {}
     failed = 0
     runs = as_list(snap.get("runs"))
@@ -29,15 +30,15 @@ def _series(snap: Dict[str, Any]) -> Dict[str, Any]:
     return {"metrics": values, "failed": failed, "total": len(runs)}
 
 
-def runs_table(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+def runs_table(good: Dict[str, Any], bad: Dict[str, Any]) -> RunsTable:
     """Each side's runs as (run number, value) per metric, and its failed-run count."""
     return {"good": _series(good), "bad": _series(bad)}
 
 
-def section_table(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Dict[str, Any]]:
+def section_table(good: Dict[str, Any], bad: Dict[str, Any]) -> List[SectionRow]:
     """Every section's status on both sides (a section on one side only is 'not captured' on the other)."""
     names = sorted(set(sections(good)) | set(sections(bad)), key=natural_key)
-    rows = []
+    rows: List[SectionRow] = []
     for name in names:
         g, b = section_status(good, name), section_status(bad, name)
         rows.append({"section": name, "good": g, "bad": b, "differs": g != b})
@@ -48,9 +49,9 @@ def section_table(good: Dict[str, Any], bad: Dict[str, Any]) -> List[Dict[str, A
 MEANINGFUL_PROVENANCE = ("envsnap_version", "schema_version", "redaction", "provenance_kind")
 
 
-def provenance_table(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any]:
+def provenance_table(good: Dict[str, Any], bad: Dict[str, Any]) -> ProvenanceTable:
     """Per side: envsnap version, schema, redaction, runs, nodes and provenance; which of them differ."""
-    sides = {}
+    sides: Dict[str, ProvenanceSide] = {}
     for side, snap in (("good", good), ("bad", bad)):
         prov = as_dict(snap.get("provenance"))
         runs = as_list(snap.get("runs"))
@@ -62,5 +63,7 @@ def provenance_table(good: Dict[str, Any], bad: Dict[str, Any]) -> Dict[str, Any
             "nodes": nodes, "provenance_kind": prov.get("kind"), "provenance_note": prov.get("note"),
             "provenance_detail": {k: v for k, v in prov.items() if k not in ("kind", "note")},
         }
-    differs = [name for name in MEANINGFUL_PROVENANCE if sides["good"][name] != sides["bad"][name]]
+    good_side: Mapping[str, object] = sides["good"]  # read by field name
+    bad_side: Mapping[str, object] = sides["bad"]
+    differs = [name for name in MEANINGFUL_PROVENANCE if good_side[name] != bad_side[name]]
     return {"good": sides["good"], "bad": sides["bad"], "differs": differs}

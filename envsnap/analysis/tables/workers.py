@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare.nodes import Pairing
 from envsnap.analysis.tables.common import data, sections
+from envsnap.model.result_types import WorkerCell, WorkerColumn, WorkerRow, WorkersTable
 from envsnap.model.workers import SeenProcess, seen_processes
 
 _UNSET = object()
@@ -40,7 +41,7 @@ def _peer_group(process: SeenProcess, parent: Optional[str]) -> Tuple[str, str]:
     return process.kind, parent or ""
 
 
-def _cells(columns: Dict[str, Tuple[SeenProcess, Optional[str]]], name: str) -> Dict[str, Dict[str, Any]]:
+def _cells(columns: Dict[str, Tuple[SeenProcess, Optional[str]]], name: str) -> Dict[str, WorkerCell]:
     readable = {k: p for k, (p, _) in columns.items() if p.env is not None}
     groups: Dict[Tuple[str, str], List[str]] = {}
     for key, (process, parent) in columns.items():
@@ -51,13 +52,13 @@ def _cells(columns: Dict[str, Tuple[SeenProcess, Optional[str]]], name: str) -> 
         if len(keys) >= 2:
             counts = Counter(readable[k].env.get(name, _UNSET) for k in keys)  # type: ignore[union-attr]
             majority[group] = (counts, max(counts.values()))
-    cells: Dict[str, Dict[str, Any]] = {}
+    cells: Dict[str, WorkerCell] = {}
     for key, (process, parent_key) in columns.items():
         if process.env is None:
             cells[key] = {"readable": False, "status": process.status}
             continue
         value = process.env.get(name, _UNSET)
-        cell: Dict[str, Any] = {"readable": True, "set": value is not _UNSET,
+        cell: WorkerCell = {"readable": True, "set": value is not _UNSET,
                                 "value": None if value is _UNSET else value}
         parent_process = readable.get(parent_key or "")
         if parent_process is not None and parent_process.env is not None:
@@ -79,17 +80,18 @@ def _cells(columns: Dict[str, Tuple[SeenProcess, Optional[str]]], name: str) -> 
     return cells
 
 
-def _flagged(cell: Dict[str, Any]) -> bool:
+def _flagged(cell: WorkerCell) -> bool:
     return cell.get("readable", False) and (not cell.get("set") or any(
         flag in cell for flag in ("vs_parent", "vs_peers", "in_process")))
 
 
-def workers_table(pairing: Pairing) -> Dict[str, Any]:
+def workers_table(pairing: Pairing) -> WorkersTable:
     sides = {"good": _columns(pairing, "good"), "bad": _columns(pairing, "bad")}
     names = sorted({str(n) for columns in sides.values() for process, _ in columns.values()
                     for env in (process.env, process.exec_env) if env for n in env})
-    rows, quiet = [], []
-    cells_by_side: Dict[str, Dict[str, Dict[str, Any]]] = {"good": {}, "bad": {}}
+    rows: List[WorkerRow] = []
+    quiet: List[str] = []
+    cells_by_side: Dict[str, Dict[str, Dict[str, WorkerCell]]] = {"good": {}, "bad": {}}
     for name in names:
         per_side = {side: _cells(columns, name) for side, columns in sides.items()}
         inside = any(_flagged(cell) for cells in per_side.values() for cell in cells.values())
@@ -104,7 +106,7 @@ def workers_table(pairing: Pairing) -> Dict[str, Any]:
         rows.append({"name": name, "differs": inside or across, "across": across, "perf": perf})
         for side in sides:
             cells_by_side[side][name] = per_side[side]
-    columns_out = {
+    columns_out: Dict[str, List[WorkerColumn]] = {
         side: [{"key": key, "title": process.title, "kind": process.kind, "status": process.status,
                 "note": process.note, "source": process.source_label, "parent": parent,
                 "readable": process.env is not None} for key, (process, parent) in columns.items()]

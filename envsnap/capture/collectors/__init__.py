@@ -1,11 +1,11 @@
 """The explicit list of collectors, in the order their sections appear in `show`.
 
 Each module describes its own section (see base.py for the collect contract):
-  collect(ctx) -> dict   the data (ok / unavailable / failed), never raises
-  SHAPE                  its data's shape, in model/schema.py's shape language (checked on load)
-  RULES                  a model.rules.SectionRules: its category, what diff can compare with it,
-                         and its fields' rules (volatile fields, priors) for analysis/knowledge
-  summarize(data)        optional: its lines in `show`
+  collect(ctx) -> Section  the data (ok / unavailable / failed: a model.types.Section), never raises
+  SHAPE                    its data's shape, in model/schema.py's shape language (checked on load)
+  RULES                    a model.rules.SectionRules: its category, what diff can compare with it,
+                           and its fields' rules (volatile fields, priors) for analysis/knowledge
+  summarize(data)          optional: its lines in `show`
 A new collector is its module plus one line here: no registry, no import-time side effects. The
 tables below are read by whoever needs them (the CLI's loader passes SECTION_SHAPES to
 model/store.load; analysis/knowledge reads SECTION_RULES), so the modules keep their top level

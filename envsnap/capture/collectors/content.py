@@ -46,6 +46,7 @@ from envsnap.capture.base import (
     CaptureContext,
 )
 from envsnap.capture.collectors.files import describe_os_error
+from envsnap.model.types import Section
 from envsnap.redact import redact_file_text
 
 STATUSES = ("text", "truncated", "binary", "too_large", "over_budget", "unreadable")
@@ -235,11 +236,12 @@ def _slots(name: str, data: Dict[str, Any]) -> Iterator[Tuple[Dict[str, Any], st
 ORDER = ("git", "patches", "packages", "python", "files")
 
 
-def enforce_total(sections: Dict[str, Dict[str, Any]], max_total: int) -> None:
+def enforce_total(sections: Dict[str, Section], max_total: int) -> None:
     """Keep at most max_total bytes of text over all sections, in ORDER; the rest is over_budget."""
     used = 0
     for name in ORDER:
-        data = (sections.get(name) or {}).get("data")
+        section = sections.get(name)
+        data = section.get("data") if section is not None else None
         if not isinstance(data, dict):
             continue
         for entry, key in _slots(name, data):
@@ -262,7 +264,7 @@ class _Held:
         self.record = record
 
 
-def hold(name: str, section: Dict[str, Any]) -> int:
+def hold(name: str, section: Section) -> int:
     """Wrap the section's records so the runner's scrub leaves their text alone; returns how many."""
     data = section.get("data")
     count = 0
@@ -274,7 +276,7 @@ def hold(name: str, section: Dict[str, Any]) -> int:
     return count
 
 
-def release(name: str, section: Dict[str, Any]) -> None:
+def release(name: str, section: Section) -> None:
     """Unwrap what hold() wrapped (the scrub may have renamed entries: found by walking again)."""
     data = section.get("data")
     if isinstance(data, dict):

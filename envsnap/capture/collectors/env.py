@@ -12,6 +12,7 @@ from typing import Any, Dict, List
 from envsnap.capture.base import CaptureContext, ok
 from envsnap.model.rules import NONE, SectionRules
 from envsnap.model.schema import ENV_SHAPE
+from envsnap.model.types import Section
 from envsnap.redact import redact_env
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
@@ -20,7 +21,7 @@ SHAPE = {"count": "num", "vars": ENV_SHAPE}
 RULES = SectionRules(category="env", component=NONE, compares="the environment")
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     env = dict(sorted(os.environ.items()))
     variables = redact_env(env) if ctx.redact else env
     return ok({"count": len(variables), "vars": variables})

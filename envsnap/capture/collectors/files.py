@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
 from envsnap.model.rules import NONE, SectionRules, rule
 from envsnap.model.schema import CONTENT_SHAPE
+from envsnap.model.types import Section
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
@@ -283,7 +284,7 @@ def _walk(root: str, deadline: float, entries: Dict[str, Any], to_hash: List[Tup
                 entries[path] = {"error": describe_os_error(exc)}
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     if not ctx.watch:
         return unavailable("no --watch paths given")
     deadline = internal_deadline(ctx)

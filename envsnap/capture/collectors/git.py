@@ -56,6 +56,7 @@ from envsnap.capture.collectors.files import (
 from envsnap.capture.collectors.python import interpreter_facts, target_python
 from envsnap.model.rules import NONE, SectionRules, rule
 from envsnap.model.schema import CONTENT_SHAPE
+from envsnap.model.types import Section
 from envsnap.subproc import CommandResult, run_command
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
@@ -433,7 +434,7 @@ def _collect_targets(ctx: CaptureContext, editable: Dict[str, str]) -> List[Tupl
     return targets
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     import shutil
 
     if shutil.which("git") is None:

@@ -38,6 +38,7 @@ from envsnap.model.rules import (
     rule,
     volatile,
 )
+from envsnap.model.types import Section
 from envsnap.subproc import run_command
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
@@ -494,7 +495,7 @@ def ulimits() -> Dict[str, Any]:
     return out
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     import psutil
 
     rec = _Recorder()

@@ -37,6 +37,7 @@ from envsnap.capture.base import CaptureContext, ok, unavailable
 from envsnap.capture.collectors.lib_objects import Describer, mentions, objects_of
 from envsnap.model.owners import owner_text
 from envsnap.model.rules import COMMUNICATION, CPU_HOST, GRAPHS, KERNELS, NONE, SectionRules, rule, volatile
+from envsnap.model.types import Section
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge.py matches keys against them). ---
@@ -222,7 +223,7 @@ def finish(data: Dict[str, Any], describer: Describer, candidates: Set[str], sta
 
 # ---------------------------------------------------------------- the collector
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     if not ctx.pids and not ctx.sglang and not ctx.probe_dir:
         return unavailable("not requested: use --pid PID, --sglang or --probe-dir DIR")
     from envsnap.capture import libcache
@@ -268,8 +269,8 @@ def collect(ctx: CaptureContext) -> Dict[str, Any]:
     return ok(data)
 
 
-def collect_after_runs(ctx: CaptureContext, at_capture: Dict[str, Any], runs: List[Dict[str, Dict[str, Any]]],
-                       labels: List[Any], extra_names: Iterable[str] = ()) -> Dict[str, Any]:
+def collect_after_runs(ctx: CaptureContext, at_capture: Section, runs: List[Dict[str, Dict[str, Any]]],
+                       labels: List[Any], extra_names: Iterable[str] = ()) -> Section:
     """The section once `envsnap run` has run its command: the capture's processes as they were,
     plus `run_processes`, what the command's own processes mapped (measure/maps_sampling.py: `runs`,
     one {key: sampled process} per run, `labels` their run labels: 1, 2... or "warmup N").

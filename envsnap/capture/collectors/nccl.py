@@ -11,6 +11,7 @@ from typing import Any, Dict, List
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
 from envsnap.model.rules import COMMUNICATION, SectionRules, rule, volatile
 from envsnap.model.schema import ENV_SHAPE
+from envsnap.model.types import Section
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
@@ -32,7 +33,7 @@ RULES = SectionRules(category="nccl", component=COMMUNICATION, compares="NCCL's 
 ))
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     if not ctx.logs:
         return unavailable("not requested: use --log FILE (a server log written with NCCL_DEBUG=INFO)")
     from envsnap.capture.collectors import nccl_log

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from envsnap.capture.base import CaptureContext, ok
 from envsnap.model.rules import COMMUNICATION, SectionRules, volatile
 from envsnap.model.schema import ENV_SHAPE
+from envsnap.model.types import Section
 
 SYSTEM_FILE = "/etc/nccl.conf"
 HOME_FILE = ".nccl.conf"
@@ -178,7 +179,7 @@ def describe(environ: Dict[str, str], uid: int, cwd: str, pid: Optional[int] = N
             "overridden": dict(sorted(overridden.items()))}
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     pid = ctx.pids[0] if ctx.pids else None
     environ, uid, cwd = (dict(os.environ), os.getuid(), ctx.cwd) if pid is None else _process(pid)
     data = describe(environ or {}, os.getuid() if uid is None else uid, cwd or "/", pid=pid, redact=ctx.redact)

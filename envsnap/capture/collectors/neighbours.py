@@ -26,6 +26,7 @@ from envsnap.capture.collectors.cpu_window import CpuWindow, read_loadavg, runna
 from envsnap.capture.collectors.gpu_processes import GpuProcesses, close_nvml, open_nvml
 from envsnap.model.rules import CPU_HOST, SectionRules, volatile
 from envsnap.model.schema import NEIGHBOURS_SHAPE
+from envsnap.model.types import Section
 
 # The section's shape is run telemetry's "neighbours" too: one definition, in the model.
 SHAPE = NEIGHBOURS_SHAPE
@@ -50,7 +51,7 @@ def _other_collectors_running() -> bool:
     return any(t.name.startswith("envsnap-run-") and t.name != "envsnap-run-neighbours" for t in threading.enumerate())
 
 
-def collect(ctx: CaptureContext, nvml: Any = None) -> Dict[str, Any]:
+def collect(ctx: CaptureContext, nvml: Any = None) -> Section:
     """One window, while the other collectors run (CAPTURE_MIN_WINDOW_S to CAPTURE_WINDOW_S; shorter when the
     capture's deadline is nearer). `nvml`: a pynvml module to use (tests pass a stand-in); else pynvml itself
     when it loads."""

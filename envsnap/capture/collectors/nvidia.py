@@ -25,6 +25,7 @@ from envsnap.model.rules import (
     volatile,
 )
 from envsnap.model.snapshot import as_dict
+from envsnap.model.types import Section
 from envsnap.subproc import run_command
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
@@ -111,7 +112,7 @@ def no_nvml_library() -> bool:
 
 
 def collect_from(module: Any, ctx: CaptureContext, nvidia_smi: Optional[str] = None,
-                 reason: Optional[str] = None) -> Dict[str, Any]:
+                 reason: Optional[str] = None) -> Section:
     """The collector with its NVML binding given (tests pass a stand-in); `reason`: why NVML is
     known not to be usable without asking the binding (then `module` is not used)."""
     import shutil
@@ -141,7 +142,7 @@ def _smi_timeout(ctx: CaptureContext, cap: float) -> float:
     return max(0.05, ctx.remaining(cap) - 0.2)
 
 
-def collect_from_nvidia_smi(smi: str, ctx: CaptureContext, nvml_reason: str) -> Dict[str, Any]:
+def collect_from_nvidia_smi(smi: str, ctx: CaptureContext, nvml_reason: str) -> Section:
     """Fallback: `nvidia-smi -q -x` for the core fields, `nvidia-smi topo -m` for topology."""
     from envsnap.capture.collectors import nvidia_smi
 
@@ -189,7 +190,7 @@ def pynvml_could_only_say_no_library() -> bool:
     return importlib.util.find_spec("pynvml") is not None
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     if pynvml_could_only_say_no_library():
         return collect_from(None, ctx, reason=NO_LIBRARY)
     try:

@@ -32,6 +32,7 @@ from envsnap.model.rules import (
     rule,
 )
 from envsnap.model.schema import CONTENT_SHAPE, HASH_CACHE_SHAPE
+from envsnap.model.types import Section
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
@@ -101,7 +102,7 @@ RULES = SectionRules(category="packages", component=NONE, compares="installed pa
 ASSEMBLY_MARGIN_S = 0.25
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     try:
         facts = interpreter_facts(ctx)
     except ValueError as exc:

@@ -53,6 +53,7 @@ from envsnap.capture.collectors.files import (
 )
 from envsnap.model.rules import NONE, SectionRules, rule
 from envsnap.model.schema import CONTENT_SHAPE
+from envsnap.model.types import Section
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
@@ -391,7 +392,7 @@ def _target_state(path: str, deadline: float) -> Dict[str, Any]:
 
 # ---------------------------------------------------------------- the section
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     given = list(getattr(ctx, "patches", None) or [])
     if not given:
         return unavailable("no --patch given")

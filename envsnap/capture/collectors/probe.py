@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
 from envsnap.model.rules import CPU_HOST, NONE, SectionRules, rule, volatile
 from envsnap.model.schema import ENV_SHAPE
+from envsnap.model.types import Section
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
@@ -175,7 +176,7 @@ def _where_fields(record: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     if not ctx.probe_dir:
         return unavailable("not requested: use --probe-dir DIR (after `envsnap probe install`, "
                            "start the server with ENVSNAP_PROBE_DIR=DIR)")
@@ -317,8 +318,8 @@ def _record_details(record: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def collect_after_runs(ctx: CaptureContext, at_capture: Dict[str, Any],
-                       windows: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+def collect_after_runs(ctx: CaptureContext, at_capture: Section,
+                       windows: Sequence[Dict[str, Any]]) -> Section:
     """The probe section once `envsnap run` has run its command: the records in the directory now.
 
     The capture before the runs saw only what was there then (a running server's records); the
@@ -413,9 +414,9 @@ def _run_of(record: Dict[str, Any], windows: Sequence[Dict[str, Any]]) -> Any:
     return None
 
 
-def _kept(at_capture: Dict[str, Any], reason: Optional[str]) -> Dict[str, Any]:
+def _kept(at_capture: Section, reason: Optional[str]) -> Section:
     """The section as captured before the runs, with a warning when the directory went away."""
-    kept = dict(at_capture)
+    kept = at_capture.copy()
     if reason and kept.get("status") == "ok":
         data = dict(kept.get("data") or {})
         data["warnings"] = sorted(list(data.get("warnings") or [])

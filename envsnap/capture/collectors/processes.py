@@ -17,6 +17,7 @@ from envsnap.model.rules import (
     volatile,
 )
 from envsnap.model.schema import ENV_SHAPE
+from envsnap.model.types import Section
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
@@ -97,7 +98,7 @@ def roots_of(ctx: CaptureContext) -> Tuple[List[int], List[int]]:
     return roots, forced
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     if not ctx.pids and not ctx.sglang:
         return unavailable("not requested: use --pid PID or --sglang")
     import time

@@ -29,6 +29,7 @@ from envsnap.capture.base import CaptureContext, failed, ok
 from envsnap.capture.collectors import content
 from envsnap.model.rules import CPU_HOST, NONE, SectionRules, rule
 from envsnap.model.schema import CONTENT_SHAPE, ENV_SHAPE
+from envsnap.model.types import Section
 from envsnap.redact import redact_env
 from envsnap.subproc import run_command
 
@@ -229,7 +230,7 @@ def _self_startup_changes() -> Dict[str, Dict[str, Optional[str]]]:
     return _env_changes(at_exec, dict(os.environ))
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     try:
         facts = interpreter_facts(ctx)
     except ValueError as exc:

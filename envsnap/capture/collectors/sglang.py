@@ -35,6 +35,7 @@ from envsnap.model.rules import (
     rule,
     volatile,
 )
+from envsnap.model.types import Section
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
 # snapshot is loaded) and its fields' rules (analysis/knowledge matches keys against them). ---
@@ -217,7 +218,7 @@ def shape(answer: Dict[str, Any]) -> Dict[str, Any]:
     return data
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     if not ctx.sglang_url:
         return unavailable("not requested: use --sglang-url http://HOST:PORT")
     from envsnap.errors import EnvsnapError

@@ -21,6 +21,7 @@ from envsnap.capture.base import CaptureContext, failed, ok, unavailable
 from envsnap.capture.collectors import distributions
 from envsnap.model.names import canonical_name
 from envsnap.model.rules import COMMUNICATION, KERNELS, NONE, SectionRules, rule, volatile
+from envsnap.model.types import Section
 from envsnap.subproc import run_command
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
@@ -312,7 +313,7 @@ def deep_probe(ctx: CaptureContext, executable: Optional[str] = None, cap: Optio
     return {"error": f"importing torch in a subprocess failed ({result.error or 'no report'}): {tail}".rstrip(": ")}
 
 
-def collect(ctx: CaptureContext) -> Dict[str, Any]:
+def collect(ctx: CaptureContext) -> Section:
     try:
         path, executable = described_interpreter(ctx)
     except ValueError as exc:

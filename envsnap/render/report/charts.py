@@ -8,8 +8,7 @@ from typing import Any, Dict, List, Tuple
 from envsnap import format as fmt
 from envsnap.analysis.runs import stats
 from envsnap.model.result_types import DiffResult
-from envsnap.model.snapshot import as_dict
-from envsnap.render.report.common import fmt_num, listed, natural_key
+from envsnap.render.report.common import fmt_num, natural_key
 
 MAX_CHARTS = 24
 
@@ -67,10 +66,10 @@ def _chart(name: str, good: List[Tuple[int, float]], bad: List[Tuple[int, float]
 
 
 def charts_view(result: DiffResult) -> Dict[str, Any]:
-    runs = as_dict(as_dict(result.get("tables")).get("runs"))
-    good, bad = as_dict(runs.get("good")), as_dict(runs.get("bad"))
-    good_values = {str(k): [(int(i), float(v)) for i, v in listed(p)] for k, p in as_dict(good.get("metrics")).items()}
-    bad_values = {str(k): [(int(i), float(v)) for i, v in listed(p)] for k, p in as_dict(bad.get("metrics")).items()}
+    runs = result["tables"]["runs"]
+    good, bad = runs["good"], runs["bad"]
+    good_values = {k: [(int(i), float(v)) for i, v in p] for k, p in good["metrics"].items()}
+    bad_values = {k: [(int(i), float(v)) for i, v in p] for k, p in bad["metrics"].items()}
     verdict = result["verdict"]
     decomposition = verdict["decomposition"]
     parts = (decomposition["accept_length"], decomposition["cycle_time"]) if decomposition else (None, None)
@@ -84,5 +83,5 @@ def charts_view(result: DiffResult) -> Dict[str, Any]:
     # The verdict's metric and the EAGLE-3 ones are shown; the other metrics wait in a closed <details>.
     lead = sum(1 for c in charts if c["name"] in first) or min(1, len(charts))
     return {"charts": charts[:lead], "more_charts": charts[lead:], "omitted": names[MAX_CHARTS:],
-            "good_failed": good.get("failed", 0), "bad_failed": bad.get("failed", 0),
-            "good_runs": good.get("total", 0), "bad_runs": bad.get("total", 0)}
+            "good_failed": good["failed"], "bad_failed": bad["failed"],
+            "good_runs": good["total"], "bad_runs": bad["total"]}

@@ -2,15 +2,30 @@
 files, from the analysis' code tables (analysis/tables)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, TypeVar
 
+from envsnap.model.result_types import (
+    CodeTables,
+    FileState,
+    GitRepoTable,
+    HookFacts,
+    HookRow,
+    IntegrityRow,
+    IntegrityTable,
+    PackageFacts,
+    PackagesTable,
+    WatchedFileFacts,
+    WatchedFileRow,
+    WatchedFilesTable,
+)
 from envsnap.model.snapshot import as_dict
 from envsnap.render.report.common import capped, fmt_value, listed, short_hash
 
+Row = TypeVar("Row")
 
-def _state_text(state: Any) -> str:
-    state = as_dict(state)
-    name = state.get("state") or "—"
+
+def _state_text(state: FileState) -> str:
+    name = state["state"]
     if name == "modified":
         return short_hash(state.get("sha256"))
     if name in ("as recorded", "clean", "missing", "not captured"):
@@ -18,68 +33,69 @@ def _state_text(state: Any) -> str:
     return f"{name} {short_hash(state.get('sha256'))}".strip() if state.get("sha256") else str(name)
 
 
-def _git_state_text(state: Any) -> str:
+def _git_state_text(state: FileState) -> str:
     """A checkout file's state as the analysis words it ("modified", "untracked", "clean", "absent"), with its hash."""
-    state = as_dict(state)
-    name = fmt_value(state.get("state") or "—", 40)
+    name = fmt_value(state["state"], 40)
     return f"{name} {short_hash(state.get('sha256'))}" if state.get("sha256") else name
 
 
-def _capped_rows(table: Dict[str, Any], row: Callable[[Dict[str, Any]], Dict[str, Any]]) -> Dict[str, Any]:
-    """The analysis' capped table as the template's shown / more / hidden split."""
-    rows = [r for r in listed(table.get("rows")) if isinstance(r, dict)]
+def _capped_rows(rows: List[Row], total: int, same_not_listed: int,
+                 row: Callable[[Row], Dict[str, Any]]) -> Dict[str, Any]:
+    """The analysis' capped table (its rows and counts) as the template's shown / more / hidden split."""
     split = capped(rows, row)
-    split["hidden"] += int(table.get("same_not_listed") or 0)
-    split["total"] = int(table.get("total") or len(rows))
+    split["hidden"] += same_not_listed
+    split["total"] = total
     return split
 
 
-def _integrity_view(table: Dict[str, Any]) -> Dict[str, Any]:
-    def row(raw: Dict[str, Any]) -> Dict[str, Any]:
-        g, b = as_dict(raw.get("good")), as_dict(raw.get("bad"))
-        return {"path": fmt_value(raw.get("path"), 200), "dist": fmt_value(raw.get("dist") or "", 60),
-                "recorded": short_hash(raw.get("recorded_sha256")) if raw.get("recorded_sha256") else "—",
+def _integrity_view(table: IntegrityTable) -> Dict[str, Any]:
+    def row(raw: IntegrityRow) -> Dict[str, Any]:
+        g, b = raw["good"], raw["bad"]
+        return {"path": fmt_value(raw["path"], 200), "dist": fmt_value(raw["dist"] or "", 60),
+                "recorded": short_hash(raw["recorded_sha256"]) if raw["recorded_sha256"] else "—",
                 "good": _state_text(g), "bad": _state_text(b),
-                "good_state": "ok" if g.get("state") == "as recorded" else g.get("state"),
-                "bad_state": "ok" if b.get("state") == "as recorded" else b.get("state"),
-                "differs": bool(raw.get("differs"))}
+                "good_state": "ok" if g["state"] == "as recorded" else g["state"],
+                "bad_state": "ok" if b["state"] == "as recorded" else b["state"],
+                "differs": raw["differs"]}
 
-    summary = {side: {k: fmt_value(v) if k in ("mode", "checked") else v
-                      for k, v in as_dict(as_dict(table.get("summary")).get(side)).items()} for side in ("good", "bad")}
-    return {"rows": _capped_rows(table, row), "summary": summary, "present": bool(table.get("present"))}
+    summary = {side: {k: fmt_value(v) if k in ("mode", "checked") else v for k, v in table["summary"][side].items()}
+               for side in ("good", "bad")}
+    return {"rows": _capped_rows(table["rows"], table["total"], table["same_not_listed"], row), "summary": summary,
+            "present": table["present"]}
 
 
-def _package_text(facts: Any) -> str:
-    facts = as_dict(facts)
-    text = fmt_value(facts.get("version"), 60)
+def _package_text(facts: PackageFacts) -> str:
+    text = fmt_value(facts["version"], 60)
     if facts.get("build"):  # another build of the same version on the other side
         text += f" [{fmt_value(facts['build'], 120)}]"
-    if facts.get("origin") and facts.get("origin") != "index":
-        text += f" ({facts['origin']}" + (f" {short_hash(facts.get('commit'))}" if facts.get("commit") else "") + ")"
+    if facts["origin"] and facts["origin"] != "index":
+        text += f" ({facts['origin']}" + (f" {short_hash(facts['commit'])}" if facts["commit"] else "") + ")"
     return text
 
 
-def _packages_view(table: Dict[str, Any]) -> Dict[str, Any]:
-    rows = [{"name": fmt_value(r.get("name"), 120), "good": _package_text(r.get("good")) if r.get("good") else "—",
-             "bad": _package_text(r.get("bad")) if r.get("bad") else "—",
-             "good_absent": "not installed" if r.get("good") is None else False,
-             "bad_absent": "not installed" if r.get("bad") is None else False}
-            for r in listed(table.get("rows")) if isinstance(r, dict)]
-    return {"rows": capped(rows), "good_count": table.get("good_count", 0), "bad_count": table.get("bad_count", 0)}
+def _packages_view(table: PackagesTable) -> Dict[str, Any]:
+    rows = []
+    for r in table["rows"]:
+        good, bad = r["good"], r["bad"]
+        rows.append({"name": fmt_value(r["name"], 120), "good": _package_text(good) if good else "—",
+                     "bad": _package_text(bad) if bad else "—",
+                     "good_absent": "not installed" if good is None else False,
+                     "bad_absent": "not installed" if bad is None else False})
+    return {"rows": capped(rows), "good_count": table["good_count"], "bad_count": table["bad_count"]}
 
 
-def _hooks_view(rows: List[Any]) -> List[Dict[str, Any]]:
-    def describe(hook: Any) -> Optional[Dict[str, str]]:
-        if not isinstance(hook, dict):
+def _hooks_view(rows: List[HookRow]) -> List[Dict[str, Any]]:
+    def describe(hook: Optional[HookFacts]) -> Optional[Dict[str, str]]:
+        if hook is None:
             return None
-        mentions = ", ".join(str(m) for m in listed(hook.get("env_mentions"))[:20])
-        return {"sha": short_hash(hook.get("sha256")), "size": fmt_value(hook.get("size")),
-                "env": ("sets environment" + (f": {mentions}" if mentions else "")) if hook.get("touches_env") else "",
-                "imports": fmt_value("; ".join(str(i) for i in listed(hook.get("import_lines"))[:5]), 200)}
+        mentions = ", ".join(hook["env_mentions"][:20])
+        return {"sha": short_hash(hook["sha256"]), "size": fmt_value(hook["size"]),
+                "env": ("sets environment" + (f": {mentions}" if mentions else "")) if hook["touches_env"] else "",
+                "imports": fmt_value("; ".join(hook["import_lines"][:5]), 200)}
 
-    return [{"path": fmt_value(r.get("path"), 200), "kind": fmt_value(r.get("kind") or "", 30),
-             "good": describe(r.get("good")), "bad": describe(r.get("bad")), "differs": bool(r.get("differs"))}
-            for r in rows if isinstance(r, dict)]
+    return [{"path": fmt_value(r["path"], 200), "kind": fmt_value(r["kind"] or "", 30),
+             "good": describe(r["good"]), "bad": describe(r["bad"]), "differs": r["differs"]}
+            for r in rows]
 
 
 _GIT_LABELS = {"roles": "Roles", "branch": "Branch", "head": "Commit", "upstream": "Upstream",
@@ -105,46 +121,44 @@ def _git_fact_text(name: str, value: Any, captured: bool) -> str:
     return str(value)
 
 
-def _git_view(repos: List[Any]) -> List[Dict[str, Any]]:
+def _git_view(repos: List[GitRepoTable]) -> List[Dict[str, Any]]:
     out = []
-    for repo in (r for r in repos if isinstance(r, dict)):
-        good_captured, bad_captured = bool(repo.get("good_captured")), bool(repo.get("bad_captured"))
-        rows = [{"label": _GIT_LABELS.get(str(f.get("fact")), str(f.get("fact"))),
-                 "good": _git_fact_text(str(f.get("fact")), f.get("good"), good_captured),
-                 "bad": _git_fact_text(str(f.get("fact")), f.get("bad"), bad_captured), "differs": bool(f.get("differs"))}
-                for f in listed(repo.get("facts")) if isinstance(f, dict)]
-
-        def file_row(raw: Dict[str, Any]) -> Dict[str, Any]:
-            return {"path": fmt_value(raw.get("path"), 200), "good": _git_state_text(raw.get("good")),
-                    "bad": _git_state_text(raw.get("bad")), "differs": bool(raw.get("differs"))}
-
-        out.append({"path": fmt_value(repo.get("path"), 200), "rows": rows,
-                    "files": _capped_rows(as_dict(repo.get("files")), file_row),
-                    "good_absent": not good_captured, "bad_absent": not bad_captured, "differs": bool(repo.get("differs"))})
+    for repo in repos:
+        good_captured, bad_captured = repo["good_captured"], repo["bad_captured"]
+        rows = [{"label": _GIT_LABELS.get(f["fact"], f["fact"]),
+                 "good": _git_fact_text(f["fact"], f["good"], good_captured),
+                 "bad": _git_fact_text(f["fact"], f["bad"], bad_captured), "differs": f["differs"]}
+                for f in repo["facts"]]
+        files = repo["files"]
+        out.append({"path": fmt_value(repo["path"], 200), "rows": rows,
+                    "files": _capped_rows(files["rows"], files["total"], files["same_not_listed"], lambda raw: {
+                        "path": fmt_value(raw["path"], 200), "good": _git_state_text(raw["good"]),
+                        "bad": _git_state_text(raw["bad"]), "differs": raw["differs"]}),
+                    "good_absent": not good_captured, "bad_absent": not bad_captured, "differs": repo["differs"]})
     return out
 
 
-def _files_view(table: Dict[str, Any]) -> Dict[str, Any]:
-    def describe(entry: Any) -> str:
-        if not isinstance(entry, dict):
+def _files_view(table: WatchedFilesTable) -> Dict[str, Any]:
+    def describe(entry: Optional[WatchedFileFacts]) -> str:
+        if entry is None:
             return "—"
         if entry.get("error"):
             return "error: " + fmt_value(entry.get("error"), 120)
         return f"{short_hash(entry.get('sha256'))} ({fmt_value(entry.get('size'))} B)"
 
-    def row(raw: Dict[str, Any]) -> Dict[str, Any]:
-        return {"path": fmt_value(raw.get("path"), 200), "good": describe(raw.get("good")),
-                "bad": describe(raw.get("bad")), "differs": bool(raw.get("differs"))}
+    def row(raw: WatchedFileRow) -> Dict[str, Any]:
+        return {"path": fmt_value(raw["path"], 200), "good": describe(raw["good"]),
+                "bad": describe(raw["bad"]), "differs": raw["differs"]}
 
-    return {"rows": _capped_rows(table, row), "differing": table.get("differing", 0)}
+    return {"rows": _capped_rows(table["rows"], table["total"], table["same_not_listed"], row),
+            "differing": table["differing"]}
 
 
-def code_view(tables: Dict[str, Any]) -> Dict[str, Any]:
-    code = as_dict(tables.get("code"))
+def code_view(code: CodeTables) -> Dict[str, Any]:
     return {
-        "integrity": _integrity_view(as_dict(code.get("integrity"))),
-        "packages": _packages_view(as_dict(code.get("packages"))),
-        "hooks": _hooks_view(listed(code.get("hooks"))),
-        "git": _git_view(listed(code.get("git"))),
-        "files": _files_view(as_dict(code.get("files"))),
+        "integrity": _integrity_view(code["integrity"]),
+        "packages": _packages_view(code["packages"]),
+        "hooks": _hooks_view(code["hooks"]),
+        "git": _git_view(code["git"]),
+        "files": _files_view(code["files"]),
     }

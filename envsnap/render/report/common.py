@@ -7,8 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 from envsnap import format as fmt
 from envsnap.analysis.compare.diff import value_text
-from envsnap.model.result_types import Cause, Difference
-from envsnap.model.snapshot import as_dict
+from envsnap.model.result_types import Cause, Difference, SectionStatus
 
 ROWS_SHOWN = 40          # rows of a long table shown before "N more"
 ROWS_MORE = 400          # further rows inside the closed "N more" <details>; beyond: counted only
@@ -61,9 +60,8 @@ def change_words(raw: Difference) -> str:
     return fmt_value(raw["change"] or "changed", 10)
 
 
-def status_text(status: Any) -> str:
-    status = as_dict(status)
-    reason = status.get("reason")
-    return f"{status.get('status')}: {fmt_value(reason, 160)}" if reason else str(status.get("status") or "?")
+def status_text(status: SectionStatus) -> str:
+    reason = status["reason"]
+    return f"{status['status']}: {fmt_value(reason, 160)}" if reason else status["status"]
 
 

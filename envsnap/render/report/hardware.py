@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from envsnap import format as fmt
-from envsnap.model.snapshot import as_dict
-from envsnap.render.report.common import fmt_value, listed, status_text
+from envsnap.model.result_types import CompareRow, HardwareTables
+from envsnap.render.report.common import fmt_value, status_text
 
 
 def _side_text(value: Any, key: str = "") -> str:
@@ -17,56 +17,54 @@ def _side_text(value: Any, key: str = "") -> str:
     return fmt_value(value)
 
 
-def _cmp_rows(rows: List[Any]) -> Dict[str, Any]:
+def _cmp_rows(rows: List[CompareRow]) -> Dict[str, Any]:
     """Compare rows of the analysis as the template's main (differing or pinned) and same lists."""
     main: List[Dict[str, Any]] = []
     same: List[Dict[str, Any]] = []
-    for raw in (r for r in rows if isinstance(r, dict)):
-        label = str(raw.get("label"))
-        row = {"label": label, "good": _side_text(raw.get("good"), label) if raw.get("good_set") else "—",
-               "bad": _side_text(raw.get("bad"), label) if raw.get("bad_set") else "—",
-               "differs": bool(raw.get("differs")), "good_absent": not raw.get("good_set"),
-               "bad_absent": not raw.get("bad_set")}
-        (main if raw.get("differs") or raw.get("pinned") else same).append(row)
+    for raw in rows:
+        label = raw["label"]
+        row = {"label": label, "good": _side_text(raw["good"], label) if raw["good_set"] else "—",
+               "bad": _side_text(raw["bad"], label) if raw["bad_set"] else "—",
+               "differs": raw["differs"], "good_absent": not raw["good_set"],
+               "bad_absent": not raw["bad_set"]}
+        (main if raw["differs"] or raw["pinned"] else same).append(row)
     return {"main": main, "same": same, "differs": sum(1 for r in main if r["differs"])}
 
 
-def gpu_host_view(tables: Dict[str, Any]) -> Dict[str, Any]:
-    hw = as_dict(tables.get("hardware"))
-    gpus = as_dict(hw.get("gpus"))
+def gpu_host_view(hw: HardwareTables) -> Dict[str, Any]:
+    gpus = hw["gpus"]
     rows: List[Dict[str, Any]] = []
     same: List[Dict[str, Any]] = []
-    for raw in (r for r in listed(gpus.get("rows")) if isinstance(r, dict)):
-        attr = str(raw.get("attribute"))
-        cells = []
-        for cell in (c for c in listed(raw.get("cells")) if isinstance(c, dict)):
-            g = _side_text(cell.get("good"), attr) if cell.get("good_set") else "—"
-            b = _side_text(cell.get("bad"), attr) if cell.get("bad_set") else "—"
-            cells.append({"same": True, "text": g} if cell.get("same") else {"same": False, "good": g, "bad": b})
-        row = {"label": attr, "cells": cells, "differs": bool(raw.get("differs")), "volatile": bool(raw.get("at_capture"))}
-        (rows if raw.get("changed") or raw.get("pinned") else same).append(row)
+    for raw in gpus["rows"]:
+        attr = raw["attribute"]
+        cells: List[Dict[str, Any]] = []
+        for cell in raw["cells"]:
+            g = _side_text(cell["good"], attr) if cell["good_set"] else "—"
+            b = _side_text(cell["bad"], attr) if cell["bad_set"] else "—"
+            cells.append({"same": True, "text": g} if cell["same"] else {"same": False, "good": g, "bad": b})
+        row = {"label": attr, "cells": cells, "differs": raw["differs"], "volatile": raw["at_capture"]}
+        (rows if raw["changed"] or raw["pinned"] else same).append(row)
     topology = None
-    topo = hw.get("topology")
-    if isinstance(topo, dict):
-        names = [str(n) for n in listed(topo.get("names"))]
-        differs = listed(topo.get("differs"))
+    topo = hw["topology"]
+    if topo is not None:
+        names = topo["names"]
+        differs = topo["differs"]
         sides = []
-        for side in ("good", "bad"):
-            matrix = listed(topo.get(side))
+        for side, matrix, present in (("good", topo["good"], topo["good_present"]),
+                                      ("bad", topo["bad"], topo["bad_present"])):
             side_rows = []
-            for i, name in enumerate(names):
-                values = listed(matrix[i]) if i < len(matrix) else []
+            for i, name in enumerate(names):  # the analysis gives every row and column, on both sides
                 cells = []
                 for j, col in enumerate(names):
-                    value = values[j] if j < len(values) else None
+                    value = matrix[i][j]
                     text = "X" if name == col and value is None else (fmt_value(value, 12) if value is not None else "")
-                    cells.append({"text": text, "differs": bool(listed(differs[i])[j]) if i < len(differs) else False})
+                    cells.append({"text": text, "differs": differs[i][j]})
                 side_rows.append({"name": name, "cells": cells})
-            sides.append({"side": side, "rows": side_rows, "present": bool(topo.get(f"{side}_present"))})
-        topology = {"names": names, "sides": sides, "differing": topo.get("differing", 0)}
-    status = as_dict(hw.get("status"))
-    return {"overview": _cmp_rows(listed(hw.get("overview"))),
-            "gpu_indices": [str(i) for i in listed(gpus.get("indices"))], "gpu_rows": rows, "gpu_same": same,
-            "topology": topology, "host": _cmp_rows(listed(hw.get("host"))),
-            "nvidia_status": tuple(status_text(as_dict(status.get("nvidia")).get(s)) for s in ("good", "bad")),
-            "host_status": tuple(status_text(as_dict(status.get("host")).get(s)) for s in ("good", "bad"))}
+            sides.append({"side": side, "rows": side_rows, "present": present})
+        topology = {"names": names, "sides": sides, "differing": topo["differing"]}
+    status = hw["status"]
+    return {"overview": _cmp_rows(hw["overview"]),
+            "gpu_indices": gpus["indices"], "gpu_rows": rows, "gpu_same": same,
+            "topology": topology, "host": _cmp_rows(hw["host"]),
+            "nvidia_status": tuple(status_text(status["nvidia"][s]) for s in ("good", "bad")),
+            "host_status": tuple(status_text(status["host"][s]) for s in ("good", "bad"))}

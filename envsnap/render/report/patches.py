@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from envsnap.model.result_types import DiffResult
-from envsnap.model.snapshot import as_dict
-from envsnap.render.report.common import PATCH_ID, ROWS_MORE, fmt_value, listed, short_hash
+from envsnap.render.report.common import PATCH_ID, ROWS_MORE, fmt_value, short_hash
 
 HUNK_SHOWN = 40  # lines of a hunk shown before the rest folds into a closed <details>
 CONTENT_SHOWN = 400  # lines of a file shown whole (no diff) before the rest is counted only
@@ -68,36 +67,32 @@ def patch_status_view(result: DiffResult, causes: List[Dict[str, Any]]) -> Dict[
     anchors), and shows its text."""
     anchors = {c["key"]: c["anchor"] for c in causes if c["anchor"]}
     patches = []
-    for raw in listed(result.get("patch_status"))[:ROWS_MORE]:
-        if not isinstance(raw, dict):
-            continue
+    for raw in result.get("patch_status", [])[:ROWS_MORE]:
         sides = {}
-        for side in ("good", "bad"):
-            info = as_dict(raw.get(side))
-            target = as_dict(info.get("target"))
-            where = ""
-            if target.get("root"):
-                owner = f" {target.get('dist')} {target.get('version') or ''}".rstrip() if target.get("dist") else ""
-                where = f"{target['root']} ({target.get('kind')}{owner}, -p{target.get('strip')})"
-            sides[side] = {"given": bool(info), "status": fmt_value(info.get("status"), 60) if info else "not given",
-                           "where": fmt_value(where, 300), "note": fmt_value(info.get("error") or info.get("note"), 400)
-                           if (info.get("error") or info.get("note")) else ""}
+        for side, info in (("good", raw["good"]), ("bad", raw["bad"])):
+            where, note = "", ""
+            if info is not None:
+                target = info["target"]
+                if target.get("root"):
+                    owner = f" {target.get('dist')} {target.get('version') or ''}".rstrip() if target.get("dist") else ""
+                    where = f"{target['root']} ({target.get('kind')}{owner}, -p{target.get('strip')})"
+                note = fmt_value(info["error"] or info["note"], 400) if (info["error"] or info["note"]) else ""
+            sides[side] = {"given": info is not None,
+                           "status": fmt_value(info["status"], 60) if info is not None else "not given",
+                           "where": fmt_value(where, 300), "note": note}
         rows = []
-        for hunk in listed(raw.get("hunks"))[:ROWS_MORE]:
-            if not isinstance(hunk, dict):
-                continue
-            rank = hunk.get("rank")
-            text = hunk.get("text") if isinstance(hunk.get("text"), str) and hunk.get("changed") else None
-            rows.append({"n": fmt_value(hunk.get("n"), 10), "file": fmt_value(hunk.get("file"), 300),
-                         "header": fmt_value(hunk.get("header"), 200), "changed": bool(hunk.get("changed")),
-                         "good": fmt_value(hunk.get("good"), 40) if hunk.get("good") is not None else "—",
-                         "bad": fmt_value(hunk.get("bad"), 40) if hunk.get("bad") is not None else "—",
-                         "rank": rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
-                         "anchor": anchors.get(fmt_value(hunk.get("key"), 200), ""),
-                         "why": "; ".join(f"{s}: {fmt_value(w, 200)}" for s, w in sorted(as_dict(hunk.get("why")).items())),
+        for hunk in raw["hunks"][:ROWS_MORE]:
+            text = hunk["text"] if hunk["changed"] else None
+            rows.append({"n": fmt_value(hunk["n"], 10), "file": fmt_value(hunk["file"], 300),
+                         "header": fmt_value(hunk["header"], 200), "changed": hunk["changed"],
+                         "good": fmt_value(hunk["good"], 40) if hunk["good"] is not None else "—",
+                         "bad": fmt_value(hunk["bad"], 40) if hunk["bad"] is not None else "—",
+                         "rank": hunk.get("rank"),
+                         "anchor": anchors.get(fmt_value(hunk["key"], 200), ""),
+                         "why": "; ".join(f"{s}: {fmt_value(w, 200)}" for s, w in sorted(hunk["why"].items())),
                          "hunks": _hunks(text) if text else []})
         if sides["good"]["where"] == sides["bad"]["where"] and not sides["good"]["note"]:
             sides["good"]["where"] = ""  # one target line for both sides
-        patches.append({"name": fmt_value(raw.get("name"), 300), "good": sides["good"], "bad": sides["bad"],
+        patches.append({"name": fmt_value(raw["name"], 300), "good": sides["good"], "bad": sides["bad"],
                         "rows": rows, "changed": sum(1 for r in rows if r["changed"])})
     return {"patches": patches, "total": len(patches)}

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from envsnap.model.result_types import DiffResult
-from envsnap.model.snapshot import as_dict
+from envsnap.model.result_types import DiffResult, WorkerCell
 from envsnap.render.report.common import CELL_CHARS, ROWS_MORE, TOOLTIP_CHARS, cut, fmt_value, listed
 
 
@@ -41,22 +40,22 @@ def _shown(set_: Any, value: Any, limit: int = 120) -> str:
     return fmt_value(value, limit) if set_ else "unset"
 
 
-def _cell_view(cell: Dict[str, Any], has_parent_column: bool) -> Dict[str, str]:
+def _cell_view(cell: WorkerCell, has_parent_column: bool) -> Dict[str, str]:
     """A matrix cell's text, classes and tooltip, from the analysis' flags."""
     if not cell.get("readable"):
         return {"cls": "unreadable", "text": "?", "tip": f"environment {cell.get('status', 'unreadable')}"}
     classes, notes = [], []
     vs_parent = cell.get("vs_parent")
-    if isinstance(vs_parent, dict):
+    if vs_parent is not None:
         classes.append("vs-parent")
-        notes.append(f"parent: {_shown(vs_parent.get('set'), vs_parent.get('value'))}")
+        notes.append(f"parent: {_shown(vs_parent['set'], vs_parent['value'])}")
     if cell.get("vs_peers"):
         classes.append("vs-peers")
         notes.append("peers disagree")
     in_process = cell.get("in_process")
-    if isinstance(in_process, dict):
+    if in_process is not None:
         classes.append("in-process")
-        notes.append(f"at exec: {_shown(in_process.get('set'), in_process.get('value'))}; changed inside the process")
+        notes.append(f"at exec: {_shown(in_process['set'], in_process['value'])}; changed inside the process")
     full = _shown(cell.get("set"), cell.get("value"), TOOLTIP_CHARS)
     if not cell.get("set"):
         text, classes = "unset", classes + ["unset"]
@@ -71,41 +70,39 @@ def _cell_view(cell: Dict[str, Any], has_parent_column: bool) -> Dict[str, str]:
 
 
 def workers_view(result: DiffResult) -> Dict[str, Any]:
-    table = as_dict(as_dict(result.get("tables")).get("workers"))
-    rows = [r for r in listed(table.get("rows")) if isinstance(r, dict)]
+    table = result["tables"]["workers"]
+    rows = table["rows"]
     views = []
     for side in ("good", "bad"):
-        columns = [c for c in listed(as_dict(table.get("columns")).get(side)) if isinstance(c, dict)]
-        cells = as_dict(as_dict(table.get("cells")).get(side))
+        columns = table["columns"][side]
+        cells = table["cells"][side]
         views.append({
             "side": side,
-            "columns": [{"key": fmt_value(c.get("key"), 200),
-                         "key_parts": re.findall(r"[^_\-/]+[_\-/]?|[_\-/]", str(c.get("key"))),
-                         "title": fmt_value(c.get("title") or "", 200), "kind": c.get("kind"),
-                         "status": c.get("status"), "note": fmt_value(c.get("note") or "", 200),
-                         "source": c.get("source") or "", "parent": c.get("parent") or "",
-                         "readable": bool(c.get("readable"))} for c in columns],
-            "cells": {r["name"]: {str(c.get("key")): _cell_view(as_dict(as_dict(cells.get(r["name"])).get(str(c.get("key")))),
-                                                                 True)
-                                  for c in columns} for r in rows},
+            "columns": [{"key": fmt_value(c["key"], 200),
+                         "key_parts": re.findall(r"[^_\-/]+[_\-/]?|[_\-/]", c["key"]),
+                         "title": fmt_value(c["title"] or "", 200), "kind": c["kind"],
+                         "status": c["status"], "note": fmt_value(c["note"] or "", 200),
+                         "source": c["source"] or "", "parent": c["parent"] or "",
+                         "readable": c["readable"]} for c in columns],
+            # every listed variable has a cell in every column of its side (tables/workers.workers_table)
+            "cells": {r["name"]: {c["key"]: _cell_view(cells[r["name"]][c["key"]], True) for c in columns}
+                      for r in rows},
         })
-    same = [str(n) for n in listed(table.get("same_everywhere"))]
+    same = table["same_everywhere"]
     return {"sides": views, "rows": rows, "same_everywhere": same,
             "has_any": any(v["columns"] for v in views), "shown": len(rows), "total": len(rows) + len(same),
-            "differing": table.get("differing", 0)}
+            "differing": table["differing"]}
 
 
 def command_lines_view(result: DiffResult) -> Dict[str, Any]:
     """Each process's command line (and the benchmark command's), item by item, both sides (tables/flags.py)."""
-    table = as_dict(as_dict(result.get("tables")).get("command_lines"))
+    table = result["tables"]["command_lines"]
     groups = []
-    for group in listed(table.get("groups")):
-        if not isinstance(group, dict):
-            continue
-        rows = [{"item": fmt_value(r.get("item"), 200), "differs": bool(r.get("differs")),
-                 "good": fmt_value(r.get("good"), 300) if group.get("good_seen") else "not captured",
-                 "bad": fmt_value(r.get("bad"), 300) if group.get("bad_seen") else "not captured"}
-                for r in listed(group.get("rows")) if isinstance(r, dict)]
-        groups.append({"key": fmt_value(group.get("key"), 200), "command": group.get("where") == "command",
-                       "rows": rows, "differing": group.get("differing", 0)})
-    return {"groups": groups, "differing": table.get("differing", 0)}
+    for group in table["groups"]:
+        rows = [{"item": fmt_value(r["item"], 200), "differs": r["differs"],
+                 "good": fmt_value(r["good"], 300) if group["good_seen"] else "not captured",
+                 "bad": fmt_value(r["bad"], 300) if group["bad_seen"] else "not captured"}
+                for r in group["rows"]]
+        groups.append({"key": fmt_value(group["key"], 200), "command": group["where"] == "command",
+                       "rows": rows, "differing": group["differing"]})
+    return {"groups": groups, "differing": table["differing"]}

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from envsnap.model.result_types import DiffResult
-from envsnap.model.snapshot import as_dict
-from envsnap.render.report.common import cut, fmt_value, listed, status_text
+from envsnap.render.report.common import cut, fmt_value, status_text
 from envsnap.render.report.nodes import node_tables
 
 _PROVENANCE_LABELS = {"envsnap_version": "envsnap", "schema_version": "Schema", "redaction": "Redaction",
@@ -14,30 +13,30 @@ _PROVENANCE_LABELS = {"envsnap_version": "envsnap", "schema_version": "Schema", 
 
 
 def provenance_view(result: DiffResult) -> Dict[str, Any]:
-    tables = as_dict(result.get("tables"))
-    prov = as_dict(tables.get("provenance"))
-    differing = {_PROVENANCE_LABELS.get(str(k), str(k)) for k in listed(prov.get("differs"))}
+    tables = result["tables"]
+    prov = tables["provenance"]
+    differing = {_PROVENANCE_LABELS.get(k, k) for k in prov["differs"]}
     sides = {}
     banners: List[Dict[str, str]] = []
     for side in ("good", "bad"):
-        meta, facts = result["good"] if side == "good" else result["bad"], as_dict(prov.get(side))
-        nodes = [str(n) for n in listed(facts.get("nodes"))]
+        meta, facts = (result["good"], prov["good"]) if side == "good" else (result["bad"], prov["bad"])
+        nodes = facts["nodes"]
         sides[side] = {
             "Label": fmt_value(meta["label"] or "(no label)", 200),
             "Host": fmt_value(meta["host"] or "—", 200),
             "Captured": fmt_value(meta["created"] or "—", 60),
             "File": fmt_value(meta["file"] or "—", 300),
-            "envsnap": fmt_value(facts.get("envsnap_version") or "—", 40),
-            "Schema": fmt_value(facts.get("schema_version"), 10),
-            "Redaction": fmt_value(facts.get("redaction") or "—", 10),
-            "Runs": f"{facts.get('runs', 0)} ({facts.get('failed_runs', 0)} failed)",
+            "envsnap": fmt_value(facts["envsnap_version"] or "—", 40),
+            "Schema": fmt_value(facts["schema_version"], 10),
+            "Redaction": fmt_value(facts["redaction"] or "—", 10),
+            "Runs": f"{facts['runs']} ({facts['failed_runs']} failed)",
             "Nodes": f"{len(nodes)}: {fmt_value(', '.join(nodes), 300)}" if nodes else "single node",
-            "Provenance": fmt_value(facts.get("provenance_kind") or "—", 40),
-            "Provenance note": fmt_value(facts.get("provenance_note") or "—", 600),
-            "Provenance detail": fmt_value(facts.get("provenance_detail"), 600) if facts.get("provenance_detail") else "—",
+            "Provenance": fmt_value(facts["provenance_kind"] or "—", 40),
+            "Provenance note": fmt_value(facts["provenance_note"] or "—", 600),
+            "Provenance detail": fmt_value(facts["provenance_detail"], 600) if facts["provenance_detail"] else "—",
         }
-        if facts.get("provenance_kind") == "illustrative":
-            note = fmt_value(facts.get("provenance_note") or "", 600)
+        if facts["provenance_kind"] == "illustrative":
+            note = fmt_value(facts["provenance_note"] or "", 600)
             if banners and banners[-1]["note"] == note:
                 banners[-1]["side"] = "both"
             else:
@@ -45,10 +44,9 @@ def provenance_view(result: DiffResult) -> Dict[str, Any]:
     # Labels, hosts, times and files always differ: only a difference in how the data was made is marked.
     rows = [{"label": label, "good": sides["good"][label], "bad": sides["bad"][label], "differs": label in differing}
             for label in sides["good"]]
-    statuses = [{"label": fmt_value(f"{node}: {r.get('section')}" if node else r.get("section"), 200),
-                 "good": status_text(r.get("good")), "bad": status_text(r.get("bad")),
-                 "differs": bool(r.get("differs"))}
-                for node, part in node_tables(tables) for r in listed(part.get("sections")) if isinstance(r, dict)]
+    statuses = [{"label": fmt_value(f"{part['node']}: {r['section']}" if part["node"] else r["section"], 200),
+                 "good": status_text(r["good"]), "bad": status_text(r["bad"]), "differs": r["differs"]}
+                for part in node_tables(tables) for r in part["sections"]]
     return {"rows": rows, "sections": statuses, "banners": banners,
             # the header and <title> get a short form; the provenance table has the label in full
             "good_label": cut(sides["good"]["Label"], 80), "bad_label": cut(sides["bad"]["Label"], 80),

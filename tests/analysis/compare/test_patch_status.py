@@ -1,17 +1,20 @@
 """Recorded patches in the analysis: real captures (git and patches sections) of a real checkout, diffed."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
 from helpers.git import git, init_repo
 from helpers.patches import EDITS, TOPK, make_patch, with_edits
+from helpers.result_types import mismatches
 
 from envsnap.analysis.compare import patch_status
 from envsnap.analysis.result import analyze
 from envsnap.capture import runner
 from envsnap.capture.base import CaptureContext
 from envsnap.model import hunks
+from envsnap.model.result_types import DiffResult, HunkEdits, HunkStatus, PatchSide, PatchStatus
 from envsnap.render.html import render_report
 from envsnap.render.text import render_diff
 
@@ -59,6 +62,10 @@ def test_a_hunk_reverted_on_bad_is_a_cause_with_its_text_and_the_dirty_file_defe
     assert f"-{old}+{new}" in row["text"]
     assert row["also_in"] == {"good": [f"git.{repo}.dirty.{REL}"]}  # the reverted edit was in good's diff only
     assert [h["same_edit"] for h in result["patch_status"][0]["hunks"]] == [True, True, True]
+    # The table as serialised has its types (model/result_types: no golden output has recorded patches).
+    met: set = set()
+    assert mismatches(json.loads(json.dumps(result)), DiffResult, met=met) == []
+    assert {PatchStatus, PatchSide, HunkStatus, HunkEdits} <= met
     # The dirty file's own patch says, hunk by hunk, what both sides share.
     git_patch = next(p for p in result["patches"] if p["kind"] == "git")
     assert git_patch["hunk_edits"]["same"] == [hunks.edit_id(["-" + EDITS[0][0], "+" + EDITS[0][1]]),
