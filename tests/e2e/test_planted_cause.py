@@ -57,7 +57,10 @@ INNOCENT_ENV = {f"{name}": value for name, value in [
 
 
 def _base_env():
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS and k not in INNOCENT_ENV}
+    # OpenBLAS's own settings come from the test, not the machine: a host that exports OPENBLAS_CORETYPE
+    # (seen: Haswell, set for every process) would make the planted hook's setdefault a no-op.
+    env = {k: v for k, v in os.environ.items()
+           if k not in THREAD_VARS and k not in INNOCENT_ENV and not k.startswith("OPENBLAS_")}
     env.pop("PYTEST_CURRENT_TEST", None)  # differs between the two captures of one test
     env["OMP_NUM_THREADS"] = "1"  # the same on both sides: BLAS threads add noise on a shared machine
     return env
