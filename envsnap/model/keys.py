@@ -18,7 +18,9 @@ one apart only through the Subject it came with.
 from __future__ import annotations
 
 import re
-from typing import AbstractSet, Any, Callable, Dict, Iterable, Mapping, NamedTuple, Optional, Tuple
+from typing import AbstractSet, Any, Callable, Container, Dict, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+from envsnap.format import natural_key
 
 # ---------------------------------------------------------------- what a key is about
 
@@ -219,6 +221,18 @@ def integrity_file(key: str) -> Optional[str]:
     return key[len(prefix):] if key.startswith(prefix) else None
 
 
+def integrity_entry(rel: str, dist: str, taken: Container[str]) -> str:
+    """An edited installed file's name in the integrity table: its RECORD path, or "<path> [<dist>]" for the rare
+    clash (two site directories, one path) where `taken` already holds the path."""
+    return rel if rel not in taken else f"{rel} [{dist}]"
+
+
+def integrity_entry_rel(entry: str, dist: str) -> str:
+    """The RECORD path an integrity table entry names (integrity_entry's reverse)."""
+    suffix = f" [{dist}]"
+    return entry[:-len(suffix)] if dist and entry.endswith(suffix) else entry
+
+
 def package_key(dist: str) -> str:
     """An installed distribution's key ("packages.<canonical name>")."""
     return view_key(Subject("packages", dist))
@@ -266,6 +280,33 @@ def below_head(key: str) -> str:
 def last_part(key: str) -> str:
     """A key's last part ("workers.env.NCCL_PROTO" -> "NCCL_PROTO"); the key itself without a dot."""
     return key.rsplit(".", 1)[-1]
+
+
+def at_or_below(key: str, prefix: str) -> bool:
+    """Whether a key is `prefix` itself or one of its parts ("clocks.max.sm" is at or below "clocks.max")."""
+    return key == prefix or key.startswith(prefix + ".")
+
+
+def path_key(path: Sequence[str]) -> str:
+    """A path inside a section or an entity as one key ("clocks.max.sm"): the parts joined as flat keys join them."""
+    return ".".join(path)
+
+
+def nested_keys(obj: Any, prefix: str = "") -> Dict[str, Any]:
+    """Nested dicts as {dotted path: value}, in natural order, for a side-by-side table: a list of scalars stays
+    one value, a list holding dicts or lists is walked by index, an empty dict below the top stays {}."""
+    out: Dict[str, Any] = {}
+    if isinstance(obj, dict):
+        if not obj and prefix:
+            out[prefix] = {}
+        for name in sorted(obj, key=lambda k: natural_key(str(k))):
+            out.update(nested_keys(obj[name], flat_key(prefix, str(name)) if prefix else str(name)))
+    elif isinstance(obj, list) and any(isinstance(item, (dict, list)) for item in obj):
+        for index, item in enumerate(obj):
+            out.update(nested_keys(item, flat_key(prefix, str(index))))
+    else:
+        out[prefix] = obj
+    return out
 
 
 def qualify(node: Optional[str], key: str) -> str:

@@ -18,6 +18,11 @@ def as_dict(value: Any) -> Dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def number(value: Any) -> Optional[float]:
+    """A numeric field as a float, or None for anything else (a bool too: JSON's true is not a count)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def section_data(snapshot: Mapping[str, Any], name: str) -> Dict[str, Any]:
     """The data of a section, or {} when the section is absent or not ok."""
     section = snapshot.get("sections", {}).get(name) or {}

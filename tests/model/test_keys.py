@@ -224,3 +224,44 @@ def test_parent_only_warnings_found_through_subjects():
     flagged = {d.subject.entity for d in comp.differences if d.where == "parent_only"}
     named = {w.split("=", 1)[0] for w in comp.warnings if "=" in w.split(" ", 1)[0]}
     assert flagged and flagged <= named
+
+
+# ---------------------------------------------------------------- paths inside a section
+
+def test_nested_keys_of_a_measured_gpu_are_paths_of_its_flat_keys():
+    """Every row a GPU table shows names a place snapshot.flatten knows under that GPU."""
+    snap = _load("h200-spec-decode-good.json")
+    gpus = section_data(snap, "nvidia")["gpus"]
+    known = _flat_paths(snap)
+    for index, gpu in gpus.items():
+        rows = keys.nested_keys(gpu)
+        assert len(rows) > 20
+        assert {keys.gpu_flat(index, path) for path in rows} <= known
+
+
+def test_nested_keys_order_lists_and_empty_dicts():
+    rows = keys.nested_keys({"link10": 1, "link9": 2, "tags": ["a", "b"], "ports": [{"up": True}], "mig": {}})
+    assert list(rows) == ["link9", "link10", "mig", "ports.0.up", "tags"]
+    assert rows["tags"] == ["a", "b"] and rows["mig"] == {}
+    assert keys.nested_keys({}) == {}
+
+
+@pytest.mark.parametrize("key,prefix,expected", [
+    ("clocks.max.sm", "clocks.max", True), ("clocks.max", "clocks.max", True),
+    ("clocks.maximum", "clocks.max", False), ("clocks", "clocks.max", False)])
+def test_at_or_below(key, prefix, expected):
+    assert keys.at_or_below(key, prefix) is expected
+
+
+def test_path_key_joins_as_flat_keys_do():
+    assert keys.flat_key("nvidia", keys.path_key(("topology", "GPU0", "GPU1"))) == "nvidia.topology.GPU0.GPU1"
+
+
+def test_integrity_entry_names_a_clash_by_its_dist_and_reads_back():
+    table = {}
+    first = keys.integrity_entry("torch/x.py", "torch", table)
+    table[first] = {}
+    second = keys.integrity_entry("torch/x.py", "torch-nightly", table)
+    assert (first, second) == ("torch/x.py", "torch/x.py [torch-nightly]")
+    assert keys.integrity_entry_rel(second, "torch-nightly") == keys.integrity_entry_rel(first, "torch") == "torch/x.py"
+    assert keys.integrity_entry_rel(second, "torch") == second

@@ -115,3 +115,9 @@ def test_new_optional_fields_are_typed_and_old_snapshots_still_load():
     probe["data"]["records"]["python-0"]["env_reads"] = {"X": "often"}
     with pytest.raises(EnvsnapError, match="env_reads"):
         validate({"schema_version": 1, "sections": {"probe": probe}}, shapes=SECTION_SHAPES)
+
+
+@pytest.mark.parametrize("value,expected", [(3, 3.0), (2.5, 2.5), (0, 0.0), (True, None), ("3", None), (None, None),
+                                            ([1], None)])
+def test_number_takes_only_json_numbers(value, expected):
+    assert snapshot.number(value) == expected and (expected is None) == (snapshot.number(value) is None)

@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap.analysis.median import median
 from envsnap.model.keys import Subject, view_key
+from envsnap.model.snapshot import number
 
 # A neighbour must use this much more CPU on one side: a quarter of a CPU sustained over the runs is no
 # background daemon's flicker (USER_HZ ticks resolve 0.02 CPUs over a half-second window).
@@ -46,10 +47,6 @@ TABLE_ROWS = 10
 # runnable thread then waits for one (a tenth idle is a CPU free most of the time on a small machine).
 BUSY_MACHINE_SHARE = 0.9
 NOT_VISIBLE = "(a process whose pid is not visible here)"
-
-
-def _num(value: Any) -> Optional[float]:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _records(snap: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -125,7 +122,7 @@ def _side(records: List[Dict[str, Any]]) -> Dict[str, Any]:
     cpu: Dict[str, Dict[str, Any]] = {}
     for i, record in enumerate(records):
         for entry in record.get("top") or []:
-            if not isinstance(entry, dict) or _num(entry.get("cpus")) is None:
+            if not isinstance(entry, dict) or number(entry.get("cpus")) is None:
                 continue
             if is_envsnap(str(entry.get("command") or "")):
                 continue
@@ -137,7 +134,7 @@ def _side(records: List[Dict[str, Any]]) -> Dict[str, Any]:
             if isinstance(entry.get("on_cpu_set"), bool):
                 group["on_cpu_set"].add(entry["on_cpu_set"])
             group["processes"][i] += 1
-            if _num(entry.get("pid")) is not None:
+            if number(entry.get("pid")) is not None:
                 group["pids"].add(int(entry["pid"]))
             if entry.get("user"):
                 group["users"].add(str(entry["user"]))
@@ -154,17 +151,17 @@ def _side(records: List[Dict[str, Any]]) -> Dict[str, Any]:
                 group = gpu.setdefault((str(index), same_command(command)),
                                        {"command": command, "runs": set(), "memory": 0.0, "sm": [], "pids": set()})
                 group["runs"].add(i)
-                group["memory"] = max(group["memory"], _num(proc.get("used_memory_bytes")) or 0.0)
-                if _num(proc.get("sm_util_pct_mean")) is not None:
+                group["memory"] = max(group["memory"], number(proc.get("used_memory_bytes")) or 0.0)
+                if number(proc.get("sm_util_pct_mean")) is not None:
                     group["sm"].append(float(proc["sm_util_pct_mean"]))
-                if _num(proc.get("pid")) is not None:
+                if number(proc.get("pid")) is not None:
                     group["pids"].add(int(proc["pid"]))
 
     def series(name: str) -> List[float]:
-        return [v for v in (_num(r.get(name)) for r in records) if v is not None]
+        return [v for v in (number(r.get(name)) for r in records) if v is not None]
 
-    runnable = [v for v in (_num((r.get("runnable") or {}).get("median")) for r in records) if v is not None]
-    online = [v for v in (_num(r.get("cpus_online")) for r in records) if v is not None]
+    runnable = [v for v in (number((r.get("runnable") or {}).get("median")) for r in records) if v is not None]
+    online = [v for v in (number(r.get("cpus_online")) for r in records) if v is not None]
     cpu_set = series("cpu_set_size")
     return {"n": n, "cpu": cpu, "gpu": gpu, "others_cpus": series("others_cpus"), "steal_pct": series("steal_pct"),
             "host_busy_cpus": series("host_busy_cpus"), "runnable": runnable,

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from envsnap.analysis.compare.views import modified_entries_differing
 from envsnap.model import patchtext
-from envsnap.model.keys import Subject, integrity_key, view_key
+from envsnap.model.keys import Subject, integrity_entry_rel, integrity_key, view_key
 from envsnap.model.snapshot import as_dict, section_data
 
 TEXT = ("text", "truncated")
@@ -267,10 +267,6 @@ def _installed_sides(snap: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, An
     return as_dict(as_dict(pkgs.get("integrity")).get("modified")), as_dict(pkgs.get("dists"))
 
 
-def _rel(key: str, dist: str) -> str:
-    return key[:-len(f" [{dist}]")] if dist and key.endswith(f" [{dist}]") else key
-
-
 # What the caller does with pristine_needs: the texts found, by pristine_key (capture/pristine.lookup).
 PristineFinder = Callable[[List[Dict[str, Any]]], Dict[str, Dict[str, Any]]]
 
@@ -292,7 +288,7 @@ def pristine_needs(good: Dict[str, Any], bad: Dict[str, Any], differing: Optiona
     for key in sorted(one_side | both):
         side, entry, dists = ("bad", as_dict(bmod.get(key)), bdists) if key in bmod else ("good", as_dict(gmod[key]), gdists)
         dist = str(entry.get("dist") or "")
-        rel = _rel(key, dist)
+        rel = integrity_entry_rel(key, dist)
         if not dist or rel.startswith("../") or rel.startswith("/") or not entry.get("recorded_sha256"):
             continue  # a script outside site-packages: wheels ship it under .data/, not worth guessing
         version = as_dict(dists.get(dist)).get("version")
@@ -312,7 +308,7 @@ def _installed(b: _Builder, good: Dict[str, Any], bad: Dict[str, Any], differing
             continue
         entry = be if be is not None else ge
         dist = str(as_dict(entry).get("dist") or "")
-        rel = _rel(key, dist)
+        rel = integrity_entry_rel(key, dist)
         dists = bdists if be is not None else gdists
         version = as_dict(dists.get(dist)).get("version")
         where = {"dist": dist, "version": version, "path": rel}

@@ -231,7 +231,7 @@ def _leaf_view(view: "View", category: str, section: str, data: Dict[str, Any]) 
     section without a view of its own)."""
     for path, value in _leaves(data):
         if path:
-            view.put(category, value, (keys.flat_key(section, *path),), Subject(section, ".".join(path)))
+            view.put(category, value, (keys.flat_key(section, *path),), Subject(section, keys.path_key(path)))
 
 
 def _files_view(view: View, files: Dict[str, Any]) -> None:
@@ -351,12 +351,12 @@ def _gpu_view(view: View, nv: Dict[str, Any]) -> None:
                  presence=True)
         for path, value in _leaves(gpu):
             if path:
-                key = ".".join(path)
+                key = keys.path_key(path)
                 view.put("gpu", value, (keys.gpu_flat(index, key),),
                          Subject("gpu", str(index), key))
     for path, value in _leaves(nv.get("topology") or {}):
         if path:
-            key = ".".join(path)
+            key = keys.path_key(path)
             view.put("gpu", value, (keys.flat_key("nvidia", "topology", key),), Subject("gpu", "topology", key))
 
 
@@ -436,7 +436,7 @@ def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:
         return
     view.put("nccl", sorted(ranks, key=lambda r: (len(r), r)), (keys.flat_key("nccl", "ranks"),), Subject("nccl", "ranks"))
     skip = {"pid", "host"} | ({"version"} if nccl.get("version") is not None else set())
-    per_rank = {r: {".".join(p): v for p, v in _leaves({k: v for k, v in info.items() if k not in skip}) if p}
+    per_rank = {r: {keys.path_key(p): v for p, v in _leaves({k: v for k, v in info.items() if k not in skip}) if p}
                 for r, info in ranks.items()}
     flat_of = {r: keys.nccl_rank_flat(r) for r in ranks}
     _agree(view, "nccl", per_rank, flat_of, keys.nccl_field_subject)

@@ -54,6 +54,7 @@ from envsnap.analysis.runs import noise, stats
 from envsnap.analysis.runs.noise import SINGLE_RUN_MIN_PCT
 from envsnap.model import keys
 from envsnap.model.result_types import Mechanism, RunCounts
+from envsnap.model.snapshot import number
 
 # NVML utilisation is the share of its sample period in which any kernel ran. A GPU-bound loop
 # reads 95-100%; below 90% the gaps between kernels are a tenth of the time or more: the host side
@@ -119,32 +120,26 @@ def _ok_telemetry(snap: Dict[str, Any]) -> List[Dict[str, Any]]:
     return out
 
 
-def _num(value: Any) -> Optional[float]:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
 def _watched(usage: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     found = usage.get("watched")
     return {k: v for k, v in found.items() if isinstance(v, dict) and "error" not in v} if isinstance(found, dict) else {}
 
 
 def _cpu_s(usage: Dict[str, Any]) -> Optional[float]:
-    user, system = _num(usage.get("cpu_user_s")), _num(usage.get("cpu_system_s"))
+    user, system = number(usage.get("cpu_user_s")), number(usage.get("cpu_system_s"))
     if user is None or system is None:
         return None
     total = user + system
     for proc in _watched(usage).values():
-        total += (_num(proc.get("cpu_user_s")) or 0.0) + (_num(proc.get("cpu_system_s")) or 0.0)
+        total += (number(proc.get("cpu_user_s")) or 0.0) + (number(proc.get("cpu_system_s")) or 0.0)
     return total
 
 
 def _count(usage: Dict[str, Any], name: str) -> Optional[float]:
-    own = _num(usage.get(name))
+    own = number(usage.get(name))
     if own is None:
         return None
-    return own + sum(_num(p.get(name)) or 0.0 for p in _watched(usage).values())
+    return own + sum(number(p.get(name)) or 0.0 for p in _watched(usage).values())
 
 
 def _active_gpus(sides: Sequence[List[Dict[str, Any]]]) -> List[str]:
@@ -152,7 +147,7 @@ def _active_gpus(sides: Sequence[List[Dict[str, Any]]]) -> List[str]:
     for runs in sides:
         for usage in runs:
             for index, gpu in (usage.get("gpus") or {}).items():
-                util = _num(gpu.get("util_pct_mean")) if isinstance(gpu, dict) else None
+                util = number(gpu.get("util_pct_mean")) if isinstance(gpu, dict) else None
                 if util is not None:
                     seen[index] = max(seen.get(index, 0.0), util)
     return sorted(i for i, top in seen.items() if top >= GPU_ACTIVE_PCT)
@@ -168,7 +163,7 @@ def _gpu_mean(usage: Dict[str, Any], gpus: List[str], *fields: str) -> Optional[
         gpu = (usage.get("gpus") or {}).get(index)
         if not isinstance(gpu, dict):
             continue
-        value = next((_num(gpu.get(f)) for f in fields if _num(gpu.get(f)) is not None), None)
+        value = next((number(gpu.get(f)) for f in fields if number(gpu.get(f)) is not None), None)
         if value is not None:
             values.append(value)
     return statistics.fmean(values) if values else None
@@ -182,7 +177,7 @@ def _series(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, List[float
             out.setdefault(name, []).append(value)
 
     for usage in runs:
-        wall, cpu = _num(usage.get("wall_s")), _cpu_s(usage)
+        wall, cpu = number(usage.get("wall_s")), _cpu_s(usage)
         put("wall_s", wall)
         put("cpu_s", cpu)
         if wall and cpu is not None:
@@ -197,13 +192,13 @@ def _series(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, List[float
         involuntary = _count(usage, "ctx_involuntary")
         if involuntary is not None and cpu:
             put("ctx_involuntary_per_cpu_s", involuntary / cpu)
-        put("peak_threads", _num(usage.get("peak_threads")))
+        put("peak_threads", number(usage.get("peak_threads")))
         found = usage.get("neighbours")
         if isinstance(found, dict):  # measure/neighbours.py: the rest of the machine during the run
-            put("others_cpus", _num(found.get("others_cpus")))
+            put("others_cpus", number(found.get("others_cpus")))
             runnable = found.get("runnable")
-            put("runnable", _num(runnable.get("median")) if isinstance(runnable, dict) else None)
-            put("steal_pct", _num(found.get("steal_pct")))
+            put("runnable", number(runnable.get("median")) if isinstance(runnable, dict) else None)
+            put("steal_pct", number(found.get("steal_pct")))
         if gpus:
             put("gpu_util_pct", _gpu_mean(usage, gpus, "util_pct_steady_mean", "util_pct_active_mean",
                                           "util_pct_mean"))
@@ -326,7 +321,7 @@ def _reasons(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, float]:
                 continue
             count += 1
             for name, share in (gpu.get("clock_event_reasons") or {}).items():
-                if _num(share) is not None:
+                if number(share) is not None:
                     shares.setdefault(name, []).append(float(share))
     return {name: sum(v) / count for name, v in shares.items()} if count else {}
 

@@ -38,6 +38,7 @@ from envsnap.analysis.knowledge import COMMUNICATION, CPU_HOST, GRAPHS, KERNELS,
 from envsnap.analysis.runs import noise
 from envsnap.analysis.runs.noise import SINGLE_RUN_MIN_PCT
 from envsnap.analysis.runs.stats import median
+from envsnap.model.snapshot import number
 
 # A component must move by at least this share of a step (the larger side's) to count.
 MATERIAL_SHARE = 0.05
@@ -113,10 +114,6 @@ def kernel_component(name: str) -> str:
 # One side's traces
 # ---------------------------------------------------------------------------------------
 
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
-
-
 def _run_files(snap: Dict[str, Any]) -> List[List[Dict[str, Any]]]:
     """Per successful run with a trace, the file summaries to compare (its decode-stage files when SGLang
     wrote its traces per stage)."""
@@ -132,21 +129,21 @@ def _run_files(snap: Dict[str, Any]) -> List[List[Dict[str, Any]]]:
 
 
 def _steps_of(files: Sequence[Dict[str, Any]]) -> float:
-    return sum(max(_num((f.get("steps") or {}).get("count")), 1.0) for f in files) or 1.0
+    return sum(max(number((f.get("steps") or {}).get("count")) or 0.0, 1.0) for f in files) or 1.0
 
 
 def _components_us(f: Dict[str, Any]) -> Dict[str, float]:
     out = {name: 0.0 for name, _, _ in COMPONENTS}
     for name, stat in (f.get("kernels") or {}).items():
-        out[kernel_component(name)] += _num(stat.get("total_us"))
+        out[kernel_component(name)] += number(stat.get("total_us")) or 0.0
     for stat in (f.get("memcpy") or {}).values():
-        out["memory_copies"] += _num(stat.get("total_us"))
+        out["memory_copies"] += number(stat.get("total_us")) or 0.0
     for name, stat in (f.get("runtime") or {}).items():
         # Launch calls only: a synchronisation call's time is the host waiting for the GPU's work, which the
         # kernels' own time already shows (launches["sync"] counts them).
         if name.startswith(("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cuGraphLaunch")):
-            out["launch"] += _num(stat.get("total_us"))
-    out["cpu_ops"] = _num(f.get("cpu_ops_us"))
+            out["launch"] += number(stat.get("total_us")) or 0.0
+    out["cpu_ops"] = number(f.get("cpu_ops_us")) or 0.0
     return out
 
 
@@ -170,8 +167,8 @@ class _Run:
         for f in self.files:
             for name, stat in (f.get(table) or {}).items():
                 entry = acc.setdefault(family(name), [0.0, 0.0, name])
-                entry[0] += _num(stat.get("total_us"))
-                entry[1] += _num(stat.get("count"))
+                entry[0] += number(stat.get("total_us")) or 0.0
+                entry[1] += number(stat.get("count")) or 0.0
                 entry[2] = min(entry[2], name)
         return {fam: (us / self.steps / 1000.0, count / self.steps, name) for fam, (us, count, name) in acc.items()}
 
@@ -179,7 +176,7 @@ class _Run:
         kinds: Dict[str, float] = {}
         for f in self.files:
             for kind, count in (f.get("launches") or {}).items():
-                kinds[kind] = kinds.get(kind, 0.0) + _num(count)
+                kinds[kind] = kinds.get(kind, 0.0) + (number(count) or 0.0)
         return {kind: value / self.steps for kind, value in kinds.items()}
 
     def per_step_ms(self, fn: Any) -> float:
@@ -222,10 +219,10 @@ class _Side:
         return {kind: median([values.get(kind, 0.0) for values in per_run]) for kind in kinds}
 
     def step_ms(self) -> float:
-        return median([run.per_step_ms(lambda f: _num(f.get("span_us"))) for run in self.runs])
+        return median([run.per_step_ms(lambda f: (number(f.get("span_us")) or 0.0)) for run in self.runs])
 
     def gpu_idle_ms(self) -> float:
-        return median([run.per_step_ms(lambda f: _num((f.get("gpu") or {}).get("idle_us"))) for run in self.runs])
+        return median([run.per_step_ms(lambda f: number((f.get("gpu") or {}).get("idle_us")) or 0.0) for run in self.runs])
 
 
 def moved(good: Sequence[float], bad: Sequence[float]) -> Dict[str, Any]:

@@ -11,9 +11,9 @@ from envsnap.analysis.tables.common import (
     as_list,
     capped,
     data,
-    natural_key,
     sections,
 )
+from envsnap.format import natural_key
 from envsnap.model.result_types import (
     CodeTables,
     FileState,

@@ -1,9 +1,10 @@
 """What the table builders share: safe access to snapshot data, sides, and row capping."""
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, List, Mapping, Sequence, Tuple, TypeVar
 
+from envsnap.format import natural_key
+from envsnap.model.keys import at_or_below
 from envsnap.model.result_types import CompareRow, SectionStatus
 from envsnap.model.snapshot import as_dict
 
@@ -15,10 +16,6 @@ SAME_ROWS = 440
 
 def as_list(value: Any) -> List[Any]:
     return value if isinstance(value, list) else []
-
-
-def natural_key(text: Any) -> Tuple[Any, ...]:
-    return tuple(int(part) if part.isdecimal() else part for part in re.split(r"(\d+)", str(text)))
 
 
 def sections(snap: Dict[str, Any]) -> Dict[str, Any]:
@@ -46,22 +43,6 @@ def capped(rows: Sequence[Row]) -> Tuple[List[Row], int, int, int]:
     return differing + same[:SAME_ROWS], len(rows), len(differing), max(0, len(same) - SAME_ROWS)
 
 
-def flat(obj: Any, prefix: str = "") -> Dict[str, Any]:
-    """Nested dicts as dotted keys; lists of scalars stay one value."""
-    out: Dict[str, Any] = {}
-    if isinstance(obj, dict):
-        if not obj and prefix:
-            out[prefix] = {}
-        for key in sorted(obj, key=lambda k: natural_key(str(k))):
-            out.update(flat(obj[key], f"{prefix}.{key}" if prefix else str(key)))
-    elif isinstance(obj, list) and any(isinstance(item, (dict, list)) for item in obj):
-        for index, item in enumerate(obj):
-            out.update(flat(item, f"{prefix}.{index}"))
-    else:
-        out[prefix] = obj
-    return out
-
-
 def compare_rows(good: Dict[str, Any], bad: Dict[str, Any], pinned: Sequence[str] = (),
                  skip: Any = None) -> List[CompareRow]:
     """{label, good, bad, good_set, bad_set, differs, pinned} for two flat dicts, in natural order."""
@@ -72,5 +53,5 @@ def compare_rows(good: Dict[str, Any], bad: Dict[str, Any], pinned: Sequence[str
         g, b = good.get(key), bad.get(key)
         rows.append({"label": key, "good": g, "bad": b, "good_set": key in good, "bad_set": key in bad,
                      "differs": (key in good, g) != (key in bad, b),
-                     "pinned": any(key == p or key.startswith(p + ".") for p in pinned)})
+                     "pinned": any(at_or_below(key, p) for p in pinned)})
     return rows

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional
 
 from envsnap.analysis.compare import flags
 from envsnap.analysis.compare.nodes import Pairing
-from envsnap.analysis.tables.common import natural_key
+from envsnap.format import natural_key
 from envsnap.model.argv import CommandLine, itemise
 from envsnap.model.result_types import CommandGroup, CommandItem, CommandLinesTable
 

@@ -13,12 +13,11 @@ from envsnap.analysis import knowledge
 from envsnap.analysis.tables.common import (
     compare_rows,
     data,
-    flat,
-    natural_key,
     section_status,
     sections,
 )
-from envsnap.model.keys import flat_key, gpu_flat
+from envsnap.format import natural_key
+from envsnap.model.keys import at_or_below, flat_key, gpu_flat, nested_keys
 from envsnap.model.result_types import GpuCell, GpuRow, GpuTable, HardwareTables, TopologyTable
 from envsnap.model.snapshot import as_dict
 
@@ -36,8 +35,8 @@ def _gpu_volatile(index: str, attr: str) -> bool:
 
 def _gpu_flat(index: str, gpu: Any) -> Dict[str, Any]:
     gpu = as_dict(gpu)
-    out = {k: v for k, v in flat({k: v for k, v in gpu.items() if k != "nvlink"}).items()
-           if not _gpu_volatile(index, k) or k.startswith(GPU_AT_CAPTURE)}
+    out = {k: v for k, v in nested_keys({k: v for k, v in gpu.items() if k != "nvlink"}).items()
+           if not _gpu_volatile(index, k) or any(at_or_below(k, p) for p in GPU_AT_CAPTURE)}
     nvlink = gpu.get("nvlink")
     if isinstance(nvlink, dict):
         states = Counter(str(as_dict(link).get("state", link)) for link in nvlink.values())
@@ -67,7 +66,7 @@ def _gpus(g_nv: Dict[str, Any], b_nv: Dict[str, Any]) -> GpuTable:
             same = (g_has, gv) == (b_has, bv)
             differs = differs or not same
             cells.append({"gpu": index, "good": gv, "bad": bv, "good_set": g_has, "bad_set": b_has, "same": same})
-        pinned = any(attr == p or attr.startswith(p + ".") for p in GPU_PINNED)
+        pinned = any(at_or_below(attr, p) for p in GPU_PINNED)
         rows.append({"attribute": attr, "cells": cells, "differs": differs and not volatile, "changed": differs,
                      "at_capture": volatile, "pinned": pinned})
     rows.sort(key=lambda r: (r["at_capture"], not r["differs"], natural_key(r["attribute"])))
@@ -93,7 +92,7 @@ def hardware_tables(good: Dict[str, Any], bad: Dict[str, Any]) -> HardwareTables
     g_nv, b_nv = data(gs, "nvidia"), data(bs, "nvidia")
     overview = compare_rows({k: g_nv.get(k) for k in OVERVIEW if k in g_nv},
                             {k: b_nv.get(k) for k in OVERVIEW if k in b_nv}, pinned=OVERVIEW)
-    host = compare_rows(flat(data(gs, "host")), flat(data(bs, "host")), pinned=HOST_PINNED,
+    host = compare_rows(nested_keys(data(gs, "host")), nested_keys(data(bs, "host")), pinned=HOST_PINNED,
                         skip=lambda key: knowledge.is_volatile(flat_key("host", key)))
     return {"overview": overview, "gpus": _gpus(g_nv, b_nv), "topology": _topology(g_nv, b_nv), "host": host,
             "status": {"nvidia": {"good": section_status(good, "nvidia"), "bad": section_status(bad, "nvidia")},

@@ -6,10 +6,10 @@ from typing import Any, Dict, List, Mapping
 
 from envsnap.analysis.tables.common import (
     as_list,
-    natural_key,
     section_status,
     sections,
 )
+from envsnap.format import natural_key
 from envsnap.model.result_types import MetricSeries, ProvenanceSide, ProvenanceTable, RunsTable, SectionRow
 from envsnap.model.snapshot import as_dict
 

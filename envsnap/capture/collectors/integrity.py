@@ -28,6 +28,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from envsnap.capture import filestat, hashcache
 from envsnap.capture.collectors import builds, file_hashing
+from envsnap.model.keys import integrity_entry
 from envsnap.model.names import COMPILED_SUFFIXES, is_compiled_file
 
 # RECORD lists these without a hash on purpose (wheel spec: RECORD cannot hash itself;
@@ -232,7 +233,7 @@ def verify(records: Iterable[Tuple[Any, ...]], mode: str = "py", stop_at: Option
         text, unreadable = _record_text(record)
         if unreadable:
             rel = os.path.relpath(record.path, location)
-            result["errors"][_unique_key(result["errors"], rel, dist)] = {"dist": dist, "error": unreadable}
+            result["errors"][integrity_entry(rel, dist, result["errors"])] = {"dist": dist, "error": unreadable}
             continue
         parsed = parse_record(dist, location, text, mode)
         wheel = _wheel(record, item[3] if len(item) > 3 else None)
@@ -265,7 +266,7 @@ def verify(records: Iterable[Tuple[Any, ...]], mode: str = "py", stop_at: Option
         for item in by_size.pop(path):
             entry, unreadable = entry_of(item)
             if entry is None:
-                result["errors"][_unique_key(result["errors"], item.rel, item.dist)] = {"dist": item.dist,
+                result["errors"][integrity_entry(item.rel, item.dist, result["errors"])] = {"dist": item.dist,
                                                                                         "error": unreadable}
             else:
                 by_path.setdefault(path, []).append(entry)
@@ -404,12 +405,12 @@ def _add_record_findings(result: Dict[str, Any], dist: str, errors: Dict[str, st
     """What a RECORD itself says, whatever the files hold: lines with unreadable hashes, and
     files listed without a hash (counted; those not without one by design, named)."""
     for rel, error in errors.items():
-        result["errors"][_unique_key(result["errors"], rel, dist)] = {"dist": dist, "error": error}
+        result["errors"][integrity_entry(rel, dist, result["errors"])] = {"dist": dist, "error": error}
     if unhashable:
         result["unhashable"]["count"] += unhashable
         result["unhashable"]["by_dist"][dist] = unhashable
         for rel in named:
-            result["unhashable"]["files"][_unique_key(result["unhashable"]["files"], rel, dist)] = {"dist": dist}
+            result["unhashable"]["files"][integrity_entry(rel, dist, result["unhashable"]["files"])] = {"dist": dist}
 
 
 def _classify(result: Dict[str, Any], entry: Union[Entry, "Sized"], status: str, info: Any) -> bool:
@@ -421,10 +422,10 @@ def _classify(result: Dict[str, Any], entry: Union[Entry, "Sized"], status: str,
         by_dist[entry.dist] = by_dist.get(entry.dist, 0) + 1
         return False
     if status == "missing":
-        result["missing"][_unique_key(result["missing"], entry.rel, entry.dist)] = {"dist": entry.dist}
+        result["missing"][integrity_entry(entry.rel, entry.dist, result["missing"])] = {"dist": entry.dist}
         return False
     if status == "error":
-        result["errors"][_unique_key(result["errors"], entry.rel, entry.dist)] = {"dist": entry.dist, "error": info}
+        result["errors"][integrity_entry(entry.rel, entry.dist, result["errors"])] = {"dist": entry.dist, "error": info}
         return False
     if not isinstance(entry, Entry):  # a Sized entry found intact: counted by the caller
         return True
@@ -444,9 +445,9 @@ def _classify(result: Dict[str, Any], entry: Union[Entry, "Sized"], status: str,
         evidence = shebang_evidence(entry)
         if evidence is not None:
             record.update(evidence)
-            result["rewritten_scripts"][_unique_key(result["rewritten_scripts"], entry.rel, entry.dist)] = record
+            result["rewritten_scripts"][integrity_entry(entry.rel, entry.dist, result["rewritten_scripts"])] = record
             return False
-    result["modified"][_unique_key(result["modified"], entry.rel, entry.dist)] = record
+    result["modified"][integrity_entry(entry.rel, entry.dist, result["modified"])] = record
     return False
 
 
@@ -499,10 +500,3 @@ def _urlsafe(digest: bytes) -> str:
 
 def _recorded_hex(value: str) -> str:
     return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
-
-
-def _unique_key(table: Dict[str, Any], rel: str, dist: str) -> str:
-    """RECORD paths are the keys; the rare clash (two site dirs, one path) gets the dist appended."""
-    if rel not in table:
-        return rel
-    return f"{rel} [{dist}]"
