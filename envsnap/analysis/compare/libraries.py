@@ -120,16 +120,29 @@ def _is_python(entry: Mapping[str, Any]) -> bool:
     return exe.startswith("python") or any(n.startswith("libpython") for n in names)
 
 
+def probe_record_of(records: Mapping[str, Any], entry: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The probe record of a process whose maps were read: by the probe key the capture matched, else by any of
+    its pids (a run command's process is seen once per run)."""
+    key = entry.get("probe_key")
+    record = records.get(key) if isinstance(key, str) else None
+    if isinstance(record, dict):
+        return record
+    pids = {entry.get("pid"), *(entry.get("pids") or [])} - {None}
+    return next((r for r in records.values() if isinstance(r, dict) and r.get("pid") in pids), None)
+
+
 def _python_reads_tracked(snap: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
     """Whether the probe tracked this process's Python reads (its record has env_reads)."""
     probe = section_data(dict(snap), "probe") if "sections" in snap else {}
     records = dict((probe or {}).get("command_records") or {})  # the run command's own processes
     records.update((probe or {}).get("records") or {})
-    key = entry.get("probe_key")
-    record = records.get(key) if isinstance(key, str) else None
-    if record is None:
-        record = next((r for r in records.values() if isinstance(r, dict) and r.get("pid") == entry.get("pid")), None)
+    record = probe_record_of(records, entry)
     return isinstance(record, dict) and isinstance(record.get("env_reads"), dict)
+
+
+def process_entry(snap_or_section: Mapping[str, Any], process: str) -> Dict[str, Any]:
+    """A process's entry by the name `loaded` gives it (run/<key> for the run command's own)."""
+    return _processes(_section(snap_or_section)).get(process) or {}
 
 
 def who_can_read(snap_or_section: Mapping[str, Any], name: str) -> ReadEvidence:

@@ -16,8 +16,10 @@ present. Per side, then both sides together:
             maps were read and none loaded libnccl / the CUDA driver / an OpenMP or BLAS runtime, or every
             measured process's module list is known and none imported sglang;
   not_seen  could be there, but the processes envsnap saw (probe records, the process walk) show no
-            use of it on either side (a GPU box whose probed processes never initialised NCCL);
-  unknown   nothing captured says (no nvidia section, no probe, no package list): no factor.
+            use of it on either side (a GPU box whose probed processes never initialised NCCL, though
+            torch's CUDA build maps libnccl in each of them);
+  unknown   nothing captured says (no nvidia section, no probe, no package list; a process mapped libnccl
+            and no probe record says whether it created a communicator): no factor.
 """
 from __future__ import annotations
 
@@ -86,8 +88,10 @@ def _records(snap: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
 
 
 def _nccl_initialisers(snap: Mapping[str, Any]) -> List[str]:
+    """Probed processes whose init_process_group chose NCCL ("nccl", or NCCL for CUDA in "cpu:gloo,cuda:nccl"),
+    as the probe asks for NCCL's version (probe/runtime.py)."""
     return sorted(k for k, r in _records(snap).items()
-                  if isinstance(r.get("init"), dict) and str(r["init"].get("backend", "")).lower() == "nccl")
+                  if isinstance(r.get("init"), dict) and "nccl" in str(r["init"].get("backend") or "").lower())
 
 
 def _gpu_side(snap: Mapping[str, Any]) -> Presence:
@@ -165,14 +169,33 @@ def _nccl_side(snap: Mapping[str, Any], gpu: Presence) -> Presence:
     if nccl.get("ranks") or nccl.get("version"):
         return Presence(IN_PLAY, "NCCL logged its setup")
     observed = _loaded_side(snap, NCCL_CONTEXT)
-    if observed is not None:
+    if observed is not None and observed.state == ABSENT:
         return observed
     if gpu.state == ABSENT:
         return Presence(ABSENT, "no GPU, so no NCCL")
-    if _records(snap):
-        return Presence(NOT_SEEN, "no probed process initialised NCCL (no init record with backend nccl) and no "
-                                  "NCCL log lines")
+    records = _records(snap)
+    not_initialised = "no probed process initialised NCCL (no init record with backend nccl) and no NCCL log lines"
+    if observed is not None:
+        # Loaded is not used: torch's CUDA build links libnccl, so every CUDA torch process maps it, and NCCL reads
+        # its settings only when a communicator is created (NCCL's environment-variable docs). The probe answers
+        # for the processes it recorded; a loader it did not record leaves the question open.
+        unrecorded = _unrecorded_loaders(snap, records)
+        if records and not unrecorded:
+            return Presence(NOT_SEEN, f"{observed.why}, but {not_initialised}")
+        why = f"no probe record of {', '.join(unrecorded[:3])}" if records else "no probe records or NCCL log"
+        return Presence(UNKNOWN, f"{observed.why}; whether it created an NCCL communicator is not known ({why})")
+    if records:
+        return Presence(NOT_SEEN, not_initialised)
     return Presence(UNKNOWN, "no probe records or NCCL log to show whether NCCL ran")
+
+
+def _unrecorded_loaders(snap: Mapping[str, Any], records: Mapping[str, Any]) -> List[str]:
+    """The measured processes that mapped libnccl and have no probe record, in the words a user reads."""
+    data = section_data(snap, libraries_mod.SECTION) or {}
+    loaders = sorted({hit.process for pattern in LOADED_BY_PART[NCCL_CONTEXT]
+                      for hit in libraries_mod.loaded(data, pattern)})
+    return [keys.run_process_words(process) for process in loaders
+            if libraries_mod.probe_record_of(records, libraries_mod.process_entry(data, process)) is None]
 
 
 def _sglang_side(snap: Mapping[str, Any]) -> Presence:

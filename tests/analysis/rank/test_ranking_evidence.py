@@ -75,6 +75,56 @@ def test_an_nccl_init_record_puts_nccl_in_play_and_unknown_context_moves_nothing
     assert context_mod.context_factor("env.CUDA_LAUNCH_BLOCKING", context_mod.build_context(good, bad)) is None
 
 
+NCCL_SO = "/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
+
+
+def _maps(**processes):
+    """A libraries section: each measured process (name -> its pid) mapped libnccl, as torch's CUDA build does."""
+    entries = {name: {"pid": pid, "status": "ok", "objects": {"libnccl.so.2": NCCL_SO}} for name, pid in processes.items()}
+    return {"processes": entries, "objects": {NCCL_SO: {"version": "2.27.3"}}}
+
+
+def _nccl(probe_records, maps):
+    sections = {"nvidia": ONE_GPU, "libraries": maps}
+    if probe_records is not None:
+        sections["probe"] = {"dir": "/p", "records": probe_records}
+    good, bad = _pair({}, {"NCCL_ALGO": "Tree"}, **sections)
+    return context_mod.build_context(good, bad).of(knowledge.NCCL_CONTEXT), _causes(good, bad)["env.NCCL_ALGO"]
+
+
+def test_libnccl_mapped_by_probed_processes_that_never_initialised_nccl_is_not_seen_in_play():
+    """Mapping libnccl is not using NCCL: NCCL reads its settings when a communicator is created."""
+    presence, cause = _nccl({"worker-0": {"pid": 7, "env_at_start": {}}}, _maps(worker=7))
+    assert presence.state == context_mod.NOT_SEEN
+    assert "worker loaded libnccl.so.2 (" in presence.why and "but no probed process initialised NCCL" in presence.why
+    assert _has(cause, "x0.25 not seen in play")
+
+
+def test_libnccl_mapped_where_no_probe_recorded_the_process_leaves_nccl_unknown():
+    presence, cause = _nccl(None, _maps(worker=7))
+    assert presence.state == context_mod.UNKNOWN and "no probe records or NCCL log" in presence.why
+    assert not _has(cause, "x0.25") and _has(cause, "whether NCCL is in play is not known (worker loaded libnccl")
+    # A probe record of another process says nothing about the one that mapped libnccl.
+    presence, cause = _nccl({"client-0": {"pid": 9, "env_at_start": {}}}, _maps(worker=7))
+    assert presence.state == context_mod.UNKNOWN and "no probe record of worker" in presence.why
+    assert not _has(cause, "x0.25")
+
+
+@pytest.mark.parametrize("backend", ["nccl", "cpu:gloo,cuda:nccl", "NCCL"])
+def test_an_init_with_nccl_among_its_backends_puts_nccl_in_play(backend):
+    record = {"pid": 7, "env_at_start": {}, "init": {"backend": backend, "rank": 0, "world_size": 2}}
+    presence, cause = _nccl({"worker-0": record}, _maps(worker=7))
+    assert presence.state == context_mod.IN_PLAY and "worker-0 initialised NCCL" in presence.why
+    assert not _has(cause, "x0.25")
+
+
+def test_maps_without_libnccl_are_absent_whatever_the_probe_says():
+    maps = {"processes": {"worker": {"pid": 7, "status": "ok", "objects": {"libc.so.6": "/usr/lib/libc.so.6"}}}}
+    presence, cause = _nccl({"worker-0": {"pid": 7, "env_at_start": {}}}, maps)
+    assert presence.state == context_mod.ABSENT and "no measured process loaded libnccl" in presence.why
+    assert _has(cause, "x0.1 out of context")
+
+
 def test_sglang_settings_need_sglang():
     pkgs = {"python": "/venv/bin/python", "dists": {"torch": {"version": "2.13.0"}}, "integrity": {}}
     good, bad = _pair({}, {"SGLANG_ENABLE_SPEC_V2": "1"}, packages=pkgs)
