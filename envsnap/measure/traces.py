@@ -40,6 +40,7 @@ import re
 from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
 from envsnap.errors import EnvsnapError
+from envsnap.model.snapshot import as_dict
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 # Names kept per table, by total time; the rest are counted in "dropped" (a real SGLang decode trace has
@@ -179,7 +180,7 @@ def _parse_header(text: bytes, loads: Callable[[bytes], Any]) -> Dict[str, Any]:
         found = loads(body + b"}")
     except ValueError:
         return {}
-    return found if isinstance(found, dict) else {}
+    return as_dict(found)
 
 
 def _last_piece(data: bytes, loads: Callable[[bytes], Any], path: str) -> Tuple[List[Any], Dict[str, Any]]:
@@ -198,7 +199,7 @@ def _last_piece(data: bytes, loads: Callable[[bytes], Any], path: str) -> Tuple[
         if rest and rest != b"}":
             try:
                 found = loads(b"{" + rest if not rest.startswith(b"{") else rest)
-                trailer = found if isinstance(found, dict) else {}
+                trailer = as_dict(found)
             except ValueError:
                 trailer = {}
         return events if isinstance(events, list) else [], trailer

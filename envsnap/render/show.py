@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Mapping, Sequence, Set, Tuple
 
+from envsnap.model.snapshot import as_dict
 from envsnap.model.types import Run, Section, Snapshot
 
 _MARK = {"ok": "ok", "unavailable": "--", "error": "!!", "timeout": "!!"}
@@ -38,7 +39,7 @@ def render_show(snap: Snapshot, verbose: bool = False,
         lines.append(tally)
         return "\n".join(lines)
     for host, node in nodes.items():
-        node = node if isinstance(node, dict) else {}
+        node = as_dict(node)
         facts = [f"{word} {node[k]}" for k, word in (("label", "label"), ("created", "captured"),
                                                     ("envsnap_version", "envsnap")) if node.get(k)]
         if node.get("file"):

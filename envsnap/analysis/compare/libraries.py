@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from envsnap.model import keys
 from envsnap.model.owners import owner_text
-from envsnap.model.snapshot import section_data
+from envsnap.model.snapshot import as_dict, section_data
 
 SECTION = "libraries"
 
@@ -72,14 +72,12 @@ class LibraryChange(NamedTuple):
 def _section(snap_or_section: Mapping[str, Any]) -> Dict[str, Any]:
     """The section's data, from a snapshot or from the data itself."""
     if "sections" in snap_or_section:
-        data = section_data(dict(snap_or_section), SECTION)
-        return data if isinstance(data, dict) else {}
+        return section_data(dict(snap_or_section), SECTION)
     return dict(snap_or_section)
 
 
 def _info(table: Mapping[str, Any], path: str) -> Dict[str, Any]:
-    found = table.get(path)
-    return found if isinstance(found, dict) else {}
+    return as_dict(table.get(path))
 
 
 def _processes(data: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:

@@ -306,9 +306,7 @@ def modified_entries_differing(good: Dict[str, Any], bad: Dict[str, Any]) -> Set
     maps = []
     for snap in (good, bad):
         pkgs = section_data(snap, "packages") if _ok(snap, "packages") else {}
-        integrity = pkgs.get("integrity") if isinstance(pkgs, dict) else None
-        modified = integrity.get("modified") if isinstance(integrity, dict) else None
-        maps.append(modified if isinstance(modified, dict) else {})
+        maps.append(as_dict(as_dict(as_dict(pkgs).get("integrity")).get("modified")))
     gmod, bmod = maps
     # Entry by entry in C (map, operator.ne, compress): tens of thousands of edited files in a
     # broken install cost no Python-level loop.

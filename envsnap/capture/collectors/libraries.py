@@ -37,6 +37,7 @@ from envsnap.capture.base import CaptureContext, ok, unavailable
 from envsnap.capture.collectors.lib_objects import Describer, mentions, objects_of
 from envsnap.model.owners import owner_text
 from envsnap.model.rules import COMMUNICATION, CPU_HOST, GRAPHS, KERNELS, NONE, SectionRules, rule, volatile
+from envsnap.model.snapshot import as_dict
 from envsnap.model.types import Section
 
 # --- What this section is: its data's shape (model/schema.py's shape language, checked when a
@@ -349,8 +350,7 @@ def _object_lines(mapped: Dict[str, Any], objects: Dict[str, Any]) -> List[str]:
     """'    libnccl.so.2 <- /usr/lib/.../libnccl.so.2.21.5 (2.21.5, build-id 3f2a..., dpkg libnccl2 ...)'."""
     lines = []
     for name, path in sorted(mapped.items())[:SHOWN_PER_PROCESS]:
-        found = objects.get(path)
-        info: Dict[str, Any] = found if isinstance(found, dict) else {}
+        info = as_dict(objects.get(path))
         facts = [str(info["version"])] if info.get("version") else []
         if info.get("build_id"):
             facts.append(f"build-id {str(info['build_id'])[:12]}")
