@@ -21,10 +21,6 @@ def _detached(marker: str, mode: str, seconds: float, mapped: str) -> None:
     if os.fork():
         os._exit(0)  # the intermediate exits: the grandchild is reparented, no longer the starter's
     os.setsid()
-    print(os.getpid(), flush=True)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # the starter reads our stdout and stderr to their end: let go of both
-    os.dup2(devnull, 2)
     if os.environ.get("NEIGHBOUR_COMM"):  # a name of its own choosing, as anyone may set (proc(5): /proc/PID/comm)
         with open("/proc/self/comm", "w", encoding="utf-8", errors="surrogateescape") as comm:
             comm.write(os.environ["NEIGHBOUR_COMM"])
@@ -37,6 +33,12 @@ def _detached(marker: str, mode: str, seconds: float, mapped: str) -> None:
 
         handle = open(mapped, "rb")
         keep = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    # The pid is announced only now, set up as the test asked: a scan right after the start sees the name,
+    # the user and the mapping (a loaded machine may otherwise scan between the fork and the mmap).
+    print(os.getpid(), flush=True)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # the starter reads our stdout and stderr to their end: let go of both
+    os.dup2(devnull, 2)
     end = time.monotonic() + seconds
     if mode == "busy":
         while time.monotonic() < end:
