@@ -4,7 +4,7 @@ UTC timestamps snapshots carry."""
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from envsnap import __version__
 
@@ -16,6 +16,11 @@ SECTION_STATUSES = ("ok", "unavailable", "error", "timeout")
 def as_dict(value: Any) -> Dict[str, Any]:
     """A mapping field, or {} where a snapshot (written by another version, or by hand) holds something else."""
     return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> List[Any]:
+    """A list field, or [] where a snapshot holds something else."""
+    return value if isinstance(value, list) else []
 
 
 def number(value: Any) -> Optional[float]:

@@ -19,12 +19,12 @@ import os
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Dict
 
-from envsnap import __version__
+from envsnap import __version__, format as fmt
 from envsnap.errors import EnvsnapError
 from envsnap.model.result_types import DiffResult
-from envsnap.render.report.causes import causes_view
+from envsnap.render.report.causes import cause_links, causes_view
 from envsnap.render.report.charts import charts_view
-from envsnap.render.report.common import ROWS_MORE, ROWS_SHOWN, fmt_num, fmt_value
+from envsnap.render.report.common import ROWS_MORE, ROWS_SHOWN
 from envsnap.render.report.differences import differences_view
 from envsnap.render.report.nodes import node_parts
 from envsnap.render.report.patches import patch_status_view, patches_view
@@ -52,7 +52,7 @@ def _environment() -> "jinja2.Environment":
         undefined=jinja2.StrictUndefined,  # a template typo fails the tests instead of vanishing
         trim_blocks=True, lstrip_blocks=True,
     )
-    env.filters["num"] = fmt_num
+    env.filters["num"] = fmt.num
     return env
 
 
@@ -67,16 +67,16 @@ def build_view(result: DiffResult) -> Dict[str, Any]:
     if "tables" not in result:
         raise EnvsnapError("report: needs the analysis result with its tables (analyze(..., tables=True))")
     causes = causes_view(result)
-    shown = causes["shown"] + causes["more"]
+    links = cause_links(result, causes["shown"] + causes["more"])
     return {
         "provenance": provenance_view(result),
         "verdict": verdict_view(result),
-        "warnings": [fmt_value(w, 500) for w in result["warnings"][:50]],
+        "warnings": [fmt.value(w, 500) for w in result["warnings"][:50]],
         "causes": causes,
-        "patches": patches_view(result, shown),
-        "patch_status": patch_status_view(result, shown),
+        "patches": patches_view(result, links),
+        "patch_status": patch_status_view(result, links),
         "runs": charts_view(result),
-        "neighbours": neighbours_view(result, shown),
+        "neighbours": neighbours_view(result, links),
         "workers": workers_view(result),
         "command_lines": command_lines_view(result),
         "node_parts": node_parts(result),

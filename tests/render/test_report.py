@@ -25,10 +25,10 @@ from helpers.browser import (
 )
 from markupsafe import escape
 
+from envsnap import format as fmt
 from envsnap.analysis import knowledge
 from envsnap.render import html as html_mod
 from envsnap.render.html import build_view, render_report
-from envsnap.render.report.common import cut
 
 SECTION_IDS = ["verdict", "causes", "runs", "workers", "code", "gpu-host", "differences", "provenance"]
 
@@ -196,7 +196,7 @@ def test_hostile_values_are_text(hostile):
     # the <title> holds the (shortened) label as text, escaped
     title = html[html.index("<title>") + 7:html.index("</title>")]
     assert "<" not in title and '"' not in title
-    assert str(escape(cut("eagle3-tp8-bad " + hostile, 80))) in title
+    assert str(escape(fmt.cut("eagle3-tp8-bad " + hostile, 80))) in title
 
 
 def test_self_contained_and_csp(normal):
@@ -345,3 +345,19 @@ def test_multi_node_snapshot():
     assert any("compared with each of bad's nodes" in w for w in view["warnings"])
     html = render_report(result)
     assert "node-b2/scheduler_TP7" in html and "node node-b2 (good h200-node-a, bad node-b2)" in html
+
+
+def test_every_outcome_has_its_own_words_on_the_page():
+    """A metric with no better direction that moved without significance reads "possibly changed", not
+    "no comparable measurements"; every outcome the analysis can give has words (no fallback hides one)."""
+    from helpers.diff import runs, snap
+
+    from envsnap.analysis import result as result_mod
+    from envsnap.analysis.runs.verdict import HEADLINES, OUTCOME_WORDS
+
+    assert set(OUTCOME_WORDS) == set(HEADLINES)
+    good = snap("good", env={}, runs=runs({"tok_s": [100, 101, 99], "concurrency": [10, 10, 10]}))
+    bad = snap("bad", env={}, runs=runs({"tok_s": [100, 100, 99], "concurrency": [12, 12, 12]}))
+    metrics = {m["name"]: m for m in build_view(result_mod.analyze(good, bad, tables=True))["verdict"]["others"]}
+    assert metrics["concurrency"]["outcome"] == "possibly_changed", metrics["concurrency"]
+    assert metrics["concurrency"]["word"] == "possibly changed"

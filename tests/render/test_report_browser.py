@@ -24,8 +24,8 @@ from helpers.browser import (
     write_pair,
 )
 
+from envsnap import format as fmt
 from envsnap.render.html import render_report
-from envsnap.render.report.common import cut as _cut, fmt_value
 
 pytestmark = pytest.mark.slow
 
@@ -240,7 +240,7 @@ def test_hostile_values_execute_nothing(browser, tmp_path, pipeline):
         assert page.dialogs() == []
         assert page.requests() == [path.resolve().as_uri()]
         # the title is the labels as text (a long label is cut, saying so): unchanged by any payload
-        assert page.evaluate("document.title") == f"envsnap report: eagle3-tp8-good vs {_cut(fmt_value(bad['label'], 200), 80)}"
+        assert page.evaluate("document.title") == f"envsnap report: eagle3-tp8-good vs {fmt.cut(fmt.value(bad['label'], 200), 80)}"
         assert page.evaluate("document.title").startswith(f"envsnap report: eagle3-tp8-good vs eagle3-tp8-bad {HOSTILE[0][:40]}")
         counts = page.evaluate("""({
           img: document.querySelectorAll('img').length, iframe: document.querySelectorAll('iframe').length,

@@ -32,6 +32,12 @@ HEADLINES = {
     "possibly_changed": "POSSIBLE CHANGE",
     "unknown": "NO VERDICT",
 }
+# The same outcomes in the words a table or page shows beside a metric's numbers.
+OUTCOME_WORDS = {
+    "worse": "worse", "better": "better", "possibly_worse": "possibly worse", "possibly_better": "possibly better",
+    "no_change": "no change", "changed": "changed", "possibly_changed": "possibly changed",
+    "unknown": "no comparable measurements",
+}
 
 
 def run_metrics(snap: Dict[str, Any]) -> List[Dict[str, float]]:

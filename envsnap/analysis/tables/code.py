@@ -8,7 +8,6 @@ from envsnap.analysis import knowledge
 from envsnap.analysis.compare.views import without_text
 from envsnap.analysis.compare.wording import GIT_STATUS_WORDS
 from envsnap.analysis.tables.common import (
-    as_list,
     capped,
     data,
     sections,
@@ -33,7 +32,7 @@ from envsnap.model.result_types import (
     WatchedFileRow,
     WatchedFilesTable,
 )
-from envsnap.model.snapshot import as_dict
+from envsnap.model.snapshot import as_dict, as_list
 
 
 def _integrity(good: Dict[str, Any], bad: Dict[str, Any]) -> IntegrityTable:

@@ -14,10 +14,6 @@ Row = TypeVar("Row", bound=Mapping[str, Any])
 SAME_ROWS = 440
 
 
-def as_list(value: Any) -> List[Any]:
-    return value if isinstance(value, list) else []
-
-
 def sections(snap: Dict[str, Any]) -> Dict[str, Any]:
     """The snapshot's sections (a node's own, for a node of a merged snapshot: tables/__init__.py pairs them)."""
     return as_dict(snap.get("sections"))

@@ -5,13 +5,12 @@ import math
 from typing import Any, Dict, List, Mapping
 
 from envsnap.analysis.tables.common import (
-    as_list,
     section_status,
     sections,
 )
 from envsnap.format import natural_key
 from envsnap.model.result_types import MetricSeries, ProvenanceSide, ProvenanceTable, RunsTable, SectionRow
-from envsnap.model.snapshot import as_dict
+from envsnap.model.snapshot import as_dict, as_list
 
 
 def _series(snap: Dict[str, Any]) -> MetricSeries:

@@ -2,10 +2,11 @@
 group of causes it cannot be told apart from."""
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
+from envsnap import format as fmt
 from envsnap.model.result_types import DiffResult
-from envsnap.render.report.common import PATCH_ID, fmt_value, missing_words
+from envsnap.render.report.common import PATCH_ID, missing_words
 
 MAX_CAUSES_SHOWN = 8
 MAX_CAUSES = 100
@@ -23,10 +24,10 @@ def _group_notes(result: DiffResult, causes: List[Dict[str, Any]]) -> None:
             continue
         shown = sum(1 for c in causes if c["rank"] == cause["rank"])
         hidden = f", {group['size'] - shown} of them not shown" if shown < group["size"] else ""
-        cause["group_note"] = fmt_value(f"{group['line']}{hidden}", 500)
+        cause["group_note"] = fmt.value(f"{group['line']}{hidden}", 500)
         bisect_line = group.get("bisect_line")
         if bisect_line and not told:
-            cause["bisect_line"] = fmt_value(bisect_line, 800)
+            cause["bisect_line"] = fmt.value(bisect_line, 800)
             told = True
 
 
@@ -40,18 +41,25 @@ def _anchor_ids(causes: List[Dict[str, Any]]) -> None:
         cause["anchor"] = base if taken[base] == 1 else f"{base}-{taken[base]}"
 
 
+def cause_links(result: DiffResult, shown: List[Dict[str, Any]]) -> Dict[str, Tuple[int, str]]:
+    """{raw cause key: (rank, anchor)} for the parts of the page that point at causes; the anchor is "" for a
+    cause the report does not show (`shown`: the causes_view entries, in the analysis' order)."""
+    anchors = {raw["key"]: view["anchor"] for raw, view in zip(result["causes"], shown)}
+    return {raw["key"]: (raw["rank"], anchors.get(raw["key"], "")) for raw in result["causes"]}
+
+
 def causes_view(result: DiffResult) -> Dict[str, Any]:
     causes = []
     for raw in result["causes"][:MAX_CAUSES]:
         score = raw["score"]  # in [0, 1] (analysis/rank/factors.Score)
         causes.append({
-            "rank": raw["rank"], "key": fmt_value(raw["key"], 200),
-            "category": fmt_value(raw["category"], 40), "component": fmt_value(raw["component"], 40),
+            "rank": raw["rank"], "key": fmt.value(raw["key"], 200),
+            "category": fmt.value(raw["category"], 40), "component": fmt.value(raw["component"], 40),
             "score": f"{score:.2f}", "score_pct": int(round(score * 100)),
-            "good": fmt_value(raw["good"]), "bad": fmt_value(raw["bad"]),
+            "good": fmt.value(raw["good"]), "bad": fmt.value(raw["bad"]),
             "good_absent": missing_words(raw, "good"), "bad_absent": missing_words(raw, "bad"),
-            "why": fmt_value(raw["why"], 500) if raw["why"] else "",
-            "evidence": [fmt_value(e, 500) for e in raw["evidence"][:20]],
+            "why": fmt.value(raw["why"], 500) if raw["why"] else "",
+            "evidence": [fmt.value(e, 500) for e in raw["evidence"][:20]],
             # ids become anchors: only envsnap's own form is linked
             "patches": [p for p in raw["patches"] if PATCH_ID.fullmatch(p)],
             "tied": bool(raw["tied"]), "group_note": "", "bisect_line": "",

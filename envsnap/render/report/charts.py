@@ -8,7 +8,6 @@ from typing import Any, Dict, List, Tuple
 from envsnap import format as fmt
 from envsnap.analysis.runs import stats
 from envsnap.model.result_types import DiffResult
-from envsnap.render.report.common import fmt_num, natural_key
 
 MAX_CHARTS = 24
 
@@ -49,11 +48,11 @@ def _chart(name: str, good: List[Tuple[int, float]], bad: List[Tuple[int, float]
         dots = []
         for order, (run_no, value) in enumerate(points):
             jitter = ((order * 7) % 5 - 2) * 4  # deterministic spread so equal values stay visible
-            dots.append({"x": x(value), "y": round(y_mid + jitter, 1), "label": f"{side} run {run_no}: {fmt_num(value)}"})
+            dots.append({"x": x(value), "y": round(y_mid + jitter, 1), "label": f"{side} run {run_no}: {fmt.num(value)}"})
         median = stats.median([v for _, v in points]) if points else None
         rows.append({"side": side, "y_mid": y_mid, "y0": y_mid - row_h / 2 + 4, "y1": y_mid + row_h / 2 - 4,
                      "dots": dots, "n": len(points),
-                     "median_x": x(median) if median is not None else None, "median": fmt_num(median)})
+                     "median_x": x(median) if median is not None else None, "median": fmt.num(median)})
     ticks = []
     count = int(round(span / step))
     decimals = _step_decimals(step)
@@ -75,10 +74,10 @@ def charts_view(result: DiffResult) -> Dict[str, Any]:
     parts = (decomposition["accept_length"], decomposition["cycle_time"]) if decomposition else (None, None)
     first = [verdict["metric"]] + [part["metric"] if part else None for part in parts]
     names = sorted(set(good_values) | set(bad_values),
-                   key=lambda n: (n not in first, first.index(n) if n in first else 0, natural_key(n)))
+                   key=lambda n: (n not in first, first.index(n) if n in first else 0, fmt.natural_key(n)))
     metrics = verdict["metrics"]
-    directions = {n: metrics[n]["direction"] if n in metrics else None for n in names}
-    charts = [_chart(n, good_values.get(n, []), bad_values.get(n, []), directions.get(n) or "")
+    directions = {n: metrics[n]["direction"] if n in metrics else "" for n in names}
+    charts = [_chart(n, good_values.get(n, []), bad_values.get(n, []), directions[n])
               for n in names[:MAX_CHARTS]]
     # The verdict's metric and the EAGLE-3 ones are shown; the other metrics wait in a closed <details>.
     lead = sum(1 for c in charts if c["name"] in first) or min(1, len(charts))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, TypeVar
 
+from envsnap import format as fmt
 from envsnap.model.result_types import (
     CodeTables,
     FileState,
@@ -18,8 +19,8 @@ from envsnap.model.result_types import (
     WatchedFileRow,
     WatchedFilesTable,
 )
-from envsnap.model.snapshot import as_dict
-from envsnap.render.report.common import capped, fmt_value, listed, short_hash
+from envsnap.model.snapshot import as_dict, as_list
+from envsnap.render.report.common import capped
 
 Row = TypeVar("Row")
 
@@ -27,16 +28,16 @@ Row = TypeVar("Row")
 def _state_text(state: FileState) -> str:
     name = state["state"]
     if name == "modified":
-        return short_hash(state.get("sha256"))
+        return fmt.short_hash(state.get("sha256"))
     if name in ("as recorded", "clean", "missing", "not captured"):
         return "matches RECORD" if name == "as recorded" else name
-    return f"{name} {short_hash(state.get('sha256'))}".strip() if state.get("sha256") else str(name)
+    return f"{name} {fmt.short_hash(state.get('sha256'))}".strip() if state.get("sha256") else str(name)
 
 
 def _git_state_text(state: FileState) -> str:
     """A checkout file's state as the analysis words it ("modified", "untracked", "clean", "absent"), with its hash."""
-    name = fmt_value(state["state"], 40)
-    return f"{name} {short_hash(state.get('sha256'))}" if state.get("sha256") else name
+    name = fmt.value(state["state"], 40)
+    return f"{name} {fmt.short_hash(state.get('sha256'))}" if state.get("sha256") else name
 
 
 def _capped_rows(rows: List[Row], total: int, same_not_listed: int,
@@ -51,25 +52,25 @@ def _capped_rows(rows: List[Row], total: int, same_not_listed: int,
 def _integrity_view(table: IntegrityTable) -> Dict[str, Any]:
     def row(raw: IntegrityRow) -> Dict[str, Any]:
         g, b = raw["good"], raw["bad"]
-        return {"path": fmt_value(raw["path"], 200), "dist": fmt_value(raw["dist"] or "", 60),
-                "recorded": short_hash(raw["recorded_sha256"]) if raw["recorded_sha256"] else "—",
+        return {"path": fmt.value(raw["path"], 200), "dist": fmt.value(raw["dist"] or "", 60),
+                "recorded": fmt.short_hash(raw["recorded_sha256"]) if raw["recorded_sha256"] else "—",
                 "good": _state_text(g), "bad": _state_text(b),
                 "good_state": "ok" if g["state"] == "as recorded" else g["state"],
                 "bad_state": "ok" if b["state"] == "as recorded" else b["state"],
                 "differs": raw["differs"]}
 
-    summary = {side: {k: fmt_value(v) if k in ("mode", "checked") else v for k, v in table["summary"][side].items()}
+    summary = {side: {k: fmt.value(v) if k in ("mode", "checked") else v for k, v in table["summary"][side].items()}
                for side in ("good", "bad")}
     return {"rows": _capped_rows(table["rows"], table["total"], table["same_not_listed"], row), "summary": summary,
             "present": table["present"]}
 
 
 def _package_text(facts: PackageFacts) -> str:
-    text = fmt_value(facts["version"], 60)
+    text = fmt.value(facts["version"], 60)
     if facts.get("build"):  # another build of the same version on the other side
-        text += f" [{fmt_value(facts['build'], 120)}]"
+        text += f" [{fmt.value(facts['build'], 120)}]"
     if facts["origin"] and facts["origin"] != "index":
-        text += f" ({facts['origin']}" + (f" {short_hash(facts['commit'])}" if facts["commit"] else "") + ")"
+        text += f" ({facts['origin']}" + (f" {fmt.short_hash(facts['commit'])}" if facts["commit"] else "") + ")"
     return text
 
 
@@ -77,7 +78,7 @@ def _packages_view(table: PackagesTable) -> Dict[str, Any]:
     rows = []
     for r in table["rows"]:
         good, bad = r["good"], r["bad"]
-        rows.append({"name": fmt_value(r["name"], 120), "good": _package_text(good) if good else "—",
+        rows.append({"name": fmt.value(r["name"], 120), "good": _package_text(good) if good else "—",
                      "bad": _package_text(bad) if bad else "—",
                      "good_absent": "not installed" if good is None else False,
                      "bad_absent": "not installed" if bad is None else False})
@@ -89,11 +90,11 @@ def _hooks_view(rows: List[HookRow]) -> List[Dict[str, Any]]:
         if hook is None:
             return None
         mentions = ", ".join(hook["env_mentions"][:20])
-        return {"sha": short_hash(hook["sha256"]), "size": fmt_value(hook["size"]),
+        return {"sha": fmt.short_hash(hook["sha256"]), "size": fmt.value(hook["size"]),
                 "env": ("sets environment" + (f": {mentions}" if mentions else "")) if hook["touches_env"] else "",
-                "imports": fmt_value("; ".join(hook["import_lines"][:5]), 200)}
+                "imports": fmt.value("; ".join(hook["import_lines"][:5]), 200)}
 
-    return [{"path": fmt_value(r["path"], 200), "kind": fmt_value(r["kind"] or "", 30),
+    return [{"path": fmt.value(r["path"], 200), "kind": fmt.value(r["kind"] or "", 30),
              "good": describe(r["good"]), "bad": describe(r["bad"]), "differs": r["differs"]}
             for r in rows]
 
@@ -106,18 +107,18 @@ def _git_fact_text(name: str, value: Any, captured: bool) -> str:
     if not captured:
         return "not captured"
     if name == "roles":
-        return ", ".join(str(r) for r in listed(value)) or "—"
+        return ", ".join(str(r) for r in as_list(value)) or "—"
     if name == "branch":
-        return fmt_value(value, 200) if value else "(detached)"
+        return fmt.value(value, 200) if value else "(detached)"
     if name == "head":
-        return short_hash(value) if value else "—"
+        return fmt.short_hash(value) if value else "—"
     if name == "upstream":
         up = as_dict(value)
-        return fmt_value(f"{up.get('name')} ahead {up.get('ahead', 0)} behind {up.get('behind', 0)}", 200) if up else "—"
+        return fmt.value(f"{up.get('name')} ahead {up.get('ahead', 0)} behind {up.get('behind', 0)}", 200) if up else "—"
     if name == "stash":
-        return "; ".join(f"{as_dict(e).get('name')} {fmt_value(as_dict(e).get('message'), 120)}" for e in listed(value)) or "—"
+        return "; ".join(f"{as_dict(e).get('name')} {fmt.value(as_dict(e).get('message'), 120)}" for e in as_list(value)) or "—"
     if name == "errors":
-        return "; ".join(f"{k}: {fmt_value(v, 120)}" for k, v in sorted(as_dict(value).items())) or "—"
+        return "; ".join(f"{k}: {fmt.value(v, 120)}" for k, v in sorted(as_dict(value).items())) or "—"
     return str(value)
 
 
@@ -130,9 +131,9 @@ def _git_view(repos: List[GitRepoTable]) -> List[Dict[str, Any]]:
                  "bad": _git_fact_text(f["fact"], f["bad"], bad_captured), "differs": f["differs"]}
                 for f in repo["facts"]]
         files = repo["files"]
-        out.append({"path": fmt_value(repo["path"], 200), "rows": rows,
+        out.append({"path": fmt.value(repo["path"], 200), "rows": rows,
                     "files": _capped_rows(files["rows"], files["total"], files["same_not_listed"], lambda raw: {
-                        "path": fmt_value(raw["path"], 200), "good": _git_state_text(raw["good"]),
+                        "path": fmt.value(raw["path"], 200), "good": _git_state_text(raw["good"]),
                         "bad": _git_state_text(raw["bad"]), "differs": raw["differs"]}),
                     "good_absent": not good_captured, "bad_absent": not bad_captured, "differs": repo["differs"]})
     return out
@@ -143,11 +144,11 @@ def _files_view(table: WatchedFilesTable) -> Dict[str, Any]:
         if entry is None:
             return "—"
         if entry.get("error"):
-            return "error: " + fmt_value(entry.get("error"), 120)
-        return f"{short_hash(entry.get('sha256'))} ({fmt_value(entry.get('size'))} B)"
+            return "error: " + fmt.value(entry.get("error"), 120)
+        return f"{fmt.short_hash(entry.get('sha256'))} ({fmt.value(entry.get('size'))} B)"
 
     def row(raw: WatchedFileRow) -> Dict[str, Any]:
-        return {"path": fmt_value(raw["path"], 200), "good": describe(raw["good"]),
+        return {"path": fmt.value(raw["path"], 200), "good": describe(raw["good"]),
                 "bad": describe(raw["bad"]), "differs": raw["differs"]}
 
     return {"rows": _capped_rows(table["rows"], table["total"], table["same_not_listed"], row),

@@ -12,27 +12,10 @@ from envsnap.model.result_types import Cause, Difference, SectionStatus
 ROWS_SHOWN = 40          # rows of a long table shown before "N more"
 ROWS_MORE = 400          # further rows inside the closed "N more" <details>; beyond: counted only
 CELL_CHARS = 24          # a workers-matrix cell; the full value is in the cell's tooltip
-VALUE_CHARS = 300        # a value in a table
 TOOLTIP_CHARS = 600
 
 # ids become anchors: only envsnap's own form is used
 PATCH_ID = re.compile(r"patch-[0-9]{1,6}")
-
-# The formatters of envsnap/format.py, under the names the view builders use.
-fmt_num = fmt.num
-fmt_pct = fmt.pct
-short_hash = fmt.short_hash
-natural_key = fmt.natural_key
-cut = fmt.cut
-
-
-def fmt_value(value: Any, limit: int = VALUE_CHARS) -> str:
-    return fmt.value(value, limit)
-
-
-def listed(value: Any) -> List[Any]:
-    return value if isinstance(value, list) else []
-
 
 def capped(rows: List[Any], row_format: Optional[Callable[[Any], Dict[str, Any]]] = None) -> Dict[str, Any]:
     """Split a long list for display: shown, more (closed details), hidden count.
@@ -53,15 +36,15 @@ def missing_words(raw: Union[Cause, Difference], side: str) -> Union[bool, str]:
     """False when the side has a value, else the analysis's words for it ("not captured", "clean", ...)."""
     if (raw["good"] if side == "good" else raw["bad"]) is not None:
         return False
-    return value_text(raw["change"] or "changed", side, None, fmt_value(raw["absent"] or "absent", 40))
+    return value_text(raw["change"] or "changed", side, None, fmt.value(raw["absent"] or "absent", 40))
 
 
 def change_words(raw: Difference) -> str:
-    return fmt_value(raw["change"] or "changed", 10)
+    return fmt.value(raw["change"] or "changed", 10)
 
 
 def status_text(status: SectionStatus) -> str:
     reason = status["reason"]
-    return f"{status['status']}: {fmt_value(reason, 160)}" if reason else status["status"]
+    return f"{status['status']}: {fmt.value(reason, 160)}" if reason else status["status"]
 
 

@@ -6,15 +6,15 @@ from typing import Any, Dict, List
 
 from envsnap import format as fmt
 from envsnap.model.result_types import CompareRow, HardwareTables
-from envsnap.render.report.common import fmt_value, status_text
+from envsnap.render.report.common import status_text
 
 
 def _side_text(value: Any, key: str = "") -> str:
     if key.endswith("_bytes") and isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{fmt.size(value)} ({value})"
     if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
-        return ", ".join(fmt_value(v, 80) for v in value) if value else "(none)"
-    return fmt_value(value)
+        return ", ".join(fmt.value(v, 80) for v in value) if value else "(none)"
+    return fmt.value(value)
 
 
 def _cmp_rows(rows: List[CompareRow]) -> Dict[str, Any]:
@@ -57,7 +57,7 @@ def gpu_host_view(hw: HardwareTables) -> Dict[str, Any]:
                 cells = []
                 for j, col in enumerate(names):
                     value = matrix[i][j]
-                    text = "X" if name == col and value is None else (fmt_value(value, 12) if value is not None else "")
+                    text = "X" if name == col and value is None else (fmt.value(value, 12) if value is not None else "")
                     cells.append({"text": text, "differs": differs[i][j]})
                 side_rows.append({"name": name, "cells": cells})
             sides.append({"side": side, "rows": side_rows, "present": present})

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from envsnap import format as fmt
 from envsnap.model.result_types import DiffResult, NodeTables, Tables
 from envsnap.render.report.code import code_view
-from envsnap.render.report.common import fmt_value
 from envsnap.render.report.hardware import gpu_host_view
 
 
@@ -29,7 +29,7 @@ def node_parts(result: DiffResult) -> List[Dict[str, Any]]:
             missing = [side for side, host in hosts.items() if host is None]
             detail = (f"{missing[0]}: no such node, not captured" if missing else
                       f"good {hosts['good']}, bad {hosts['bad']}" if hosts["good"] != hosts["bad"] else "")
-            title = f"node {fmt_value(node, 200)}" + (f" ({fmt_value(detail, 300)})" if detail else "")
+            title = f"node {fmt.value(node, 200)}" + (f" ({fmt.value(detail, 300)})" if detail else "")
         parts.append({"node": node, "title": title, "code": code_view(part["code"]),
                       "gpu_host": gpu_host_view(part["hardware"])})
     return parts

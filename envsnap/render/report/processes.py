@@ -3,44 +3,41 @@ flags per cell) and each process's command line, item by item."""
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
+from envsnap import format as fmt
 from envsnap.model.result_types import DiffResult, WorkerCell
-from envsnap.render.report.common import CELL_CHARS, ROWS_MORE, TOOLTIP_CHARS, cut, fmt_value, listed
+from envsnap.model.snapshot import as_list
+from envsnap.render.report.common import CELL_CHARS, ROWS_MORE, TOOLTIP_CHARS
 
 
-def neighbours_view(result: DiffResult, causes: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+def neighbours_view(result: DiffResult, links: Dict[str, Tuple[int, str]]) -> Optional[Dict[str, Any]]:
     """The other processes beside the work, per process, as analysis/compare/neighbours.py worded them: the
-    causes first (linked to their rank), then the busiest of the rest."""
+    causes first (linked to their rank: `links`, causes.cause_links), then the busiest of the rest."""
     found = result.get("neighbours")
     if found is None:  # recorded by newer snapshots only
         return None
-    # By the raw keys (a view's key is clipped for display): the view's causes are the raw ones, in order.
-    raw_causes = result["causes"]
-    anchors = {raw["key"]: view["anchor"] for raw, view in zip(raw_causes, causes)}
-    ranks: Dict[Any, Tuple[Optional[int], Optional[str]]] = {
-        c["key"]: (c["rank"], anchors.get(c["key"]) or None) for c in raw_causes}
-    raw = list(listed(found.get("processes"))) + list(listed(found.get("gpu")))
+    raw = list(as_list(found.get("processes"))) + list(as_list(found.get("gpu")))
     if isinstance(found.get("steal"), dict):
         raw.append(found["steal"])
     rows = []
     for row in raw:
         if not isinstance(row, dict):
             continue
-        rank, anchor = ranks.get(row.get("key"), (None, None))
+        rank, anchor = links.get(str(row.get("key")), (None, ""))
         where = f"GPU {row.get('gpu')}: " if row.get("kind") == "gpu" else ""
-        rows.append({"command": fmt_value(f"{where}{row.get('command')}", 200), "good": fmt_value(row.get("good_text"), 200),
-                     "bad": fmt_value(row.get("bad_text"), 200), "changed": bool(row.get("changed")), "rank": rank,
+        rows.append({"command": fmt.value(f"{where}{row.get('command')}", 200), "good": fmt.value(row.get("good_text"), 200),
+                     "bad": fmt.value(row.get("bad_text"), 200), "changed": bool(row.get("changed")), "rank": rank,
                      "anchor": anchor})
     rows.sort(key=lambda r: not r["changed"])
-    return {"summary": fmt_value(found.get("summary"), 500), "rows": rows[:ROWS_MORE], "more": max(0, len(rows) - ROWS_MORE)}
+    return {"summary": fmt.value(found.get("summary"), 500), "rows": rows[:ROWS_MORE], "more": max(0, len(rows) - ROWS_MORE)}
 
 
 def _shown(set_: Any, value: Any, limit: int = 120) -> str:
-    return fmt_value(value, limit) if set_ else "unset"
+    return fmt.value(value, limit) if set_ else "unset"
 
 
-def _cell_view(cell: WorkerCell, has_parent_column: bool) -> Dict[str, str]:
+def _cell_view(cell: WorkerCell) -> Dict[str, str]:
     """A matrix cell's text, classes and tooltip, from the analysis' flags."""
     if not cell.get("readable"):
         return {"cls": "unreadable", "text": "?", "tip": f"environment {cell.get('status', 'unreadable')}"}
@@ -59,11 +56,11 @@ def _cell_view(cell: WorkerCell, has_parent_column: bool) -> Dict[str, str]:
     full = _shown(cell.get("set"), cell.get("value"), TOOLTIP_CHARS)
     if not cell.get("set"):
         text, classes = "unset", classes + ["unset"]
-    elif has_parent_column and cell.get("has_parent") and not classes:
+    elif cell.get("has_parent") and not classes:
         text = "="  # same as the parent: the parent column of this row holds the value
         classes.append("same")
     else:
-        text = cut(str(cell.get("value")), CELL_CHARS)
+        text = fmt.cut(str(cell.get("value")), CELL_CHARS)
     # A tooltip only where it adds something (a cut value, a note): it is most of the size.
     tip = "; ".join([full] + notes) if notes or (text != full and text != "=") else ""
     return {"cls": " ".join(classes), "text": text, "tip": tip}
@@ -78,14 +75,14 @@ def workers_view(result: DiffResult) -> Dict[str, Any]:
         cells = table["cells"][side]
         views.append({
             "side": side,
-            "columns": [{"key": fmt_value(c["key"], 200),
+            "columns": [{"key": fmt.value(c["key"], 200),
                          "key_parts": re.findall(r"[^_\-/]+[_\-/]?|[_\-/]", c["key"]),
-                         "title": fmt_value(c["title"] or "", 200), "kind": c["kind"],
-                         "status": c["status"], "note": fmt_value(c["note"] or "", 200),
+                         "title": fmt.value(c["title"] or "", 200), "kind": c["kind"],
+                         "status": c["status"], "note": fmt.value(c["note"] or "", 200),
                          "source": c["source"] or "", "parent": c["parent"] or "",
                          "readable": c["readable"]} for c in columns],
             # every listed variable has a cell in every column of its side (tables/workers.workers_table)
-            "cells": {r["name"]: {c["key"]: _cell_view(cells[r["name"]][c["key"]], True) for c in columns}
+            "cells": {r["name"]: {c["key"]: _cell_view(cells[r["name"]][c["key"]]) for c in columns}
                       for r in rows},
         })
     same = table["same_everywhere"]
@@ -99,10 +96,10 @@ def command_lines_view(result: DiffResult) -> Dict[str, Any]:
     table = result["tables"]["command_lines"]
     groups = []
     for group in table["groups"]:
-        rows = [{"item": fmt_value(r["item"], 200), "differs": r["differs"],
-                 "good": fmt_value(r["good"], 300) if group["good_seen"] else "not captured",
-                 "bad": fmt_value(r["bad"], 300) if group["bad_seen"] else "not captured"}
+        rows = [{"item": fmt.value(r["item"], 200), "differs": r["differs"],
+                 "good": fmt.value(r["good"], 300) if group["good_seen"] else "not captured",
+                 "bad": fmt.value(r["bad"], 300) if group["bad_seen"] else "not captured"}
                 for r in group["rows"]]
-        groups.append({"key": fmt_value(group["key"], 200), "command": group["where"] == "command",
+        groups.append({"key": fmt.value(group["key"], 200), "command": group["where"] == "command",
                        "rows": rows, "differing": group["differing"]})
     return {"groups": groups, "differing": table["differing"]}

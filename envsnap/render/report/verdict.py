@@ -5,36 +5,28 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Union
 
 from envsnap import format as fmt
-from envsnap.analysis.runs.verdict import mechanism_line
+from envsnap.analysis.runs.verdict import OUTCOME_WORDS, mechanism_line
 from envsnap.model.result_types import DecompositionPart, DiffResult, MetricEntry, Stats, Verdict
 from envsnap.render import trace_view
-from envsnap.render.report.common import fmt_num, fmt_pct, fmt_value, natural_key
 
 
 def _stats(raw: Stats) -> Dict[str, Any]:
-    return {"median": fmt_num(raw["median"]), "spread": fmt_num(raw["spread"]), "n": raw["n"],
-            "min": fmt_num(raw["min"]), "max": fmt_num(raw["max"])}
-
-
-# Outcomes (analysis/runs/verdict.py) as the words and colour classes of the page; any other is shown as
-# "unknown".
-_OUTCOME_WORDS = {"worse": "worse", "better": "better", "possibly_worse": "possibly worse",
-                  "possibly_better": "possibly better", "no_change": "no change", "changed": "changed",
-                  "unknown": "no comparable measurements"}
+    return {"median": fmt.num(raw["median"]), "spread": fmt.num(raw["spread"]), "n": raw["n"],
+            "min": fmt.num(raw["min"]), "max": fmt.num(raw["max"])}
 
 
 def _metric_view(name: str, raw: Union[MetricEntry, Verdict]) -> Dict[str, Any]:
     p_value = raw["p_value"]
-    outcome = raw["outcome"] if raw["outcome"] in _OUTCOME_WORDS else "unknown"
+    outcome = raw["outcome"]
     return {
         "name": name, "direction": raw["direction"],
         "direction_text": fmt.direction(raw["direction"]), "good": _stats(raw["good"]),
         "bad": _stats(raw["bad"]),
-        "change": fmt_value(raw["change_text"], 40) if "change_text" in raw else fmt_pct(raw["change_pct"]),
+        "change": fmt.value(raw["change_text"], 40),
         "beyond_noise": raw["beyond_noise"], "significant": raw["significant"],
         "noise": "beyond noise" if raw["beyond_noise"] else "within noise",
         "p_value": "—" if p_value is None else f"{p_value:.3g}",
-        "method": raw["method"], "outcome": outcome, "word": _OUTCOME_WORDS[outcome],
+        "method": raw["method"], "outcome": outcome, "word": OUTCOME_WORDS[outcome],
         "css": outcome.replace("_", "-"),
     }
 
@@ -42,15 +34,15 @@ def _metric_view(name: str, raw: Union[MetricEntry, Verdict]) -> Dict[str, Any]:
 def _decomposition_part(raw: Optional[DecompositionPart]) -> Optional[Dict[str, Any]]:
     if raw is None:
         return None
-    return {"metric": raw["metric"], "good": fmt_num(raw["good"]), "bad": fmt_num(raw["bad"]),
-            "change": fmt_pct(raw["change_pct"]), "holds": raw["holds"], "formula": raw["formula"]}
+    return {"metric": raw["metric"], "good": fmt.num(raw["good"]), "bad": fmt.num(raw["bad"]),
+            "change": fmt.pct(raw["change_pct"]), "holds": raw["holds"], "formula": raw["formula"]}
 
 
 def verdict_view(result: DiffResult) -> Dict[str, Any]:
     verdict = result["verdict"]
     name = verdict["metric"]
     main = _metric_view(name, verdict) if name else None
-    others = [_metric_view(other, raw) for other, raw in sorted(verdict["metrics"].items(), key=lambda kv: natural_key(kv[0]))
+    others = [_metric_view(other, raw) for other, raw in sorted(verdict["metrics"].items(), key=lambda kv: fmt.natural_key(kv[0]))
               if other != name]
     decomposition = None
     raw_dec = verdict["decomposition"]
