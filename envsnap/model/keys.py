@@ -94,9 +94,14 @@ def command_process(name: str) -> str:
     return f"{COMMAND_PROCESS}{name}"
 
 
+def _after(prefix: str, text: str) -> Optional[str]:
+    """`text` without `prefix`, or None when it does not start with it (the reverse of a prefixed key)."""
+    return text[len(prefix):] if text.startswith(prefix) else None
+
+
 def command_process_name(process: str) -> Optional[str]:
     """The run command's own process name in a process key (command_process's reverse), or None."""
-    return process[len(COMMAND_PROCESS):] if process.startswith(COMMAND_PROCESS) else None
+    return _after(COMMAND_PROCESS, process)
 
 
 RUN_PROCESS = "run/"  # the libraries section's key prefix of the run command's own processes (run_processes)
@@ -110,7 +115,7 @@ def run_process(key: str) -> str:
 
 def run_process_name(process: str) -> Optional[str]:
     """The run command's own process in a libraries process key (run_process's reverse), or None."""
-    return process[len(RUN_PROCESS):] if process.startswith(RUN_PROCESS) else None
+    return _after(RUN_PROCESS, process)
 
 
 def run_process_words(process: str) -> str:
@@ -150,9 +155,12 @@ def _neighbour_key(subject: Subject) -> str:
     return f"neighbour.cpu.{subject.entity}"
 
 
-def _joined(*parts: str) -> str:
-    head, *rest = parts
-    return ".".join([head] + [p for p in rest if p])
+def _joined(head: str, *rest: str) -> str:
+    """The non-empty parts after `head`, joined to it as flat keys join them (called for most keys: no list
+    is built for the common key of two parts)."""
+    if all(rest):
+        return ".".join((head,) + rest)
+    return ".".join((head,) + tuple(p for p in rest if p))
 
 
 def view_key(subject: Subject) -> str:
@@ -206,9 +214,14 @@ def parent_only_key(name: str) -> str:
     return view_key(env_subject("parent_only", name))
 
 
+# An edited installed file's key: view_key(Subject("integrity", rel)), spelled out (tests/model/test_keys.py
+# checks the two agree) because a broken install's tens of thousands of entries are keyed in one loop.
+INTEGRITY_PREFIX = "integrity."
+
+
 def integrity_key(rel: str) -> str:
     """An edited installed file's key ("integrity.<file under site-packages>")."""
-    return view_key(Subject("integrity", rel))
+    return INTEGRITY_PREFIX + rel
 
 
 # Every integrity key, as a rule's pattern: the catch-all rule of an edited installed file no rule names.
@@ -217,8 +230,7 @@ INTEGRITY_ANY = integrity_key("*")
 
 def integrity_file(key: str) -> Optional[str]:
     """The installed file an integrity key names (integrity_key's reverse), or None for another key."""
-    prefix = "integrity."
-    return key[len(prefix):] if key.startswith(prefix) else None
+    return _after(INTEGRITY_PREFIX, key)
 
 
 def integrity_entry(rel: str, dist: str, taken: Container[str]) -> str:
@@ -241,12 +253,6 @@ def package_key(dist: str) -> str:
 def sglang_arg_key(dest: str) -> str:
     """A server argument's key ("sglang.args.<dest>"), by its argparse dest."""
     return view_key(Subject("sglang", dest, "args"))
-
-
-def instances_key(category: str, label: str, aspect: str) -> str:
-    """One change found on several GPUs or processes ("gpu.*.power.limit_w", "workers.0,1.cmdline"): the
-    label ("*" or "0,1") stands where the instance's own name was."""
-    return f"{category}.{label}.{aspect}"
 
 
 def within(entity_keys: Iterable[str]) -> Callable[[str], bool]:
@@ -409,8 +415,9 @@ _SHARED_HEADS = frozenset({"env", "nccl", "nccl_conf", "packages", "git", "files
                            "patches"})
 # View keys that are their value's flat key too (the view copies these fields as they are), and the fields
 # whose view key is both (nccl.env.NAME: a variable every rank agrees on, or the log's own top-level one).
-_MIRRORED = frozenset({"python.version", "python.implementation", "python.executable", "python.prefix",
-                       "python.base_prefix", "python.in_venv", "python.sys_path", "sglang.version", "nccl.version",
+# The interpreter's fields the python view copies as they are (analysis/compare/views._python_view).
+PYTHON_FIELDS = ("version", "implementation", "executable", "prefix", "base_prefix", "in_venv", "sys_path")
+_MIRRORED = frozenset({*(f"python.{name}" for name in PYTHON_FIELDS), "sglang.version", "nccl.version",
                        "nccl.ranks"})
 _MIRRORED_FIELDS = frozenset({"nccl.env"})
 # Sections whose view keys' second parts are a closed set: any other second part is a snapshot path.

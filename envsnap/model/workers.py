@@ -6,9 +6,9 @@ and which environment it ran with is decided here and nowhere else (PRECEDENCE).
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
+from envsnap.format import natural_key
 from envsnap.model.keys import command_process, probe_record_flat, process_flat
 from envsnap.model.snapshot import as_dict
 
@@ -58,10 +58,6 @@ class SeenProcess(NamedTuple):
     def source_label(self) -> str:
         return SOURCE_LABELS.get(self.source, "")
 
-
-
-def _natural(text: str) -> Tuple[Any, ...]:
-    return tuple(int(part) if part.isdecimal() else part for part in re.split(r"(\d+)", text))
 
 
 def role_kind(entry: Mapping[str, Any]) -> str:
@@ -153,7 +149,7 @@ def seen_processes(processes: Mapping[str, Any], probe: Mapping[str, Any]) -> Di
         parent = record.get("parent_key")
         out.append(_seen(key, {}, record, "", f"{record.get('run')}/{name}", "command_records", COMMAND,
                          command_process(parent) if isinstance(parent, str) else None))
-    out.sort(key=lambda p: (p.group == COMMAND, KIND_ORDER[p.kind], p.order, _natural(p.key)))
+    out.sort(key=lambda p: (p.group == COMMAND, KIND_ORDER[p.kind], p.order, natural_key(p.key)))
     return {p.key: p for p in out}
 
 

@@ -86,6 +86,8 @@ def test_flat_helpers_name_paths_of_processes_and_integrity():
     rel = sorted(section_data(snap, "packages")["integrity"]["modified"])[0]
     assert keys.integrity_flat("modified", rel) in paths
     assert keys.integrity_file(keys.integrity_key(rel)) == rel
+    # the spelled-out integrity key is the one view_key gives its subject
+    assert keys.integrity_key(rel) == keys.view_key(Subject("integrity", rel))
 
 
 def test_env_sources_name_the_variable_where_the_snapshot_holds_it():
@@ -108,7 +110,9 @@ def test_env_sources_name_the_variable_where_the_snapshot_holds_it():
 def test_node_qualified_keys_and_instances():
     assert keys.qualify(None, "env.NCCL_ALGO") == "env.NCCL_ALGO"
     assert keys.qualify("node-a", "env.NCCL_ALGO") == "node-a/env.NCCL_ALGO"
-    assert keys.instances_key("gpu", "*", "power.limit_w") == "gpu.*.power.limit_w"
+    # one change on several GPUs or processes: the instance's name replaced by "*" or "0,1"
+    assert keys.view_key(Subject("gpu", "*", "power.limit_w")) == "gpu.*.power.limit_w"
+    assert keys.view_key(Subject("process", "0,1", "cmdline")) == "workers.0,1.cmdline"
 
 
 def test_the_run_commands_own_processes_in_the_libraries_view_and_probe_records():

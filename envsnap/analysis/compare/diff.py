@@ -391,7 +391,7 @@ def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Differ
             continue
         sig = (subject.where, subject.aspect, d.change, _canon(d.good), _canon(d.bad), d.volatile)
         groups.setdefault(sig, []).append(d)
-    for (where, aspect, _c, _g, _b, _v), members in groups.items():
+    for (where, _aspect, _c, _g, _b, _v), members in groups.items():
         if len(members) == 1:
             rest.append(members[0])
             continue
@@ -404,8 +404,9 @@ def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Differ
         label = "*" if set(instances) >= everyone else ",".join(instances)
         first = members[0]
         flats = sorted({f for d in members for f in d.flat_keys})
-        rest.append(Difference(keys.instances_key(first.category, label, aspect), first.category, first.change, first.good,
-                               first.bad, first.volatile, flats, first.subject._replace(entity=label), first.absent))
+        merged = first.subject._replace(entity=label)  # "*" or "0,1" where the instance's own name was
+        rest.append(Difference(keys.view_key(merged), first.category, first.change, first.good,
+                               first.bad, first.volatile, flats, merged, first.absent))
     return rest
 
 

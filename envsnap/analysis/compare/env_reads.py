@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from envsnap.model.snapshot import as_dict, section_data
+from envsnap.model.snapshot import as_dict, number, section_data
 
 # Who stands for NCCL in the read evidence: NCCL logs a variable ("X set by environment to Y")
 # only when it reads it with getenv, so each such line is a read by NCCL (nccl_log.py).
@@ -52,12 +52,6 @@ def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], 
     return {name: dict(sorted(per.items())) for name, per in sorted(reads.items())}, tracked
 
 
-def _epoch(value: Any) -> Optional[float]:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
 def env_read_coverage(snap: Dict[str, Any]) -> Tuple[Dict[str, Optional[float]], Optional[float]]:
     """({tracked process: how far its reads are known, epoch s, or None when to its exit}, when the runs
     ended (epoch s; None without runs)). A record is known to its exit when it has an exit stage; else up
@@ -75,8 +69,8 @@ def env_read_coverage(snap: Dict[str, Any]) -> Tuple[Dict[str, Optional[float]],
         if record.get("reads_to_exit") or "exit" in (record.get("stages") or []):
             until[key] = None
         else:
-            known = _epoch(record.get("reads_until"))
-            until[key] = known if known is not None else _epoch(record.get("written_at"))
+            known = number(record.get("reads_until"))
+            until[key] = known if known is not None else number(record.get("written_at"))
     ended: Optional[float] = None
     for run in snap.get("runs") or []:
         if not isinstance(run, dict) or not isinstance(run.get("started"), str):
@@ -90,6 +84,6 @@ def env_read_coverage(snap: Dict[str, Any]) -> Tuple[Dict[str, Optional[float]],
                 continue
         if start is None:
             continue
-        end = start.replace(tzinfo=datetime.timezone.utc).timestamp() + (_epoch(run.get("duration_s")) or 0.0)
+        end = start.replace(tzinfo=datetime.timezone.utc).timestamp() + (number(run.get("duration_s")) or 0.0)
         ended = end if ended is None else max(ended, end)
     return until, ended

@@ -80,7 +80,7 @@ def _info(table: Mapping[str, Any], path: str) -> Dict[str, Any]:
     return as_dict(table.get(path))
 
 
-def _processes(data: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+def process_entries(data: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
     """Every process of the section: its keys as they are, the run's own as run/<key>."""
     out: Dict[str, Dict[str, Any]] = {}
     for key, entry in (data.get("processes") or {}).items():
@@ -103,7 +103,7 @@ def loaded(snap_or_section: Mapping[str, Any], pattern: str) -> List[Loaded]:
     data = _section(snap_or_section)
     table = data.get("objects") or {}
     out = []
-    for process, entry in sorted(_processes(data).items()):
+    for process, entry in sorted(process_entries(data).items()):
         for name, path in sorted(_objects_of(entry).items()):
             if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(path, pattern) \
                     or fnmatch.fnmatchcase(os.path.basename(path), pattern):
@@ -138,16 +138,11 @@ def _python_reads_tracked(snap: Mapping[str, Any], entry: Mapping[str, Any]) -> 
     return isinstance(record, dict) and isinstance(record.get("env_reads"), dict)
 
 
-def process_entry(snap_or_section: Mapping[str, Any], process: str) -> Dict[str, Any]:
-    """A process's entry by the name `loaded` gives it (run/<key> for the run command's own)."""
-    return _processes(_section(snap_or_section)).get(process) or {}
-
-
 def who_can_read(snap_or_section: Mapping[str, Any], name: str) -> ReadEvidence:
     """The loaded code that mentions `name`, and why its absence would not be proof (see the module doc).
     Given a whole snapshot, start-up hooks (python section) and the probe's tracked reads count too."""
     data = _section(snap_or_section)
-    processes = _processes(data)
+    processes = process_entries(data)
     table = data.get("objects") or {}
     users: Dict[str, List[str]] = {}
     for process, entry in processes.items():
@@ -200,7 +195,7 @@ def library_changes(good: Mapping[str, Any], bad: Mapping[str, Any]) -> List[Lib
     """Per process present on both sides (by key): objects added, removed, or of the same name from
     another file or with other content (build-id / sha256), sorted by process and name."""
     good_data, bad_data = _section(good), _section(bad)
-    good_procs, bad_procs = _processes(good_data), _processes(bad_data)
+    good_procs, bad_procs = process_entries(good_data), process_entries(bad_data)
     good_table, bad_table = good_data.get("objects") or {}, bad_data.get("objects") or {}
     out: List[LibraryChange] = []
     for process in sorted(set(good_procs) & set(bad_procs)):

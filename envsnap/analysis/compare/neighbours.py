@@ -23,7 +23,6 @@ When the work may use only some of the machine's CPUs (taskset, a container's cp
 from __future__ import annotations
 
 import re
-import statistics
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap.analysis.median import median
@@ -200,7 +199,7 @@ def _gpu_row(index: str, g: Optional[Dict[str, Any]], b: Optional[Dict[str, Any]
             row[side] = None
             continue
         row[side] = {"present": round(len(group["runs"]) / max(n, 1), 3), "used_memory_bytes": int(group["memory"]),
-                     "sm_util_pct": round(statistics.fmean(group["sm"]), 1) if group["sm"] else None,
+                     "sm_util_pct": round(sum(group["sm"]) / len(group["sm"]), 1) if group["sm"] else None,
                      "pids": sorted(group["pids"])[:8]}
     present = [bool(row[s] and row[s]["present"] >= 0.5) for s in ("good", "bad")]
     changed = present[0] != present[1]

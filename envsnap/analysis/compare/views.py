@@ -248,7 +248,7 @@ def _env_view(view: View, env: Dict[str, Any]) -> None:
 
 
 def _python_view(view: View, py: Dict[str, Any]) -> None:
-    for name in ("version", "implementation", "executable", "prefix", "base_prefix", "in_venv", "sys_path"):
+    for name in keys.PYTHON_FIELDS:
         if name in py:
             view.put("python", _norm(py[name], name), (keys.flat_key("python", name),), Subject("python", name))
     for path, hook in (py.get("startup_hooks") or {}).items():
@@ -347,11 +347,11 @@ def _gpu_view(view: View, nv: Dict[str, Any]) -> None:
             continue
         view.put("gpu", gpu.get("name"), (keys.gpu_flat(index),), Subject("gpu", str(index)),
                  presence=True)
+        base = keys.gpu_flat(index)
         for path, value in _leaves(gpu):
             if path:
                 key = keys.path_key(path)
-                view.put("gpu", value, (keys.gpu_flat(index, key),),
-                         Subject("gpu", str(index), key))
+                view.put("gpu", value, (keys.flat_key(base, key),), Subject("gpu", str(index), key))
     for path, value in _leaves(nv.get("topology") or {}):
         if path:
             key = keys.path_key(path)

@@ -118,26 +118,36 @@ def _gpu_side(snap: Mapping[str, Any]) -> Presence:
     return Presence(UNKNOWN, "GPUs were not captured" if status is None else f"the GPU capture failed ({status})")
 
 
-def _loaded_side(snap: Mapping[str, Any], part: str) -> Optional[Presence]:
+class _Maps(NamedTuple):
+    presence: Optional[Presence]  # None: the maps do not say
+    loaders: Dict[str, Dict[str, Any]]  # the processes that loaded the part's library: name -> entry
+
+
+def _maps_side(snap: Mapping[str, Any], part: str) -> _Maps:
     """What the measured processes' maps say about a part: in play when one of them loaded its library,
     absent when every measured process's maps were read and none did; None when the maps do not say
     (no libraries section, no process, or a process whose maps could not be read)."""
     data = section_data(snap, libraries_mod.SECTION) or {}
-    processes = [p for p in (data.get("processes") or {}).values() if isinstance(p, dict)]
-    processes += [p for p in (data.get("run_processes") or {}).values() if isinstance(p, dict)]
+    processes = libraries_mod.process_entries(data)
     if not processes:
-        return None
+        return _Maps(None, {})
     found = [hit for pattern in LOADED_BY_PART[part] for hit in libraries_mod.loaded(data, pattern)]
     if found:
         hit = sorted(found)[0]
         who = keys.run_process_words(hit.process)
-        more = len({h.process for h in found}) - 1
-        return Presence(IN_PLAY, f"{who}{f' and {more} more' if more > 0 else ''} loaded {hit.name} ({hit.path})")
-    if any(p.get("status") not in (None, "ok") for p in processes):
-        return None
+        loaders = {h.process: processes[h.process] for h in found}
+        more = len(loaders) - 1
+        return _Maps(Presence(IN_PLAY, f"{who}{f' and {more} more' if more > 0 else ''} loaded {hit.name} "
+                                       f"({hit.path})"), loaders)
+    if any(p.get("status") not in (None, "ok") for p in processes.values()):
+        return _Maps(None, {})
     n = len(processes)
-    return Presence(ABSENT, f"no measured process loaded {LOADED_WORDS[part]} (the maps of {n} "
-                            f"process{'es' if n != 1 else ''} read)")
+    return _Maps(Presence(ABSENT, f"no measured process loaded {LOADED_WORDS[part]} (the maps of {n} "
+                                  f"process{'es' if n != 1 else ''} read)"), {})
+
+
+def _loaded_side(snap: Mapping[str, Any], part: str) -> Optional[Presence]:
+    return _maps_side(snap, part).presence
 
 
 def _modules_side(snap: Mapping[str, Any], module: str) -> Optional[Presence]:
@@ -168,7 +178,7 @@ def _nccl_side(snap: Mapping[str, Any], gpu: Presence) -> Presence:
     nccl = section_data(snap, "nccl") or {}
     if nccl.get("ranks") or nccl.get("version"):
         return Presence(IN_PLAY, "NCCL logged its setup")
-    observed = _loaded_side(snap, NCCL_CONTEXT)
+    observed, loaders = _maps_side(snap, NCCL_CONTEXT)
     if observed is not None and observed.state == ABSENT:
         return observed
     if gpu.state == ABSENT:
@@ -179,7 +189,8 @@ def _nccl_side(snap: Mapping[str, Any], gpu: Presence) -> Presence:
         # Loaded is not used: torch's CUDA build links libnccl, so every CUDA torch process maps it, and NCCL reads
         # its settings only when a communicator is created (NCCL's environment-variable docs). The probe answers
         # for the processes it recorded; a loader it did not record leaves the question open.
-        unrecorded = _unrecorded_loaders(snap, records)
+        unrecorded = [keys.run_process_words(process) for process, entry in sorted(loaders.items())
+                      if libraries_mod.probe_record_of(records, entry) is None]
         if records and not unrecorded:
             return Presence(NOT_SEEN, f"{observed.why}, but {not_initialised}")
         why = f"no probe record of {', '.join(unrecorded[:3])}" if records else "no probe records or NCCL log"
@@ -187,15 +198,6 @@ def _nccl_side(snap: Mapping[str, Any], gpu: Presence) -> Presence:
     if records:
         return Presence(NOT_SEEN, not_initialised)
     return Presence(UNKNOWN, "no probe records or NCCL log to show whether NCCL ran")
-
-
-def _unrecorded_loaders(snap: Mapping[str, Any], records: Mapping[str, Any]) -> List[str]:
-    """The measured processes that mapped libnccl and have no probe record, in the words a user reads."""
-    data = section_data(snap, libraries_mod.SECTION) or {}
-    loaders = sorted({hit.process for pattern in LOADED_BY_PART[NCCL_CONTEXT]
-                      for hit in libraries_mod.loaded(data, pattern)})
-    return [keys.run_process_words(process) for process in loaders
-            if libraries_mod.probe_record_of(records, libraries_mod.process_entry(data, process)) is None]
 
 
 def _sglang_side(snap: Mapping[str, Any]) -> Presence:

@@ -22,6 +22,7 @@ from envsnap.analysis import knowledge
 from envsnap.analysis.compare import neighbours
 from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
 from envsnap.model.keys import Subject, view_key
+from envsnap.model.snapshot import number
 
 _BOOLEANS = frozenset({"0", "1", "true", "false", "yes", "no", "on", "off", "y", "n", "t", "f", "enabled",
                        "disabled", "enable", "disable"})
@@ -109,13 +110,11 @@ def cpu_count(value: Any) -> Optional[float]:
 
 def _cpus(value: Any, logical: Any) -> Optional[float]:
     """A CPU amount: a count, a cpu list ("0-3,8"), a quota in cores; "max" = every logical CPU."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
+    if isinstance(value, (bool, int, float)):
+        return number(value)
     text = str(value).strip()
     if text == "max":
-        return float(logical) if isinstance(logical, (int, float)) and not isinstance(logical, bool) else None
+        return number(logical)
     if _CPU_LIST.fullmatch(text):
         count = 0
         for part in text.split(","):
@@ -126,9 +125,9 @@ def _cpus(value: Any, logical: Any) -> Optional[float]:
 
 
 def _bytes(value: Any) -> Optional[float]:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return float("inf") if value == "max" else None
+    if value == "max":
+        return float("inf")
+    return number(value)
 
 
 def _sized(sizing: knowledge.SizedPrior, share: float) -> float:

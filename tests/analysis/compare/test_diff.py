@@ -283,3 +283,20 @@ def test_a_moved_head_does_not_hide_the_checkouts_other_changes(tmp_path, git_re
     keys = {d["key"]: d for d in result["differences"] if d["key"].startswith(f"git.{top}")}
     assert set(keys) == {f"git.{top}.commit", f"git.{top}.dirty.a.py"}, sorted(keys)
     assert keys[f"git.{top}.dirty.a.py"]["change"] == "added" and keys[f"git.{top}.dirty.a.py"]["absent"] == "clean"
+
+
+def test_one_change_on_every_worker_keeps_the_key_its_rule_matches():
+    """The same shadowed module on both TP workers is one difference, spelled as view_key spells a process's
+    module ("workers.*.modules.shadowed.NAME"), so the rule for a worker's shadowed module still applies."""
+    from envsnap.analysis.knowledge import rule_for
+
+    envs = {"scheduler_TP0": {}, "scheduler_TP1": {}}
+    good = snap("good", env={}, **workers(envs))
+    bad = snap("bad", env={}, **workers(envs))
+    for record in bad["sections"]["probe"]["data"]["records"].values():
+        record["modules"] = {"shadowed": {"json": {"path": "/srv/app/json.py", "stdlib": "/usr/lib/python3.12/json"}}}
+    shadowed = [d for d in diff.compare(good, bad).differences if "shadowed" in d.key]
+    assert [d.key for d in shadowed] == ["workers.*.modules.shadowed.json"]
+    # the same rule as the per-worker spelling it was written for, not the default for unknown keys
+    assert rule_for(shadowed[0].key) == rule_for("workers.scheduler_TP0.modules.shadowed.json")
+    assert rule_for(shadowed[0].key).weight > 0.05

@@ -101,3 +101,12 @@ def test_an_object_mapped_in_some_runs_only_is_no_key_of_any_side():
     assert "libraries.run/python-0._json.so" in built[0].unstable
     views.drop_unstable(built)
     assert [sorted(v.values["libraries"]) for v in built] == [["libraries.run/python-0.libc.so.6"]] * 2
+
+
+def test_a_mapped_process_finds_its_probe_record_by_key_or_any_of_its_pids():
+    """A run command's process is seen once per run (a pid each): a record of any of those runs is its own."""
+    records = {"python-0": {"pid": 10}, "1/python-0": {"pid": 21}, "2/python-0": {"pid": 22}}
+    assert libs.probe_record_of(records, {"probe_key": "python-0", "pid": 99}) is records["python-0"]
+    assert libs.probe_record_of(records, {"pid": 20, "pids": [20, 22]}) is records["2/python-0"]
+    assert libs.probe_record_of(records, {"pid": 30, "pids": [30, 31]}) is None
+    assert libs.probe_record_of(records, {"probe_key": "gone", "pid": 10}) is records["python-0"]
