@@ -36,6 +36,7 @@ from envsnap.model.merge import node_snapshots
 
 # ---------------------------------------------------------------- N snapshots: association
 
+
 def associate(snaps: Sequence[Dict[str, Any]], files: Sequence[str], metric: Optional[str] = None
               ) -> Dict[str, Any]:
     """Rank every key that varies across N >= 3 snapshots by its association with the metric."""

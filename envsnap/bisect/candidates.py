@@ -84,7 +84,6 @@ class Candidate:
     root: str = ""  # the directory the file belongs under (checkout, site dir, watched root): must exist here
 
 
-
 def _git_sides(repo: Mapping[str, Any]) -> Dict[str, Side]:
     sides: Dict[str, Side] = {}
     for rel, entry in as_dict(repo.get("dirty")).items():

@@ -25,6 +25,7 @@ DEFAULT_CAPTURE_TIMEOUT = 30.0  # seconds the whole capture may take
 DEFAULT_CONTENT_MAX_FILE = 512 << 10
 DEFAULT_CONTENT_MAX_TOTAL = 8 << 20
 
+
 def wrap_up_reserve(timeout: float) -> float:
     """Seconds between the collectors' soft deadline and the capture's hard one: their time to wrap
     up (a files walk stopped at its deadline still has to build 100k entries), so that a slow one

@@ -55,6 +55,7 @@ class CacheBook:
         self.hits = 0
         self.misses = 0
         self.racy = 0
+        self._dirty = False  # something on disk must change (a new or stale entry, a damaged file)
 
     def _add_note(self, text: str) -> None:
         self.note = f"{self.note}; {text}" if self.note else text
@@ -67,13 +68,15 @@ class CacheBook:
             out["note"] = self.note
         return out
 
-    def _must_write(self, path: str, dirty: bool, stop_at: Optional[float]) -> bool:
-        """Whether save() writes its file: not when nothing changed (the file
+    def _must_write(self, stop_at: Optional[float]) -> bool:
+        """Whether save() writes its file: not without one, not when nothing changed (the file
         is then only marked recently used, for the eviction order), not after `stop_at`
         (time.monotonic(): the capture's deadline comes before the cache)."""
-        if not dirty:
+        if self.path is None:
+            return False
+        if not self._dirty:
             try:
-                os.utime(path)
+                os.utime(self.path)
             except OSError:
                 pass
             return False

@@ -71,7 +71,7 @@ class HashCache(cachefile.CacheBook):
         self._fresh_verdicts: Dict[str, Dict[str, _Verdict]] = {}
         self._stale: Set[str] = set()  # entries this capture found out of date: not carried over
         self._changed: Set[str] = set()  # sections whose content this capture changed
-        self._dirty = rewrite  # something on disk must change (a stale entry, a damaged file)
+        self._dirty = rewrite
         # (path, stat taken before reading, digests) handed over by hashing threads; record_many
         # records them in one pass (a per-file record() call costs as much again as the entry).
         self.pending: List[Tuple[str, os.stat_result, Dict[str, bytes]]] = []
@@ -327,7 +327,7 @@ class HashCache(cachefile.CacheBook):
         libraries a --deep capture hashed) when anything changed; never raises. Not after
         `stop_at` (time.monotonic()): the capture's deadline comes before the cache. A section
         this capture did not change is written back as it was read, without parsing it."""
-        if self.path is None or not self._must_write(self.path, self._dirty, stop_at):
+        if self.path is None or not self._must_write(stop_at):
             return
         budget = MAX_ENTRIES
         sections: List[Tuple[str, int, bytes]] = []
@@ -363,7 +363,6 @@ class HashCache(cachefile.CacheBook):
         why = cachefile.replace(self.path, sections, _PREFIX)
         if why:
             self._add_note(why)
-
 
 
 def _lines(raw: bytes) -> List[str]:

@@ -46,10 +46,6 @@ def identity(st: os.stat_result) -> str:
     return filestat.packed_stat(st).hex()
 
 
-def is_racy(st: os.stat_result, since_ns: int) -> bool:
-    return filestat.is_racy(st, since_ns)
-
-
 class LibCache(cachefile.CacheBook):
     """One cache file's entries for one capture: get, put, save once at the end. Thread-safe."""
 
@@ -135,7 +131,7 @@ class LibCache(cachefile.CacheBook):
 
     def save(self, stop_at: Optional[float] = None) -> None:
         """Write what this capture used and read, then older entries up to the bounds; never raises."""
-        if self.path is None or not self._must_write(self.path, self._dirty, stop_at):
+        if self.path is None or not self._must_write(stop_at):
             return
         budget = MAX_TOTAL_BYTES
         sections = []

@@ -59,7 +59,6 @@ class SeenProcess(NamedTuple):
         return SOURCE_LABELS.get(self.source, "")
 
 
-
 def role_kind(entry: Mapping[str, Any]) -> str:
     """The role kind of a process or probe record (roles.py's kinds; 'other' without a role)."""
     role = entry.get("role")

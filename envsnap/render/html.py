@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # jinja2 is imported where a report is written, not when the 
     import jinja2
 
 
-
 def _templates_dir() -> str:
     """templates/ beside this module: inside the package, so wheels and source checkouts alike have it."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")

@@ -21,6 +21,7 @@ def trace_of(result: DiffResult) -> Optional[Dict[str, Any]]:
 def heading(trace: Dict[str, Any]) -> str:
     steps = trace.get("steps") or {}
     good, bad = steps.get("good") or {}, steps.get("bad") or {}
+
     def runs(n: Any) -> str:
         return f"{n} run" + ("" if n == 1 else "s")
 

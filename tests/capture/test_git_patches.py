@@ -122,3 +122,18 @@ def test_a_secret_pasted_into_a_dirty_file_and_a_stash_is_redacted(tmp_path, mon
         assert token not in record["text"] and "redacted:" in record["text"] and record["redacted"] is True
     assert entry["content"]["sha256"] == sha256_of(repo / "serve.sh")  # the hash is of the real bytes
     assert "--port 30000" in entry["patch"]["text"]
+
+
+def test_stash_patches_stop_at_the_capture_deadline(tmp_path):
+    """Past the deadline the first stash's `git stash show` is not run: its error says why, and no later stash
+    is tried (each would only wait on the same deadline)."""
+    from envsnap.capture.collectors import content
+
+    repo_dir = init_repo(tmp_path / "r", {"a.txt": "a\n"})
+    stash = {f"stash@{{{i}}}": {"sha": f"{i:040x}"} for i in range(3)}
+    repo = {"stash": stash, "errors": {}}
+    expired = git_collector._Git(deadline=time.monotonic() - 1)
+    assert expired.expired()
+    git_collector._attach_stash_patches(expired, str(repo_dir), repo, content.Budget())
+    assert repo["errors"]["stash_patch"].startswith("timeout: capture deadline reached")
+    assert not any("patch" in entry for entry in stash.values())

@@ -29,7 +29,6 @@ CATEGORY = "patches"
 APPLIED = "applied"
 
 
-
 def hunk_order(key: str) -> Tuple[int, str]:
     return (int(key), key) if key.isdigit() else (1 << 30, key)
 

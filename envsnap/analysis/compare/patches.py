@@ -42,7 +42,6 @@ def _ok(snap: Dict[str, Any], name: str) -> Dict[str, Any]:
     return section_data(snap, name) if section.get("status") == "ok" else {}
 
 
-
 def _text(record: Any) -> Optional[str]:
     record = as_dict(record)
     return record["text"] if record.get("status") in TEXT and isinstance(record.get("text"), str) else None

@@ -385,7 +385,6 @@ def _agree(view: View, category: str, per_instance: Dict[str, Dict[str, Any]], f
             view.put(category, values, flats, subject(name, True), aggregate=True)
 
 
-
 def _libraries_view(view: View, data: Dict[str, Any]) -> None:
     """What each measured process mapped: `libraries.<process>.<object name>` ("run/<key>" for the run command's
     own processes) valued by the file, its version and identity (build-id, else a sha256 prefix), so the same
@@ -466,7 +465,6 @@ _BUILDERS: Tuple[Tuple[str, Callable[[View, Dict[str, Any]], None]], ...] = (
 # processes and probe: the workers' view; neighbours: compared by compare/neighbours.py (who else ran moves
 # from moment to moment: its leaves would only be volatile noise).
 _CUSTOM = frozenset(name for name, _ in _BUILDERS) | {"processes", "probe", "neighbours"}
-
 
 
 def category_key(category: str) -> Tuple[int, str]:

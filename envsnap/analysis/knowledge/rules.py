@@ -47,6 +47,7 @@ def _v(pattern: str, why: str) -> FieldRule:
     snapshot's paths and in the view's keys alike."""
     return volatile(pattern, why, space=ANY)
 
+
 # Volatile fields of any section: timestamps, pids, durations, thread counts. A section's own volatile
 # fields (temperatures, memory in use, current clocks...) are declared by its collector.
 VOLATILE_RULES: List[FieldRule] = [
@@ -333,6 +334,7 @@ KNOWLEDGE_RULES: List[FieldRule] = [
     _env("TOKENIZERS_PARALLELISM", CPU_HOST, 0.15, "TOKENIZERS_PARALLELISM toggles tokenizer threads"),
 ]
 
+
 class ValueCase(NamedTuple):
     """A named variable rule read with its values: when every value on both sides (upper-cased; None for unset,
     "" for set but empty) is one of `values`, the costly setting the rule is about is on neither side, and the
@@ -370,7 +372,6 @@ def value_case(name: str, values: List[Optional[str]]) -> Optional[ValueCase]:
         return None
     normal = {None if v is None else str(v).strip().upper() for v in values}
     return case if normal <= case.values else None
-
 
 
 # Rules about no one section: a node of a merged multi-node snapshot that one side lacks

@@ -52,6 +52,7 @@ from envsnap.capture.collectors.files import (
     link_entry,
     map_by_size,
     parallel_map,
+    user_path,
 )
 from envsnap.capture.collectors.python import interpreter_facts, target_python
 from envsnap.model.rules import NONE, SectionRules, rule
@@ -119,9 +120,13 @@ class _Git:
         self.deadline = deadline
         self.env = _git_env()
 
+    def expired(self) -> bool:
+        """Whether the deadline has passed (or is too close for another git command)."""
+        return self.deadline - time.monotonic() <= 0.05
+
     def run(self, args: List[str], cwd: str, extra_env: Optional[Dict[str, str]] = None) -> CommandResult:
         left = self.deadline - time.monotonic()
-        if left <= 0.05:
+        if self.expired():
             raise _GitTimeout("capture deadline reached before `git " + " ".join(args[:2]) + "`")
         env = dict(self.env, **extra_env) if extra_env else self.env
         result = run_command(["git", *args], timeout=left, cwd=cwd, env=env)
@@ -395,8 +400,8 @@ def _attach_stash_patches(git: _Git, top: str, repo: Dict[str, Any], budget: con
         result = _step(git, top, repo["errors"], "stash_patch", ["stash", "show", "-p", *_PATCH_OPTIONS, sha],
                        failure="git stash show failed")
         if result is None:
-            if repo["errors"]["stash_patch"].startswith("timeout: "):
-                return  # the deadline has passed: no other stash gets its patch
+            if git.expired():
+                return  # no other stash gets its patch
             continue
         entry["patch"] = _patch_record(git, result.stdout_bytes, budget)
 
@@ -430,7 +435,7 @@ def _collect_targets(ctx: CaptureContext, editable: Dict[str, str]) -> List[Tupl
     """(path, role) pairs: cwd, every editable install's source, every --repo."""
     targets = [(os.path.abspath(ctx.cwd), "cwd")]
     targets += [(path, f"editable:{name}") for name, path in editable.items()]
-    targets += [(os.path.abspath(os.path.join(ctx.cwd, os.path.expanduser(p))), "repo") for p in ctx.repos]
+    targets += [(user_path(p, ctx.cwd), "repo") for p in ctx.repos]
     return targets
 
 

@@ -179,7 +179,8 @@ def open_nvml(module: Any = None) -> Tuple[Any, List[Any], str]:
     try:
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(min(int(nvml.nvmlDeviceGetCount()), MAX_GPUS))]
     except Exception as exc:
-        close_nvml(nvml)
+        if module is None:  # a module passed in is its caller's to close
+            close_nvml(nvml)
         return None, [], f"unavailable: {error_text(exc)}"
     return nvml, handles, "nvml" if handles else "unavailable: NVML reports no GPU"
 

@@ -77,6 +77,7 @@ RULES = SectionRules(category="gpu", component=NONE, compares="GPU state", rules
     rule("gpu.*.vbios_version", "gpu", KERNELS, 0.3, "the GPU's VBIOS changed"),
 ))
 
+
 def _nvml_init(module: Any) -> Optional[str]:
     """None when NVML is ready, else why not (library missing, driver not loaded...)."""
     if module is None:

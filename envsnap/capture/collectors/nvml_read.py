@@ -23,6 +23,7 @@ NVLINK_REMOTE_TYPES = {0: "GPU", 1: "IBMNPU", 2: "Switch", 0xFF: "Unknown"}
 # Aliases pynvml keeps for old names; the bit is named by its current constant.
 _DEPRECATED_REASON_NAMES = {"UserDefinedClocks"}
 
+
 def is_failure(value: Any) -> bool:
     """Whether a field's value is NOT_SUPPORTED or an error text rather than an answer."""
     return isinstance(value, str) and (value == NOT_SUPPORTED or value.startswith(ERROR_PREFIX))

@@ -144,7 +144,7 @@ def candidate_roots(ctx: CaptureContext) -> List[Tuple[str, str]]:
     cwd, each --repo (and its checkout), the described interpreter's editable installs, its site-packages directories."""
     roots: List[Tuple[str, str]] = []
     cwd = os.path.abspath(ctx.cwd)
-    for path in [cwd] + [os.path.abspath(os.path.join(cwd, os.path.expanduser(p))) for p in ctx.repos]:
+    for path in [cwd] + [user_path(p, cwd) for p in ctx.repos]:
         top = _git_top(path)
         if top:
             roots.append((top, "checkout"))

@@ -116,6 +116,7 @@ if __name__ == "__main__":
 # Variables that steer the interpreter itself (the env section has all of them too).
 _EXTRA_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "UV_PROJECT_ENVIRONMENT")
 
+
 @functools.lru_cache(maxsize=None)
 def _mention_patterns() -> Tuple["re.Pattern[str]", ...]:
     """The patterns env_mentions scans a hook with, compiled on first use (a snapshot reader imports

@@ -17,6 +17,7 @@ TOOLTIP_CHARS = 600
 # ids become anchors: only envsnap's own form is used
 PATCH_ID = re.compile(r"patch-[0-9]{1,6}")
 
+
 def capped(rows: List[Any], row_format: Optional[Callable[[Any], Dict[str, Any]]] = None) -> Dict[str, Any]:
     """Split a long list for display: shown, more (closed details), hidden count.
 
