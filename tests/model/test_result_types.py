@@ -73,9 +73,9 @@ def test_a_multi_node_result_has_the_types():
     assert mismatches(_multi_node_result(), DiffResult) == []
 
 
-# Declared types the data here does not reach: no golden pair recorded run counters (runs/mechanism.compare),
-# and the recorded patches' table and a patch's hunk edits need captures of a checkout
-# (tests/analysis/compare/test_patch_status.py checks them against their types).
+# Declared types the data here does not reach, met by data elsewhere: no golden pair recorded run counters
+# (tests/analysis/runs/test_mechanism.py checks the mechanism's factors), and the recorded patches' table and
+# a patch's hunk edits need captures of a checkout (tests/analysis/compare/test_patch_status.py).
 NOT_MET_HERE = {"MechanismFactor", "PatchStatus", "PatchSide", "HunkStatus", "HunkEdits"}
 
 

@@ -1,6 +1,6 @@
 """How a difference reads: the words for a side where its key is missing, a view value in short, one side's
 value as text. Shared by the comparison (diff.py: each Difference's `absent`), the ranking's evidence and
-every renderer of a result (render/text.py, render/html.py read value_text through diff.py)."""
+every renderer of a result (render/text.py, render/report/common.py read value_text through diff.py)."""
 from __future__ import annotations
 
 import json

@@ -4,16 +4,19 @@ reports it (no GPU here; tests/gpu has the real one). Every real-process case re
 CPU sets and switch counts, never on wall time alone, so a loaded machine cannot flip it."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 
 import pytest
 from helpers.bench import bench_cmd
+from helpers.result_types import mismatches
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.runs.mechanism import GPU_BUSY_PCT, compare, mechanism
 from envsnap.measure import runs
+from envsnap.model.result_types import Mechanism, MechanismFactor
 
 RUNS = 3
 
@@ -38,6 +41,10 @@ def test_more_cpu_work_is_cpu_work():
     assert result["factors"]["cpu_s"]["beyond_noise"]
     assert result["components"]["matches"] == [knowledge.CPU_HOST]
     assert result["runs"] == {"good": RUNS, "bad": RUNS}
+    # The mechanism as serialised has its types (model/result_types: no golden output has run telemetry).
+    met: set = set()
+    assert mismatches(json.loads(json.dumps(result)), Mechanism, met=met) == []
+    assert MechanismFactor in met
 
 
 @pytest.mark.slow
