@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from envsnap import format as fmt
+from envsnap.analysis.compare import patch_status
 from envsnap.analysis.compare.diff import value_text
 from envsnap.analysis.compare.views import category_key
 from envsnap.analysis.runs.verdict import mechanism_line
@@ -158,10 +159,8 @@ def _patch_status_lines(result: DiffResult, verbose: bool) -> List[str]:
         hunks = patch["hunks"]
         recorded = patch["bad"] or patch["good"]
         target = recorded["target"] if recorded is not None else {}
-        where = ""
-        if target.get("root"):
-            owner = f" {target['dist']} {target.get('version') or ''}".rstrip() if target.get("dist") else ""
-            where = f"; against {target['root']} ({target.get('kind')}{owner}, -p{target.get('strip')})"
+        checked = patch_status.target_text(target)
+        where = f"; against {checked}" if checked else ""
         lines.append(f"  {patch['name']}: {_patch_side(patch['good'], 'GOOD', hunks)}, "
                      f"{_patch_side(patch['bad'], 'BAD', hunks)}{where}")
         for side, info in (("good", patch["good"]), ("bad", patch["bad"])):

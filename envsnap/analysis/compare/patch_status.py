@@ -130,6 +130,15 @@ def _side(entry: Optional[Dict[str, Any]], path: Optional[str]) -> Optional[Patc
             "target": dict(as_dict(entry.get("target"))), "error": entry.get("error"), "note": entry.get("note")}
 
 
+def target_text(target: Dict[str, Any]) -> str:
+    """Where a recorded patch was checked, as every output says it: "<root> (<kind> <dist> <version>, -p<n>)";
+    "" when it was checked against nothing."""
+    if not target.get("root"):
+        return ""
+    owner = f" {target['dist']} {target.get('version') or ''}".rstrip() if target.get("dist") else ""
+    return f"{target['root']} ({target.get('kind')}{owner}, -p{target.get('strip')})"
+
+
 def _dirty_edits(snap: Dict[str, Any]) -> Dict[str, List[str]]:
     """{hunk identity: [git.<repo>.dirty.<file> keys]} of a snapshot's dirty checkout files."""
     section = as_dict(as_dict(snap.get("sections")).get("git"))

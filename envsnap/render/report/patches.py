@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from envsnap import format as fmt
+from envsnap.analysis.compare import patch_status
 from envsnap.model.result_types import DiffResult
 from envsnap.render.report.common import PATCH_ID, ROWS_MORE
 
@@ -69,10 +70,7 @@ def patch_status_view(result: DiffResult, links: Dict[str, Tuple[int, str]]) -> 
         for side, info in (("good", raw["good"]), ("bad", raw["bad"])):
             where, note = "", ""
             if info is not None:
-                target = info["target"]
-                if target.get("root"):
-                    owner = f" {target.get('dist')} {target.get('version') or ''}".rstrip() if target.get("dist") else ""
-                    where = f"{target['root']} ({target.get('kind')}{owner}, -p{target.get('strip')})"
+                where = patch_status.target_text(info["target"])
                 note = fmt.value(info["error"] or info["note"], 400) if (info["error"] or info["note"]) else ""
             sides[side] = {"given": info is not None,
                            "status": fmt.value(info["status"], 60) if info is not None else "not given",

@@ -77,6 +77,11 @@ def test_a_hunk_reverted_on_bad_is_a_cause_with_its_text_and_the_dirty_file_defe
     assert f"*hunk   2 {REL} @@ -19,7 +19,7 @@ def select_experts(scores, k):: applied \u2192 not applied  (cause #1)" in text
     html = render_report(result)
     assert 'href="#cause-1">cause #1</a>' in html and new.strip() in html
+    # Where the patch was checked: one wording, in both outputs.
+    target = result["patch_status"][0]["bad"]["target"]
+    where = patch_status.target_text(target)
+    assert where.startswith(f"{target['root']} (") and where.endswith(f", -p{target['strip']})")
+    assert f"; against {where}" in text and where in html
 
 
 def test_only_the_patch_changed_not_the_code(checkout, tmp_path):
@@ -132,3 +137,13 @@ def test_no_patches_no_table_and_older_snapshots_compare_as_before(checkout):
     assert [c["key"] for c in result["causes"]] == [f"git.{repo}.dirty.{REL}"]
     assert "hunk_edits" not in result["patches"][0]  # not known on good's side: nothing claimed
     git(repo, "status")  # untouched and readable
+
+
+@pytest.mark.parametrize("target,words", [
+    ({}, ""),
+    ({"root": "/r", "kind": "git", "strip": 1}, "/r (git, -p1)"),
+    ({"root": "/sp", "kind": "installed", "dist": "sglang", "version": "0.5.5", "strip": 0},
+     "/sp (installed sglang 0.5.5, -p0)"),
+    ({"root": "/sp", "kind": "installed", "dist": "sglang", "strip": 0}, "/sp (installed sglang, -p0)")])
+def test_where_a_patch_was_checked_in_words(target, words):
+    assert patch_status.target_text(target) == words
