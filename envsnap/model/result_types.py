@@ -162,8 +162,33 @@ class Difference(Subject):
     flat_keys: List[str]
 
 
-class RankedCause(Subject):
-    """A difference as a cause, scored and ranked (rank/causes.rank_causes)."""
+class _ReachBase(TypedDict):
+    tier: str  # "acted" | "could_act" | "cannot" (analysis/rank/reach.py)
+    basis: str  # the kind of observation that put it there (a factor's name, "maps", "modules", ...)
+    observation: str  # what was observed ("" where nothing was)
+    decided: bool  # False: nothing captured could decide it
+    line: str  # the reach in one line, as every output says it
+
+
+class ReachInfo(_ReachBase, total=False):
+    """Did the change act on the measured processes (rank/reach.py)?"""
+    would_decide: str  # what would decide it, when not decided
+    through: str  # the key of the folded face whose observation this is
+
+
+class FoldedCause(TypedDict):
+    """A difference folded into a cause: the same change under another key, or its consequence (rank/fold.py),
+    with its own evidence (what it adds to the cause)."""
+    key: str
+    relation: str
+    tier: str
+    score: float
+    why: str
+    evidence: List[str]
+    factors: List[Factor]
+
+
+class _RankedCauseBase(Subject):
     key: str
     category: str
     component: str
@@ -177,6 +202,12 @@ class RankedCause(Subject):
     factors: List[Factor]
     rank: int
     tied: int  # how many others share its rank
+    reach: ReachInfo  # did it act on the measured processes (rank/reach.py)
+
+
+class RankedCause(_RankedCauseBase, total=False):
+    """A difference as a cause, scored and ranked (rank/causes.rank_causes): one change, one cause."""
+    folded: List[FoldedCause]  # its other keys and its consequences (rank/fold.py)
 
 
 class Cause(RankedCause):

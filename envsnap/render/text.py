@@ -5,7 +5,7 @@ reason, then a one-line count of differences per category (the full list with -v
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from envsnap import format as fmt
 from envsnap.analysis.compare import patch_status
@@ -17,6 +17,7 @@ from envsnap.redact import redact_text
 from envsnap.render import trace_view
 
 DEFAULT_TOP = 5
+FOLDED_SHOWN = 3  # a cause's folded keys named on its "also:" line (-v lists them all, with their reasons)
 CONTENT_LINES = 60  # a file shown whole (no pristine copy to diff against) up to this long; JSON/HTML hold any
 
 
@@ -24,6 +25,16 @@ def _change(item: Union[Cause, Difference]) -> str:
     """'good → bad' in the words the analysis chose for a missing side ("not captured", "clean", "unset"...)."""
     change, absent = item["change"], item["absent"]
     return f"{value_text(change, 'good', item['good'], absent)} \u2192 {value_text(change, 'bad', item['bad'], absent)}"
+
+
+def undecided_hints(causes: Sequence[Cause]) -> List[str]:
+    """What would decide the causes whose reach was not decided, each once, with how many it concerns."""
+    counts: Dict[str, int] = {}
+    for cause in causes:
+        hint = cause["reach"].get("would_decide")
+        if hint and not cause["reach"]["decided"]:
+            counts[hint] = counts.get(hint, 0) + 1
+    return [f"{n} cause{'s' if n != 1 else ''} could act by name only: {hint}" for hint, n in counts.items()]
 
 
 def _side(meta: SideMeta) -> str:
@@ -63,9 +74,17 @@ def render_diff(result: DiffResult, verbose: bool = False, top: int = DEFAULT_TO
             lines.append(f"  {cause['rank']:>{width}}{mark} [{cause['score']:.2f}] {cause['key']}  {_change(cause)}"
                          f"  ({cause['component']})")
             lines.append(f"  {'':>{width}}  why: {cause['why']}")
+            lines.append(f"  {'':>{width}}  {cause['reach']['line']}")
+            folded = cause.get("folded") or []
+            if folded and not verbose:
+                named = ", ".join(f"{f['key']} ({f['relation']})" for f in folded[:FOLDED_SHOWN])
+                rest_count = len(folded) - FOLDED_SHOWN
+                lines.append(f"  {'':>{width}}  also: {named}{f' and {rest_count} more' if rest_count > 0 else ''}")
             if verbose:
                 for line in cause["evidence"][1:]:
                     lines.append(f"  {'':>{width}}   - {line}")
+                for f in folded:
+                    lines.append(f"  {'':>{width}}   + {f['key']} ({f['relation']}): {f['why']}")
             elif cause["patches"]:
                 lines.append(f"  {'':>{width}}  patch: {', '.join(cause['patches'])} (-v shows it)")
             last_of_group = index + 1 == len(causes) or causes[index + 1]["rank"] != cause["rank"]
@@ -79,6 +98,8 @@ def render_diff(result: DiffResult, verbose: bool = False, top: int = DEFAULT_TO
         more = len(result["causes"]) - len(causes)
         if more > 0:
             lines.append(f"  … {more} more (--top N, or --format json)")
+        for hint in undecided_hints(result["causes"]):
+            lines.append(f"  not decided: {hint}")
     else:
         lines.append("no relevant differences: the environments match (volatile fields aside)")
     lines.extend(_neighbours_lines(result, verbose))

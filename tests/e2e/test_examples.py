@@ -70,11 +70,16 @@ def test_verdict_and_top_cause(result):
     assert dec["side"] == "verify" and dec["accept_length"]["holds"]
     assert dec["cycle_time"]["metric"] == "verify_ms"
     assert round(dec["cycle_time"]["good"]) == 19 and round(dec["cycle_time"]["bad"]) == 29
+    # One change, one cause: the engine.py edit, which sets NCCL_NVLS_ENABLE for the workers; the workers'
+    # variable (NCCL's log confirms it), the parent's, NCCL's log line and NCCL's changed choices folded in.
     top = result["causes"][0]
-    assert top["key"] == "workers.env.NCCL_NVLS_ENABLE" and top["component"] == "communication"
-    assert (top["good"], top["bad"]) == ("1", "0")
-    assert any("NCCL's own log confirms" in e for e in top["evidence"])
-    assert result["causes"][1]["key"] == "integrity.sglang/srt/entrypoints/engine.py"
+    assert top["key"] == "integrity.sglang/srt/entrypoints/engine.py" and top["component"] == "communication"
+    assert top["tied"] == 0 and top["reach"]["tier"] == "acted"
+    assert top["reach"]["through"] == "workers.env.NCCL_NVLS_ENABLE" and top["reach"]["basis"] == "nccl_log_confirms"
+    folded = {f["key"]: f["relation"] for f in top["folded"]}
+    assert folded["workers.env.NCCL_NVLS_ENABLE"] == "set by it" and folded["nccl.algorithms"] == "its effect"
+    assert {"workers.parent_only.NCCL_NVLS_ENABLE", "nccl.env.NCCL_NVLS_ENABLE", "nccl.protocols"} <= set(folded)
+    assert not [c for c in result["causes"][1:] if "NCCL_NVLS_ENABLE" in c["key"]]
     innocent = [d for d in result["differences"] if d["key"] not in PLANTED]
     assert len(innocent) >= 20
     assert any("NCCL_NVLS_ENABLE=1 is set in the shell" in w for w in result["warnings"])
@@ -86,8 +91,9 @@ def test_readme_main_job_command():
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("REGRESSION output_throughput 94")
     assert "accept length holds" in lines[0] and "verify side" in lines[0]
-    first_cause = next(line for line in lines if line.strip().startswith("1. "))
-    assert "workers.env.NCCL_NVLS_ENABLE" in first_cause
+    first = next(i for i, line in enumerate(lines) if line.strip().startswith("1. "))
+    assert "integrity.sglang/srt/entrypoints/engine.py" in lines[first]
+    assert lines[first + 2].strip().startswith("acted through workers.env.NCCL_NVLS_ENABLE (set by it)")
 
 
 def test_the_pair_carries_the_edits_as_text_and_diff_shows_the_removed_guard(pair):
@@ -117,7 +123,7 @@ def test_the_pair_carries_the_edits_as_text_and_diff_shows_the_removed_guard(pai
                for line in lines)
     top = next(i for i, line in enumerate(lines) if line.strip().startswith("1. "))
     evidence = lines[top:top + 12]
-    assert any("changes lines that name NCCL_NVLS_ENABLE" in line for line in evidence)
+    assert any("removes `if \"NCCL_NVLS_ENABLE\" not in os.environ or nvls_wanted:`" in line for line in evidence)
 
 
 def test_the_pair_holds_only_our_own_file_texts(pair):

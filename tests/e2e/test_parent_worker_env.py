@@ -19,7 +19,7 @@ import sys
 import time
 
 import pytest
-from helpers import REPO_ROOT, run_envsnap
+from helpers import REPO_ROOT, causes_by_key, run_envsnap
 from helpers.diff import runs, snap
 from helpers.workers import clean_env, make_venv, start, stop
 
@@ -86,7 +86,7 @@ def _good_bad(probe=True, noenv=False, exit_record=True, nccl=True, extra_bad_en
 
 
 def _by_key(result):
-    return {c["key"]: c for c in result["causes"]}
+    return causes_by_key(result["causes"])
 
 
 def test_parent_set_after_workers_started_ranks_first_with_per_process_evidence():

@@ -22,6 +22,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import causes_by_key
 from helpers.planted import (
     assert_first_with_margin,
     assert_outputs_agree,
@@ -232,7 +233,7 @@ def test_unknown_variable_read_by_the_benchmark_ranks_first(tmp_path):
                              lambda c: c.get("variable") == "VALIDATE_ROWS", margin=0.15)
     top = result["causes"][0]
     assert any(e.startswith("x2 read by ") for e in top["evidence"]), top
-    by_key = {c["key"]: c for c in result["causes"]}
+    by_key = causes_by_key(result["causes"])
     # Out of context: NCCL and CUDA settings on a machine with no GPU.
     nccl = next(c for k, c in by_key.items() if c.get("variable") == "NCCL_PROTO")
     assert any(e.startswith("x0.1 out of context: no GPU captured on either side") and "NCCL runs only on GPUs" in e

@@ -26,7 +26,7 @@ import subprocess
 import textwrap
 
 import pytest
-from helpers import run_envsnap
+from helpers import causes_by_key, run_envsnap
 from helpers.planted import assert_first_with_margin, assert_outputs_agree, make_venv, outputs, page_text, side_env
 from helpers.workers import start, stop, wait_line
 
@@ -181,7 +181,7 @@ def test_the_planted_server_flag_ranks_first_alone_with_a_margin(measured):
 
 def test_ports_names_and_the_key_are_bookkeeping_below_every_flag_that_sets_something(measured):
     snaps, result, text, page = measured
-    causes = {c["key"]: c for c in result["causes"]}
+    causes = causes_by_key(result["causes"])
     server = next(k for k in causes if k.endswith(".flag.--max-batch-size")).rsplit(".flag.", 1)[0]
     bookkeeping = [f"{server}.flag.{flag}" for flag in ("--port", "--host", "--name", "--api-key")]
     bookkeeping += ["run.flag.--port", "run.flag.--tag"]

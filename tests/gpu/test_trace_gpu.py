@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, causes_by_key
 from helpers.diff import runs, section, snap
 from helpers.traces import with_traces
 
@@ -69,7 +69,7 @@ def test_the_diff_names_the_gemm_family_and_moves_the_tf32_setting(pair):
     top = trace["kernels"][0]
     assert top["component"] == "gemm" and top["change_ms"] > 0
     assert "GEMM +" in trace["line"]
-    causes = {c["key"]: c for c in result_mod.analyze(good, bad)["causes"]}
+    causes = causes_by_key(result_mod.analyze(good, bad)["causes"])
     tf32 = causes["env.NVIDIA_TF32_OVERRIDE"]
     assert tf32["rank"] == 1
     assert any(e.startswith("x1.6 the profiler traces implicate its component (attention/kernels)")

@@ -39,3 +39,15 @@ def interruptible():
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def causes_by_key(causes):
+    """{key: cause} of a ranked list, with every folded key too (one change, one cause: analysis/rank/fold.py):
+    a folded key maps to its own face (its why, evidence and factors), with "folded_into" naming the cause that
+    carries it and "head" that cause."""
+    out = {}
+    for cause in causes:
+        out[cause["key"]] = cause
+        for member in cause.get("folded") or []:
+            out[member["key"]] = dict(member, folded_into=cause["key"], head=cause, rank=cause["rank"])
+    return out

@@ -21,16 +21,27 @@ the snapshots cannot tell them apart.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple, cast
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, cast
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import diff as diff_mod, nodes as nodes_mod, patch_status
 from envsnap.analysis.knowledge import CPU_HOST, MEMORY, NONE
-from envsnap.analysis.rank import context as context_mod, domain, flags, hunks, observed, priors, running as running_mod
+from envsnap.analysis.rank import (
+    context as context_mod,
+    domain,
+    flags,
+    fold as fold_mod,
+    hunks,
+    observed,
+    priors,
+    reach as reach_mod,
+    running as running_mod,
+)
 from envsnap.analysis.rank.factors import SIDE_WEIGHTS, Score
 from envsnap.analysis.runs.verdict import worse
+from envsnap.model import keys
 from envsnap.model.keys import SHADOWED, aspect_kind
-from envsnap.model.result_types import RankedCause, Verdict
+from envsnap.model.result_types import FoldedCause, RankedCause, ReachInfo, Verdict
 
 RESOURCE_COMPONENTS = {"cpus": CPU_HOST, "cpuset": CPU_HOST, "cpu_quota": CPU_HOST, "smt": CPU_HOST,
                        "memory": MEMORY}
@@ -58,10 +69,16 @@ class _Ranking:
         self.diffs = [d for d in comp.differences if not d.volatile]
         self.facts = domain.Facts(comp, self.diffs, running)
         self.context = context or context_mod.Context()
+        self.facts.out_of_play = self._out_of_play
         self.mechanism = verdict["mechanism"]
         decomposition = verdict["decomposition"]
         self.side = decomposition["side"] if decomposition else None
         self.runs = _runs_factor(verdict)
+
+    def _out_of_play(self, name: str) -> bool:
+        """Is the part of the stack variable NAME acts on absent or unused in both snapshots (context.py)?"""
+        found = context_mod.context_factor(keys.env_key(name), self.context)
+        return found is not None and found[0] in ("out_of_context", "not_seen_in_play")
 
     def cause(self, d: diff_mod.Difference) -> Tuple[Score, RankedCause]:
         rule = knowledge.rule_for(d.base_key)
@@ -158,38 +175,93 @@ class _Ranking:
             notes.append(f"fits the {self.side} side of the EAGLE-3 decomposition ({component})")
 
 
+def _ruled_out_variables(entries: Sequence[Tuple[diff_mod.Difference, Score, RankedCause]]) -> Set[str]:
+    """Variables every key of which the observations rule out (reach tier `cannot`)."""
+    tiers: Dict[str, Set[str]] = {}
+    for d, _, cause in entries:
+        if d.variable is not None:
+            tiers.setdefault(d.variable, set()).add(cause["reach"]["tier"])
+    return {name for name, found in tiers.items() if found == {reach_mod.CANNOT}}
+
+
 def rank_causes(comp: diff_mod.Comparison, verdict: Verdict,
                 context: Optional[context_mod.Context] = None,
                 running: Optional[running_mod.Running] = None) -> List[RankedCause]:
-    """Every non-volatile difference as a cause, most likely first; equal evidence shares a rank.
+    """Every non-volatile change as a cause, most likely first: by reach tier (reach.py: what acted, over what
+    could act, over what cannot have), then by score; one change, one cause (fold.py: its other keys and its
+    consequences are folded into it); equal evidence shares a rank.
     `running`: where the measured processes ran from (running.running(good, bad)), for checkouts."""
     # Node by node (one part for single-node snapshots): the domain rules read the views of the node a
     # difference was found on. A difference merged over several nodes keeps its best-supported score.
-    best: Dict[int, Tuple[Score, RankedCause]] = {}
+    best: Dict[int, Tuple[diff_mod.Difference, Score, RankedCause]] = {}
+    link = fold_mod.Link()
     for part in comp.node_parts():
         ranking = _Ranking(part, verdict, context, running)
-        for d in ranking.diffs:
-            score, cause = ranking.cause(d)
-            if id(d) not in best or score.signature() > best[id(d)][0].signature():
-                best[id(d)] = (score, cause)
-    scored = list(best.values())
-    scored.sort(key=lambda pair: (-pair[0].signature(), pair[1]["key"]))
+        sides = {"GOOD": reach_mod.seen(part.good.source), "BAD": reach_mod.seen(part.bad.source)}
+        entries = [(d, *ranking.cause(d)) for d in ranking.diffs]
+        for d, score, cause in entries:
+            cause["reach"] = cast(ReachInfo, reach_mod.reach_of(d, score.named_steps(), part, sides).to_json())
+        # A start-up hook's mentions count only for variables the observations leave in play: re-score hooks.
+        ranking.facts.ruled_out = _ruled_out_variables(entries)
+        if ranking.facts.ruled_out:
+            entries = [(d, *ranking.cause(d)) if d.category == "startup" else (d, score, cause)
+                       for d, score, cause in entries]
+            for d, score, cause in entries:
+                if "reach" not in cause:
+                    cause["reach"] = cast(ReachInfo, reach_mod.reach_of(d, score.named_steps(), part, sides).to_json())
+        fold_mod.links(part, ranking.diffs, ranking.facts, link)
+        for d, score, cause in entries:
+            cause["score"] = reach_mod.banded(cause["reach"]["tier"], score.score)
+            key = (reach_mod.TIER_ORDER[cause["reach"]["tier"]], score.signature())
+            if id(d) not in best or key > (reach_mod.TIER_ORDER[best[id(d)][2]["reach"]["tier"]],
+                                           best[id(d)][1].signature()):
+                best[id(d)] = (d, score, cause)
+    scored = [fold_mod.Scored(d, score.signature(), cast(Dict[str, Any], cause),
+                              reach_mod.TIER_ORDER[cause["reach"]["tier"]]) for d, score, cause in best.values()]
+    heads = [_folded_cause(head, face, members, link) for head, face, members in fold_mod.fold(scored, link)]
+    heads.sort(key=lambda pair: (-pair[0][0], -pair[0][1], pair[1]["key"]))
     causes: List[RankedCause] = []
     rank = 0
-    previous: Optional[float] = None
+    previous: Optional[Tuple[int, float]] = None
     group: List[RankedCause] = []
 
     def close(members: List[RankedCause]) -> None:
         for member in members:  # how many others share its rank (the group's keys: result["groups"])
             member["tied"] = len(members) - 1
 
-    for score, cause in scored:
-        signature = score.signature()
-        if signature != previous:
+    for order, cause in heads:
+        if order != previous:
             close(group)
-            rank, previous, group = rank + 1, signature, []
+            rank, previous, group = rank + 1, order, []
         cause["rank"] = rank
         group.append(cause)
         causes.append(cause)
     close(group)
     return causes
+
+
+def _folded_cause(head: fold_mod.Scored, face: fold_mod.Scored, members: Sequence[fold_mod.Scored],
+                  link: fold_mod.Link) -> Tuple[Tuple[int, float], RankedCause]:
+    """The head's cause carrying its folded members; ranked by its best face (the change acted if any of its
+    keys was seen acting, and scores as its strongest key does)."""
+    cause = cast(RankedCause, dict(head.cause))
+    if face is not head:
+        cause["score"] = face.cause["score"]
+        cause["factors"] = face.cause["factors"]
+        reach = dict(face.cause["reach"])
+        reach["through"] = face.cause["key"]
+        tier_words, _, observed = str(reach["line"]).partition(": ")
+        reach["line"] = (f"{tier_words} through {face.cause['key']} "
+                         f"({fold_mod.relation_of(face, head, link)}): {observed}")
+        cause["reach"] = cast(ReachInfo, reach)
+        cause["evidence"] = list(cause["evidence"]) + [
+            f"ranked by {face.cause['key']}, {fold_mod.relation_of(face, head, link)}: {face.cause['why']}"]
+    folded: List[FoldedCause] = []
+    for member in sorted(members, key=lambda m: (-m.tier_order, -m.signature, m.cause["key"])):
+        folded.append({"key": member.cause["key"], "relation": fold_mod.relation_of(member, head, link),
+                       "tier": member.cause["reach"]["tier"], "score": member.cause["score"],
+                       "why": member.cause["why"], "evidence": member.cause["evidence"],
+                       "factors": member.cause["factors"]})
+    if folded:
+        cause["folded"] = folded
+    return (face.tier_order, face.signature), cause

@@ -13,7 +13,7 @@ each with its evidence) and `notes` (evidence lines that move nothing), and retu
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import diff as diff_mod, patch_status
@@ -34,6 +34,11 @@ class Facts:
                  running: Optional[running_mod.Running] = None) -> None:
         self.comp = comp
         self.running = running or running_mod.Running()
+        # Variables the observations rule out (reach tier "cannot" on every key: causes.py sets it after a first
+        # pass), and a test of whether a variable's part of the stack is out of play (context.py): a start-up
+        # hook's mentions count only for variables in play.
+        self.ruled_out: Set[str] = set()
+        self.out_of_play: Callable[[str], bool] = lambda name: False
         self.by_var: Dict[str, Dict[str, diff_mod.Difference]] = {}
         for d in diffs:
             if d.variable is not None:
@@ -377,8 +382,13 @@ def score_startup(d: diff_mod.Difference, component: str, why: str, facts: Facts
         if isinstance(value, dict):
             mentions.update(str(m) for m in value.get("env_mentions") or [])
             touches = touches or bool(value.get("touches_env"))
-    changed = sorted(mentions & set(facts.by_var))
-    relevant = sorted(m for m in mentions if knowledge.is_performance_variable(m))
+    changed = sorted((mentions & set(facts.by_var)) - facts.ruled_out)
+    relevant = sorted(m for m in mentions if knowledge.is_performance_variable(m) and m not in facts.ruled_out
+                      and not facts.out_of_play(m))
+    idle = sorted(m for m in mentions if (m in facts.by_var or knowledge.is_performance_variable(m))
+                  and (m in facts.ruled_out or facts.out_of_play(m)))
+    if idle:
+        notes.append(f"it mentions {', '.join(idle)}, which the observations rule out here: not counted")
     if changed:
         score.apply("startup_mentions_changed", f"mentions {', '.join(changed)}, which differ(s) between good and bad")
     if relevant:

@@ -10,8 +10,10 @@ else: a factor is changed here, with its reason, or not at all.
 """
 from __future__ import annotations
 
+import json
 import math
-from typing import Any, Dict, List, NamedTuple, Optional
+import os
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from envsnap.analysis.knowledge import COMMUNICATION, CPU_HOST, DRAFTER, GRAPHS, KERNELS, MEMORY, NONE
 
@@ -165,6 +167,27 @@ HOT_PATH_EDIT_PRIOR = 0.6
 STARTUP_MENTION_SHARE = 0.8
 
 
+def _load_weights() -> Dict[str, float]:
+    """The fitted weights (weights.json beside this module, written by benchmarks/fit_weights.py from the corpus
+    of planted regressions): {factor name or "prior": exponent}. A factor the fit did not weigh keeps 1.0, so
+    the score is today's product of prior and factors; a weight of 0 removes the factor's effect."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    found = data.get("weights") if isinstance(data, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): float(v) for k, v in found.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0.0 <= v <= 5.0}
+
+
+# The score is log-linear in the evidence: log raw = w_prior * log prior + sum of w_f * log value_f.
+WEIGHTS: Dict[str, float] = _load_weights()
+
+
 def _num(value: float) -> str:
     return f"{value:.2f}" if value >= 0.01 else f"{value:.3f}"
 
@@ -190,9 +213,10 @@ class Score:
 
     @property
     def raw(self) -> float:
-        raw = self.prior
+        raw = self.prior ** WEIGHTS.get("prior", 1.0) if self.prior > 0 else 0.0
         for step in self.steps:
-            raw *= step["value"]
+            value = step["value"]
+            raw *= value ** WEIGHTS.get(step["factor"], 1.0) if value > 0 else 0.0
         return raw
 
     @property
@@ -204,6 +228,10 @@ class Score:
         out = [f"prior {_num(self.prior)} ({self.source})"]
         out.extend(f"x{step['value']:g} {step['why']}" for step in self.steps)
         return out
+
+    def named_steps(self) -> List[Tuple[str, str]]:
+        """(factor name, why) of each factor applied, in order."""
+        return [(str(step["factor"]), str(step["why"])) for step in self.steps]
 
     def to_json(self) -> List[Dict[str, Any]]:
         return [{"factor": "prior", "value": self.prior, "why": self.source}] + [dict(s) for s in self.steps]

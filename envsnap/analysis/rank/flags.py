@@ -69,7 +69,8 @@ def _programs(d: Difference, comp: Comparison) -> List[str]:
     return found
 
 
-def _is_sglang(d: Difference, comp: Comparison) -> bool:
+def is_sglang(d: Difference, comp: Comparison) -> bool:
+    """Is this item on the command line of SGLang's own server?"""
     return any(flag_knowledge.is_sglang_program(p) for p in _programs(d, comp))
 
 
@@ -103,7 +104,7 @@ def item_prior(d: Difference, comp: Comparison) -> Optional[Prior]:
         return Prior(shape.prior, f"positional argument {name}: {noun}, by its values",
                      f"positional argument {name} of {_owner(d)} changed; its values look like {noun}",
                      component=shape.component)
-    if _is_sglang(d, comp):
+    if is_sglang(d, comp):
         server_rule = _sglang_rule(name)
         if server_rule is not None:
             dest = flag_knowledge.sglang_dest(name)
@@ -141,7 +142,7 @@ def score_item(d: Difference, comp: Comparison, component: str, why: str, score:
         verb = "ran" if d.where == flag_keys.COMMAND else "was started"
         score.apply("on_command_line", f"on the command line {_owner(d)} {verb} with: programs parse their whole "
                                        "command line at start-up")
-    if kind == flag_keys.FLAG and _is_sglang(d, comp):
+    if kind == flag_keys.FLAG and is_sglang(d, comp):
         key = keys.sglang_arg_key(flag_knowledge.sglang_dest(name))
         if any(other.base_key == key for other in comp.differences if not other.volatile):
             score.apply("shown_as_server_arg", f"the same change shows as SGLang's server argument {key} "

@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Tuple
 from envsnap import format as fmt
 from envsnap.model.result_types import DiffResult
 from envsnap.render.report.common import PATCH_ID, missing_words
+from envsnap.render.text import undecided_hints
 
 MAX_CAUSES_SHOWN = 8
 MAX_CAUSES = 100
@@ -60,6 +61,9 @@ def causes_view(result: DiffResult) -> Dict[str, Any]:
             "good_absent": missing_words(raw, "good"), "bad_absent": missing_words(raw, "bad"),
             "why": fmt.value(raw["why"], 500) if raw["why"] else "",
             "evidence": [fmt.value(e, 500) for e in raw["evidence"][:20]],
+            "reach": fmt.value(raw["reach"]["line"], 500), "tier": raw["reach"]["tier"],
+            "folded": [{"key": fmt.value(f["key"], 200), "relation": fmt.value(f["relation"], 80),
+                        "why": fmt.value(f["why"], 300)} for f in (raw.get("folded") or [])[:20]],
             # ids become anchors: only envsnap's own form is linked
             "patches": [p for p in raw["patches"] if PATCH_ID.fullmatch(p)],
             "tied": bool(raw["tied"]), "group_note": "", "bisect_line": "",
@@ -69,4 +73,4 @@ def causes_view(result: DiffResult) -> Dict[str, Any]:
     _group_notes(result, causes[MAX_CAUSES_SHOWN:])
     total = len(result["causes"])
     return {"shown": causes[:MAX_CAUSES_SHOWN], "more": causes[MAX_CAUSES_SHOWN:],
-            "hidden": max(0, total - MAX_CAUSES), "total": total}
+            "hidden": max(0, total - MAX_CAUSES), "total": total, "undecided": undecided_hints(result["causes"])}

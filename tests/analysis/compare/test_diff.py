@@ -213,7 +213,7 @@ def test_cli_json_shape_top_all_and_html(tmp_path):
     # factors: the prior and every factor that moved the score, with its value; tied: how many
     # other causes share its rank.
     assert set(cause) == {"rank", "key", "category", "component", "score", "good", "bad", "change", "absent", "why",
-                          "evidence", "factors", "tied", "patches"} | subject_fields
+                          "evidence", "factors", "tied", "patches", "reach", "folded"} | subject_fields
     assert cause["factors"][0]["factor"] == "prior" and all("value" in f and f["why"] for f in cause["factors"])
     assert 0 <= cause["score"] <= 1 and "\n" not in cause["why"]
     assert set(top["verdict"]) >= {"metric", "direction", "good", "bad", "change_pct", "significant", "p_value",

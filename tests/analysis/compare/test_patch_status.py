@@ -5,6 +5,7 @@ import json
 import shutil
 
 import pytest
+from helpers import causes_by_key
 from helpers.git import git, init_repo
 from helpers.patches import EDITS, TOPK, make_patch, with_edits
 from helpers.result_types import mismatches
@@ -53,8 +54,10 @@ def test_a_hunk_reverted_on_bad_is_a_cause_with_its_text_and_the_dirty_file_defe
     assert _factors(top) == ["prior", "hunk_code_changed", "no_runs"]
     assert f"whether {repo} is code that runs is not known: no measured process was recorded " \
            "(--pid, --probe-dir or envsnap run show where they ran)" in top["evidence"]
-    dirty = next(c for c in result["causes"] if c["key"] == f"git.{repo}.dirty.{REL}")
-    assert "shown_by_hunk" in _factors(dirty) and dirty["rank"] > top["rank"]
+    # One change, one cause: the dirty file is the same edit as the hunk, folded into it.
+    assert not [c for c in result["causes"] if c["key"] == f"git.{repo}.dirty.{REL}"]
+    [dirty] = [f for f in top["folded"] if f["key"] == f"git.{repo}.dirty.{REL}"]
+    assert dirty["relation"] == "the same edit, as a whole file" and "shown_by_hunk" in _factors(dirty)
     old, new = EDITS[1]
     assert any(f"the hunk replaces `{old.strip()}` with `{new.strip()}`" in e for e in top["evidence"])
     [row] = [r for r in result["patch_status"][0]["hunks"] if r["changed"]]
@@ -97,7 +100,7 @@ def test_only_the_patch_changed_not_the_code(checkout, tmp_path):
     (repo / REL).write_text(with_edits((1,)))
     bad = _capture(repo, [changed])
     result = analyze(good, bad)
-    keys = {c["key"]: c for c in result["causes"]}
+    keys = causes_by_key(result["causes"])
     assert keys["patches.eagle3.patch.file"]["why"].startswith("the patch file eagle3.patch itself changed")
     cause = keys["patches.eagle3.patch.hunk.1"]
     assert (cause["good"], cause["bad"]) == ("applied", "conflict")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import run_envsnap
+from helpers import causes_by_key, run_envsnap
 from helpers.diff import copy_of, runs, snap, workers
 
 from envsnap.analysis import association, result as result_mod
@@ -19,7 +19,7 @@ DRAFTER_BAD = {"output_throughput": [70.2, 69.1, 71.0, 70.5, 68.7], "accept_leng
 
 
 def _causes(result):
-    return {c["key"]: c for c in result["causes"]}
+    return causes_by_key(result["causes"])
 
 
 def _pair(bad_runs, good_extra=None, bad_extra=None, custom_ar_disabled=True):

@@ -4,6 +4,7 @@ were recorded compares as before, and what moves the score. The same on real whe
 tests/e2e/test_planted_builds.py."""
 from __future__ import annotations
 
+from helpers import causes_by_key
 from helpers.diff import runs, snap
 
 from envsnap.analysis import knowledge
@@ -91,8 +92,8 @@ def test_another_build_of_one_version_is_scored_by_what_changed():
 
 def test_a_missing_compiled_file_outranks_a_missing_data_file():
     missing = {"fastjson/_speedups.so": {"dist": "fastjson"}, "fastjson/NOTICE.txt": {"dist": "fastjson"}}
-    causes = {c["key"]: c for c in _ranked(_packages(build=COMPILED), _packages(build=COMPILED, missing=missing),
-                                           cpu=(1.0, 2.5))}
+    causes = causes_by_key(_ranked(_packages(build=COMPILED), _packages(build=COMPILED, missing=missing),
+                                           cpu=(1.0, 2.5)))
     so, txt = causes["integrity.fastjson/_speedups.so"], causes["integrity.fastjson/NOTICE.txt"]
     assert so["rank"] == 1 and so["component"] == "cpu/host"
     assert so["factors"][0]["value"] == knowledge.MISSING_COMPILED.prior

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from helpers import causes_by_key
 from helpers.diff import runs, section, snap
 
 from envsnap.analysis import knowledge, result as result_mod
@@ -68,7 +69,7 @@ def test_launch_bound_puts_the_graphs_flag_first_and_argues_against_the_kernels_
                       ["python", "serve.py", "--port", "8002", "--attn-impl", "sdpa", "--log-level", "debug",
                        "--enforce-eager"], nvidia=ONE_GPU)
     causes = _ranked(good, bad, LAUNCH_BOUND)
-    by_key = {c["key"]: c for c in causes}
+    by_key = causes_by_key(causes)
     first = causes[0]
     assert first["key"] == "workers.python-0.flag.--enforce-eager" and first["tied"] == 0, [c["key"] for c in causes]
     assert first["component"] == knowledge.GRAPHS and first["good"] is None and first["bad"] is True
@@ -91,7 +92,7 @@ def test_a_cuda_flag_on_a_machine_with_no_gpu_is_out_of_context():
 def test_sglang_flags_keep_sglangs_rules_and_defer_to_the_server_argument():
     launch = ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--tp", "8"]
     good, bad = _pair(launch, launch + ["--disable-cuda-graph"], nvidia=ONE_GPU)
-    causes = {c["key"]: c for c in _ranked(good, bad, LAUNCH_BOUND)}
+    causes = causes_by_key(_ranked(good, bad, LAUNCH_BOUND))
     flag = causes["workers.python-0.flag.--disable-cuda-graph"]
     assert flag["factors"][0] == {"factor": "prior", "value": 0.9,
                                   "why": "SGLang's disable_cuda_graph rule: the server argument --disable-cuda-graph sets"}
@@ -100,8 +101,12 @@ def test_sglang_flags_keep_sglangs_rules_and_defer_to_the_server_argument():
     good["sections"]["sglang"] = section({"version": "0.5.5", "server_args": {"disable_cuda_graph": False, "tp_size": 8}})
     bad["sections"]["sglang"] = section({"version": "0.5.5", "server_args": {"disable_cuda_graph": True, "tp_size": 8}})
     ranked = _ranked(good, bad, LAUNCH_BOUND)
-    assert ranked[0]["key"] == "sglang.args.disable_cuda_graph" and ranked[0]["tied"] == 0
-    flag = next(c for c in ranked if c["key"] == "workers.python-0.flag.--disable-cuda-graph")
+    # One change, one cause: the flag and the server argument are folded together, first alone.
+    assert ranked[0]["tied"] == 0 and len([c for c in ranked if "cuda" in c["key"]]) == 1
+    keys = {ranked[0]["key"]} | {f["key"] for f in ranked[0].get("folded") or []}
+    assert keys == {"sglang.args.disable_cuda_graph", "workers.python-0.flag.--disable-cuda-graph"}
+    assert ranked[0]["reach"]["tier"] == "acted"  # a measured process was started with it
+    flag = causes_by_key(ranked)["workers.python-0.flag.--disable-cuda-graph"]
     assert _has(flag, "x0.4 the same change shows as SGLang's server argument sglang.args.disable_cuda_graph")
 
 
@@ -119,7 +124,7 @@ def test_a_benchmark_thread_flag_is_judged_by_the_peak_threads_and_a_variable_th
             run["telemetry"] = _telemetry(threads, wall + i / 100)
     result = result_mod.analyze(good, bad)
     assert result["verdict"]["mechanism"]["kind"] == "fewer_cpus", result["verdict"]["mechanism"]
-    causes = {c["key"]: c for c in result["causes"]}
+    causes = causes_by_key(result["causes"])
     flag = causes["run.flag.--threads"]
     assert _has(flag, "x1.5 the runs' peak threads moved with it (3 \u2192 2)")
     assert _has(flag, "bisect runs one command and cannot switch it")

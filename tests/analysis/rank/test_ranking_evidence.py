@@ -8,7 +8,7 @@ import ast
 import copy
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, causes_by_key
 from helpers.diff import runs, section, snap, workers
 
 from envsnap.analysis import knowledge, result as result_mod
@@ -30,7 +30,7 @@ def _pair(good_env, bad_env, **sections):
 
 
 def _causes(good, bad):
-    return {c["key"]: c for c in result_mod.analyze(good, bad)["causes"]}
+    return causes_by_key(result_mod.analyze(good, bad)["causes"])
 
 
 def _has(cause, prefix):
@@ -213,7 +213,7 @@ def test_a_halved_cpu_set_moves_the_host_fact_up_and_a_thread_count_whose_thread
                runs=_measured(SLOW, [_telemetry(0.5, 1, 3, wall=0.5 + i / 100) for i in range(5)]))
     result = result_mod.analyze(good, bad)
     assert result["verdict"]["mechanism"]["kind"] == "fewer_cpus"
-    causes = {c["key"]: c for c in result["causes"]}
+    causes = causes_by_key(result["causes"])
     usable = causes["host.cpu.usable"]
     assert usable["factors"][0] == {"factor": "prior", "value": pytest.approx(0.65),
                                     "why": "sized: usable CPUs 2 \u2192 1: 50% of them taken away"}
@@ -232,7 +232,7 @@ def test_the_mechanism_moves_components_it_implicates_up_and_those_it_contradict
     verdict, _ = result_mod.build_verdict(good, bad)
     verdict["mechanism"] = mechanism
     comp = diff_mod.compare(good, bad)
-    causes = {c["key"]: c for c in result_mod.rank_causes(comp, verdict, context_mod.build_context(good, bad))}
+    causes = causes_by_key(result_mod.rank_causes(comp, verdict, context_mod.build_context(good, bad)))
     assert _has(causes["env.NVIDIA_TF32_OVERRIDE"], "x1.5 fits the mechanism (attention/kernels): GPU busy 99%")
     assert _has(causes["env.OMP_NUM_THREADS"], "x0.4 contradicts the mechanism (cpu/host): GPU busy 99%")
     assert causes["env.NVIDIA_TF32_OVERRIDE"]["rank"] == 1

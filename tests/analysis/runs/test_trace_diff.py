@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, causes_by_key
 from helpers.diff import runs, section, snap
 from helpers.traces import allreduce_pair, trace_file, traced_pair, with_traces
 
@@ -92,7 +92,7 @@ def test_a_slower_all_reduce_moves_the_communication_cause_and_nccl_cannot_say_w
     assert trace["line"].startswith("per decode step (sglang step spans): all-reduce +8.7 ms")
     assert trace["implicates"][0] == knowledge.COMMUNICATION
     assert "cannot say which ran" in trace["notes"][0] and "no NCCL TUNING log lines" in trace["notes"][0]
-    causes = {c["key"]: c for c in result_mod.analyze(good, bad)["causes"]}
+    causes = causes_by_key(result_mod.analyze(good, bad)["causes"])
     proto = causes["env.NCCL_PROTO"]
     assert any(e.startswith("x1.6 the profiler traces implicate its component (communication)")
                for e in proto["evidence"])
