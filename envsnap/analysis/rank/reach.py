@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
-from envsnap.analysis.compare import libraries as libraries_mod
+from envsnap.analysis.compare import libraries as libraries_mod, neighbours
 from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.model import keys
 from envsnap.model.snapshot import as_dict, section_data
@@ -41,7 +41,7 @@ ACTED_FACTORS = ("read_by_process", "on_command_line", "nccl_log_confirms", "ncc
 # Factors that are observations ruling it out.
 CANNOT_FACTORS = ("out_of_context", "not_seen_in_play", "not_in_loaded_code", "not_read", "shell_only",
                   "neighbour_no_effect", "series_held", "checkout_not_running", "checkout_code_elsewhere",
-                  "hunk_code_same", "server_parent_trap")
+                  "hunk_code_same", "server_parent_trap", "parent_only_shell")
 # Variables whose value is a search path: judged entry by entry by what was loaded through each.
 LIBRARY_PATH_VARIABLES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT")
 MODULE_PATH_VARIABLES = ("PYTHONPATH",)
@@ -92,6 +92,7 @@ class Seen(NamedTuple):
     elsewhere: Dict[str, Set[str]]  # module file (outside stdlib and site dirs) -> processes
     maps_known: bool
     modules_known: bool
+    measured: bool = False  # any measured process or run recorded (processes, probe records, runs)
 
 
 def seen(snap: Mapping[str, Any]) -> Seen:
@@ -121,7 +122,9 @@ def seen(snap: Mapping[str, Any]) -> Seen:
                 file = as_dict(shadow).get("file")
                 if isinstance(file, str):
                     elsewhere.setdefault(file, set()).add(who)
-    return Seen(mapped, imported, elsewhere, bool(entries), modules_known)
+    processes = as_dict((section_data(snap, "processes") or {}).get("processes"))
+    measured = bool(processes) or bool(as_dict(probe.get("records"))) or bool(snap.get("runs"))
+    return Seen(mapped, imported, elsewhere, bool(entries), modules_known, measured)
 
 
 def _under(path: str, directory: str) -> bool:
@@ -240,6 +243,19 @@ def _startup(d: Difference, sides: Mapping[str, Seen]) -> Optional[Reach]:
     return None
 
 
+def _neighbour(d: Difference, sides: Mapping[str, Seen]) -> Optional[Reach]:
+    """A neighbour rules itself out when it took less from BAD than from GOOD, or when nothing was measured
+    that it could have delayed (no run, no measured process on either side)."""
+    row = {"kind": d.subject.aspect, "good": d.good if isinstance(d.good, dict) else None,
+           "bad": d.bad if isinstance(d.bad, dict) else None}
+    if row["kind"] in ("cpu", "steal", "gpu") and not neighbours.more_on_bad(row):
+        return Reach(CANNOT, "took less on BAD", "it took less from BAD than from GOOD: it cannot have slowed BAD down")
+    if not any(view.measured for view in sides.values()):
+        return Reach(CANNOT, "nothing measured", "no run and no measured process on either side: there was no "
+                                                 "work for it to delay")
+    return None
+
+
 def reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,
              sides: Optional[Mapping[str, Seen]] = None) -> Reach:
     """The tier of one difference, from the observation factors its score carries ((name, why) in order) and
@@ -261,6 +277,8 @@ def reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,
         judged = Reach(ACTED, "modules", f"{d.subject.entity} imported it from another file (its module list)")
     elif d.category == "startup":
         judged = _startup(d, sides)
+    elif d.where == "neighbour":
+        judged = _neighbour(d, sides)
     if judged is not None and judged.tier != COULD_ACT:
         if judged.tier == ACTED and ruled_out and d.variable is not None:
             # Loaded through it, yet the part it acts on was not in play (or only the shell had it): ruled out.
