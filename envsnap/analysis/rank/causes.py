@@ -197,18 +197,20 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Verdict,
     link = fold_mod.Link()
     for part in comp.node_parts():
         ranking = _Ranking(part, verdict, context, running)
-        sides = {"GOOD": reach_mod.seen(part.good.source), "BAD": reach_mod.seen(part.bad.source)}
+        sides = {"BAD": reach_mod.seen(part.bad.source), "GOOD": reach_mod.seen(part.good.source)}
         entries = [(d, *ranking.cause(d)) for d in ranking.diffs]
         for d, score, cause in entries:
             cause["reach"] = cast(ReachInfo, reach_mod.reach_of(d, score.named_steps(), part, sides).to_json())
         # A start-up hook's mentions count only for variables the observations leave in play: re-score hooks.
-        ranking.facts.ruled_out = _ruled_out_variables(entries)
-        if ranking.facts.ruled_out:
+        ruled_out = _ruled_out_variables(entries)
+        ranking.facts.ruled_out = ruled_out
+        if ruled_out:
             entries = [(d, *ranking.cause(d)) if d.category == "startup" else (d, score, cause)
                        for d, score, cause in entries]
             for d, score, cause in entries:
                 if "reach" not in cause:
-                    cause["reach"] = cast(ReachInfo, reach_mod.reach_of(d, score.named_steps(), part, sides).to_json())
+                    cause["reach"] = cast(ReachInfo, reach_mod.reach_of(d, score.named_steps(), part, sides,
+                                                                        ruled_out).to_json())
         fold_mod.links(part, ranking.diffs, ranking.facts, link)
         for d, score, cause in entries:
             cause["score"] = reach_mod.banded(cause["reach"]["tier"], score.score)

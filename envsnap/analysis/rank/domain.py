@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import diff as diff_mod, patch_status
 from envsnap.analysis.knowledge import COMMUNICATION, KERNELS
-from envsnap.analysis.rank import evidence as evidence_mod, hunks, running as running_mod
+from envsnap.analysis.rank import evidence as evidence_mod, hook_effects as hook_effects_mod, hunks, running as running_mod
 from envsnap.analysis.rank.factors import HOT_PATH_EDIT_PRIOR, HOT_PATH_PACKAGE_PRIOR, STARTUP_MENTION_SHARE, Score
 from envsnap.analysis.rank.priors import rule_source
 from envsnap.model import keys
@@ -50,14 +50,20 @@ class Facts:
         # Files whose change a recorded patch's hunk shows (rank/hunks.twins): their own causes defer to it.
         self.hunk_twins = hunks.twins(comp, diffs) if any(d.where == patch_status.CATEGORY for d in diffs) else {}
         # Variables a changed start-up hook sets (it mentions them and writes os.environ): the hook is their cause.
+        # Where the snapshot holds the hook's text, what its code assigns (hook_effects.py); else every name it
+        # mentions, when it writes os.environ at all.
         self.hook_sets: Dict[str, str] = {}
         for d in diffs:
             if d.category != "startup":
                 continue
-            for value in (d.good, d.bad):
-                if isinstance(value, dict) and value.get("touches_env"):
-                    for name in value.get("env_mentions") or []:
-                        self.hook_sets.setdefault(str(name), d.subject.entity)
+            for value, view in ((d.good, comp.good), (d.bad, comp.bad)):
+                if not isinstance(value, dict):
+                    continue
+                found = hook_effects_mod.hook_effects(view.source, d.subject.entity)
+                names = found.sets if found is not None else (
+                    value.get("env_mentions") or [] if value.get("touches_env") else [])
+                for name in names:
+                    self.hook_sets.setdefault(str(name), d.subject.entity)
         self.worker_nccl_vars = sorted(n for n, places in self.by_var.items()
                                        if n.startswith("NCCL_") and "workers" in places)
         self.nccl_effects = [f"{d.subject.entity} {diff_mod.display(d.subject, d.good)} \u2192 "

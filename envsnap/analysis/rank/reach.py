@@ -24,10 +24,11 @@ against the modules the measured processes imported, mapped objects and shadowed
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
-from envsnap.analysis.compare import libraries as libraries_mod, neighbours
+from envsnap.analysis.compare import libraries as libraries_mod, neighbours, patch_status
 from envsnap.analysis.compare.diff import Comparison, Difference
+from envsnap.analysis.rank import hook_effects
 from envsnap.model import keys
 from envsnap.model.snapshot import as_dict, section_data
 
@@ -234,13 +235,52 @@ def _library(d: Difference) -> Reach:
     return Reach(ACTED, "maps", f"{who} mapped {d.subject.aspect} on {'BAD' if d.good is None else 'GOOD'} only")
 
 
-def _startup(d: Difference, sides: Mapping[str, Seen]) -> Optional[Reach]:
-    """A start-up hook runs in every Python process of its interpreter: acted where Python processes were
-    measured (their module lists were recorded)."""
+def _startup(d: Difference, comp: Comparison, sides: Mapping[str, Seen], ruled_out: AbstractSet[str]) -> Optional[Reach]:
+    """A start-up hook runs in every Python process of its interpreter. One whose code does nothing but set
+    variables (hook_effects.py) acts only through them: ruled out when all of them are; else acted where Python
+    processes were measured (their module lists were recorded)."""
+    texts = [(side, hook_effects.hook_effects(view.source, d.subject.entity))
+             for side, view, value in (("GOOD", comp.good, d.good), ("BAD", comp.bad, d.bad)) if value is not None]
+    found = [effects for _, effects in texts if effects is not None]
+    if found and len(found) == len(texts) and all(e.only_settings for e in found):
+        names = sorted(set().union(*(e.sets for e in found)))
+        if not names:
+            return Reach(CANNOT, "hook text", "its code sets nothing and runs nothing else (its text)")
+        if all(name in ruled_out for name in names):
+            return Reach(CANNOT, "hook text", f"its code only sets {', '.join(names)}, which the observations rule "
+                                              "out (its text)")
+        return Reach(COULD_ACT, "hook text", f"its code only sets {', '.join(names)} (its text): it acts through them")
     if any(view.modules_known for view in sides.values()):
         return Reach(ACTED, "modules", "it runs at start-up in every Python process of its interpreter, and the measured "
                             "processes are Python processes (their module lists were recorded)")
     return None
+
+
+def _hunk(d: Difference, comp: Comparison, sides: Mapping[str, Seen]) -> Optional[Reach]:
+    """A recorded patch's hunk whose status changed: acted when a measured process imported the file it edits
+    (installed: its package; a checkout: the file itself), ruled out as an installed file is."""
+    info = comp.bad.patch_info.get(d.base_key) or comp.good.patch_info.get(d.base_key)
+    if not info or d.subject.aspect != "hunk":
+        return None
+    rel = str(as_dict(info.get("hunk")).get("file") or "")
+    target = as_dict(as_dict(info.get("patch")).get("target"))
+    if not rel:
+        return None
+    if target.get("kind") == "site-packages":
+        return _installed_file(_as_file(d, rel), sides)
+    root = str(target.get("root") or "")
+    path = f"{root.rstrip('/')}/{rel}" if root else rel
+    for side, view in sides.items():
+        if path in view.elsewhere:
+            return Reach(ACTED, "modules", f"{_who(view.elsewhere[path])} imported {path} on {side}")
+    return None
+
+
+def _as_file(d: Difference, rel: str) -> Difference:
+    """The same difference seen as the installed file `rel` it edits (for _installed_file)."""
+    return Difference(key=d.key, category=d.category, change=d.change, good=d.good, bad=d.bad, volatile=d.volatile,
+                      flat_keys=d.flat_keys, subject=d.subject._replace(entity=rel), absent=d.absent,
+                      base_key=d.base_key)
 
 
 def _neighbour(d: Difference, sides: Mapping[str, Seen]) -> Optional[Reach]:
@@ -257,7 +297,7 @@ def _neighbour(d: Difference, sides: Mapping[str, Seen]) -> Optional[Reach]:
 
 
 def reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,
-             sides: Optional[Mapping[str, Seen]] = None) -> Reach:
+             sides: Optional[Mapping[str, Seen]] = None, ruled_out_variables: AbstractSet[str] = frozenset()) -> Reach:
     """The tier of one difference, from the observation factors its score carries ((name, why) in order) and
     the snapshots."""
     sides = sides if sides is not None else {"GOOD": seen(comp.good.source), "BAD": seen(comp.bad.source)}
@@ -276,12 +316,15 @@ def reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,
     elif d.where == "process" and keys.aspect_kind(d.subject.aspect) == keys.SHADOWED:
         judged = Reach(ACTED, "modules", f"{d.subject.entity} imported it from another file (its module list)")
     elif d.category == "startup":
-        judged = _startup(d, sides)
+        judged = _startup(d, comp, sides, ruled_out_variables)
     elif d.where == "neighbour":
         judged = _neighbour(d, sides)
+    elif d.where == patch_status.CATEGORY:
+        judged = _hunk(d, comp, sides)
     if judged is not None and judged.tier != COULD_ACT:
-        if judged.tier == ACTED and ruled_out and d.variable is not None:
-            # Loaded through it, yet the part it acts on was not in play (or only the shell had it): ruled out.
+        if judged.tier == ACTED and ruled_out:
+            # Met by a measured process, yet an observation rules it out (the part it acts on was not in play,
+            # only the shell had it, the code it edits is the same on both sides).
             return Reach(CANNOT, ruled_out[0], f"{why[ruled_out[0]]} (though {judged.observation})")
         return judged
     acted = [n for n in names if n in ACTED_FACTORS]

@@ -1,0 +1,100 @@
+"""What a start-up hook's text does to the environment, read from its code (Python's own parser, never run).
+
+A hook that mentions a variable is not a hook that sets it: a comment, a log line or a read names it too. The
+variables a hook *sets* are those its code assigns: `os.environ[NAME] = ...`, `os.environ.setdefault(NAME, ...)`,
+`os.environ.update({NAME: ...})`, `os.putenv(NAME, ...)`, and the ones it unsets (`del os.environ[NAME]`,
+`os.environ.pop(NAME)`, `os.unsetenv(NAME)`): CPython's os.environ writes through to putenv/unsetenv (Lib/os.py,
+class _Environ). A hook whose every statement is such a setting (or `import os`, a docstring) does nothing else
+at start-up: what it can do to the work is what those variables do.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any, List, Mapping, NamedTuple, Optional, Set
+
+from envsnap.model.snapshot import as_dict, section_data
+
+_SETTERS = ("setdefault", "update", "pop", "putenv", "unsetenv", "__setitem__", "__delitem__")
+
+
+class HookEffects(NamedTuple):
+    sets: Set[str]  # the variables its code sets or unsets (names given as string constants)
+    only_settings: bool  # every statement sets or unsets a variable, imports, or is a docstring
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ" or (
+        isinstance(node, ast.Name) and node.id == "environ")
+
+
+def _key(node: ast.AST) -> Optional[str]:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _names_set(node: ast.AST) -> List[str]:
+    """The variable names one statement or expression sets (empty when it sets none)."""
+    found: List[str] = []
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = sub.targets if isinstance(sub, (ast.Assign, ast.Delete)) else [sub.target]
+            for target in targets:
+                if isinstance(target, ast.Subscript) and _is_environ(target.value):
+                    key = _key(target.slice)
+                    if key:
+                        found.append(key)
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _SETTERS:
+            owner = sub.func.value
+            if sub.func.attr in ("putenv", "unsetenv") or _is_environ(owner):
+                if sub.args and _key(sub.args[0]):
+                    found.append(str(_key(sub.args[0])))
+                elif sub.args and isinstance(sub.args[0], ast.Dict):
+                    found.extend(k for k in (_key(key) for key in sub.args[0].keys if key is not None) if k)
+                found.extend(str(kw.arg) for kw in sub.keywords if kw.arg)
+    return found
+
+
+def _harmless(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.ImportFrom):
+        return statement.module == "os"
+    if isinstance(statement, ast.Import):
+        return all(alias.name.split(".")[0] == "os" for alias in statement.names)
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)  # a docstring
+
+
+def effects(text: str) -> Optional[HookEffects]:
+    """What the hook's Python text does to the environment; None when it is not Python the parser reads
+    (a .pth file's path lines, a syntax error)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    sets: Set[str] = set()
+    only = True
+    for statement in tree.body:
+        names = _names_set(statement)
+        sets.update(names)
+        if not names and not _harmless(statement):
+            only = False
+        elif names and not isinstance(statement, (ast.Assign, ast.AugAssign, ast.Delete, ast.Expr)):
+            only = False  # a setting inside an if/for/def: the statement does more than set it
+    return HookEffects(sets, only)
+
+
+def hook_text(snap: Mapping[str, Any], path: str) -> Optional[str]:
+    """The text a snapshot holds of the start-up hook at `path` (a .pth file: its executed import lines)."""
+    hooks = as_dict(as_dict(section_data(snap, "python")).get("startup_hooks"))
+    hook = as_dict(hooks.get(path))
+    if not hook:
+        return None
+    content = as_dict(hook.get("content"))
+    if isinstance(content.get("text"), str):
+        return str(content["text"])
+    lines = hook.get("import_lines")
+    if hook.get("kind") == "pth" and isinstance(lines, list):
+        return "\n".join(str(line) for line in lines)
+    return None
+
+
+def hook_effects(snap: Mapping[str, Any], path: str) -> Optional[HookEffects]:
+    text = hook_text(snap, path)
+    return effects(text) if text is not None else None
