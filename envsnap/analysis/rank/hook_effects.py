@@ -4,8 +4,8 @@ A hook that mentions a variable is not a hook that sets it: a comment, a log lin
 variables a hook *sets* are those its code assigns: `os.environ[NAME] = ...`, `os.environ.setdefault(NAME, ...)`,
 `os.environ.update({NAME: ...})`, `os.putenv(NAME, ...)`, and the ones it unsets (`del os.environ[NAME]`,
 `os.environ.pop(NAME)`, `os.unsetenv(NAME)`): CPython's os.environ writes through to putenv/unsetenv (Lib/os.py,
-class _Environ). A hook whose every statement is such a setting (or `import os`, a docstring) does nothing else
-at start-up: what it can do to the work is what those variables do.
+class _Environ). A hook whose every statement is such a setting (or `import os`, a docstring, a read whose value
+it drops) does nothing else at start-up: what it can do to the work is what those variables do.
 """
 from __future__ import annotations
 
@@ -53,12 +53,23 @@ def _names_set(node: ast.AST) -> List[str]:
     return found
 
 
+def _is_read(node: ast.AST) -> bool:
+    """A call that only reads the environment: os.environ.get(...), os.getenv(...), environ.get(...)."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Attribute, ast.Name)):
+        return False
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return (func.attr == "get" and _is_environ(func.value)) or func.attr == "getenv"
+    return func.id == "getenv"
+
+
 def _harmless(statement: ast.stmt) -> bool:
     if isinstance(statement, ast.ImportFrom):
         return statement.module == "os"
     if isinstance(statement, ast.Import):
         return all(alias.name.split(".")[0] == "os" for alias in statement.names)
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)  # a docstring
+    # a docstring, or an expression that only reads the environment (its value unused)
+    return isinstance(statement, ast.Expr) and (isinstance(statement.value, ast.Constant) or _is_read(statement.value))
 
 
 def effects(text: str) -> Optional[HookEffects]:

@@ -283,21 +283,58 @@ def _as_file(d: Difference, rel: str) -> Difference:
                       base_key=d.base_key)
 
 
-def _neighbour(d: Difference, sides: Mapping[str, Seen]) -> Optional[Reach]:
+def loss_share(verdict: Mapping[str, Any]) -> Optional[float]:
+    """The share of BAD's time per unit of work that GOOD did not need (0..1): a throughput 44% of GOOD's is a
+    loss of 0.56, a latency 1.5x GOOD's one of 0.33; None when the runs did not get worse or cannot tell."""
+    change = verdict.get("change_pct")
+    direction = verdict.get("direction")
+    if not isinstance(change, (int, float)) or isinstance(change, bool):
+        return None
+    ratio = 1.0 + float(change) / 100.0
+    if direction == "higher" and 0.0 < ratio < 1.0:
+        return 1.0 - ratio
+    if direction == "lower" and ratio > 1.0:
+        return 1.0 - 1.0 / ratio
+    return None
+
+
+def _checkout_file(d: Difference, sides: Mapping[str, Seen]) -> Optional[Reach]:
+    """A changed file of a checkout: acted when a measured process imported it, or a package of the checkout whose
+    directory holds it (the module lists name top-level modules: a package's __init__.py)."""
+    if d.subject.aspect not in ("dirty", "untracked") or not d.subject.item:
+        return None
+    path = f"{d.subject.entity.rstrip('/')}/{d.subject.item}"
+    for side, view in sides.items():
+        for module_file, who in view.elsewhere.items():
+            package = module_file[: -len("/__init__.py")] if module_file.endswith("/__init__.py") else None
+            if module_file == path or (package and _under(path, package)):
+                what = "it" if module_file == path else f"its package {(package or '').rsplit('/', 1)[-1]}"
+                return Reach(ACTED, "modules", f"{_who(who)} imported {what} from the checkout on {side}")
+    return None
+
+
+def _neighbour(d: Difference, sides: Mapping[str, Seen], loss: Optional[float]) -> Optional[Reach]:
     """A neighbour rules itself out when it took less from BAD than from GOOD, or when nothing was measured
-    that it could have delayed (no run, no measured process on either side)."""
-    row = {"kind": d.subject.aspect, "good": d.good if isinstance(d.good, dict) else None,
-           "bad": d.bad if isinstance(d.bad, dict) else None}
+    that it could have delayed (no run, no measured process on either side); one that took a smaller share of
+    the machine than the runs lost cannot account for the loss, so it cannot lead (could act, by its size)."""
+    good: Optional[Dict[str, Any]] = d.good if isinstance(d.good, dict) else None
+    bad: Optional[Dict[str, Any]] = d.bad if isinstance(d.bad, dict) else None
+    row: Dict[str, Any] = {"kind": d.subject.aspect, "good": good, "bad": bad}
     if row["kind"] in ("cpu", "steal", "gpu") and not neighbours.more_on_bad(row):
         return Reach(CANNOT, "took less on BAD", "it took less from BAD than from GOOD: it cannot have slowed BAD down")
     if not any(view.measured for view in sides.values()):
         return Reach(CANNOT, "nothing measured", "no run and no measured process on either side: there was no "
                                                  "work for it to delay")
+    share = neighbours.share_taken(d.subject.aspect, good, bad)
+    if loss is not None and share is not None and share < loss:
+        return Reach(COULD_ACT, "size", f"it took {share:.0%} of the machine on BAD beyond GOOD, less than the "
+                                        f"{loss:.0%} of BAD's time the runs lost: it cannot account for the loss")
     return None
 
 
 def reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,
-             sides: Optional[Mapping[str, Seen]] = None, ruled_out_variables: AbstractSet[str] = frozenset()) -> Reach:
+             sides: Optional[Mapping[str, Seen]] = None, ruled_out_variables: AbstractSet[str] = frozenset(),
+             loss: Optional[float] = None) -> Reach:
     """The tier of one difference, from the observation factors its score carries ((name, why) in order) and
     the snapshots."""
     sides = sides if sides is not None else {"GOOD": seen(comp.good.source), "BAD": seen(comp.bad.source)}
@@ -318,10 +355,12 @@ def reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,
     elif d.category == "startup":
         judged = _startup(d, comp, sides, ruled_out_variables)
     elif d.where == "neighbour":
-        judged = _neighbour(d, sides)
+        judged = _neighbour(d, sides, loss)
+    elif d.where == "git":
+        judged = _checkout_file(d, sides)
     elif d.where == patch_status.CATEGORY:
         judged = _hunk(d, comp, sides)
-    if judged is not None and judged.tier != COULD_ACT:
+    if judged is not None and (judged.tier != COULD_ACT or judged.basis == "size"):
         if judged.tier == ACTED and ruled_out:
             # Met by a measured process, yet an observation rules it out (the part it acts on was not in play,
             # only the shell had it, the code it edits is the same on both sides).

@@ -26,3 +26,8 @@ def test_the_variables_a_hook_sets_and_whether_it_does_anything_else(text, sets,
 def test_text_that_is_not_python_is_not_judged():
     assert effects("/opt/some/path\n/opt/other\n") is None
     assert effects("def (:\n") is None
+
+
+def test_a_read_whose_value_is_dropped_does_nothing():
+    found = effects("import os; os.environ.get('TORCH_NCCL_BLOCKING_WAIT')  # reads, changes nothing\n")
+    assert found is not None and found.sets == set() and found.only_settings is True
