@@ -186,6 +186,7 @@ class FoldedCause(TypedDict):
     why: str
     evidence: List[str]
     factors: List[Factor]
+    reach: ReachInfo
 
 
 class _RankedCauseBase(Subject):

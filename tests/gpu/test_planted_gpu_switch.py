@@ -17,9 +17,10 @@ import importlib.util
 import time
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, causes_by_key
 from helpers.planted import (
     INNOCENT,
+    assert_communication_below,
     assert_first_with_margin,
     assert_outputs_agree,
     envsnap_run,
@@ -82,7 +83,10 @@ def test_gpu_switch_set_in_process_by_the_launcher_ranks_first(tmp_path):
     assert any(e.startswith(("x0.4 contradicts the mechanism", "x0.2 the runs' peak threads held"))
                for e in omp["evidence"]), omp
     # NCCL's settings where no probed process initialised NCCL.
-    nccl = next(c for c in result["causes"] if c.get("variable") == "NCCL_ALGO")
+    nccl = next(c for c in causes_by_key(result["causes"]).values() if c["key"].endswith("env.NCCL_ALGO"))
     assert any(e.startswith("x0.25 not seen in play") for e in nccl["evidence"]), nccl
+    # What acted, over names: no communicator was created, so NCCL's settings cannot have acted.
+    assert nccl["reach"]["tier"] == "cannot", nccl["reach"]
+    assert_communication_below("GPU switch set in-process", result, lambda c: c.get("variable") == PLANTED)
     assert_outputs_agree(result, text, page)
     print(f"wall time of the GPU test: {time.monotonic() - started:.0f} s")

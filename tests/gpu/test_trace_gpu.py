@@ -15,6 +15,7 @@ import sys
 import pytest
 from helpers import REPO_ROOT, causes_by_key
 from helpers.diff import runs, section, snap
+from helpers.planted import assert_communication_below
 from helpers.traces import with_traces
 
 from envsnap.analysis import knowledge, result as result_mod
@@ -45,9 +46,10 @@ def pair(tmp_path_factory):
     bad_traces = _traces(tmp, "bad", NVIDIA_TF32_OVERRIDE="0")
     one_gpu = section({"count": 1, "gpus": {"0": {"name": "NVIDIA GPU"}}})
     fast, slow = {"steps_per_s": [100, 101, 99]}, {"steps_per_s": [60, 61, 59]}
-    good = snap("good", env={"OMP_NUM_THREADS": "4", "NCCL_PROTO": "LL"},
+    good = snap("good", env={"OMP_NUM_THREADS": "4", "NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
                 runs=with_traces(runs(fast), good_traces), nvidia=one_gpu)
-    bad = snap("bad", env={"OMP_NUM_THREADS": "8", "NCCL_PROTO": "Simple", "NVIDIA_TF32_OVERRIDE": "0"},
+    bad = snap("bad", env={"OMP_NUM_THREADS": "8", "NCCL_PROTO": "Simple", "NCCL_ALGO": "Tree", "NCCL_P2P_DISABLE": "1",
+                           "NVIDIA_TF32_OVERRIDE": "0"},
                runs=with_traces(runs(slow), bad_traces), nvidia=one_gpu)
     return good, bad, good_traces, bad_traces
 
@@ -69,9 +71,11 @@ def test_the_diff_names_the_gemm_family_and_moves_the_tf32_setting(pair):
     top = trace["kernels"][0]
     assert top["component"] == "gemm" and top["change_ms"] > 0
     assert "GEMM +" in trace["line"]
-    causes = causes_by_key(result_mod.analyze(good, bad)["causes"])
+    result = result_mod.analyze(good, bad)
+    causes = causes_by_key(result["causes"])
     tf32 = causes["env.NVIDIA_TF32_OVERRIDE"]
-    assert tf32["rank"] == 1
+    assert tf32["rank"] == 1 and tf32["tied"] == 0
+    assert_communication_below("GPU traces, TF32 off", result, lambda c: c.get("variable") == "NVIDIA_TF32_OVERRIDE")
     assert any(e.startswith("x1.6 the profiler traces implicate its component (attention/kernels)")
                for e in tf32["evidence"])
     assert any(e.startswith("x0.5 the profiler traces measured its component") for e in causes["env.OMP_NUM_THREADS"]["evidence"])

@@ -148,3 +148,19 @@ def assert_first_with_margin(name: str, result: Dict, planted: Callable[[Dict], 
     assert found["rank"] == 1 and not found["tied"], (found, top)
     assert found["margin"] >= margin, (found, top)
     return found
+
+
+def assert_communication_below(name: str, result: Dict, planted: Callable[[Dict], bool]) -> Dict:
+    """In a job that creates no communicator, no communication setting ranks above the planted cause: every
+    cause whose variable is an NCCL setting (or whose component is communication) ranks below it. Prints
+    the tiers the communication settings got."""
+    causes = result["causes"]
+    mine = next(c for c in causes if planted(c))
+    comm = [c for c in causes if not planted(c) and (
+        str(c.get("variable") or "").startswith(("NCCL_", "TORCH_NCCL_")) or c.get("component") == "communication")]
+    tiers = sorted({c["reach"]["tier"] for c in comm})
+    print(f"\nCOMMUNICATION {name}: planted rank {mine['rank']} ({mine['reach']['tier']}); "
+          f"{len(comm)} communication settings, tiers {tiers}, best rank "
+          f"{min((c['rank'] for c in comm), default=None)}")
+    assert all(c["rank"] > mine["rank"] for c in comm), [(c["key"], c["rank"]) for c in comm]
+    return {"planted_rank": mine["rank"], "communication": len(comm), "tiers": tiers}

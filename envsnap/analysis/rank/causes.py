@@ -265,7 +265,7 @@ def _folded_cause(head: fold_mod.Scored, face: fold_mod.Scored, members: Sequenc
         folded.append({"key": member.cause["key"], "relation": fold_mod.relation_of(member, head, link),
                        "tier": member.cause["reach"]["tier"], "score": member.cause["score"],
                        "why": member.cause["why"], "evidence": member.cause["evidence"],
-                       "factors": member.cause["factors"]})
+                       "factors": member.cause["factors"], "reach": member.cause["reach"]})
     if folded:
         cause["folded"] = folded
     return (face.tier_order, face.signature), cause
