@@ -1,0 +1,50 @@
+"""Difference kinds: each kind of difference is one module that says how it can reach a measured process.
+
+A kind module has `NAME`, `owns(d)` (is this difference of the kind?), `reach(d, ctx)` (its reach from what
+the snapshots observed, or None when they say nothing either way), `acted_by(names)` (a combination of its
+score's factors that means it acted, beyond the common ones) and `undecided(d, names, why)` (what it says when
+nothing decided): the explicit list below, checked by mypy
+against the `DifferenceKind` Protocol, as the collectors are. The ranking asks `kind_of(d)` and never switches
+on a difference's `where` itself (analysis/rank/reach.py). A difference no kind owns is judged by the
+observation factors of its score alone.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Protocol, Sequence, Tuple
+
+from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank.kinds import (
+    checkout_file,
+    installed_file,
+    library,
+    neighbour,
+    package,
+    patch_hunk,
+    search_path,
+    shadowed_module,
+    startup_hook,
+    variable,
+)
+from envsnap.analysis.rank.reach_model import Reach, ReachContext
+
+
+class DifferenceKind(Protocol):
+    NAME: str
+
+    def owns(self, d: Difference) -> bool: ...
+
+    def reach(self, d: Difference, ctx: ReachContext) -> Optional[Reach]: ...
+
+    def acted_by(self, names: Sequence[str]) -> Optional[str]: ...
+
+    def undecided(self, d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]: ...
+
+
+# The explicit list, most specific first (a variable is a search path before it is anything else).
+KINDS: Tuple[DifferenceKind, ...] = (search_path, variable, installed_file, package, library, shadowed_module,
+                                     startup_hook, neighbour, checkout_file, patch_hunk)
+
+
+def kind_of(d: Difference) -> Optional[DifferenceKind]:
+    """The kind that owns a difference, or None."""
+    return next((kind for kind in KINDS if kind.owns(d)), None)

@@ -1,0 +1,57 @@
+"""An installed file that differs from pip's RECORD (packages section's integrity): mapped by a measured process
+(a compiled file), or in a package one imported; ruled out when the module lists are known and none imported it."""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext, Seen, who
+
+NAME = "installed file"
+
+
+def owns(d: Difference) -> bool:
+    return d.where == "integrity"
+
+
+def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
+    return of_file(d.subject.entity, ctx.sides)
+
+
+def top_module(rel: str) -> str:
+    """The top-level module an installed file belongs to ("pkg/sub/x.py" -> "pkg", "mod.py" -> "mod")."""
+    first = rel.split("/", 1)[0]
+    if "/" in rel:
+        return first
+    return first.split(".", 1)[0]
+
+
+def of_file(rel: str, sides: Mapping[str, Seen]) -> Optional[Reach]:
+    """An installed file that differs from RECORD: mapped (a compiled file), or in a package a measured
+    process imported; ruled out when every side's module lists and maps are known and none shows it."""
+    if not rel or rel.endswith((".dist-info/RECORD", "/RECORD")):
+        return None
+    for side, view in sides.items():
+        mapped = sorted(path for path in view.mapped if path.endswith("/" + rel))
+        if mapped:
+            return Reach(ACTED, "maps", f"mapped by {who(view.mapped[mapped[0]])} on {side}")
+    top = top_module(rel)
+    for side, view in sides.items():
+        if top in view.imported:
+            return Reach(ACTED, "modules", f"its package {top} was imported by {who(view.imported[top])} on {side}")
+    if rel.endswith((".py", ".so", ".pyc")) and all(v.modules_known for v in sides.values()):
+        return Reach(CANNOT, "modules", f"no measured process imported {top} (their module lists are known on both sides)")
+    if rel.endswith((".py", ".so")):
+        return Reach(COULD_ACT, "modules", "", False, "the measured processes' module lists (the probe, or `envsnap run`) "
+                                           f"would show whether {top} was imported")
+    return None
+
+
+def acted_by(names: Sequence[str]) -> Optional[str]:
+    """A combination of the score's factors that means this kind acted, beyond the common ones: none."""
+    return None
+
+
+def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
+    """What this kind says when no observation decided: nothing more than the common line."""
+    return None

@@ -1,0 +1,33 @@
+"""A shared object a measured process mapped (libraries section): another file or build under one name, or
+mapped on one side only. Being in the process's maps is the observation."""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext
+from envsnap.model import keys
+
+NAME = "library"
+
+
+def owns(d: Difference) -> bool:
+    return d.where == "library"
+
+
+def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
+    """An object a measured process mapped, another file or build under one name, or on one side only."""
+    who = keys.run_process_words(d.subject.entity)
+    if d.good is not None and d.bad is not None:
+        return Reach(ACTED, "maps", f"{who} mapped {d.subject.aspect} on both sides, another file or build on BAD")
+    return Reach(ACTED, "maps", f"{who} mapped {d.subject.aspect} on {'BAD' if d.good is None else 'GOOD'} only")
+
+
+def acted_by(names: Sequence[str]) -> Optional[str]:
+    """A combination of the score's factors that means this kind acted, beyond the common ones: none."""
+    return None
+
+
+def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
+    """What this kind says when no observation decided: nothing more than the common line."""
+    return None

@@ -1,0 +1,45 @@
+"""Another process (or the hypervisor) beside the work: judged by what it took, against what the runs lost."""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+from envsnap.analysis.compare import neighbours
+from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank.reach_model import CANNOT, COULD_ACT, Reach, ReachContext
+
+NAME = "neighbour"
+
+
+def owns(d: Difference) -> bool:
+    return d.where == "neighbour"
+
+
+def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
+    """A neighbour rules itself out when it took less from BAD than from GOOD, or when nothing was measured
+    that it could have delayed (no run, no measured process on either side); one that took a smaller share of
+    the machine than the runs lost cannot account for the loss, so it cannot lead (could act, by its size)."""
+    sides, loss = ctx.sides, ctx.loss
+    good: Optional[Dict[str, Any]] = d.good if isinstance(d.good, dict) else None
+    bad: Optional[Dict[str, Any]] = d.bad if isinstance(d.bad, dict) else None
+    row: Dict[str, Any] = {"kind": d.subject.aspect, "good": good, "bad": bad}
+    if row["kind"] in ("cpu", "steal", "gpu") and not neighbours.more_on_bad(row):
+        return Reach(CANNOT, "took less on BAD", "it took less from BAD than from GOOD: it cannot have slowed BAD down")
+    if not any(view.measured for view in sides.values()):
+        return Reach(CANNOT, "nothing measured", "no run and no measured process on either side: there was no "
+                                                 "work for it to delay")
+    share = neighbours.share_taken(d.subject.aspect, good, bad)
+    if loss is not None and share is not None and share < loss:
+        return Reach(COULD_ACT, "size", f"it took {share:.0%} of the machine on BAD beyond GOOD, less than the "
+                                        f"{loss:.0%} of BAD's time the runs lost: it cannot account for the loss")
+    return None
+
+
+def acted_by(names: Sequence[str]) -> Optional[str]:
+    """Measured beside the runs and named by the mechanism as what they lost their CPU or GPU to."""
+    return "mechanism_matches" if "neighbour_measured" in names and "mechanism_matches" in names else None
+
+
+def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
+    return Reach(COULD_ACT, "neighbour_measured" if "neighbour_measured" in names else "name",
+                 why.get("neighbour_measured", ""), False,
+                 "the runs' run-queue wait and lost CPU would show whether it took the work's CPU")

@@ -1,0 +1,48 @@
+"""A recorded patch's hunk whose status changed (--patch): acted when a measured process imported the file it
+edits (installed: its package; a checkout: the file itself)."""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+from envsnap.analysis.compare import patch_status
+from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank.kinds import installed_file
+from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, who
+from envsnap.model.snapshot import as_dict
+
+NAME = "patch hunk"
+
+
+def owns(d: Difference) -> bool:
+    return d.where == patch_status.CATEGORY
+
+
+def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
+    """A recorded patch's hunk whose status changed: acted when a measured process imported the file it edits
+    (installed: its package; a checkout: the file itself), ruled out as an installed file is."""
+    comp, sides = ctx.comp, ctx.sides
+    info = comp.bad.patch_info.get(d.base_key) or comp.good.patch_info.get(d.base_key)
+    if not info or d.subject.aspect != "hunk":
+        return None
+    rel = str(as_dict(info.get("hunk")).get("file") or "")
+    target = as_dict(as_dict(info.get("patch")).get("target"))
+    if not rel:
+        return None
+    if target.get("kind") == "site-packages":
+        return installed_file.of_file(rel, sides)
+    root = str(target.get("root") or "")
+    path = f"{root.rstrip('/')}/{rel}" if root else rel
+    for side, view in sides.items():
+        if path in view.elsewhere:
+            return Reach(ACTED, "modules", f"{who(view.elsewhere[path])} imported {path} on {side}")
+    return None
+
+
+def acted_by(names: Sequence[str]) -> Optional[str]:
+    """A combination of the score's factors that means this kind acted, beyond the common ones: none."""
+    return None
+
+
+def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
+    """What this kind says when no observation decided: nothing more than the common line."""
+    return None

@@ -1,0 +1,47 @@
+"""A start-up hook (sitecustomize, usercustomize, a .pth file's import lines): it runs in every Python process of
+its interpreter; one whose code only sets variables (hook_effects.py) acts only through them."""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank import hook_effects
+from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext
+
+NAME = "start-up hook"
+
+
+def owns(d: Difference) -> bool:
+    return d.category == "startup"
+
+
+def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
+    """A start-up hook runs in every Python process of its interpreter. One whose code does nothing but set
+    variables (hook_effects.py) acts only through them: ruled out when all of them are; else acted where Python
+    processes were measured (their module lists were recorded)."""
+    comp, sides, ruled_out = ctx.comp, ctx.sides, ctx.ruled_out
+    texts = [(side, hook_effects.hook_effects(view.source, d.subject.entity))
+             for side, view, value in (("GOOD", comp.good, d.good), ("BAD", comp.bad, d.bad)) if value is not None]
+    found = [effects for _, effects in texts if effects is not None]
+    if found and len(found) == len(texts) and all(e.only_settings for e in found):
+        names = sorted(set().union(*(e.sets for e in found)))
+        if not names:
+            return Reach(CANNOT, "hook text", "its code sets nothing and runs nothing else (its text)")
+        if all(name in ruled_out for name in names):
+            return Reach(CANNOT, "hook text", f"its code only sets {', '.join(names)}, which the observations rule "
+                                              "out (its text)")
+        return Reach(COULD_ACT, "hook text", f"its code only sets {', '.join(names)} (its text): it acts through them")
+    if any(view.modules_known for view in sides.values()):
+        return Reach(ACTED, "modules", "it runs at start-up in every Python process of its interpreter, and the measured "
+                            "processes are Python processes (their module lists were recorded)")
+    return None
+
+
+def acted_by(names: Sequence[str]) -> Optional[str]:
+    """A combination of the score's factors that means this kind acted, beyond the common ones: none."""
+    return None
+
+
+def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
+    """What this kind says when no observation decided: nothing more than the common line."""
+    return None

@@ -1,0 +1,173 @@
+"""Difference kinds (analysis/rank/kinds): one module each, an explicit list, each judged on its own here.
+
+Each kind's `reach` is tested on a minimal comparison (tests/helpers/diff.py) with the observation that decides
+it present, and absent. The end-to-end ranking is tests/analysis/rank/test_reach.py."""
+from __future__ import annotations
+
+import ast
+import copy
+from pathlib import Path
+
+from helpers.diff import runs, section, snap
+
+from envsnap.analysis.compare import diff as diff_mod
+from envsnap.analysis.rank import kinds, reach
+from envsnap.analysis.rank.kinds import (
+    checkout_file,
+    installed_file,
+    library,
+    neighbour,
+    package,
+    search_path,
+    shadowed_module,
+    startup_hook,
+)
+from envsnap.analysis.rank.reach_model import ReachContext, seen
+
+KINDS_DIR = Path(kinds.__file__).parent
+
+
+def _ctx(good, bad, **extra):
+    comp = diff_mod.compare(good, bad)
+    sides = {"BAD": seen(bad), "GOOD": seen(good)}
+    return comp, ReachContext(comp, sides, **extra)
+
+
+def _diff(comp, key):
+    return next(d for d in comp.differences if d.key == key)
+
+
+def _probe(installed=(), elsewhere=None, env=None):
+    modules = {"count": 3, "stdlib": ["os"], "installed": list(installed), "elsewhere": dict(elsewhere or {}),
+               "shadowed": {}}
+    return {"dir": "/p", "records": {"python-0": {"pid": 5, "title": "python b.py", "env_at_start": dict(env or {}),
+                                                  "cwd": "/w", "modules": modules}}}
+
+
+def _libraries(paths):
+    return {"processes": {"python-0": {"pid": 5, "source": "probe", "status": "ok",
+                                       "objects": {p.rsplit("/", 1)[-1]: p for p in paths}}},
+            "objects": {p: {"name": p.rsplit("/", 1)[-1]} for p in paths}, "checked_names": [],
+            "scan": {"complete": True, "objects": len(paths)}}
+
+
+def test_every_kind_module_is_in_the_explicit_list_and_owns_something_distinct():
+    modules = sorted(p.stem for p in KINDS_DIR.glob("*.py") if p.stem != "__init__")
+    assert sorted(k.__name__.rsplit(".", 1)[-1] for k in kinds.KINDS) == modules
+    assert len({k.NAME for k in kinds.KINDS}) == len(kinds.KINDS)
+
+
+def test_no_module_outside_the_kinds_switches_on_where_to_judge_reach():
+    tree = ast.parse((KINDS_DIR.parent / "reach.py").read_text())
+    compares = [n for n in ast.walk(tree) if isinstance(n, ast.Compare)
+                and any(isinstance(s, ast.Attribute) and s.attr in ("where", "category") for s in ast.walk(n))]
+    assert compares == []
+
+
+def test_search_path_entries_by_what_was_loaded_through_them():
+    libs = ["/usr/lib/libc.so.6"]
+    good = snap("g", env={"LD_LIBRARY_PATH": "/usr/lib"}, libraries=_libraries(libs))
+    bad = snap("b", env={"LD_LIBRARY_PATH": "/usr/lib:/opt/empty"}, libraries=_libraries(libs))
+    comp, ctx = _ctx(good, bad)
+    d = _diff(comp, "env.LD_LIBRARY_PATH")
+    assert search_path.owns(d)
+    found = search_path.reach(d, ctx)
+    assert found is not None and found.tier == reach.CANNOT and "/opt/empty" in found.observation
+    bad2 = snap("b", env={"LD_LIBRARY_PATH": "/usr/lib:/opt/x"}, libraries=_libraries(libs + ["/opt/x/libz.so"]))
+    comp, ctx = _ctx(good, bad2)
+    assert search_path.reach(_diff(comp, "env.LD_LIBRARY_PATH"), ctx).tier == reach.ACTED
+    comp, ctx = _ctx(snap("g", env={"LD_LIBRARY_PATH": "/a"}), snap("b", env={"LD_LIBRARY_PATH": "/b"}))
+    undecided = search_path.reach(_diff(comp, "env.LD_LIBRARY_PATH"), ctx)
+    assert undecided.tier == reach.COULD_ACT and not undecided.decided
+
+
+def _integrity(rel):
+    return {"count": 1, "dists": {}, "integrity": {"modified": {rel: {"dist": rel.split("/")[0], "recorded_sha256": "a",
+                                                                     "actual_sha256": "b"}}}}
+
+
+def test_installed_file_by_the_package_imported_and_by_the_module_lists():
+    good = snap("g", packages={"count": 1, "dists": {}, "integrity": {"modified": {}}}, probe=_probe(["fastlib"]))
+    bad = snap("b", packages=_integrity("fastlib/core.py"), probe=_probe(["fastlib"]))
+    comp, ctx = _ctx(good, bad)
+    d = _diff(comp, "integrity.fastlib/core.py")
+    assert installed_file.owns(d) and installed_file.reach(d, ctx).tier == reach.ACTED
+    bad = snap("b", packages=_integrity("otherlib/x.py"), probe=_probe(["fastlib"]))
+    comp, ctx = _ctx(good, bad)
+    assert installed_file.reach(_diff(comp, "integrity.otherlib/x.py"), ctx).tier == reach.CANNOT
+    assert installed_file.top_module("mod.py") == "mod" and installed_file.top_module("pkg/a/b.py") == "pkg"
+
+
+def test_package_library_and_shadowed_module():
+    good = snap("g", packages={"count": 1, "dists": {"fastlib": {"version": "1"}}}, probe=_probe(["fastlib"]))
+    bad = snap("b", packages={"count": 1, "dists": {"fastlib": {"version": "2"}}}, probe=_probe(["fastlib"]))
+    comp, ctx = _ctx(good, bad)
+    d = next(d for d in comp.differences if package.owns(d))
+    assert package.reach(d, ctx).tier == reach.ACTED
+    good = snap("g", libraries=_libraries(["/usr/lib/libz.so.1"]))
+    bad = snap("b", libraries=_libraries(["/opt/libz.so.1"]))
+    comp, ctx = _ctx(good, bad)
+    d = next(d for d in comp.differences if library.owns(d))
+    assert library.reach(d, ctx).tier == reach.ACTED and library.reach(d, ctx).basis == "maps"
+    assert not shadowed_module.owns(d)
+
+
+def test_startup_hook_that_only_sets_ruled_out_variables_cannot_have_acted():
+    path = "/site/sitecustomize.py"
+
+    def hook(text):
+        return {"python": {"startup_hooks": {path: {"kind": "sitecustomize", "sha256": str(len(text)), "size": 1,
+                                                    "touches_env": True, "env_mentions": [],
+                                                    "content": {"status": "text", "text": text}}}}}
+    good = snap("g", probe=_probe(), **hook("import os\n"))
+    bad = snap("b", probe=_probe(), **hook("import os\nos.environ['NCCL_PROTO'] = 'LL'\n"))
+    comp, ctx = _ctx(good, bad, ruled_out=frozenset({"NCCL_PROTO"}))
+    d = next(d for d in comp.differences if startup_hook.owns(d))
+    assert startup_hook.reach(d, ctx).tier == reach.CANNOT
+    comp, ctx = _ctx(good, bad)
+    assert startup_hook.reach(d, ctx).tier == reach.COULD_ACT  # acts through NCCL_PROTO, which is in play
+    bad = snap("b", probe=_probe(), **hook("import os, time\ntime.sleep(1)\n"))
+    comp, ctx = _ctx(good, bad)
+    d = next(d for d in comp.differences if startup_hook.owns(d))
+    assert startup_hook.reach(d, ctx).tier == reach.ACTED  # runs other code in every measured Python process
+
+
+def test_checkout_file_by_its_package_imported_from_the_checkout():
+    repo = {"git": {"repos": {"/src": {"head": "abc", "branch": "main", "roles": ["editable:k"],
+                                       "dirty": {"k/core.py": {"status": "M"}}}}}}
+    good = snap("g", probe=_probe(elsewhere={"k": "/src/k/__init__.py"}),
+                git={"repos": {"/src": {"head": "abc", "branch": "main", "roles": ["editable:k"], "dirty": {}}}})
+    bad = snap("b", probe=_probe(elsewhere={"k": "/src/k/__init__.py"}), **copy.deepcopy(repo))
+    comp, ctx = _ctx(good, bad)
+    d = next((d for d in comp.differences if checkout_file.owns(d) and d.subject.aspect == "dirty"), None)
+    assert d is not None, [x.key for x in comp.differences]
+    found = checkout_file.reach(d, ctx)
+    assert found is not None and found.tier == reach.ACTED and "its package k" in found.observation
+
+
+def test_neighbour_by_what_it_took_against_the_loss():
+    good = snap("g", runs=runs({"tok_s": [100, 100, 100]}))
+    bad = snap("b", runs=runs({"tok_s": [40, 40, 40]}))
+    good["sections"]["neighbours"] = section({"processes": {}, "cpus_online": 8})
+    bad["sections"]["neighbours"] = section({"processes": {"hog": {"cpus": 1.0, "processes": 1, "pids": [9],
+                                                                   "source": "capture", "cpus_online": 8}},
+                                             "cpus_online": 8})
+    comp, ctx = _ctx(good, bad, loss=0.6)
+    d = next((d for d in comp.differences if neighbour.owns(d)), None)
+    if d is None:  # neighbours at capture below the threshold are not differences: nothing to judge
+        return
+    found = neighbour.reach(d, ctx)
+    assert found is not None and found.tier == reach.COULD_ACT and found.basis == "size"
+
+
+def test_variable_and_neighbour_say_what_would_decide_them():
+    from envsnap.analysis.rank.kinds import variable
+
+    comp, _ = _ctx(snap("g", env={"A_KNOB": "1"}), snap("b", env={"A_KNOB": "2"}))
+    d = _diff(comp, "env.A_KNOB")
+    assert variable.owns(d) and not search_path.owns(d) and kinds.kind_of(d) is variable
+    said = variable.undecided(d, ["readable_by_loaded_code"], {"readable_by_loaded_code": "readable by libx.so"})
+    assert said.tier == reach.COULD_ACT and said.basis == "readable_by_loaded_code" and not said.decided
+    assert "probe" in said.would_decide
+    assert neighbour.acted_by(["neighbour_measured", "mechanism_matches"]) == "mechanism_matches"
+    assert neighbour.acted_by(["neighbour_at_capture", "mechanism_matches"]) is None
