@@ -176,6 +176,14 @@ class ReachInfo(_ReachBase, total=False):
     through: str  # the key of the folded face whose observation this is
 
 
+class SizeInfo(TypedDict):
+    """A cause's measured share of the loss (rank/size.py): a neighbour's share of the machine, a traced component's
+    growth per step."""
+    share: float
+    how: str
+    line: str
+
+
 class FoldedCause(TypedDict):
     """A difference folded into a cause: the same change under another key, or its consequence (rank/fold.py),
     with its own evidence (what it adds to the cause)."""
@@ -209,6 +217,7 @@ class _RankedCauseBase(Subject):
 class RankedCause(_RankedCauseBase, total=False):
     """A difference as a cause, scored and ranked (rank/causes.rank_causes): one change, one cause."""
     folded: List[FoldedCause]  # its other keys and its consequences (rank/fold.py)
+    size: SizeInfo  # its measured share of the loss, where a path of it was measured (rank/size.py)
 
 
 class Cause(RankedCause):

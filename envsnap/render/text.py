@@ -75,6 +75,8 @@ def render_diff(result: DiffResult, verbose: bool = False, top: int = DEFAULT_TO
                          f"  ({cause['component']})")
             lines.append(f"  {'':>{width}}  why: {cause['why']}")
             lines.append(f"  {'':>{width}}  {cause['reach']['line']}")
+            if cause.get("size"):
+                lines.append(f"  {'':>{width}}  {cause['size']['line']}")
             folded = cause.get("folded") or []
             if folded and not verbose:
                 named = ", ".join(f"{f['key']} ({f['relation']})" for f in folded[:FOLDED_SHOWN])

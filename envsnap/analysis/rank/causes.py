@@ -36,12 +36,13 @@ from envsnap.analysis.rank import (
     priors,
     reach as reach_mod,
     running as running_mod,
+    size as size_mod,
 )
 from envsnap.analysis.rank.factors import SIDE_WEIGHTS, Score
 from envsnap.analysis.runs.verdict import worse
 from envsnap.model import keys
 from envsnap.model.keys import SHADOWED, aspect_kind
-from envsnap.model.result_types import FoldedCause, RankedCause, ReachInfo, Verdict
+from envsnap.model.result_types import FoldedCause, RankedCause, ReachInfo, SizeInfo, Verdict
 
 RESOURCE_COMPONENTS = {"cpus": CPU_HOST, "cpuset": CPU_HOST, "cpu_quota": CPU_HOST, "smt": CPU_HOST,
                        "memory": MEMORY}
@@ -216,6 +217,9 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Verdict,
         fold_mod.links(part, ranking.diffs, ranking.facts, link)
         for d, score, cause in entries:
             cause["score"] = reach_mod.banded(cause["reach"]["tier"], score.score)
+            measured = size_mod.size_of(d, cause["component"], verdict["mechanism"], loss)
+            if measured is not None and cause["reach"]["tier"] != reach_mod.CANNOT:
+                cause["size"] = cast(SizeInfo, measured.to_json())
             key = (reach_mod.TIER_ORDER[cause["reach"]["tier"]], score.signature())
             if id(d) not in best or key > (reach_mod.TIER_ORDER[best[id(d)][2]["reach"]["tier"]],
                                            best[id(d)][1].signature()):

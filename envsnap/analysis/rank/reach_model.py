@@ -162,3 +162,21 @@ class ReachContext(NamedTuple):
     sides: Mapping[str, Seen]
     ruled_out: AbstractSet[str] = frozenset()
     loss: Optional[float] = None
+
+
+# Below this share of the loss unexplained, the line does not say "unexplained" (noise of the measurement).
+EXPLAINED_ENOUGH = 0.9
+
+
+class Size(NamedTuple):
+    share: float  # the share of the loss its measured path accounts for (0..1, capped)
+    how: str  # what was measured
+
+    def line(self) -> str:
+        said = f"size: {self.how}: it accounts for {min(self.share, 1.0):.0%} of the loss"
+        if self.share < EXPLAINED_ENOUGH:
+            said += f"; unexplained: {1.0 - min(self.share, 1.0):.0%} of the loss"
+        return said
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"share": round(min(self.share, 1.0), 3), "how": self.how, "line": self.line()}

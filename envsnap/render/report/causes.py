@@ -62,6 +62,7 @@ def causes_view(result: DiffResult) -> Dict[str, Any]:
             "why": fmt.value(raw["why"], 500) if raw["why"] else "",
             "evidence": [fmt.value(e, 500) for e in raw["evidence"][:20]],
             "reach": fmt.value(raw["reach"]["line"], 500), "tier": raw["reach"]["tier"],
+            "size": fmt.value(raw["size"]["line"], 300) if raw.get("size") else "",
             "folded": [{"key": fmt.value(f["key"], 200), "relation": fmt.value(f["relation"], 80),
                         "why": fmt.value(f["why"], 300)} for f in (raw.get("folded") or [])[:20]],
             # ids become anchors: only envsnap's own form is linked

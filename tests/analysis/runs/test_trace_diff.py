@@ -3,17 +3,20 @@ setting, compared per step, and the ranking they move; the rules (families, repl
 a trace cannot tell) on summaries shaped as measure/traces.py writes them."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 from helpers import REPO_ROOT, causes_by_key
 from helpers.diff import runs, section, snap
+from helpers.result_types import mismatches
 from helpers.traces import allreduce_pair, trace_file, traced_pair, with_traces
 
 from envsnap.analysis import knowledge, result as result_mod
 from envsnap.analysis.runs import trace_diff
 from envsnap.measure import trace_runs
+from envsnap.model.result_types import DiffResult, SizeInfo
 
 WORKLOAD = str(REPO_ROOT / "tests" / "helpers" / "trace_workload.py")
 FAST, SLOW = {"tok_s": [100, 101, 99]}, {"tok_s": [60, 61, 59]}
@@ -92,11 +95,16 @@ def test_a_slower_all_reduce_moves_the_communication_cause_and_nccl_cannot_say_w
     assert trace["line"].startswith("per decode step (sglang step spans): all-reduce +8.7 ms")
     assert trace["implicates"][0] == knowledge.COMMUNICATION
     assert "cannot say which ran" in trace["notes"][0] and "no NCCL TUNING log lines" in trace["notes"][0]
-    causes = causes_by_key(result_mod.analyze(good, bad)["causes"])
+    result = result_mod.analyze(good, bad)
+    causes = causes_by_key(result["causes"])
     proto = causes["env.NCCL_PROTO"]
     assert any(e.startswith("x1.6 the profiler traces implicate its component (communication)")
                for e in proto["evidence"])
     assert proto["rank"] == 1
+    # Its size: the traces' all-reduce time per step against the step's growth (analysis/rank/size.py).
+    assert proto["size"]["share"] > 0.9 and proto["size"]["line"].startswith("size: its component (communication)")
+    met: set = set()
+    assert mismatches(json.loads(json.dumps(result)), DiffResult, met=met) == [] and SizeInfo in met
 
     # With NCCL's TUNING lines captured, the note says what they show.
     nccl = {"ranks": {"0": {"algorithms": ["RING"], "protocols": ["LL"]}}, "env": {}}

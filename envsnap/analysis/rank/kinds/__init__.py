@@ -2,11 +2,11 @@
 
 A kind module has `NAME`, `owns(d)` (is this difference of the kind?), `reach(d, ctx)` (its reach from what
 the snapshots observed, or None when they say nothing either way), `acted_by(names)` (a combination of its
-score's factors that means it acted, beyond the common ones) and `undecided(d, names, why)` (what it says when
-nothing decided): the explicit list below, checked by mypy
-against the `DifferenceKind` Protocol, as the collectors are. The ranking asks `kind_of(d)` and never switches
-on a difference's `where` itself (analysis/rank/reach.py). A difference no kind owns is judged by the
-observation factors of its score alone.
+score's factors that means it acted, beyond the common ones), `undecided(d, names, why)` (what it says when
+nothing decided) and `size(d, loss)` (its own measure of its share of the loss, if it has one): the explicit
+list below, checked by mypy against the `DifferenceKind` Protocol, as the collectors are. The ranking asks
+`kind_of(d)` and never switches on a difference's `where` itself (analysis/rank/reach.py). A difference no
+kind owns is judged by the observation factors of its score alone.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from envsnap.analysis.rank.kinds import (
     startup_hook,
     variable,
 )
-from envsnap.analysis.rank.reach_model import Reach, ReachContext
+from envsnap.analysis.rank.reach_model import Reach, ReachContext, Size
 
 
 class DifferenceKind(Protocol):
@@ -38,6 +38,8 @@ class DifferenceKind(Protocol):
     def acted_by(self, names: Sequence[str]) -> Optional[str]: ...
 
     def undecided(self, d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]: ...
+
+    def size(self, d: Difference, loss: Optional[float]) -> Optional[Size]: ...
 
 
 # The explicit list, most specific first (a variable is a search path before it is anything else).

@@ -5,7 +5,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 from envsnap.analysis.compare import neighbours
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.reach_model import CANNOT, COULD_ACT, Reach, ReachContext
+from envsnap.analysis.rank.reach_model import CANNOT, COULD_ACT, Reach, ReachContext, Size
 
 NAME = "neighbour"
 
@@ -43,3 +43,14 @@ def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Op
     return Reach(COULD_ACT, "neighbour_measured" if "neighbour_measured" in names else "name",
                  why.get("neighbour_measured", ""), False,
                  "the runs' run-queue wait and lost CPU would show whether it took the work's CPU")
+
+
+def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
+    """The share of the machine it took on BAD beyond GOOD, against the share of BAD's time the runs lost."""
+    good = d.good if isinstance(d.good, dict) else None
+    bad = d.bad if isinstance(d.bad, dict) else None
+    share = neighbours.share_taken(d.subject.aspect, good, bad)
+    if loss is None or share is None or loss <= 0:
+        return None
+    return Size(share / loss, f"it took {share:.0%} of the machine on BAD beyond GOOD, the runs lost {loss:.0%} of "
+                              "BAD's time")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Mapping, Optional, Sequence
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, who
+from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, Size, who
 
 NAME = "package"
 
@@ -32,4 +32,8 @@ def acted_by(names: Sequence[str]) -> Optional[str]:
 
 def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
     """What this kind says when no observation decided: nothing more than the common line."""
+    return None
+
+def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
+    """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
     return None

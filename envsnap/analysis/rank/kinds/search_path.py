@@ -15,6 +15,7 @@ from envsnap.analysis.rank.reach_model import (
     MODULE_PATH_VARIABLES,
     Reach,
     ReachContext,
+    Size,
     under,
     who,
 )
@@ -82,3 +83,7 @@ def acted_by(names: Sequence[str]) -> Optional[str]:
 
 def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
     return variable.undecided(d, names, why)
+
+def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
+    """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
+    return None
