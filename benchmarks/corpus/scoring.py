@@ -156,10 +156,10 @@ def fit(scenarios: Sequence[Mapping[str, Any]], l2: float = 0.1, min_families: i
     free = [name for name, fams in support.items() if len(fams) >= min_families and name not in pinned]
     unsupported = [name for name, fams in support.items() if len(fams) < min_families and name not in pinned]
     index = {name: i for i, name in enumerate(free)}
-    blocks = []  # per scenario: (X of free features, offset from fixed/unfitted features)
+    rows, offsets, row_weights = [], [], []  # every pair; a scenario's pairs share one unit of weight
     for scenario in scenarios:
-        rows, offsets = [], []
-        for truth, innocent in pairs(scenario["causes"]):
+        scenario_pairs = pairs(scenario["causes"])
+        for truth, innocent in scenario_pairs:
             x = np.zeros(len(free))
             offset = 0.0
             for name in set(truth) | set(innocent):
@@ -170,18 +170,17 @@ def fit(scenarios: Sequence[Mapping[str, Any]], l2: float = 0.1, min_families: i
                     offset += pinned.get(name, 1.0) * delta
             rows.append(x)
             offsets.append(offset)
-        if rows:
-            blocks.append((np.array(rows), np.array(offsets)))
-    n = max(len(blocks), 1)
+            row_weights.append(1.0 / len(scenario_pairs))
+    n_scenarios = sum(1 for s in scenarios if pairs(s["causes"])) or 1
+    x_all = np.array(rows).reshape(len(rows), len(free))
+    offset_all = np.array(offsets)
+    weight_all = np.array(row_weights) / n_scenarios
 
     def loss(w: Any) -> Tuple[float, Any]:
-        total, grad = 0.0, np.zeros_like(w)
-        for x, offset in blocks:
-            margin = x @ w + offset
-            total += float(np.mean(np.logaddexp(0.0, -margin)))
-            grad += -(x * (1.0 / (1.0 + np.exp(np.clip(margin, -500, 500))))[:, None]).mean(axis=0)
-        total = total / n + l2 * float(np.sum((w - 1.0) ** 2))
-        return total, grad / n + 2 * l2 * (w - 1.0)
+        margin = x_all @ w + offset_all
+        total = float(weight_all @ np.logaddexp(0.0, -margin)) + l2 * float(np.sum((w - 1.0) ** 2))
+        slope = -weight_all / (1.0 + np.exp(np.clip(margin, -500, 500)))
+        return total, x_all.T @ slope + 2 * l2 * (w - 1.0)
 
     weights: Dict[str, float] = {name: 1.0 for name in unsupported}
     weights.update(pinned)
@@ -190,7 +189,7 @@ def fit(scenarios: Sequence[Mapping[str, Any]], l2: float = 0.1, min_families: i
                           options={"maxiter": 500, "gtol": 1e-9})
         weights.update({name: round(float(v), 6) for name, v in zip(free, result.x)})
     return {"weights": dict(sorted(weights.items())), "fitted": free, "unsupported": unsupported,
-            "support": support, "pairs": sum(len(x) for x, _ in blocks)}
+            "support": support, "pairs": len(rows)}
 
 
 def leave_one_family_out(scenarios: Sequence[Mapping[str, Any]], **fit_options: Any) -> Dict[str, Any]:
