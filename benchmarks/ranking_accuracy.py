@@ -147,8 +147,8 @@ def markdown(report: Dict[str, Any]) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", default=DEFAULT_CORPUS)
-    parser.add_argument("--family", action="append", help="judge only this family (repeatable; LOFO still "
-                                                          "fits on the others loaded)")
+    parser.add_argument("--family", action="append", help="show only this family's row (repeatable); the "
+                                                          "overall figures and LOFO fits still use every family")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the markdown table")
     parser.add_argument("--no-lofo", action="store_true", help="shipped ranking only")
     parser.add_argument("--l2", type=float, default=0.1, help="pull of every weight toward 1.0 (default 0.1)")
