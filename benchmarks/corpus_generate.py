@@ -136,7 +136,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if os.path.isfile(os.path.join(target, "truth.json")) and not args.force:
                 continue
             started = time.perf_counter()
-            done = generate_one(family, index, args.seed, args.out, keep=args.keep)
+            try:
+                done = generate_one(family, index, args.seed, args.out, keep=args.keep)
+            except Exception as exc:  # one broken scene must not stop the others: said, counted, left out
+                print(f"{family}/v{index + 1}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                done = None
             failed += done is None
             print(f"{family}/v{index + 1}: {'stored' if done else 'FAILED'} in {time.perf_counter() - started:.0f} s",
                   file=sys.stderr)

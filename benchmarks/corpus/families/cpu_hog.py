@@ -12,7 +12,7 @@ def plant(scene: Scene, rng: random.Random, strength: float) -> None:
     cpu = rng.choice(["0", "1"])
     script = rng.choice(["indexer.py", "log_compactor.py", "backup_agent.py"])
     hogs = 1 if strength < 2 else 2
-    scene.script = script  # type: ignore[attr-defined]
+    scene.hog_script = script  # type: ignore[attr-defined]
     scene.both("prefix", ["taskset", "-c", cpu])
     for _ in range(hogs):
         scene.bad.neighbours.append(["taskset", "-c", cpu, "python3", scene.path("srv", script)])
@@ -21,4 +21,4 @@ def plant(scene: Scene, rng: random.Random, strength: float) -> None:
 
 
 def prepare(scene: Scene) -> None:
-    write(scene.path("srv", scene.script), HOG)  # type: ignore[attr-defined]
+    write(scene.path("srv", scene.hog_script), HOG)  # type: ignore[attr-defined]
