@@ -23,10 +23,12 @@ def plant(scene: Scene, rng: random.Random, strength: float) -> None:
     scene.bad.python = "venv-bad/bin/python"
     version = python.split("/versions/")[1].split("/")[0]
     scene.planted = f"interpreter CPython 3.11 -> {version} (a venv made from {python})"
-    # the interpreter itself: its executable, version, prefix (python section); the packages' locations and the
-    # site directories that follow from it are its side effects, not the change
+    # the interpreter itself: its executable, version, prefix (python section), and its binary and libpython as the
+    # benchmark maps them; the stdlib's extension modules, the packages' locations and the site directories that
+    # follow from it are its side effects, not the change
     scene.truth_keys = ["python.version*", "python.executable*", "python.implementation*", "python.base_prefix*",
-                        "python.prefix*", "python.venv*", "python.pyvenv*", "run.program*", "*python_version*"]
+                        "python.prefix*", "python.venv*", "python.pyvenv*", "run.program*", "*python_version*",
+                        "libraries.*.python3.*", "libraries.*.libpython3.*"]
 
 
 def prepare(scene: Scene) -> None:
