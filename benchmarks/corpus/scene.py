@@ -26,7 +26,7 @@ import sys
 import time
 import zipfile
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENVSNAP = os.path.join(os.path.dirname(sys.executable), "envsnap")
@@ -179,7 +179,7 @@ class Scene:
         run(git + ["add", "-A"])
         run(git + ["commit", "-q", "-m", "tools"])
 
-    def install_wheel(self, name: str, version: str, files: Dict[str, str], venv: str = "venv") -> None:
+    def install_wheel(self, name: str, version: str, files: Dict[str, Union[str, bytes]], venv: str = "venv") -> None:
         wheel = make_wheel(self.path("wheels"), name, version, files)
         run([sys.executable, "-m", "pip", "--python", self.path(venv, "bin", "python"), "install", "-q",
              "--no-index", "--no-deps", "--disable-pip-version-check", "--force-reinstall", wheel])
@@ -242,15 +242,16 @@ def write(path: str, text: str) -> None:
         handle.write(text)
 
 
-def make_wheel(directory: str, name: str, version: str, files: Dict[str, str]) -> str:
-    """A real (pure Python) wheel: files, METADATA, WHEEL and a RECORD with each file's sha256."""
+def make_wheel(directory: str, name: str, version: str, files: Dict[str, Union[str, bytes]]) -> str:
+    """A real wheel: files (text, or bytes for a built extension), METADATA, WHEEL and a RECORD with each file's
+    sha256. Tagged py3-none-any even with an extension in it: pip installs it into this machine's venv only."""
     dist_info = f"{name}-{version}.dist-info"
     members = dict(files)
     members[f"{dist_info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
     members[f"{dist_info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: corpus\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     record = []
     for path, text in members.items():
-        data = text.encode()
+        data = text.encode() if isinstance(text, str) else text
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
         record.append(f"{path},sha256={digest},{len(data)}")
     record.append(f"{dist_info}/RECORD,,")
