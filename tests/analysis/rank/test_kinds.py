@@ -171,3 +171,18 @@ def test_variable_and_neighbour_say_what_would_decide_them():
     assert "probe" in said.would_decide
     assert neighbour.acted_by(["neighbour_measured", "mechanism_matches"]) == "mechanism_matches"
     assert neighbour.acted_by(["neighbour_at_capture", "mechanism_matches"]) is None
+
+
+def test_the_probe_hook_is_known_by_the_name_and_marker_its_installer_writes():
+    from envsnap.probe import install
+
+    assert startup_hook.PROBE_PTH_NAME == install.PTH_NAME
+    assert install.expected_files("/tmp/site")[install.PTH_NAME].startswith(startup_hook.PROBE_MARKER)
+    text = install.expected_files("/tmp/site")[install.PTH_NAME]
+    path = f"/venv-bad/site-packages/{install.PTH_NAME}"
+    hook = {"python": {"startup_hooks": {path: {"kind": "pth", "sha256": "1", "size": 1, "touches_env": False,
+                                                "env_mentions": [], "content": {"status": "text", "text": text}}}}}
+    comp, ctx = _ctx(snap("g", probe=_probe(), python={"startup_hooks": {}}), snap("b", probe=_probe(), **hook))
+    d = next(d for d in comp.differences if startup_hook.owns(d))
+    found = startup_hook.reach(d, ctx)
+    assert found.tier == reach.CANNOT and "envsnap's own probe" in found.observation

@@ -56,6 +56,7 @@ def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Op
     """What this kind says when no observation decided: nothing more than the common line."""
     return None
 
+
 def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
     """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
     return None

@@ -84,6 +84,7 @@ def acted_by(names: Sequence[str]) -> Optional[str]:
 def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
     return variable.undecided(d, names, why)
 
+
 def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
     """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
     return None

@@ -9,6 +9,10 @@ from envsnap.analysis.rank import hook_effects
 from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext, Size
 
 NAME = "start-up hook"
+# envsnap's own probe hook (probe/install.py writes it: PTH_NAME, its first line MARKER): the instrument, which
+# records what a process reads and imports and changes nothing the process does (tests check the two agree).
+PROBE_PTH_NAME = "envsnap-probe.pth"
+PROBE_MARKER = "# envsnap probe"
 
 
 def owns(d: Difference) -> bool:
@@ -20,6 +24,9 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     variables (hook_effects.py) acts only through them: ruled out when all of them are; else acted where Python
     processes were measured (their module lists were recorded)."""
     comp, sides, ruled_out = ctx.comp, ctx.sides, ctx.ruled_out
+    if _is_probe(d, ctx):
+        return Reach(CANNOT, "hook text", "envsnap's own probe hook (its text): it records what a process reads and "
+                                          "imports, and changes nothing the process does")
     texts = [(side, hook_effects.hook_effects(view.source, d.subject.entity))
              for side, view, value in (("GOOD", comp.good, d.good), ("BAD", comp.bad, d.bad)) if value is not None]
     found = [effects for _, effects in texts if effects is not None]
@@ -37,6 +44,14 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     return None
 
 
+def _is_probe(d: Difference, ctx: ReachContext) -> bool:
+    if d.subject.entity.rsplit("/", 1)[-1] != PROBE_PTH_NAME:
+        return False
+    texts = [hook_effects.hook_text(view.source, d.subject.entity)
+             for view, value in ((ctx.comp.good, d.good), (ctx.comp.bad, d.bad)) if value is not None]
+    return bool(texts) and all(text is not None and text.startswith(PROBE_MARKER) for text in texts)
+
+
 def acted_by(names: Sequence[str]) -> Optional[str]:
     """A combination of the score's factors that means this kind acted, beyond the common ones: none."""
     return None
@@ -45,6 +60,7 @@ def acted_by(names: Sequence[str]) -> Optional[str]:
 def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
     """What this kind says when no observation decided: nothing more than the common line."""
     return None
+
 
 def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
     """This kind's own measure of its share of the loss: none (the traces may measure its component)."""

@@ -30,6 +30,7 @@ def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Re
         return Reach(COULD_ACT, "readable_by_loaded_code", why["readable_by_loaded_code"], False, WOULD_DECIDE)
     return Reach(COULD_ACT, "name", "", False, WOULD_DECIDE)
 
+
 def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
     """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
     return None
