@@ -45,6 +45,9 @@ _KEY_NOT_SECRET_BEFORE = {"PUBLIC", "PUB", "SORT", "CACHE", "PARTITION", "PRIMAR
                           "PARENT", "CHILD", "STABLE", "ROLE", "ROOT", "NODE", "SECTION", "FLAT",
                           "JOIN", "MERGE", "MATCH", "UNIQUE", "NATURAL", "COMPOSITE", "ROW", "COLUMN", "TABLE",
                           "REQUEST", "RUN", "BATCH"}
+# English words ending in PASS: not a password (CUDA_CACHE_BYPASS, a COMPASS_HEADING).
+_PASS_WORDS = {"BYPASS", "COMPASS", "SURPASS", "OVERPASS", "UNDERPASS", "TRESPASS", "ENCOMPASS", "MULTIPASS",
+               "SINGLEPASS", "ONEPASS", "TWOPASS", "FIRSTPASS", "SECONDPASS"}
 # What follows TOKEN in the name of a setting about text tokens (SGLang's
 # speculative_token_map, bucket_inter_token_latency; HF's pad_token_id), not credentials.
 _TEXT_TOKEN_NEXT = {"MAP", "LATENCY", "USAGE", "ID", "IDS", "BUDGET", "LIMIT", "COUNT", "NUM", "LEN", "LENGTH",
@@ -83,6 +86,8 @@ def _is_secret_name(name: str) -> bool:
             return True
         if part in _SECRET_PARTS:
             return True
+        if part.endswith("PASS") and part not in _PASS_WORDS:
+            return True  # SSHPASS (what `sshpass -e` reads), DBPASS: a password, unless a word (BYPASS)
         if i + 1 < len(parts) and (part, parts[i + 1]) in _SECRET_PAIRS:
             return True
     if len(parts) >= 2:
