@@ -384,7 +384,7 @@ def _redact(text: str) -> str:
                 # ("with DEFAULT_LAST_PASS = 2 each") it is a sentence; `new_key = table.get(k)`
                 # (code quoted in a comment) binds a call's result.
                 secret_name = False
-        if not secret_name or not bare or _REDACTED_RE.match(bare):
+        if not secret_name or not bare or _REDACTED_RE.match(bare) or not bare.strip(".\u2026"):  # `NAME=...`
             if len(secret) >= 2 and secret[0] == secret[-1] and secret[0] in "\"'":
                 # A quoted value is one match: look inside it (NAME='...;AccountKey=...').
                 return m.group("pre") + secret[0] + redact_text(secret[1:-1]) + secret[-1]

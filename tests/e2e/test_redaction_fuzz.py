@@ -341,3 +341,26 @@ def test_the_places_really_recorded_what_was_planted(fuzz):
     probe = fuzz["tmp"] / "records"
     files = [p for p in probe.iterdir() if p.is_file()]
     assert files and all(p.stat().st_mode & 0o077 == 0 for p in files)
+
+
+def test_bisect_never_prints_a_secret_it_applies(tmp_path):
+    """Issue 36: `bisect` printed `export ADMIN_PW=<value>` in its undo/only commands. Snapshots written
+    with --no-redact (or by a version that did not know the name) hold the value; bisect still applies it
+    (that is the point), and says which variable and fingerprint, never the value."""
+    from helpers.bench import base_env, bench_cmd, capture
+
+    good_pw, bad_pw = "g" + _gen("fuzz-bisect-good", 19), "b" + _gen("fuzz-bisect-bad", 19)
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    capture(good, base_env(ADMIN_PW=good_pw), extra_args=["--no-redact"])
+    capture(bad, base_env(ADMIN_PW=bad_pw), extra_args=["--no-redact"])
+    assert bad_pw in bad.read_text()  # held in clear: the case this test is about
+    for fmt in ("text", "json"):
+        result = run_cli("bisect", good, bad, "--repeat", "1", "--format", fmt, "--journal", tmp_path / f"{fmt}.jsonl",
+                         "--", *bench_cmd("env", "--slow", f"ADMIN_PW={bad_pw}:0.5"), env={"ADMIN_PW": ""})
+        assert result.returncode == 0, result.stderr
+        assert "ADMIN_PW" in result.stdout
+        out = result.stdout + result.stderr + (tmp_path / f"{fmt}.jsonl").read_text()
+        for secret in (good_pw, bad_pw):
+            assert secret not in out and secret[-10:] not in out, out
+        if fmt == "text":
+            assert "export ADMIN_PW=...  # the snapshot's value (redacted:" in result.stdout
