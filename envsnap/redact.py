@@ -134,6 +134,14 @@ def is_secret_value(name: str, value: str) -> bool:
     return not (_PATTERN_SYNTAX.search(value) and _secret_only_for_pat(name))
 
 
+def _flag_hides(flag: str, value: str) -> bool:
+    """Whether the value of a command-line flag is a secret: `--key X` names a credential (a record's
+    "key" an id, see _BARE_SECRET_SETTINGS), but `sort --key 2` a column: a number is no key's value."""
+    if is_secret_name(flag):
+        return True
+    return is_secret_setting(flag) and _NUMBER.match(value) is None
+
+
 def fingerprint(value: str) -> str:
     """The stand-in for a secret: stable, short, and not the secret."""
     import hashlib  # here: OpenSSL's load is most of this module's import otherwise
@@ -374,7 +382,7 @@ def _redact(text: str) -> str:
         bare = secret.strip("\"'")
         flag = m.groupdict().get("flag")
         if flag is not None:
-            secret_name = is_secret_setting(flag)  # `--key X` names a credential, a record's "key" an id
+            secret_name = _flag_hides(flag, bare)
         else:
             secret_name = is_secret_value(name, bare)
             if secret_name and m.re is _ASSIGNMENT._compiled and m.group("pre")[-1] in " \t" and (
@@ -531,7 +539,7 @@ def redact_env(env: Mapping[str, str]) -> dict:
 def redact_argv(argv: Iterable[str]) -> List[str]:
     """Redact a command line given as a list: `--api-key X`, `--token=X`, shapes in any argument."""
     out: List[str] = []
-    hide_next = False
+    hide_next = ""  # the secret flag whose value comes next
     rules: Optional[Mapping[str, str]] = None  # the flags of the last program named (`sudo mysql -pX`)
     pending: Optional[str] = None
     for arg in argv:
@@ -545,20 +553,20 @@ def redact_argv(argv: Iterable[str]) -> List[str]:
                 out.append(arg[:span[0]] + fingerprint(arg[span[0]:span[1]]) + arg[span[1]:])
                 continue
         if hide_next:
-            hide_next = False
-            if not arg.startswith("-") or len(arg) < 2:
+            flag, hide_next = hide_next, ""
+            if (not arg.startswith("-") or len(arg) < 2) and _flag_hides(flag, arg):
                 out.append(fingerprint(arg) if arg and not is_redacted(arg) else arg)
                 continue
             # `--token --next-flag`: the flag had no value; look at this one normally.
         if arg.startswith("-") and "=" in arg:
             name, _, value = arg.partition("=")
-            if is_secret_setting(name) and value and not is_redacted(value):
+            if value and _flag_hides(name, value) and not is_redacted(value):
                 out.append(f"{name}={fingerprint(value)}")
             else:
                 out.append(redact_text(arg))
             continue
         if arg.startswith("-") and is_secret_setting(arg):
-            hide_next = True
+            hide_next = arg
             out.append(arg)
             continue
         out.append(redact_text(arg))

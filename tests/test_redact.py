@@ -165,7 +165,8 @@ def test_secret_flags_in_argv_and_in_shell_text(argv, secret):
 
 def test_program_flags_that_are_not_secrets_stay_readable():
     for argv in (["mysql", "-p", "mydb"], ["docker", "run", "-p", "8080:80", "img"], ["serve", "-p", "30000"],
-                 ["curl", "-u", "bob", "https://h/"], ["ssh", "-p", "2222", "h"]):
+                 ["curl", "-u", "bob", "https://h/"], ["ssh", "-p", "2222", "h"], ["sort", "--key", "2", "f"],
+                 ["sort", "--key=1,1", "f"]):
         assert redact.redact_argv(argv) == argv
         assert redact.redact_text(" ".join(argv)) == " ".join(argv)
 
