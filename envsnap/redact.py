@@ -17,7 +17,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Set, Tuple
 REDACTED_PREFIX = "redacted:"
 _REDACTED_RE = re.compile(r"^redacted:[0-9a-f]{8}$")
 
-# Name parts (split on _ - . and case changes are not used: env names are upper-snake)
+# Name parts (split on _ - .; camelCase only for the short words, see _CAMEL_SHORT_WORD)
 # that make a variable or argument secret. TOKENIZERS_PARALLELISM must stay visible
 # (it changes CPU threads), so TOKEN matches as a whole part only, or as a suffix
 # of a part (HFTOKEN), never as a prefix (TOKENIZER).
@@ -69,9 +69,18 @@ def is_secret_name(name: str) -> bool:
     return _is_secret_name(name)
 
 
+# The short words (PW, PAT, PWD) end a camelCase name as a word of their own: adminPw, githubPat. Longer
+# words are found inside a camelCase name anyway (apiKey, authToken, clientSecret: _SECRET_SUBSTRINGS, the
+# TOKEN suffix), and splitting every camelCase name would make getKey or MatlabSessionLexer secrets.
+_CAMEL_SHORT_WORD = re.compile(r"(?<=[a-z0-9])(?:Pw|PW|Pwd|PWD|Pat|PAT)$")
+
+
 @functools.lru_cache(maxsize=8192)  # a snapshot repeats a few hundred key names thousands of times
 def _is_secret_name(name: str) -> bool:
-    upper = name.strip().lstrip("-").upper().replace("-", "_").replace(".", "_")
+    name = name.strip()
+    if _CAMEL_SHORT_WORD.search(name):
+        return True  # adminPw, githubPat, dbPwd: camelCase keys of JSON and YAML end with the word
+    upper = name.lstrip("-").upper().replace("-", "_").replace(".", "_")
     if not upper or upper in _NOT_SECRET:
         return False
     compact = upper.replace("_", "")

@@ -122,7 +122,8 @@ def test_python_assignment_in_a_patch_as_its_export_hunk():
 
 @pytest.mark.parametrize("name", ["GITHUB_PAT", "ADMIN_PW", "DB_PW", "PAT", "MY_PASSCODE", "pw", "gitlab_pat",
                                   "SMTP_PASS", "SSHPASS", "DBPASS",
-                                  "X_AUTH", "ROOT_PASSWD", "APP_SECRET", "SESSION_ID", "REFRESH_TOKEN"])
+                                  "X_AUTH", "ROOT_PASSWD", "APP_SECRET", "SESSION_ID", "REFRESH_TOKEN", "adminPw",
+                                  "githubPat", "dbPwd"])
 def test_short_secret_words_are_secret_names(name):
     assert redact.is_secret_name(name), name
     assert redact.redact_env({name: _INI})[name].startswith("redacted:")
@@ -131,7 +132,7 @@ def test_short_secret_words_are_secret_names(name):
 
 @pytest.mark.parametrize("name", ["KEYBOARD_LAYOUT", "CUDA_VISIBLE_DEVICES", "NCCL_IB_PKEY", "OMP_NUM_THREADS",
                                   "PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "NCCL_NET_PLUGIN", "pw_name", "PASSTHROUGH",
-                                  "CUDA_CACHE_BYPASS", "TWOPASS_MODE",
+                                  "CUDA_CACHE_BYPASS", "TWOPASS_MODE", "getKey", "sessionManager", "xPath", "compat",
                                   "key", "sort_key", "COMPAT_MODE", "PATCH_LEVEL", "SPAWN_METHOD", "MAX_TOKENS"])
 def test_words_that_contain_a_secret_word_stay_readable(name):
     assert not redact.is_secret_name(name), name
