@@ -288,6 +288,8 @@ _TOKEN_COUNT = _on_first_use(r"(?i)(?:^|[_.\-])tokens?$")
 _COLON_PAIR = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*:[ \t]+)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;]+)")
 # "name": "value" inside JSON-like text: double quotes with JSON escapes, single quotes
 # (Python reprs), and the \"name\": \"value\" of JSON held in a JSON string.
+_XML_ELEMENT = _on_first_use(r"(?P<pre><(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)(?:\s[^<>]*)?>)(?P<secret>[^<>\s][^<>]*?)"
+                             r"(?P<post></(?P=name)\s*>)")
 _JSON_PAIRS = [
     _on_first_use(r'(?P<pre>"(?P<name>[A-Za-z0-9_.\-]+)"\s*:\s*")(?P<secret>(?:[^"\\]|\\.)*)(?P<post>")'),
     _on_first_use(r"(?P<pre>'(?P<name>[A-Za-z0-9_.\-]+)'\s*:\s*')(?P<secret>(?:[^'\\]|\\.)*)(?P<post>')"),
@@ -425,6 +427,12 @@ def _redact(text: str) -> str:
             return m.group(0)
         return m.group("pre") + fingerprint(secret) + m.group("post")
 
+    if "</" in out:
+        # <password>x</password> of Maven's settings.xml, a .NET config, a pip.conf-turned-XML.
+        # A count is no secret: nvidia-smi -q -x's <session_count>0</session_count>.
+        out = _XML_ELEMENT.sub(lambda m: m.group(0) if not is_secret_value(m.group("name"), m.group("secret"))
+                               or m.group("secret").startswith(REDACTED_PREFIX) or _NUMBER.match(m.group("secret"))
+                               else m.group("pre") + fingerprint(m.group("secret")) + m.group("post"), out)
     if '"' in out or "'" in out:
         for pattern in _JSON_PAIRS:
             out = pattern.sub(_json, out)

@@ -199,3 +199,9 @@ def test_short_prefixes_do_not_match_inside_words():
 ])
 def test_prose_and_code_that_only_mention_secret_words_stay_readable(path, text):
     assert redact.redact_file_text(text, path) == text
+
+
+def test_xml_elements_named_as_secrets():
+    text = f"<server>\n  <username>bob</username>\n  <password>{_INI}</password>\n  <port>5432</port>\n</server>\n"
+    for out in (redact.redact_text(text), redact.redact_file_text(text, "settings.xml")):
+        assert _INI not in out and "<username>bob</username>" in out and "<port>5432</port>" in out
