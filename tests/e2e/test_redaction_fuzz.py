@@ -10,6 +10,7 @@ userinfo with '/', `name = value` config lines, netrc, GITHUB_PAT / ADMIN_PW, `-
   argv            the watched process's command line, the `run` benchmark's command line
   file text       a watched file (INI, YAML, TOML, netrc, shell lines) and an untracked file of a checkout
   patches         a real git checkout's dirty files (Python assignments, shell exports): patch and content
+  installed files a package the real pip installed in a real venv, edited in place (its RECORD tells)
   logs            a `--log` file
   traces          a profiler trace attached with `attach --trace` (kernel names)
   labels          `--label`
@@ -308,9 +309,28 @@ def fuzz(tmp_path_factory):
     planted["bisect messages and journal"] = every
     planted["outputs (show -v, diff -v text/json, report HTML)"] = every
 
+    # Edited installed files: a package the real pip installed (RECORD with hashes) in a real venv, edited
+    # in place between two captures made with that venv's Python, then diffed and reported.
+    from helpers.patches import install_package
+
+    python, pkg_site = install_package(tmp / "pkg", "fuzzpkg", {"engine.py": "BLOCK = 64\n"})
+    pkg_good, pkg_bad = tmp / "pkg-good.json", tmp / "pkg-bad.json"
+    for path in (pkg_good, pkg_bad):
+        if path == pkg_bad:
+            (pkg_site / "fuzzpkg" / "engine.py").write_text("BLOCK = 128\n" + _python_text())
+        made = subprocess.run([str(python), "-m", "envsnap", "capture", "-o", str(path), "--timeout", "60"],
+                              capture_output=True, text=True, timeout=300, cwd=str(tmp))
+        outputs[f"capture {path.name} (stdout+stderr)"] = made.stdout + made.stderr
+        assert made.returncode == 0, made.stderr
+    planted["edited installed files"] = every
+    out = cli("diff -v (edited installed files)", "diff", pkg_good, pkg_bad, "-v", "--format", "text", "--no-pip-cache")
+    assert out.returncode == 1 and "fuzzpkg" in out.stdout, out.stderr
+    assert cli("report (edited installed files)", "report", pkg_good, pkg_bad, "-o", tmp / "pkg-report.html",
+               "--no-pip-cache").returncode == 0
+
     inputs = {watched, log, trace, secrets_file}
     for path in sorted(tmp.rglob("*")):
-        if path.is_file() and path not in inputs and not {"checkout", "site", "mods"} & set(path.relative_to(tmp).parts):
+        if path.is_file() and path not in inputs and not {"checkout", "site", "mods", "pkg"} & set(path.relative_to(tmp).parts):
             outputs[f"file {path.relative_to(tmp)}"] = path.read_text(errors="replace")
     return {"planted": planted, "outputs": outputs, "good": good, "bad": bad, "report": report, "tmp": tmp}
 
@@ -333,6 +353,9 @@ def test_the_places_really_recorded_what_was_planted(fuzz):
     sections = snap["sections"]
     for name in ("env", "processes", "files", "git", "probe", "sglang", "nccl"):
         assert sections.get(name, {}).get("status") == "ok", (name, sections.get(name, {}).get("status"))
+    edited = json.loads((fuzz["tmp"] / "pkg-bad.json").read_text())["sections"]["packages"]["data"]
+    record = edited["integrity"]["modified"]["fuzzpkg/engine.py"]["content"]
+    assert record["status"] == "text" and record["redacted"] is True and "BLOCK = 128" in record["text"]
     assert "redacted:" in snap["label"] and snap["runs"][0]["ok"] is True
     text = json.dumps(sections)
     assert text.count("redacted:") > 10 * len(SHAPES)
