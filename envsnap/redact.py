@@ -17,7 +17,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Set, Tuple
 REDACTED_PREFIX = "redacted:"
 _REDACTED_RE = re.compile(r"^redacted:[0-9a-f]{8}$")
 
-# Name parts (split on _ - . and case changes are not used: env names are upper-snake)
+# Name parts (split on _ - .; camelCase only for the short words, see _CAMEL_SHORT_WORD)
 # that make a variable or argument secret. TOKENIZERS_PARALLELISM must stay visible
 # (it changes CPU threads), so TOKEN matches as a whole part only, or as a suffix
 # of a part (HFTOKEN), never as a prefix (TOKENIZER).
@@ -27,6 +27,8 @@ _SECRET_PARTS = {
     "PRIVATE", "SESSION", "SIGNATURE", "BEARER", "JWT", "DSN",
     # `sig=` of Azure SAS URLs, `AccountKey=`/`SharedAccessKey=` of Azure connection strings
     "SIG", "ACCOUNTKEY", "SHAREDACCESSKEY", "PRIVKEY", "SECRETKEY", "ACCESSTOKEN", "REFRESHTOKEN",
+    # GITHUB_PAT, ADMIN_PW, DB_PASSCODE: the short words people write for a password or a personal token
+    "PAT", "PW", "PASSCODE", "PASSPHRASES",
 }
 _SECRET_PAIRS = {("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY"), ("SECRET", "KEY"),
                  ("SESSION", "KEY"), ("CLIENT", "SECRET"), ("AUTH", "KEY"), ("MASTER", "KEY"),
@@ -43,6 +45,9 @@ _KEY_NOT_SECRET_BEFORE = {"PUBLIC", "PUB", "SORT", "CACHE", "PARTITION", "PRIMAR
                           "PARENT", "CHILD", "STABLE", "ROLE", "ROOT", "NODE", "SECTION", "FLAT",
                           "JOIN", "MERGE", "MATCH", "UNIQUE", "NATURAL", "COMPOSITE", "ROW", "COLUMN", "TABLE",
                           "REQUEST", "RUN", "BATCH"}
+# English words ending in PASS: not a password (CUDA_CACHE_BYPASS, a COMPASS_HEADING).
+_PASS_WORDS = {"BYPASS", "COMPASS", "SURPASS", "OVERPASS", "UNDERPASS", "TRESPASS", "ENCOMPASS", "MULTIPASS",
+               "SINGLEPASS", "ONEPASS", "TWOPASS", "FIRSTPASS", "SECONDPASS"}
 # What follows TOKEN in the name of a setting about text tokens (SGLang's
 # speculative_token_map, bucket_inter_token_latency; HF's pad_token_id), not credentials.
 _TEXT_TOKEN_NEXT = {"MAP", "LATENCY", "USAGE", "ID", "IDS", "BUDGET", "LIMIT", "COUNT", "NUM", "LEN", "LENGTH",
@@ -52,7 +57,9 @@ _TEXT_TOKEN_NEXT = {"MAP", "LATENCY", "USAGE", "ID", "IDS", "BUDGET", "LIMIT", "
 # or are sockets and ids of the desktop session, not credentials.
 _NOT_SECRET = {"PWD", "OLDPWD", "TOKENIZERS_PARALLELISM", "PASSTHROUGH", "SESSION_MANAGER",
                "DBUS_SESSION_BUS_ADDRESS", "XDG_SESSION_ID", "XDG_SESSION_TYPE", "XDG_SESSION_CLASS",
-               "XDG_SESSION_DESKTOP", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO"}
+               "XDG_SESSION_DESKTOP", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO",
+               # the fields of a passwd entry (pwd.struct_passwd) other than pw_passwd
+               "PW_NAME", "PW_DIR", "PW_UID", "PW_GID", "PW_GECOS", "PW_SHELL"}
 
 
 def is_secret_name(name: str) -> bool:
@@ -62,9 +69,18 @@ def is_secret_name(name: str) -> bool:
     return _is_secret_name(name)
 
 
+# The short words (PW, PAT, PWD) end a camelCase name as a word of their own: adminPw, githubPat. Longer
+# words are found inside a camelCase name anyway (apiKey, authToken, clientSecret: _SECRET_SUBSTRINGS, the
+# TOKEN suffix), and splitting every camelCase name would make getKey or MatlabSessionLexer secrets.
+_CAMEL_SHORT_WORD = re.compile(r"(?<=[a-z0-9])(?:Pw|PW|Pwd|PWD|Pat|PAT)$")
+
+
 @functools.lru_cache(maxsize=8192)  # a snapshot repeats a few hundred key names thousands of times
 def _is_secret_name(name: str) -> bool:
-    upper = name.strip().lstrip("-").upper().replace("-", "_").replace(".", "_")
+    name = name.strip()
+    if _CAMEL_SHORT_WORD.search(name):
+        return True  # adminPw, githubPat, dbPwd: camelCase keys of JSON and YAML end with the word
+    upper = name.lstrip("-").upper().replace("-", "_").replace(".", "_")
     if not upper or upper in _NOT_SECRET:
         return False
     compact = upper.replace("_", "")
@@ -79,6 +95,8 @@ def _is_secret_name(name: str) -> bool:
             return True
         if part in _SECRET_PARTS:
             return True
+        if part.endswith("PASS") and part not in _PASS_WORDS:
+            return True  # SSHPASS (what `sshpass -e` reads), DBPASS: a password, unless a word (BYPASS)
         if i + 1 < len(parts) and (part, parts[i + 1]) in _SECRET_PAIRS:
             return True
     if len(parts) >= 2:
@@ -88,6 +106,49 @@ def _is_secret_name(name: str) -> bool:
         if parts[-1] == "KEY" and parts[-2] not in _KEY_NOT_SECRET_BEFORE:
             return True
     return False
+
+
+# A name that is only the word KEY is a credential as a command-line flag (`--key X`), but a stable
+# id as a field of envsnap's own records (a process role's "key": "sglang-main") and a sort key in
+# code (`sorted(x, key=len)`): only flags use it.
+_BARE_SECRET_SETTINGS = {"KEY"}
+
+
+def is_secret_setting(name: str) -> bool:
+    """True when a command-line flag (`--key`, `--db-pw`) looks like it holds a secret."""
+    if not isinstance(name, str):
+        return False
+    if _is_secret_name(name):
+        return True
+    return name.strip().lstrip("-").upper().replace("-", "_") in _BARE_SECRET_SETTINGS
+
+
+# PAT is a personal access token in GITHUB_PAT and a regex in URL_PAT = r"[a-z]+": a name secret only
+# for its PAT word holds a secret only when the value has no regex syntax (tokens never do).
+_PATTERN_SYNTAX = re.compile(r"[\[\](){}|\\^$*?\s]")
+
+
+def _secret_only_for_pat(name: str) -> bool:
+    upper = name.upper()
+    if "PAT" not in upper:
+        return False
+    parts = [p for p in re.split(r"[^A-Z0-9]+", upper) if p]
+    return "PAT" in parts and not _is_secret_name("_".join(p if p != "PAT" else "X" for p in parts))
+
+
+def is_secret_value(name: str, value: str) -> bool:
+    """Whether `value`, named `name`, is a secret by its name (is_secret_name, with PAT's exception)."""
+    if not is_secret_name(name):
+        return False
+    return not (_PATTERN_SYNTAX.search(value) and _secret_only_for_pat(name))
+
+
+def _flag_hides(flag: str, value: str) -> bool:
+    """Whether the value of a command-line flag is a secret: `--key X` names a credential (a record's
+    "key" an id, see _BARE_SECRET_SETTINGS), but `sort --key 2` a column: a number is no key's value."""
+    if is_secret_name(flag):
+        return True
+    return is_secret_setting(flag) and _NUMBER.match(value) is None
 
 
 def fingerprint(value: str) -> str:
@@ -103,7 +164,10 @@ def is_redacted(value: Any) -> bool:
 
 
 # Credential shapes recognised wherever they appear inside a string. Each is a prefix or
-# structure documented by its issuer, so a match is a credential whatever it is named.
+# structure documented by its issuer, so a match is a credential whatever it is named. A prefix
+# no word holds (hf_, ghp_, github_pat_, glpat-, xoxb-) is found anywhere, inside an identifier too
+# (a trace's kernel gemm_hf_<token>); a shorter one (sk-, npm_, dapi) after anything but a letter or
+# digit (task-, disk- are words), so `_` before it (a kernel, a file name) does not hide it.
 # Each comes with the literal(s) every match contains: one search for all of those
 # (a plain alternation of literals, ~1 us a string) rules out almost every string of a
 # snapshot (hashes, paths, versions) before any of the costlier patterns runs.
@@ -112,43 +176,43 @@ _SHAPES = [
     (("-----BEGIN ",), r"-----BEGIN [A-Z0-9 ]*-----.*?(?:-----END [A-Z0-9 ]*-----|\Z)"),
     # JSON web tokens: three base64url parts, the first a JSON header.
     (("eyJ",), r"eyJ[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{4,}"),
-    (("hf_",), r"\bhf_[A-Za-z0-9]{16,}"),                       # Hugging Face user tokens
-    (("api_org_",), r"\bapi_org_[A-Za-z0-9]{16,}"),             # Hugging Face organisation tokens
-    (("sk-",), r"\bsk-(?:ant-|proj-|live-|or-)?[A-Za-z0-9_\-]{16,}"),  # OpenAI / Anthropic / OpenRouter
-    (("_live_", "_test_"), r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),  # Stripe keys
-    (("whsec_",), r"\bwhsec_[A-Za-z0-9]{16,}"),                  # Stripe webhook secrets
-    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
-    (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
+    (("hf_",), r"hf_[A-Za-z0-9]{16,}"),                       # Hugging Face user tokens
+    (("api_org_",), r"api_org_[A-Za-z0-9]{16,}"),             # Hugging Face organisation tokens
+    (("sk-",), r"(?<![A-Za-z])sk-(?:ant-|proj-|live-|or-)?[A-Za-z0-9_\-]{16,}"),  # OpenAI / Anthropic / OpenRouter
+    (("_live_", "_test_"), r"(?<![A-Za-z0-9])(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),  # Stripe keys
+    (("whsec_",), r"(?<![A-Za-z0-9])whsec_[A-Za-z0-9]{16,}"),                  # Stripe webhook secrets
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"gh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
+    (("github_pat_",), r"github_pat_[A-Za-z0-9_]{20,}"),
     (("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glsoat-", "glft-", "glimt-", "glagent-", "gloas-"),
-     r"\bgl(?:pat|dt|rt|ptt|cbt|soat|ft|imt|agent|oas)-[A-Za-z0-9_\-]{16,}"),  # GitLab
+     r"gl(?:pat|dt|rt|ptt|cbt|soat|ft|imt|agent|oas)-[A-Za-z0-9_\-]{16,}"),  # GitLab
     (("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ABIA", "ACCA"),
-     r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ABIA|ACCA)[0-9A-Z]{16}\b"),  # AWS access key ids
-    (("xox",), r"\bxox[abposre]-[A-Za-z0-9\-]{10,}"),           # Slack tokens
-    (("xapp-",), r"\bxapp-\d-[A-Za-z0-9\-]{10,}"),              # Slack app tokens
+     r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ABIA|ACCA)[0-9A-Z]{16}(?![0-9A-Z])"),  # AWS access key ids
+    (("xox",), r"xox[abposre]-[A-Za-z0-9\-]{10,}"),           # Slack tokens
+    (("xapp-",), r"xapp-\d-[A-Za-z0-9\-]{10,}"),              # Slack app tokens
     (("hooks.slack.com/",), r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_\-]+/[A-Za-z0-9_\-]+(?:/[A-Za-z0-9_\-]+)?"),
     (("/api/webhooks/",), r"discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]{10,}"),
-    (("AIza",), r"\bAIza[0-9A-Za-z_\-]{30,}"),                  # Google API keys
-    (("ya29.",), r"\bya29\.[0-9A-Za-z_\-]{20,}"),               # Google OAuth access tokens
-    (("GOCSPX-",), r"\bGOCSPX-[0-9A-Za-z_\-]{20,}"),            # Google OAuth client secrets
+    (("AIza",), r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{30,}"),                  # Google API keys
+    (("ya29.",), r"(?<![A-Za-z0-9])ya29\.[0-9A-Za-z_\-]{20,}"),               # Google OAuth access tokens
+    (("GOCSPX-",), r"(?<![A-Za-z0-9])GOCSPX-[0-9A-Za-z_\-]{20,}"),            # Google OAuth client secrets
     # Azure AD client secrets: 3 chars, a digit, "Q~", then 31-34 chars.
     (("Q~",), r"[A-Za-z0-9_\-.]{3}\dQ~[A-Za-z0-9_\-.~]{31,34}"),
-    (("npm_",), r"\bnpm_[A-Za-z0-9]{30,}"),                     # npm
-    (("pypi-",), r"\bpypi-[A-Za-z0-9_\-]{30,}"),                # PyPI upload tokens
-    (("wandb_v1_",), r"\bwandb_v1_[A-Za-z0-9_\-]{20,}"),
-    (("SG.", "sq0atp.", "sq0csp."), r"\b(?:SG|sq0atp|sq0csp)\.[A-Za-z0-9_\-]{16,}(?:\.[A-Za-z0-9_\-]{16,})?"),
-    (("r8_",), r"\br8_[A-Za-z0-9]{30,}"),                       # Replicate
-    (("gsk_",), r"\bgsk_[A-Za-z0-9]{40,}"),                     # Groq
-    (("pplx-",), r"\bpplx-[A-Za-z0-9]{40,}"),                   # Perplexity
-    (("dapi",), r"\bdapi[0-9a-f]{32}(?:-\d+)?\b"),              # Databricks
-    (("dckr_pat_",), r"\bdckr_pat_[A-Za-z0-9_\-]{20,}"),        # Docker Hub
-    (("hvs.", "hvb.", "hvr."), r"\bhv[sbr]\.[A-Za-z0-9_\-]{20,}"),  # HashiCorp Vault
-    (("dop_v1_", "doo_v1_", "dor_v1_"), r"\bdo[opr]_v1_[a-f0-9]{64}"),  # DigitalOcean
-    (("lsv2_",), r"\blsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"),  # LangSmith
-    (("lin_api_",), r"\blin_api_[A-Za-z0-9]{30,}"),             # Linear
-    (("shpat_", "shpca_", "shppa_", "shpss_"), r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),  # Shopify
-    (("ATATT3",), r"\bATATT3[A-Za-z0-9_\-]{30,}=*"),             # Atlassian API tokens
-    ((":AA",), r"\b\d{8,10}:AA[A-Za-z0-9_\-]{30,}"),            # Telegram bot tokens
-    (("AGE-SECRET-KEY-1",), r"\bAGE-SECRET-KEY-1[0-9A-Z]{50,}"),  # age identities
+    (("npm_",), r"(?<![A-Za-z0-9])npm_[A-Za-z0-9]{30,}"),                     # npm
+    (("pypi-",), r"(?<![A-Za-z0-9])pypi-[A-Za-z0-9_\-]{30,}"),                # PyPI upload tokens
+    (("wandb_v1_",), r"wandb_v1_[A-Za-z0-9_\-]{20,}"),
+    (("SG.", "sq0atp.", "sq0csp."), r"(?<![A-Za-z0-9])(?:SG|sq0atp|sq0csp)\.[A-Za-z0-9_\-]{16,}(?:\.[A-Za-z0-9_\-]{16,})?"),
+    (("r8_",), r"(?<![A-Za-z0-9])r8_[A-Za-z0-9]{30,}"),                       # Replicate
+    (("gsk_",), r"(?<![A-Za-z0-9])gsk_[A-Za-z0-9]{40,}"),                     # Groq
+    (("pplx-",), r"(?<![A-Za-z0-9])pplx-[A-Za-z0-9]{40,}"),                   # Perplexity
+    (("dapi",), r"(?<![A-Za-z0-9])dapi[0-9a-f]{32}(?:-\d+)?(?![0-9a-f])"),              # Databricks
+    (("dckr_pat_",), r"dckr_pat_[A-Za-z0-9_\-]{20,}"),        # Docker Hub
+    (("hvs.", "hvb.", "hvr."), r"(?<![A-Za-z0-9])hv[sbr]\.[A-Za-z0-9_\-]{20,}"),  # HashiCorp Vault
+    (("dop_v1_", "doo_v1_", "dor_v1_"), r"(?<![A-Za-z0-9])do[opr]_v1_[a-f0-9]{64}"),  # DigitalOcean
+    (("lsv2_",), r"(?<![A-Za-z0-9])lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"),  # LangSmith
+    (("lin_api_",), r"(?<![A-Za-z0-9])lin_api_[A-Za-z0-9]{30,}"),             # Linear
+    (("shpat_", "shpca_", "shppa_", "shpss_"), r"(?<![A-Za-z0-9])shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),  # Shopify
+    (("ATATT3",), r"(?<![A-Za-z0-9])ATATT3[A-Za-z0-9_\-]{30,}=*"),             # Atlassian API tokens
+    ((":AA",), r"(?<![A-Za-z0-9])\d{8,10}:AA[A-Za-z0-9_\-]{30,}"),            # Telegram bot tokens
+    (("AGE-SECRET-KEY-1",), r"(?<![A-Za-z0-9])AGE-SECRET-KEY-1[0-9A-Z]{50,}"),  # age identities
 ]
 # Compiled on first need (the probe loads this module in every worker, and most strings
 # never need them); built whole, then bound in one step, so a thread never sees half a list.
@@ -188,8 +252,11 @@ def _value_patterns() -> List["re.Pattern[str]"]:
 
 _SHAPE_TRIGGER = re.compile("|".join(re.escape(t) for triggers, _ in _SHAPES for t in triggers))
 # user:password@ in URLs: only the password part is replaced. The password runs to the
-# last '@' before the host, since passwords may hold '@' themselves.
-_URL_CREDENTIALS = _on_first_use(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@'\"]*:)(?P<secret>[^\s/'\"]+)(?P<post>@)")
+# last '@' of the URL, since passwords hold '@', ':' and '/' themselves (`https://bob:a/b@host/`,
+# not URL-encoded, is what people paste). A port and a path before an '@'
+# (`git+https://host:8443/org/repo.git@v1.0`) is the one shape that is not a password: _url_part.
+_URL_CREDENTIALS = _on_first_use(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@'\"]*:)(?P<secret>[^\s'\"]+)(?P<post>@)")
+_PORT_AND_PATH = re.compile(r"^[0-9]{1,5}/")
 # https://<long opaque user>@host: a token used as the user name (x-access-token style, DSNs).
 _URL_TOKEN_USER = _on_first_use(r"(?P<pre>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<secret>[A-Za-z0-9_\-.~%]{20,})(?P<post>@)")
 # Authorization headers: `Bearer X`, `Basic X`, `Digest X` anywhere, `token X` only after
@@ -199,8 +266,21 @@ _AUTH_HEADER = _on_first_use(r"(?i)(?P<pre>\b(?:bearer|basic|digest|(?<=authoriz
                           r"(?P<secret>[A-Za-z0-9._~+/\-]{12,}=*)")
 # NAME=value and --name=value / --name value inside command lines and shell text.
 # An unquoted value ends at whitespace, a quote, ',', ';' or '&' (shell and URL-query separators).
-_ASSIGNMENT = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.]*)=)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
-_FLAG = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?:=|\s+))(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
+# `name = value` with blanks around '=' is an INI/TOML/.properties line or Python code (`HF_TOKEN = "x"`
+# in a patch, `-secret = x` a removed line of one); '==' is a comparison, never an assignment. A name
+# after `--` or `x-` is a flag's or a word's tail (_FLAG reads `--token=x`).
+_ASSIGNMENT = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_])(?<![A-Za-z0-9_\-]-)(?P<name>[A-Za-z_][A-Za-z0-9_.]*)[ \t]*=(?!=)[ \t]*)"
+                            r"(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
+# A .netrc entry: `machine host login bob password X` (or `passwd`, `account`), on one line or over
+# several (the keyword and its value on one). Only on a line made of netrc keywords and their values
+# alone: "password was rejected" and "account for this" are prose.
+_NETRC_LINE = _on_first_use(r"(?m)^[ \t]*[+\-]?[ \t]*(?:(?:machine|default|login|password|passwd|account|port|macdef)"
+                            r"(?:[ \t]+\S+)?[ \t]*)+$")
+_NETRC_SECRET = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_\-])(?:password|passwd|account)[ \t]+)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"'=:][^\s\"']*)")
+_FLAG = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<flag>--?[A-Za-z][A-Za-z0-9_\-]*)(?:=|\s+(?![=:])))(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
+# What may precede `name = value` on its line: blanks, a diff's +/-, `export`, `set`, `let`.
+_LINE_START = re.compile(r"[ \t]*[+\-]?[ \t]*(?:(?:export|set|let|local|declare|readonly)[ \t]+)?$")
+_CALL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\(")
 _NUMBER = _on_first_use(r"^[-+]?[0-9][0-9.,_]*%?$")
 # ... as are `#new-token: 1024` and `#cached-token: 0` of its prefill log.
 _TOKEN_COUNT = _on_first_use(r"(?i)(?:^|[_.\-])tokens?$")
@@ -208,6 +288,8 @@ _TOKEN_COUNT = _on_first_use(r"(?i)(?:^|[_.\-])tokens?$")
 _COLON_PAIR = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*:[ \t]+)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;]+)")
 # "name": "value" inside JSON-like text: double quotes with JSON escapes, single quotes
 # (Python reprs), and the \"name\": \"value\" of JSON held in a JSON string.
+_XML_ELEMENT = _on_first_use(r"(?P<pre><(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)(?:\s[^<>]*)?>)(?P<secret>[^<>\s][^<>]*?)"
+                             r"(?P<post></(?P=name)\s*>)")
 _JSON_PAIRS = [
     _on_first_use(r'(?P<pre>"(?P<name>[A-Za-z0-9_.\-]+)"\s*:\s*")(?P<secret>(?:[^"\\]|\\.)*)(?P<post>")'),
     _on_first_use(r"(?P<pre>'(?P<name>[A-Za-z0-9_.\-]+)'\s*:\s*')(?P<secret>(?:[^'\\]|\\.)*)(?P<post>')"),
@@ -297,16 +379,31 @@ def _redact(text: str) -> str:
         return m.group("pre") + fingerprint(secret) + m.group("post")
 
     if "://" in out:
-        out = _URL_CREDENTIALS.sub(_part, out)
+        out = _URL_CREDENTIALS.sub(_url_part, out)
         out = _URL_TOKEN_USER.sub(_part, out)
     out = _AUTH_HEADER.sub(lambda m: m.group(0) if m.group("secret").startswith(REDACTED_PREFIX)
                            else m.group("pre") + fingerprint(m.group("secret")), out)
+    out = _redact_program_flags(out)
+    if ("password" in out or "passwd" in out or "account" in out) and _NETRC_LINE.search(out):
+        out = _NETRC_LINE.sub(lambda line: _NETRC_SECRET.sub(_part_or_keep, line.group(0)), out)
 
     def _named(m: "re.Match[str]") -> str:
         secret = m.group("secret")
         name = m.groupdict().get("name") or m.group("flag")
         bare = secret.strip("\"'")
-        if not is_secret_name(name) or not bare or _REDACTED_RE.match(bare):
+        flag = m.groupdict().get("flag")
+        if flag is not None:
+            secret_name = _flag_hides(flag, bare)
+        else:
+            secret_name = is_secret_value(name, bare)
+            if secret_name and m.re is _ASSIGNMENT._compiled and m.group("pre")[-1] in " \t" and (
+                    not _LINE_START.match(m.string, m.string.rfind("\n", 0, m.start()) + 1, m.start())
+                    or _CALL.match(bare)):
+                # `name = value` with blanks is a config or code line only at its start: in prose
+                # ("with DEFAULT_LAST_PASS = 2 each") it is a sentence; `new_key = table.get(k)`
+                # (code quoted in a comment) binds a call's result.
+                secret_name = False
+        if not secret_name or not bare or _REDACTED_RE.match(bare) or not bare.strip(".\u2026"):  # `NAME=...`
             if len(secret) >= 2 and secret[0] == secret[-1] and secret[0] in "\"'":
                 # A quoted value is one match: look inside it (NAME='...;AccountKey=...').
                 return m.group("pre") + secret[0] + redact_text(secret[1:-1]) + secret[-1]
@@ -326,21 +423,127 @@ def _redact(text: str) -> str:
 
     def _json(m: "re.Match[str]") -> str:
         secret = m.group("secret")
-        if not is_secret_name(m.group("name")) or not secret or _REDACTED_RE.match(secret):
+        if not secret or not is_secret_value(m.group("name"), secret) or _REDACTED_RE.match(secret):
             return m.group(0)
         return m.group("pre") + fingerprint(secret) + m.group("post")
 
+    if "</" in out:
+        # <password>x</password> of Maven's settings.xml, a .NET config, a pip.conf-turned-XML.
+        # A count is no secret: nvidia-smi -q -x's <session_count>0</session_count>.
+        out = _XML_ELEMENT.sub(lambda m: m.group(0) if not is_secret_value(m.group("name"), m.group("secret"))
+                               or m.group("secret").startswith(REDACTED_PREFIX) or _NUMBER.match(m.group("secret"))
+                               else m.group("pre") + fingerprint(m.group("secret")) + m.group("post"), out)
     if '"' in out or "'" in out:
         for pattern in _JSON_PAIRS:
             out = pattern.sub(_json, out)
+        # Code pasted into any text (a patch of a .py file read as a whole, a log quoting a line):
+        # os.environ["HF_TOKEN"] = "x", setdefault("API_KEY", "x"), ["--api-key", "x"].
+        out = _sub_overlapping(_CODE_QUOTED_NAME, _code_literal, out)
     return out
+
+
+def _url_part(m: "re.Match[str]") -> str:
+    secret = m.group("secret")
+    if secret.startswith(REDACTED_PREFIX) or _PORT_AND_PATH.match(secret):
+        return m.group(0)  # host:port/path@ref, not user:password@host
+    return m.group("pre") + fingerprint(secret) + m.group("post")
+
+
+def _part_or_keep(m: "re.Match[str]") -> str:
+    bare = m.group("secret").strip("\"'")
+    if not bare or bare.startswith(REDACTED_PREFIX):
+        return m.group(0)
+    return m.group("pre") + fingerprint(bare)
+
+
+# ---------------------------------------------------------------- programs' own credential flags
+
+# Flags whose name does not say "secret" but whose program documents them as one (each program's
+# man page): mysql's `-pX` (attached only: `mysql -p db` prompts and names a database), sshpass's
+# `-p X`, curl's `-u user:password` (the part after the first ':'), redis-cli's `-a X`, mongosh's `-p X`.
+# "value": the flag's value, attached or next; "attached": only an attached value; "userpass": what
+# follows the first ':' of the value.
+_MYSQL_STYLE = {"-p": "attached"}
+_PROGRAM_FLAGS = {
+    **{name: _MYSQL_STYLE for name in ("mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlcheck",
+                                        "mysqlshow", "mysqlpump", "mysqlsh", "mariadb", "mariadb-dump",
+                                        "mariadb-admin")},
+    "sshpass": {"-p": "value"},
+    "curl": {"-u": "userpass", "--user": "userpass", "-U": "userpass", "--proxy-user": "userpass"},
+    "redis-cli": {"-a": "value", "--pass": "value"},
+    "mongosh": {"-p": "value"}, "mongo": {"-p": "value"}, "mongodump": {"-p": "value"},
+    "mongorestore": {"-p": "value"},
+}
+_PROGRAM_LITERALS = ("mysql", "mariadb", "sshpass", "curl", "redis-cli", "mongo")
+_PROGRAM_WORD = _on_first_use(
+    r"(?<![A-Za-z0-9_.\-])(?:[^\s'\"=;&|]*/)?(?P<prog>" + "|".join(
+        re.escape(n) for n in sorted(_PROGRAM_FLAGS, key=len, reverse=True)) + r")(?=[\s'\"]|$)")
+# A word of shell text, a quoted one whole; `;`, `&`, `|` and a line end end the command.
+_SHELL_WORD = _on_first_use(r"\"[^\"\n]*\"|'[^'\n]*'|[^\s;&|\"']+|[;&|\n]")
+
+
+def _flag_secret(word: str, rules: Mapping[str, str], pending: Optional[str]) -> Tuple[Optional[Tuple[int, int]], Optional[str]]:
+    """(the span of `word` that is a secret or None, the kind of value the next word is) for one word
+    of a command line of a program in _PROGRAM_FLAGS, given the kind the previous word left pending."""
+    quoted = len(word) >= 2 and word[0] == word[-1] and word[0] in "\"'"
+    start, end = (1, len(word) - 1) if quoted else (0, len(word))
+    if pending is not None and not (word.startswith("-") and len(word) > 1):
+        return _value_span(word, start, end, pending), None
+    for flag, kind in rules.items():
+        if word == flag:
+            return None, (None if kind == "attached" else kind)
+        if flag.startswith("--") and word.startswith(flag + "="):
+            return _value_span(word, len(flag) + 1, len(word), kind), None
+        if len(flag) == 2 and word.startswith(flag) and len(word) > 2 and not flag.startswith("--"):
+            return _value_span(word, 2, len(word), kind), None
+    return None, None
+
+
+def _value_span(word: str, start: int, end: int, kind: str) -> Optional[Tuple[int, int]]:
+    if end - start >= 2 and word[start] == word[end - 1] and word[start] in "\"'":
+        start, end = start + 1, end - 1
+    if kind == "userpass":
+        colon = word.find(":", start, end)
+        if colon == -1:
+            return None  # `curl -u bob` prompts for the password
+        start = colon + 1
+    value = word[start:end]
+    if not value or value.startswith(REDACTED_PREFIX):
+        return None
+    return start, end
+
+
+def _redact_program_flags(text: str) -> str:
+    """Fingerprint the values of _PROGRAM_FLAGS in shell text (`mysql -uroot -pX db`, `curl -u a:X`)."""
+    if not any(literal in text for literal in _PROGRAM_LITERALS):
+        return text
+    spans: List[Tuple[int, int]] = []
+    for program in _PROGRAM_WORD.finditer(text):
+        rules, pending = _PROGRAM_FLAGS[program.group("prog")], None
+        for word in _SHELL_WORD.finditer(text, program.end()):
+            if word.group(0) in ";&|\n":
+                break
+            span, pending = _flag_secret(word.group(0), rules, pending)
+            if span is not None:
+                spans.append((word.start() + span[0], word.start() + span[1]))
+    if not spans:
+        return text
+    pieces, last = [], 0
+    for start, end in sorted(set(spans)):
+        if start < last:
+            continue
+        pieces.append(text[last:start])
+        pieces.append(fingerprint(text[start:end]))
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def redact_value(name: str, value: str) -> str:
     """Redact one named value: wholly when its name looks secret, else by shape."""
     if not isinstance(value, str):
         return value
-    if is_secret_name(name) and value and not is_redacted(value):
+    if value and is_secret_value(name, value) and not is_redacted(value):
         return fingerprint(value)
     return redact_text(value)
 
@@ -353,24 +556,34 @@ def redact_env(env: Mapping[str, str]) -> dict:
 def redact_argv(argv: Iterable[str]) -> List[str]:
     """Redact a command line given as a list: `--api-key X`, `--token=X`, shapes in any argument."""
     out: List[str] = []
-    hide_next = False
+    hide_next = ""  # the secret flag whose value comes next
+    rules: Optional[Mapping[str, str]] = None  # the flags of the last program named (`sudo mysql -pX`)
+    pending: Optional[str] = None
     for arg in argv:
         arg = str(arg)
+        program = _PROGRAM_FLAGS.get(arg.rsplit("/", 1)[-1]) if "-" not in arg[:1] else None
+        if program is not None:
+            rules, pending = program, None
+        elif rules is not None:
+            span, pending = _flag_secret(arg, rules, pending)
+            if span is not None:
+                out.append(arg[:span[0]] + fingerprint(arg[span[0]:span[1]]) + arg[span[1]:])
+                continue
         if hide_next:
-            hide_next = False
-            if not arg.startswith("-") or len(arg) < 2:
+            flag, hide_next = hide_next, ""
+            if (not arg.startswith("-") or len(arg) < 2) and _flag_hides(flag, arg):
                 out.append(fingerprint(arg) if arg and not is_redacted(arg) else arg)
                 continue
             # `--token --next-flag`: the flag had no value; look at this one normally.
         if arg.startswith("-") and "=" in arg:
             name, _, value = arg.partition("=")
-            if is_secret_name(name) and value and not is_redacted(value):
+            if value and _flag_hides(name, value) and not is_redacted(value):
                 out.append(f"{name}={fingerprint(value)}")
             else:
                 out.append(redact_text(arg))
             continue
-        if arg.startswith("-") and is_secret_name(arg):
-            hide_next = True
+        if arg.startswith("-") and is_secret_setting(arg):
+            hide_next = arg
             out.append(arg)
             continue
         out.append(redact_text(arg))
@@ -479,8 +692,11 @@ def _plain_number(value: Any) -> Any:
 # are in every name is_secret_name accepts), carries a URL or an Authorization header, or holds a
 # credential-shape literal. Only such lines are redacted: redact_text on a whole 118 KB source file
 # (sglang's scheduler.py) takes ~0.3 s, this ~10 ms.
-_FILE_FRAGMENTS = ("token", "secret", "pass", "pwd", "key", "auth", "cookie", "priv", "session", "sig", "bearer",
-                   "jwt", "dsn", "cred", "webhook", "://", "basic", "digest")
+_FILE_FRAGMENTS = ("token", "secret", "pass", "pw", "key", "auth", "cookie", "priv", "session", "sig", "bearer",
+                   "jwt", "dsn", "cred", "webhook", "://", "basic", "digest", "account",
+                   *_PROGRAM_LITERALS)
+# Name words too short to look for as fragments ("pat" is in every "path"): found as whole words.
+_FILE_WORDS = ("pat",)
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _SHAPE_LITERALS = tuple(t for triggers, _ in _SHAPES for t in triggers)
 # Source code: a name is bound to a credential only through a string literal. `api_key=self.api_key`
@@ -491,10 +707,11 @@ _CODE_SUFFIXES = (".py", ".pyi", ".pyx", ".pxd", ".pth", ".c", ".cc", ".cpp", ".
 _STR = r"[rbuRBUfF]{0,2}(?P<q>\"|')(?P<secret>(?:\\.|(?!(?P=q))[^\\\n])*)(?P<post>(?P=q))"
 
 
-# token = "x" · token: str = "x" · token="x" (keyword argument) · token: "x" (a dict of names)
+# token = "x" · token: str = "x" · token="x" (keyword argument) · token: "x" (a dict of names);
+# not `pw = "\n".join(parts)`: the literal is a separator or a template there.
 _CODE_NAMED: "re.Pattern[str]" = _on_first_use(
     r"(?P<pre>(?<![A-Za-z0-9_\"'])(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*[A-Za-z_][\w\[\], .]*)?"
-    r"\s*(?::|=(?!=))\s*)" + _STR)
+    r"\s*(?::|=(?!=))\s*)" + _STR + r"(?!\s*\.(?:join|format|split|rsplit|partition)\b)")
 # os.environ["HF_TOKEN"] = "x" · setdefault("HF_TOKEN", "x") · {"api_key": "x"} · ["--api-key", "x"]
 _CODE_QUOTED_NAME: "re.Pattern[str]" = _on_first_use(
     r"(?P<pre>(?P<q0>[\"'])(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_.\-]*)(?P=q0)\s*(?:\]\s*=(?!=)|,|:)\s*)" + _STR)
@@ -526,7 +743,8 @@ def redact_file_text(text: str, path: str = "") -> str:
     if "-----BEGIN " in text:  # the one shape that spans lines
         text = _PEM.sub(lambda m: fingerprint(m.group(0)), text)
     shaped = _lines_with(text, _SHAPE_LITERALS)
-    named = _lines_with(_lower_same_offsets(text), _FILE_FRAGMENTS)
+    lowered = _lower_same_offsets(text)
+    named = _lines_with(lowered, _FILE_FRAGMENTS) | _lines_with_word(lowered, _FILE_WORDS)
     if not shaped and not named:
         return text
     code = is_source_code(path, text)
@@ -565,16 +783,32 @@ def _lines_with(text: str, literals: Tuple[str, ...]) -> Set[int]:
     return starts
 
 
-def _redact_code_line(line: str) -> str:
-    def literal(m: "re.Match[str]") -> str:
-        secret = m.group("secret")
-        if not is_secret_name(m.group("name")) or not secret or secret.startswith(REDACTED_PREFIX) \
-                or "{" in secret:  # an f-string or format template names a variable, it holds no value
-            return m.group(0)
-        return m.group(0)[:m.start("secret") - m.start()] + fingerprint(secret) + m.group("post")
+def _lines_with_word(text: str, words: Tuple[str, ...]) -> Set[int]:
+    """Start offsets of the lines holding one of the words with no letter on either side (GITHUB_PAT,
+    pat = x; not path, compat)."""
+    starts: Set[int] = set()
+    for word in words:
+        found = text.find(word)
+        while found != -1:
+            after = found + len(word)
+            if not (found and text[found - 1].isalpha()) and not (after < len(text) and text[after].isalpha()):
+                starts.add(text.rfind("\n", 0, found) + 1)
+            found = text.find(word, after)
+    return starts
 
-    out = _sub_overlapping(_CODE_QUOTED_NAME, literal, line)
-    out = _CODE_NAMED.sub(literal, out)
+
+def _code_literal(m: "re.Match[str]") -> str:
+    """A string literal bound to a secret name (_CODE_NAMED, _CODE_QUOTED_NAME), fingerprinted."""
+    secret = m.group("secret")
+    if not secret or not is_secret_value(m.group("name"), secret) or secret.startswith(REDACTED_PREFIX) \
+            or "{" in secret:  # an f-string or format template names a variable, it holds no value
+        return m.group(0)
+    return m.group(0)[:m.start("secret") - m.start()] + fingerprint(secret) + m.group("post")
+
+
+def _redact_code_line(line: str) -> str:
+    out = _sub_overlapping(_CODE_QUOTED_NAME, _code_literal, line)
+    out = _CODE_NAMED.sub(_code_literal, out)
     # Inside a string literal is free text again: "--api-key=X", "HF_TOKEN=X", "postgres://u:p@h".
     out = _STRING_LITERAL.sub(lambda m: m.group(1) + _redact_literal(m.group(2)) + m.group(1), out)
     out = _redact_values(out)

@@ -57,7 +57,11 @@ class Delta:
         return "changed"
 
     def public(self) -> Dict[str, Any]:
-        out = {"name": self.name, "kind": "env", "change": self.change, "good": self.good, "bad": self.bad,
+        # What the result shows (and journals, prints): a value the snapshot held in clear although it is a
+        # secret by its name or shape (--no-redact, a version that did not know the name) as its fingerprint.
+        shown = {side: None if value is None else redact_value(self.name, value)
+                 for side, value in (("good", self.good), ("bad", self.bad))}
+        out = {"name": self.name, "kind": "env", "change": self.change, "good": shown["good"], "bad": shown["bad"],
                "sources": list(self.sources)}
         if self.note:
             out["note"] = self.note

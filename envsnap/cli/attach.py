@@ -26,7 +26,7 @@ def attach(snapshot_file, metric_values, trace_files, trace_steps, note, directi
     The file is rewritten in place, atomically: it is valid at every moment. A --trace is read
     and summarised (kernels, CPU ops, launches, steps); the trace itself is not stored.
     """
-    from envsnap.cli.options import load_snapshot
+    from envsnap.cli.options import load_snapshot, say
     from envsnap.errors import EnvsnapError
     from envsnap.measure import runs
     from envsnap.model import store
@@ -51,4 +51,4 @@ def attach(snapshot_file, metric_values, trace_files, trace_steps, note, directi
     store.save(snap, os.path.realpath(snapshot_file), force=True)
     names = ", ".join([f"{k}={v:g}" for k, v in sorted(values.items())]
                       + [f"{len(trace['files'])} trace file(s)" for _ in [0] if trace])
-    click.echo(f"attached {names} to {snapshot_file} ({len(snap['runs'])} runs)", err=True)
+    say(f"attached {names} to {snapshot_file} ({len(snap['runs'])} runs)")

@@ -9,7 +9,7 @@ from typing import Dict
 import click
 
 from envsnap.bisect import DEFAULT_MARGIN, DEFAULT_MAX_RUNS, DEFAULT_REPEAT
-from envsnap.cli.options import FILE
+from envsnap.cli.options import FILE, say
 from envsnap.measure import DEFAULT_RUN_TIMEOUT
 
 
@@ -96,7 +96,7 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     directions = {metric_name: direction} if (direction and metric_name) else {}
 
     def progress(line: str) -> None:
-        click.echo(f"envsnap bisect: {line}", err=True)
+        say(f"envsnap bisect: {line}")
 
     journal_box: Dict[str, str] = {}
     previous = _interrupt_on_termination()
@@ -109,8 +109,8 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
         )
     except KeyboardInterrupt:
         if "path" in journal_box:
-            click.echo(f"envsnap bisect: interrupted; finished runs are in {journal_box['path']}: run the same "
-                       "command again to resume", err=True)
+            say(f"envsnap bisect: interrupted; finished runs are in {journal_box['path']}: run the same "
+                "command again to resume")
         raise
     finally:
         for signum, handler in previous.items():
@@ -118,9 +118,11 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     if direction and result.get("metric") and not metric_name:
         result["direction"] = direction
     if fmt == "json":
-        click.echo(json.dumps(result, sort_keys=True, indent=1, ensure_ascii=False))
+        from envsnap.redact import scrub
+
+        click.echo(json.dumps(scrub(result), sort_keys=True, indent=1, ensure_ascii=False))
     else:
-        click.echo(render_bisect(result))
+        say(render_bisect(result), err=False)
     sys.stdout.flush()
     return int(result["exit_code"])
 
@@ -138,7 +140,7 @@ def _restore(good, bad, journal, command) -> int:
         raise EnvsnapError("--restore needs --journal FILE (or GOOD and BAD, for BAD's default journal)")
     lines, code = command_mod.restore_files(path)
     for line in lines:
-        click.echo(f"envsnap bisect: {line}")
+        say(f"envsnap bisect: {line}", err=False)
     return int(code)
 
 

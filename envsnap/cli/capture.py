@@ -5,7 +5,7 @@ from typing import cast
 
 import click
 
-from envsnap.cli.options import FILE, capture_options, one_shot_gc
+from envsnap.cli.options import FILE, capture_options, one_shot_gc, say
 
 
 @click.command()
@@ -33,4 +33,4 @@ def capture(output: str, force: bool, capture_ctx) -> None:
             forked.kill_all(list(children.values()))  # reaped already, unless the capture failed
         store.save(snap, output, force=force)
         if output != "-":
-            click.echo(summary_line(cast(Snapshot, snap), output), err=True)  # a snapshot the runner built
+            say(summary_line(cast(Snapshot, snap), output))  # a snapshot the runner built

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from envsnap.cli.options import FILE
+from envsnap.cli.options import FILE, say
 
 
 @click.command()
@@ -22,5 +22,5 @@ def merge(snapshots, output, force, label) -> None:
     merged = merge_mod.merge(loaded, list(snapshots), utc_now(), label=label)
     store.save(merged, output, force=force)
     if output != "-":
-        click.echo(f"wrote {output}: {len(merged['nodes'])} node{'s' if len(merged['nodes']) != 1 else ''} "
-                   f"({', '.join(merged['nodes'])})", err=True)
+        say(f"wrote {output}: {len(merged['nodes'])} node{'s' if len(merged['nodes']) != 1 else ''} "
+            f"({', '.join(merged['nodes'])})")

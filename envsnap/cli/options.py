@@ -207,6 +207,15 @@ def analyze_pair(good_file: str, bad_file: str, analyze: Callable[[Dict[str, Any
         return analyze(good, bad)
 
 
+def say(text: str, err: bool = True) -> None:
+    """Print one of envsnap's own messages (progress, summaries, what was written). They quote what the
+    user ran and measured (a command line, a metric name, a variable and its value, a benchmark's
+    error line): each line passes through redaction, as everything a snapshot keeps does."""
+    from envsnap.redact import clean_text, redact_text
+
+    click.echo("\n".join(redact_text(clean_text(line)) for line in text.split("\n")), err=err)
+
+
 def emit(text: str, output: Optional[str], force: bool) -> None:
     """Write TEXT to OUTPUT atomically, or to stdout (plain arrows on a terminal that cannot show them)."""
     from envsnap.model.store import atomic_write_text

@@ -6,7 +6,7 @@ import os
 import click
 
 from envsnap.cli import request_skip_teardown
-from envsnap.cli.options import FILE, analyze_pair, pristine_finder, wheels_options
+from envsnap.cli.options import FILE, analyze_pair, pristine_finder, say, wheels_options
 
 
 @click.command()
@@ -37,4 +37,4 @@ def report(good_file: str, bad_file: str, output: str, force: bool, metric, whee
         summary = (result.get("verdict") or {}).get("summary") or "no metric to compare"
         causes = result.get("causes") or []
         first = f"; top cause {causes[0].get('key')}" if causes else ""
-        click.echo(f"wrote {os.path.relpath(output)} ({len(html.encode('utf-8')) // 1024} KiB): {summary}{first}", err=True)
+        say(f"wrote {os.path.relpath(output)} ({len(html.encode('utf-8')) // 1024} KiB): {summary}{first}")

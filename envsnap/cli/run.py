@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from envsnap.cli.options import FILE, capture_options
+from envsnap.cli.options import FILE, capture_options, say
 from envsnap.errors import EnvsnapError
 from envsnap.measure import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_TRACE_WAIT_S
 from envsnap.model.types import Section
@@ -82,7 +82,7 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     too_few = stats.too_few_runs(repeat, repeat)
     if too_few:
         # Said before the capture and the runs (which may take an hour), while it can still be changed.
-        click.echo(f"envsnap run: --repeat {repeat}: {too_few}", err=True)
+        say(f"envsnap run: --repeat {repeat}: {too_few}")
 
     snap = runner.capture(capture_ctx)
     opts = runs.RunOptions(command=list(command), repeat=repeat, warmup=warmup, custom=custom,
@@ -92,7 +92,7 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     session = runs.RunSession(opts)
     progress = None
     if sys.stderr.isatty():
-        progress = lambda line: click.echo(f"envsnap run: {line}", err=True)  # noqa: E731
+        progress = lambda line: say(f"envsnap run: {line}")  # noqa: E731
     preferred = [name for name, _ in custom]
 
     def finish(interrupted: bool) -> None:
@@ -113,17 +113,17 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
         if session.records:
             finish(interrupted=True)
             if output != "-":
-                click.echo(f"envsnap run: interrupted; wrote {output} with the "
-                           f"{len(session.records)} runs completed", err=True)
+                say(f"envsnap run: interrupted; wrote {output} with the "
+                    f"{len(session.records)} runs completed")
         else:
-            click.echo("envsnap run: interrupted before any run completed; nothing written", err=True)
+            say("envsnap run: interrupted before any run completed; nothing written")
         raise
     finish(interrupted=False)
     if output != "-":
-        click.echo(f"wrote {output}: {runs.summary(session.records, preferred)}", err=True)
+        say(f"wrote {output}: {runs.summary(session.records, preferred)}")
     if not any(r.get("ok") for r in session.records):
         first = session.records[0].get("error", "failed") if session.records else "no runs"
-        click.echo(f"envsnap run: no run succeeded (first error: {first})", err=True)
+        say(f"envsnap run: no run succeeded (first error: {first})")
         return 1
     return 0
 

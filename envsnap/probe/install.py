@@ -79,6 +79,7 @@ def _loader_body(module_path: str) -> str:
         "   with open(f, 'rb') as h:\n"
         "    code = compile(h.read(), f, 'exec')\n"
         "   try:\n"
+        "    os.makedirs(os.path.dirname(d), mode=0o700, exist_ok=True)\n"
         "    os.makedirs(d, mode=0o700, exist_ok=True)\n"
         "    t = '%s.%d.tmp' % (c, os.getpid())\n"
         "    with open(t, 'wb') as h:\n"

@@ -55,7 +55,9 @@ def _activate():
         return
     _state["active"] = True
     directory = os.path.abspath(directory)
-    os.makedirs(directory, exist_ok=True)
+    # Records hold what the process's environment, command line and modules say, redacted: still
+    # its owner's alone (a root server's records are not for every user), like /proc/PID/environ.
+    os.makedirs(directory, mode=0o700, exist_ok=True)
     _track_reads()
     host = _hostname()
     pid = os.getpid()
@@ -149,8 +151,7 @@ def load_code(path, cache_dir):
     try:
         os.makedirs(cache_dir, mode=0o700, exist_ok=True)
         tmp = "%s.%d.tmp" % (cached, os.getpid())
-        with open(tmp, "wb") as handle:
-            handle.write(marshal.dumps(code))
+        _write_private(tmp, marshal.dumps(code))
         os.replace(tmp, cached)
     except Exception:
         pass
@@ -220,6 +221,36 @@ def _load_redactor():
         return None
 
 
+def _redacted(record):
+    """The record as envsnap would keep it: every string through envsnap's redaction (scrub), the names
+    of variables and the paths of modules and the working directory included (a file named after a
+    token, a variable named like one). Without the redact module, no string beyond names is recorded:
+    the values are already left out (_redact_env), and paths are withheld here."""
+    redact = _redactor()
+    if redact is not None:
+        return redact.scrub(record)
+    record = dict(record)
+    for key in ("cwd", "executable", "title"):
+        if record.get(key) is not None:
+            record[key] = _UNREDACTED
+    if isinstance(record.get("modules"), dict):
+        record["modules"] = {name: _UNREDACTED for name in record["modules"]}
+    return record
+
+
+def _write_private(path, data):
+    """Write `data` to a new file readable by this user only (0600, whatever the umask)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o600)  # a leftover temp file of a killed writer kept its old mode
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
 def _redact_env(env):
     redact = _redactor()
     if redact is None:
@@ -285,11 +316,10 @@ def _write(stage):
     if title is not None:
         redact = _redactor()
         record["title"] = redact.redact_text(title) if redact is not None else title.split(" ")[0]
-    text = json.dumps(record, sort_keys=True, indent=1, ensure_ascii=False, default=repr)
+    text = json.dumps(_redacted(record), sort_keys=True, indent=1, ensure_ascii=False, default=repr)
     tmp = os.path.join(os.path.dirname(path), ".%s.tmp" % os.path.basename(path))
     try:
-        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as handle:
-            handle.write(text + "\n")
+        _write_private(tmp, (text + "\n").encode("utf-8", "surrogateescape"))
         os.replace(tmp, path)
         if _state["journal"] is None and not _state.get("journal_broken_at"):
             # From here on, every first read of a name is appended to the journal (see the module doc);
@@ -386,7 +416,8 @@ def _append(entry):
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
-            os.write(fd, (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape"))
+            line = json.dumps(_redacted(entry), ensure_ascii=False, default=repr) + "\n"
+            os.write(fd, line.encode("utf-8", "surrogateescape"))
         finally:
             os.close(fd)
     except Exception:

@@ -109,6 +109,38 @@ def test_on_writes_start_and_exit_records_redacted(installed, tmp_path):
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_records_are_redacted_whole_and_private_to_their_owner(installed, tmp_path):
+    """Issue 36: module paths, the working directory and variable names went to 0644 files in clear,
+    where another user read them while /proc refused them."""
+    token = "ghp_" + "Q7wE9rT1yU3iO5pA7sD9fG1hJ3kL5zX7cV9b"
+    hf = "hf_" + "Zx8Cv7Bn6Ml5Kj4Hg3Fd2Sa1Qw"
+    workdir = tmp_path / f"run_{token}"
+    moddir = workdir / "mods"
+    moddir.mkdir(parents=True)
+    (moddir / f"tool_{hf}.py").write_text("VALUE = 1\n")
+    out = tmp_path / "rec"
+    code = ("import importlib, os, sys; sys.path.insert(0, sys.argv[1]); "
+            f"importlib.import_module('tool_{hf}'); os.environ.get('CACHE_{hf}'); "
+            f"os.environ['MY_{token}'] = '1'; print('ran')")
+    old_umask = os.umask(0o022)
+    try:
+        result = subprocess.run([str(installed["python"]), "-c", code, str(moddir)], capture_output=True, text=True,
+                                timeout=60, cwd=str(workdir), env=clean_env(ENVSNAP_PROBE_DIR=str(out)))
+    finally:
+        os.umask(old_umask)
+    assert result.returncode == 0 and result.stdout == "ran\n", result.stderr
+    (record,) = records(out)
+    text = "".join(p.read_text() for p in out.iterdir() if p.is_file())
+    for secret in (token, hf):
+        assert secret not in text and secret[-12:] not in text
+    assert "redacted:" in record["cwd"] and any("redacted:" in str(f) for f in record["modules"].values())
+    assert any(name.startswith("MY_redacted:") for name in record["env_at_exit"])
+    assert record["env_at_exit"]["PATH"] == os.environ["PATH"] or "PATH" in record["env_at_exit"]
+    assert (out.stat().st_mode & 0o777) == 0o700
+    files = [p for p in out.iterdir() if p.is_file()]
+    assert files and all((p.stat().st_mode & 0o777) == 0o600 for p in files), [oct(p.stat().st_mode) for p in files]
+
+
 def test_probe_never_breaks_the_host_program(installed, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
