@@ -22,6 +22,7 @@ from envsnap.analysis.compare import flags as flag_keys, patch_status
 from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.analysis.knowledge import flags as flag_knowledge
 from envsnap.analysis.rank import domain, flags as rank_flags
+from envsnap.analysis.rank.reach_model import LIBRARY_PATH_VARIABLES
 from envsnap.model import keys
 
 SAME_CHANGE = "the same change"
@@ -30,6 +31,10 @@ EFFECT = "its effect"
 SHOWN_BY_HUNK = "the same edit, as a whole file"
 SERVER_ARG = "the same change, as SGLang's server argument"
 LOADED_THROUGH = "loaded through it"
+INTERPRETER = "the same interpreter change"
+LOADED_BY_INTERPRETER = "mapped by the other interpreter"
+# The described interpreter's identity (python section): when it changes, these change together.
+INTERPRETER_FIELDS = ("version", "implementation", "base_prefix", "prefix", "executable", "venv", "pyvenv")
 
 
 class Link:
@@ -95,6 +100,29 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
         hunk = next((h for h in diffs if h.key == twin and h.where == patch_status.CATEGORY), None) if twin else None
         if hunk is not None:
             link.same(hunk, d, SHOWN_BY_HUNK)
+    # The interpreter: its identity fields change together, and the objects a process mapped on one side only
+    # from under either side's installation (its binary, libpython, its extension modules) are its doing.
+    interpreter = [d for d in diffs if d.where == "python" and d.subject.entity in INTERPRETER_FIELDS]
+    for other in interpreter[1:]:
+        link.same(interpreter[0], other, INTERPRETER)
+    prefixes = [(side, str(value)) for d in interpreter if d.subject.entity == "base_prefix"
+                for side, value in (("good", d.good), ("bad", d.bad)) if _deep_path(value)]
+    # A search path's changed entries: what was mapped through them on the side that has them.
+    entries = [(d, side, entry) for d in diffs if d.variable in LIBRARY_PATH_VARIABLES
+               for side, entry in _changed_entries(d)]
+    for d in diffs:
+        if d.where != "library" or (d.good is not None and d.bad is not None):
+            continue
+        side = "bad" if d.good is None else "good"
+        path = str(_as_dict(getattr(d, side)).get("path") or "")
+        if not path:
+            continue
+        if interpreter and any(s == side and _under(path, prefix) for s, prefix in prefixes):
+            link.explain(d, interpreter[0], LOADED_BY_INTERPRETER)
+            continue
+        through = next((v for v, s, entry in entries if s == side and _under(path, entry)), None)
+        if through is not None:
+            link.explain(d, through, LOADED_THROUGH)
     # A flag of SGLang's server and the server argument the running server reports.
     for d in diffs:
         if d.where not in (flag_keys.PROCESS, flag_keys.COMMAND):
@@ -106,6 +134,27 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
         if arg is not None:
             link.same(arg, d, SERVER_ARG)
     return link
+
+
+def _deep_path(value: Any) -> bool:
+    """An absolute path below the top two levels (never "/" or "/usr": everything lies under those)."""
+    return isinstance(value, str) and value.startswith("/") and len([p for p in value.split("/") if p]) >= 2
+
+
+def _under(path: str, top: str) -> bool:
+    top = top.rstrip("/")
+    return bool(top) and path.startswith(top + "/")
+
+
+def _as_dict(value: Any) -> Dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _changed_entries(d: Difference) -> List[Tuple[str, str]]:
+    """(side, entry) of a search path's entries found on one side only."""
+    good = [e for e in str(d.good or "").split(":") if e]
+    bad = [e for e in str(d.bad or "").split(":") if e]
+    return [("bad", e) for e in bad if e not in good] + [("good", e) for e in good if e not in bad]
 
 
 class Scored:
