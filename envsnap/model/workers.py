@@ -1,6 +1,7 @@
 """The one reader of "what each process saw": a snapshot's processes and probe records, merged.
 
-A process can be seen twice, by the process-tree walk (/proc/PID/environ: the environment at exec) and by
+A process can be seen twice, by the process-tree walk (/proc/PID/environ: the environment at exec; and its
+C `environ` read from memory at capture: the environment now, capture/collectors/live_environ.py) and by
 the in-process probe (os.environ inside it), each keyed its own way: joined here, one process one entry,
 and which environment it ran with is decided here and nowhere else (PRECEDENCE).
 """
@@ -21,11 +22,14 @@ FRONT_END_KINDS = ("main", "tokenizer", "detokenizer", "dp_controller")
 
 # Where an environment was seen, as evidence lines and the report name it.
 SOURCE_LABELS = {"env_at_init": "probe at init_process_group", "env_at_start": "probe at start",
-                 "env_at_exit": "probe at exit", "environ": "/proc, as at exec"}
+                 "env_at_exit": "probe at exit", "environ": "/proc, as at exec",
+                 "live_environ": "process memory, at capture"}
 # Which environment a process ran with: the probe at init_process_group (what NCCL read), else the probe
-# at start, else /proc/PID/environ when it was readable (not clobbered by setproctitle, not denied). The
-# /proc view is kept beside a probe view, so changes made in-process stay visible.
-PRECEDENCE = ("env_at_init", "env_at_start")  # probe fields, most telling first; then /proc
+# at start, else its C `environ` read from memory at capture (in-process changes and titled processes
+# included; the process walk's "live_environ"), else /proc/PID/environ when it was readable (not
+# clobbered by setproctitle, not denied). The /proc view is kept beside a probe or memory view, so
+# changes made in-process stay visible.
+PRECEDENCE = ("env_at_init", "env_at_start")  # probe fields, most telling first; then memory, then /proc
 
 
 # `envsnap run`'s own command (the benchmark client) is not the server: its processes (the probe's
@@ -160,6 +164,8 @@ def _seen(key: str, proc: Dict[str, Any], record: Dict[str, Any], walk_key: str,
         if isinstance(record.get(name), dict):
             env, source, flat = record[name], name, probe_record_flat(probe_key, name, records=field)
             break
+    if env is None and live_environ(proc) is not None:
+        env, source, flat = live_environ(proc), "live_environ", process_flat(walk_key, "live_environ")
     exec_env = proc["environ"] if walked_ok and env is not None else None
     if env is None and walked_ok:
         env, source, flat = proc["environ"], "environ", process_flat(walk_key, "environ")
@@ -170,14 +176,23 @@ def _seen(key: str, proc: Dict[str, Any], record: Dict[str, Any], walk_key: str,
         kind = role_kind(record)
     else:
         kind = "rank" if role_kind(record) == "other" else role_kind(record)
-    # /proc's note (a title overwrote the environment...) matters only where /proc is what was read.
+    # /proc's note (a title overwrote the environment...) matters only where /proc is what was read; where
+    # memory could not be read either, its reason is said beside it.
     note = str(proc.get("environ_note") or "") if source in ("", "environ") else ""
+    if source in ("", "environ") and proc.get("live_environ_note") and proc.get("live_environ_status") != "ok":
+        note = "; ".join(n for n in (note, f"memory: {proc['live_environ_note']}") if n)
     return SeenProcess(
         key=key, title=str(proc.get("title") or record.get("title") or key), kind=kind,
         order=_order(proc if proc else record), parent=parent, status=status,
         note=note, env=env, source=source, flat=flat, exec_env=exec_env,
         in_probe=bool(record), in_walk=bool(proc), group=group, walk_key=walk_key, probe_key=probe_key,
         initialised=isinstance(record.get("init"), dict))
+
+
+def live_environ(proc: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """A walked process's environment read from its memory at capture (None: not read, or not readable)."""
+    env = proc.get("live_environ")
+    return env if proc.get("live_environ_status") == "ok" and isinstance(env, dict) else None
 
 
 def tp_workers(seen: Mapping[str, SeenProcess], roles: Mapping[str, str]) -> List[str]:

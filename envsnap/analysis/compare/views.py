@@ -80,7 +80,7 @@ class View:
     presence: Set[str] = field(default_factory=set)  # keys standing for a whole entity
     workers: List[str] = field(default_factory=list)  # TP workers whose env could be read
     unreadable_workers: List[str] = field(default_factory=list)
-    worker_env_source: str = ""  # "probe" | "proc" | "" (none)
+    worker_env_source: str = ""  # "probe" | "memory" | "proc" | "mixed" | "" (none)
     workers_are_tp: bool = False  # the workers are TP schedulers (else every probed/walked process stands in)
     workers_are_command: bool = False  # no server process was seen: the `envsnap run` command's own stand in
     parent_env: Dict[str, Any] = field(default_factory=dict)

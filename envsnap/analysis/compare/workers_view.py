@@ -22,6 +22,7 @@ from envsnap.model.workers import (
     SOURCE_LABELS,
     SeenProcess,
     command_records,
+    live_environ,
     role_kind,
     role_kinds,
     seen_processes,
@@ -51,10 +52,9 @@ def workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optiona
             continue
         envs[key], flat_of[key] = process.env, process.flat
         view.worker_views[key] = (process.env, process.source_label)
-        sources.add("proc" if process.source == "environ" else "probe")
+        sources.add({"environ": "proc", "live_environ": "memory"}.get(process.source, "probe"))
     view.workers = sorted(envs)
-    view.worker_env_source = "probe" if sources == {"probe"} else ("proc" if sources == {"proc"} else
-                                                                    ("mixed" if sources else ""))
+    view.worker_env_source = next(iter(sources)) if len(sources) == 1 else ("mixed" if sources else "")
     if envs:
         _agree(view, "workers", envs, flat_of,
                lambda name, split: env_subject("workers", name, "disagree" if split else ""))
@@ -92,7 +92,8 @@ def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, An
             view.put("workers", _norm(proc[name], name), (keys.flat_key(walk_flat, name),), Subject("process", key, name))
     if isinstance(rec.get("init"), dict):
         view.put("workers", _norm(rec["init"]), (keys.flat_key(record_flat, "init"),), Subject("process", key, "init"))
-    for name, (value, flats) in in_process_changes(record_flat, rec).items():
+    changes = in_process_changes(record_flat, rec) if rec else memory_changes(process.walk_key, proc)
+    for name, (value, flats) in changes.items():
         view.put("workers", value, flats,
                  Subject("in_process", key, keys.aspect("changed_in_process", name), variable=name), aggregate=True)
     modules = rec.get("modules")
@@ -137,6 +138,23 @@ def in_process_changes(record_flat: str, record: Dict[str, Any]) -> Dict[str, Tu
             if name in env:
                 flats.append(keys.flat_key(record_flat, f"env_at_{stage}", name))
         out[name] = ({"start": start.get(name), "after": after}, flats)
+    return out
+
+
+def memory_changes(walk_key: str, proc: Dict[str, Any]) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
+    """{NAME: (value, flat keys)} for each variable a process not probed changed in-process, as its memory
+    (the C environ at capture) shows against /proc/PID/environ (the block at exec): in_process_changes'
+    shape, "start" being the value at exec. Only where both were read (a title that overwrote the exec block
+    leaves nothing to compare with: then the memory view is the process's environment, and no more)."""
+    live = live_environ(proc)
+    at_exec = proc.get("environ")
+    if live is None or proc.get("environ_status", "ok") != "ok" or not isinstance(at_exec, dict):
+        return {}
+    out: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
+    for name in sorted(n for n in set(live) | set(at_exec) if live.get(n) != at_exec.get(n)):
+        flats = [keys.process_flat(walk_key, field, name) for field, env in (("environ", at_exec), ("live_environ", live))
+                 if name in env]
+        out[name] = ({"start": at_exec.get(name), "after": [live.get(name)]}, flats)
     return out
 
 
@@ -209,6 +227,10 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
         spawner = spawner or names.get(("proc", qmain), qmain)
         for key in sorted(procs):
             proc = procs[key]
+            now = live_environ(proc)
+            if key == qmain and now is not None:  # its environment now, in-process changes included: late
+                late.append((names.get(("proc", key), key), SOURCE_LABELS["live_environ"], now,
+                             keys.process_flat(key, "live_environ")))
             readable = proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict)
             if not readable:
                 continue

@@ -26,6 +26,8 @@ _PROCESS_SHAPE = {
     "cwd": "str", "role": {"kind": "str", "tp": "int", "dp": "int", "pp": "int", "ep": "int"},
     "cpu_affinity": ("list", "num"), "nice": "num", "num_threads": "num", "gpus": ("list", "scalar"),
     "status": "str", "environ_status": "str", "environ_note": "str", "environ": ENV_SHAPE,
+    # The C environ read from its memory at capture (live_environ.py): in-process changes, titled processes.
+    "live_environ_status": "str", "live_environ_note": "str", "live_environ": ENV_SHAPE,
     "divergence": {"added": ENV_SHAPE, "removed": ("list", "str"),
                    "changed": ("map", {"parent": "str", "child": "str"})},
 }
@@ -153,8 +155,9 @@ def summarize(data: Dict[str, Any]) -> List[str]:
         entry = processes[key]
         env = entry.get("environ_status")
         gpus = entry.get("gpus")
+        live = entry.get("live_environ_status")
         lines.append(f"{key}: pid {entry.get('pid')} {entry.get('title', '')[:80]}  env {env}"
-                     + (f"  gpus {gpus}" if gpus else ""))
+                     + (f"  memory env {live}" if live else "") + (f"  gpus {gpus}" if gpus else ""))
         cmdline = entry.get("cmdline")
         line = itemise(cmdline) if isinstance(cmdline, list) and cmdline else None
         lines += describe(line) if line is not None else []  # its flags one by one (a title is cut at 80)
