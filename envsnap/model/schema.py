@@ -80,7 +80,10 @@ NEIGHBOURS_SHAPE = {"window_s": "num", "cpus_online": "num", "host_busy_cpus": "
 # What a run did (envsnap/measure/telemetry.py): counters of the command's process tree, of the
 # --pid/--sglang processes (deltas over the run), and GPU samples.
 _USAGE = {"cpu_user_s": "num", "cpu_system_s": "num", "ctx_voluntary": "num", "ctx_involuntary": "num",
-          "peak_rss_bytes": "num", "peak_threads": "num", "cpu_set": ("list", "num"), "pid": "num", "error": "str"}
+          "peak_rss_bytes": "num", "peak_threads": "num", "cpu_set": ("list", "num"), "pid": "num", "error": "str",
+          # what the scheduler did to its threads (measure/sched_sampling.py)
+          "run_delay_s": "num", "on_cpu_s": "num", "timeslices": "num", "threads_seen": "num",
+          "thread_names": ("map", "num"), "major_faults": "num"}
 _TELEMETRY = dict(_USAGE, **{
     "wall_s": "num", "max_rss_bytes": "num", "peak_processes": "num", "cpu_set_source": "str", "samples": "num",
     "interval_s": "num", "sampler_cpu_s": "num", "watched": ("map", _USAGE), "gpu": "str", "notes": ("list", "str"),

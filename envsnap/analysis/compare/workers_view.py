@@ -90,6 +90,7 @@ def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, An
             continue
         if name in proc:
             view.put("workers", _norm(proc[name], name), (keys.flat_key(walk_flat, name),), Subject("process", key, name))
+    _placement_keys(view, key, walk_flat, proc)
     if isinstance(rec.get("init"), dict):
         view.put("workers", _norm(rec["init"]), (keys.flat_key(record_flat, "init"),), Subject("process", key, "init"))
     changes = in_process_changes(record_flat, rec) if rec else memory_changes(process.walk_key, proc)
@@ -106,6 +107,27 @@ def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, An
             if name not in (modules.get("shadowed") or {}):
                 view.put("workers", path, (keys.flat_key(record_flat, "modules", "elsewhere", name),),
                          Subject("process", key, keys.aspect(keys.MODULE, name)))
+
+
+def _placement_keys(view: View, key: str, walk_flat: str, proc: Dict[str, Any]) -> None:
+    """How the process was scheduled and placed (placement.py): `workers.<key>.placement.<field>`,
+    `workers.<key>.cgroup.<field>` and its threads by name, `workers.<key>.threads.<name>` (a pool that
+    grew, shrank, came or went)."""
+    placed = proc.get("placement")
+    if isinstance(placed, dict):
+        for name, value in sorted(placed.items()):
+            if name == "cgroup" and isinstance(value, dict):
+                for field, limit in sorted(value.items()):
+                    view.put("workers", limit, (keys.flat_key(walk_flat, "placement", "cgroup", field),),
+                             Subject("process", key, keys.aspect("cgroup", field)))
+            elif name != "note":
+                view.put("workers", value, (keys.flat_key(walk_flat, "placement", name),),
+                         Subject("process", key, keys.aspect("placement", name)))
+    threads = proc.get("threads")
+    if isinstance(threads, dict):
+        for name, count in sorted(threads.items()):
+            view.put("workers", count, (keys.flat_key(walk_flat, "threads", name),),
+                     Subject("process", key, keys.aspect("threads", name)))
 
 
 def in_process_changes(record_flat: str, record: Dict[str, Any]) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
