@@ -476,6 +476,11 @@ def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad:
     if _up(involuntary) and not (_up(voluntary) and _waits_grew_more(voluntary, involuntary, cpu)):
         return ("contention", f"{cpu_note}, {wall_note}, involuntary context switches per CPU second "
                               f"{_times(involuntary)}{_wait_note(f)}: waiting for a CPU (contention){gpu_note}", {})
+    # The run-queue wait is the direct measure (schedstat): runnable threads that did not run, without more
+    # preemptions when the waiting threads are few and the CPU is held by others (a lower priority, a
+    # smaller share), unless the waits of the run's own (voluntary switches) grew instead.
+    if _wait_note(f) and not _up(voluntary):
+        return ("contention", f"{cpu_note}, {wall_note}{_wait_note(f)}: waiting for a CPU (contention){gpu_note}", {})
     if _up(voluntary):
         return ("io_wait", f"{cpu_note}, {wall_note}, voluntary context switches {_times(voluntary)}: "
                            f"waiting (I/O, sleep, locks, peers){gpu_note}", {})
@@ -517,7 +522,7 @@ SERIES_NAMES = {"wall_s": "wall", "cpu_s": "CPU time per run", "busy_cpus": "CPU
                 "ctx_voluntary": "voluntary switches", "ctx_involuntary_per_cpu_s": "involuntary switches per CPU "
                 "second", "peak_threads": "peak threads", "gpu_util_pct": "GPU busy %", "sm_clock_mhz": "SM clock",
                 "gpu_busy_s": "GPU-busy time per run", "others_cpus": "CPUs other processes used",
-                "runnable": "runnable threads", "steal_pct": "steal %", "run_delay_s": "run-queue wait per run (s)",
+                "runnable": "runnable threads", "steal_pct": "steal %", "run_delay_s": "run-queue wait (s per run)",
                 "major_faults": "major page faults"}
 
 
