@@ -22,6 +22,8 @@ Each `envsnap run` run gets a "telemetry" record:
   "timeslices"), the peak count of threads by name ("thread_names"), major page faults
   ("major_faults": the tree's from getrusage, exact; a watched process's from /proc/PID/stat);
 - the neighbours (measure/neighbours.py, its record under "neighbours");
+- the command's processes' environments, at exec and from memory as they run ("environs",
+  measure/environ_sampling.py), keyed as the processes section keys processes;
 - with NVML, per GPU: utilisation, SM clock, power and clock-event reasons, sampled and summarised
   (gpu_sampling.py). Without NVML the record says why in "gpu" and has no "gpus".
 
@@ -139,6 +141,7 @@ class RunSampler:
         self.threads = ThreadSampler()  # the command's threads: run-queue wait, time on CPU, names
         self.sampler_cpu_s: Optional[float] = None
         self.maps: Any = None  # a maps_sampling.MapsSampler: what the tree's processes mapped
+        self.environs: Any = None  # an environ_sampling.EnvironSampler: their environments, from memory
         # The neighbours' start scan, before the command starts (measure/neighbours.py).
         self.neighbours: Any = None
         self.neighbours_error: Optional[str] = None
@@ -198,6 +201,8 @@ class RunSampler:
         self.gpus.sample(self.gpu_series, self.clock() - self.started)
         if self.maps is not None:
             self.maps.sample(members, self.clock() - self.started)
+        if self.environs is not None:
+            self.environs.sample(members, self.clock() - self.started)
         if self.neighbours is not None:
             self.neighbours.sample()
 
@@ -212,6 +217,7 @@ class RunSampler:
         self.stop()
         if self.maps is not None:
             self.maps.end_run()
+        environs = self.environs.end_run() if self.environs is not None else {}
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         before = self.rusage
         record: Dict[str, Any] = {
@@ -242,6 +248,8 @@ class RunSampler:
         if self.orphans:
             notes.append(f"{len(self.orphans)} process(es) of the command outlived their parent: their CPU "
                          "time is in the totals only if something reaped them")
+        if environs:  # the command's processes' environments, from memory (environ_sampling.py)
+            record["environs"] = environs
         if self.watched:
             record["watched"] = {w.key: w.finish() for w in self.watched}
         record["gpu"] = self.gpus.status
@@ -280,6 +288,9 @@ class Telemetry:
         from envsnap.measure.maps_sampling import MapsSampler
 
         self.maps = MapsSampler()
+        from envsnap.measure.environ_sampling import EnvironSampler
+
+        self.environs = EnvironSampler()
 
     def begin(self) -> RunSampler:
         if not self._opened:
@@ -289,6 +300,8 @@ class Telemetry:
         self.maps.begin_run()
         sampler = RunSampler(self.tree, self.gpus, self.watch, self.interval, neighbours=self.neighbours)
         sampler.maps = self.maps
+        self.environs.begin_run()
+        sampler.environs = self.environs
         return sampler
 
     def close(self) -> None:

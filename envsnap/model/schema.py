@@ -93,6 +93,9 @@ _TELEMETRY = dict(_USAGE, **{
                      "sm_clock_mhz_median": "num", "sm_clock_mhz_min": "num", "sm_clock_mhz_max": "num",
                      "power_w_median": "num", "power_w_max": "num", "clock_event_reasons": ("map", "num")}),
     "neighbours": NEIGHBOURS_SHAPE,
+    # the command's processes' environments (measure/environ_sampling.py)
+    "environs": ("map", {"pid": "num", "environ_status": "str", "environ_note": "str", "environ": ENV_SHAPE,
+                         "live_environ_status": "str", "live_environ_note": "str", "live_environ": ENV_SHAPE}),
 })
 # A run's profiler traces, summarised (envsnap/measure/traces.py, trace_runs.py): per file (one rank), per
 # kernel / copy / CPU operator / CUDA call name its count and total time, launches by kind, steps.

@@ -220,7 +220,7 @@ def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = Non
     run_line = flags.put_run(view, snap, hint, Subject(flags.COMMAND, flags.RUN))
     from envsnap.analysis.compare import workers_view  # it builds on this module's View: imported here
 
-    workers_view.workers_view(view, data.get("processes"), data.get("probe"), hint, run_line)
+    workers_view.workers_view(view, data.get("processes"), data.get("probe"), hint, run_line, snap.get("runs"))
     view.env_reads, view.env_read_tracked = env_read_evidence(snap)
     view.env_read_until, view.runs_ended = env_read_coverage(snap)
     return view

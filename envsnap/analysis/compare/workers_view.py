@@ -25,19 +25,20 @@ from envsnap.model.workers import (
     live_environ,
     role_kind,
     role_kinds,
+    run_environs,
     seen_processes,
     tp_workers,
 )
 
 
 def workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optional[Dict[str, Any]],
-                  hint: flags.Hints, run_line: Optional[flags.CommandLine]) -> None:
+                  hint: flags.Hints, run_line: Optional[flags.CommandLine], runs: Any = None) -> None:
     procs = {k: v for k, v in ((processes or {}).get("processes") or {}).items() if isinstance(v, dict)}
     records = {k: v for k, v in ((probe or {}).get("records") or {}).items() if isinstance(v, dict)}
     commands = command_records(probe or {})
-    if not procs and not records and not commands:
+    if not procs and not records and not commands and not run_environs(runs)[1]:
         return
-    seen = seen_processes(processes or {}, probe or {})
+    seen = seen_processes(processes or {}, probe or {}, runs)
     kinds = role_kinds(processes or {}, probe or {})
     workers = tp_workers(seen, kinds)
     view.workers_are_tp = any(kinds.get(k) == "scheduler" for k in workers)
@@ -93,7 +94,7 @@ def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, An
     _placement_keys(view, key, walk_flat, proc)
     if isinstance(rec.get("init"), dict):
         view.put("workers", _norm(rec["init"]), (keys.flat_key(record_flat, "init"),), Subject("process", key, "init"))
-    changes = in_process_changes(record_flat, rec) if rec else memory_changes(process.walk_key, proc)
+    changes = in_process_changes(record_flat, rec) if rec else memory_changes(process)
     for name, (value, flats) in changes.items():
         view.put("workers", value, flats,
                  Subject("in_process", key, keys.aspect("changed_in_process", name), variable=name), aggregate=True)
@@ -163,18 +164,17 @@ def in_process_changes(record_flat: str, record: Dict[str, Any]) -> Dict[str, Tu
     return out
 
 
-def memory_changes(walk_key: str, proc: Dict[str, Any]) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
+def memory_changes(process: SeenProcess) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
     """{NAME: (value, flat keys)} for each variable a process not probed changed in-process, as its memory
-    (the C environ at capture) shows against /proc/PID/environ (the block at exec): in_process_changes'
-    shape, "start" being the value at exec. Only where both were read (a title that overwrote the exec block
-    leaves nothing to compare with: then the memory view is the process's environment, and no more)."""
-    live = live_environ(proc)
-    at_exec = proc.get("environ")
-    if live is None or proc.get("environ_status", "ok") != "ok" or not isinstance(at_exec, dict):
+    (the C environ at capture, or as a run went on) shows against /proc/PID/environ (the block at exec):
+    in_process_changes' shape, "start" being the value at exec. Only where both were read (a title that
+    overwrote the exec block leaves nothing to compare with: then memory is the process's environment)."""
+    live, at_exec = process.env, process.exec_env
+    if process.source != "live_environ" or process.in_probe or live is None or at_exec is None:
         return {}
     out: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
     for name in sorted(n for n in set(live) | set(at_exec) if live.get(n) != at_exec.get(n)):
-        flats = [keys.process_flat(walk_key, field, name) for field, env in (("environ", at_exec), ("live_environ", live))
+        flats = [keys.flat_key(flat, name) for flat, env in ((process.exec_flat, at_exec), (process.flat, live))
                  if name in env]
         out[name] = ({"start": at_exec.get(name), "after": [live.get(name)]}, flats)
     return out
