@@ -43,7 +43,8 @@ MAX_BYTES = 16 << 20  # memory read per process (pages of the array and the stri
 MAX_STRING = 1 << 20  # one NAME=value (the kernel caps one exec string at 128 KiB; in-process has no cap)
 MAX_MAPS_BYTES = 16 << 20
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-READ_AHEAD_PAGES = 16  # pages per read call: the exec-time block and a heap arena are contiguous
+READ_AHEAD_PAGES = 2  # pages per on-demand read (the strings' pages are read ahead in one call: prefetch)
+_IOV_MAX = 1024  # remote elements per process_vm_readv call (IOV_MAX, <limits.h>)
 SYMBOLS = ("environ", "__environ")
 # The C libraries that define `environ`: glibc's libc.so.6 (libc-2.x.so before 2.34), musl's ld-musl/libc.musl.
 _LIBC_NAME = re.compile(r"^(libc\.so(\.\d+)*|libc-[\d.]+\.so|ld-musl-[^/]*\.so(\.\d+)*|libc\.musl-[^/]*\.so(\.\d+)*)$")
@@ -140,7 +141,7 @@ class _Memory:
         remote = (_IoVec * count)(*[_IoVec(page + i * PAGE, PAGE) for i in range(count)])
         done = _READV(self.pid, ctypes.byref(local), 1, remote, count, 0)
         if done >= 0:
-            return buffer.raw[:done]
+            return bytes(memoryview(buffer)[:done])
         code = ctypes.get_errno()
         if code == errno.ENOSYS:
             self._use_mem = True
@@ -172,6 +173,42 @@ class _Memory:
             if exc.errno == errno.EIO:
                 return out
             raise _failure("unreadable", f"/proc/PID/mem: {exc.strerror or exc}") from None
+
+    def prefetch(self, addresses: List[int]) -> None:
+        """Read the pages these addresses start in, not yet read, in as few calls as the kernel allows
+        (IOV_MAX remote elements a call, one page each): the strings of an environment that setproctitle or
+        setenv moved to the heap lie scattered, one page apart or more."""
+        wanted = sorted({a - a % PAGE for a in addresses} - set(self.pages))
+        if _READV is None or self._use_mem:
+            return  # read page by page on demand
+        for start in range(0, len(wanted), _IOV_MAX):
+            if time.monotonic() > self.deadline:
+                raise _failure("timeout", "stopped at the capture deadline while reading the process's memory")
+            pages = wanted[start:start + _IOV_MAX]
+            if self.read_bytes + len(pages) * PAGE > MAX_BYTES:
+                return  # the on-demand reads say "truncated" when they need more
+            buffer = ctypes.create_string_buffer(len(pages) * PAGE)
+            local = _IoVec(ctypes.cast(buffer, ctypes.c_void_p), len(pages) * PAGE)
+            remote = (_IoVec * len(pages))(*[_IoVec(page, PAGE) for page in pages])
+            done = _READV(self.pid, ctypes.byref(local), 1, remote, len(pages), 0)
+            self.read_bytes += len(pages) * PAGE
+            if done < 0:
+                return  # the on-demand reads say why (gone, denied, unmapped)
+            raw = memoryview(buffer)
+            for index in range(done // PAGE):  # the call stops at the first page that is not mapped
+                self.pages[pages[index]] = bytes(raw[index * PAGE:(index + 1) * PAGE])
+
+    def fresh_pointer(self, address: int, size: int) -> Optional[int]:
+        """A pointer read again from the memory as it is now (not the pages read before)."""
+        if _READV is None or self._use_mem:
+            self.pages.clear()
+            return _pointer(self, address, size)
+        buffer = ctypes.create_string_buffer(size)
+        local = _IoVec(ctypes.cast(buffer, ctypes.c_void_p), size)
+        remote = _IoVec(address, size)
+        if _READV(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) != size:
+            return None
+        return int.from_bytes(buffer.raw, sys.byteorder)
 
     def page(self, address: int) -> Optional[bytes]:
         start = address - address % PAGE
@@ -296,22 +333,30 @@ def _pointer(memory: _Memory, address: int, size: int) -> Optional[int]:
 
 def _read_array(memory: _Memory, address: int, size: int, source: str) -> Tuple[Dict[str, str], int]:
     """{NAME: value} of the array at `address`, and how many entries were not NAME=value."""
-    env: Dict[str, str] = {}
-    malformed = 0
-    for index in range(MAX_ENTRIES + 1):
-        if index == MAX_ENTRIES:
-            raise _failure("truncated", f"more than {MAX_ENTRIES} entries in the environment array: not read", source)
-        pointer = _pointer(memory, address + index * size, size)
-        if pointer is None:
+    pointers: List[int] = []
+    code = "Q" if size == 8 else "I"
+    while True:  # the array a page at a time, up to its NULL
+        at = address + len(pointers) * size
+        raw = memory.read(at, PAGE - at % PAGE if (PAGE - at % PAGE) % size == 0 else size)
+        if len(raw) < size:
             raise _failure("unreadable", "the environment array runs into unmapped memory (changed while read?)",
                            source)
-        if pointer == 0:
+        chunk = list(memoryview(raw[:len(raw) - len(raw) % size]).cast(code))  # type: ignore[call-overload]
+        end = chunk.index(0) if 0 in chunk else len(chunk)
+        pointers += chunk[:end]
+        if len(pointers) >= MAX_ENTRIES:
+            raise _failure("truncated", f"more than {MAX_ENTRIES} entries in the environment array: not read", source)
+        if end < len(chunk):
             break
-        raw = memory.string(pointer)
-        if raw is None:
+    memory.prefetch(pointers)
+    env: Dict[str, str] = {}
+    malformed = 0
+    for pointer in pointers:
+        text = memory.string(pointer)
+        if text is None:
             malformed += 1
             continue
-        name, sep, value = raw.partition(b"=")
+        name, sep, value = text.partition(b"=")
         if not sep or not name:
             malformed += 1
             continue
@@ -338,8 +383,7 @@ def read_live_environ(pid: int, deadline: Optional[float] = None) -> LiveEnviron
             if before == 0:
                 return LiveEnviron("ok", {}, "environ is NULL (clearenv)", source)
             env, malformed = _read_array(memory, before, size, source)
-            memory.pages.clear()  # the pointer read again from the memory as it is now
-            if _pointer(memory, variable, size) == before:
+            if memory.fresh_pointer(variable, size) == before:  # the pointer again, as it is now
                 note = (f"{malformed} entr{'y' if malformed == 1 else 'ies'} not NAME=value left out"
                         if malformed else "")
                 return LiveEnviron("ok", env, note, source)
