@@ -17,7 +17,13 @@ Each `envsnap run` run gets a "telemetry" record:
 - processes given with --pid/--sglang (the server, keyed as the processes section keys them):
   the same counters as deltas over the run, context switches summed over their threads (Linux
   counts /proc/PID/status switches for the main thread only), peaks sampled;
+- for the tree and each watched process, what the scheduler did (sched_sampling.py): run-queue wait
+  and time on CPU summed over threads (/proc/PID/task/TID/schedstat; "run_delay_s", "on_cpu_s",
+  "timeslices"), the peak count of threads by name ("thread_names"), major page faults
+  ("major_faults": the tree's from getrusage, exact; a watched process's from /proc/PID/stat);
 - the neighbours (measure/neighbours.py, its record under "neighbours");
+- the command's processes' environments, at exec and from memory as they run ("environs",
+  measure/environ_sampling.py), keyed as the processes section keys processes;
 - with NVML, per GPU: utilisation, SM clock, power and clock-event reasons, sampled and summarised
   (gpu_sampling.py). Without NVML the record says why in "gpu" and has no "gpus".
 
@@ -33,6 +39,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 
 from envsnap.measure.gpu_sampling import Gpus, summarize_gpu
 from envsnap.measure.process_tree import ProcessTree, read_process_stat, thread_ctx_switches
+from envsnap.measure.sched_sampling import ThreadSampler, major_faults
 
 SAMPLE_INTERVAL_S = 0.5
 # Denser at first, so a run of a second still gets a few samples of its tree.
@@ -68,10 +75,14 @@ class _Watched:
             self.proc, self.start_times = None, None
             self.error = f"not readable at the start of the run: {type(exc).__name__}"
         self.start_ctx = thread_ctx_switches(pid)
+        self.threads = ThreadSampler()
+        self.threads.baseline([pid])
+        self.start_faults = major_faults(pid)
 
     def sample(self) -> None:
         if self.proc is None:
             return
+        self.threads.sample([self.pid])
         try:
             with self.proc.oneshot():
                 self.peak_rss = max(self.peak_rss, self.proc.memory_info().rss)
@@ -103,6 +114,10 @@ class _Watched:
             out["peak_threads"] = self.peak_threads
         if self.cpus:
             out["cpu_set"] = sorted(self.cpus)
+        out.update(self.threads.summary())  # run-queue wait, time on CPU, threads by name
+        end_faults = major_faults(self.pid)
+        if end_faults is not None and self.start_faults is not None:
+            out["major_faults"] = max(0, end_faults - self.start_faults)
         return out
 
 
@@ -123,8 +138,10 @@ class RunSampler:
         self.cpus: Set[int] = set()
         self.gpu_series: Dict[int, List[Dict[str, Any]]] = {}
         self.orphans: Set[int] = set()
+        self.threads = ThreadSampler()  # the command's threads: run-queue wait, time on CPU, names
         self.sampler_cpu_s: Optional[float] = None
         self.maps: Any = None  # a maps_sampling.MapsSampler: what the tree's processes mapped
+        self.environs: Any = None  # an environ_sampling.EnvironSampler: their environments, from memory
         # The neighbours' start scan, before the command starts (measure/neighbours.py).
         self.neighbours: Any = None
         self.neighbours_error: Optional[str] = None
@@ -173,6 +190,7 @@ class RunSampler:
                 self.cpus.update(os.sched_getaffinity(pid))
             except OSError:
                 pass
+        self.threads.sample(members)
         if counted:
             self.samples += 1
             self.peak_rss = max(self.peak_rss, rss)
@@ -183,6 +201,8 @@ class RunSampler:
         self.gpus.sample(self.gpu_series, self.clock() - self.started)
         if self.maps is not None:
             self.maps.sample(members, self.clock() - self.started)
+        if self.environs is not None:
+            self.environs.sample(members, self.clock() - self.started)
         if self.neighbours is not None:
             self.neighbours.sample()
 
@@ -197,6 +217,7 @@ class RunSampler:
         self.stop()
         if self.maps is not None:
             self.maps.end_run()
+        environs = self.environs.end_run() if self.environs is not None else {}
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         before = self.rusage
         record: Dict[str, Any] = {
@@ -210,6 +231,10 @@ class RunSampler:
         }
         if self.sampler_cpu_s is not None:
             record["sampler_cpu_s"] = round(self.sampler_cpu_s, 5)  # what sampling this run cost
+        record["major_faults"] = int(after.ru_majflt - before.ru_majflt)
+        sched = self.threads.summary()
+        if sched:  # sampled: threads that lived between two samples are missed (sched_sampling.py)
+            record.update(sched)
         if after.ru_maxrss > before.ru_maxrss:
             record["max_rss_bytes"] = int(after.ru_maxrss) * 1024  # Linux reports KiB
         if self.samples:
@@ -223,6 +248,8 @@ class RunSampler:
         if self.orphans:
             notes.append(f"{len(self.orphans)} process(es) of the command outlived their parent: their CPU "
                          "time is in the totals only if something reaped them")
+        if environs:  # the command's processes' environments, from memory (environ_sampling.py)
+            record["environs"] = environs
         if self.watched:
             record["watched"] = {w.key: w.finish() for w in self.watched}
         record["gpu"] = self.gpus.status
@@ -261,6 +288,9 @@ class Telemetry:
         from envsnap.measure.maps_sampling import MapsSampler
 
         self.maps = MapsSampler()
+        from envsnap.measure.environ_sampling import EnvironSampler
+
+        self.environs = EnvironSampler()
 
     def begin(self) -> RunSampler:
         if not self._opened:
@@ -270,6 +300,8 @@ class Telemetry:
         self.maps.begin_run()
         sampler = RunSampler(self.tree, self.gpus, self.watch, self.interval, neighbours=self.neighbours)
         sampler.maps = self.maps
+        self.environs.begin_run()
+        sampler.environs = self.environs
         return sampler
 
     def close(self) -> None:

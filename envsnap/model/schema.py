@@ -80,7 +80,10 @@ NEIGHBOURS_SHAPE = {"window_s": "num", "cpus_online": "num", "host_busy_cpus": "
 # What a run did (envsnap/measure/telemetry.py): counters of the command's process tree, of the
 # --pid/--sglang processes (deltas over the run), and GPU samples.
 _USAGE = {"cpu_user_s": "num", "cpu_system_s": "num", "ctx_voluntary": "num", "ctx_involuntary": "num",
-          "peak_rss_bytes": "num", "peak_threads": "num", "cpu_set": ("list", "num"), "pid": "num", "error": "str"}
+          "peak_rss_bytes": "num", "peak_threads": "num", "cpu_set": ("list", "num"), "pid": "num", "error": "str",
+          # what the scheduler did to its threads (measure/sched_sampling.py)
+          "run_delay_s": "num", "on_cpu_s": "num", "timeslices": "num", "threads_seen": "num",
+          "thread_names": ("map", "num"), "major_faults": "num"}
 _TELEMETRY = dict(_USAGE, **{
     "wall_s": "num", "max_rss_bytes": "num", "peak_processes": "num", "cpu_set_source": "str", "samples": "num",
     "interval_s": "num", "sampler_cpu_s": "num", "watched": ("map", _USAGE), "gpu": "str", "notes": ("list", "str"),
@@ -90,6 +93,9 @@ _TELEMETRY = dict(_USAGE, **{
                      "sm_clock_mhz_median": "num", "sm_clock_mhz_min": "num", "sm_clock_mhz_max": "num",
                      "power_w_median": "num", "power_w_max": "num", "clock_event_reasons": ("map", "num")}),
     "neighbours": NEIGHBOURS_SHAPE,
+    # the command's processes' environments (measure/environ_sampling.py)
+    "environs": ("map", {"pid": "num", "environ_status": "str", "environ_note": "str", "environ": ENV_SHAPE,
+                         "live_environ_status": "str", "live_environ_note": "str", "live_environ": ENV_SHAPE}),
 })
 # A run's profiler traces, summarised (envsnap/measure/traces.py, trace_runs.py): per file (one rank), per
 # kernel / copy / CPU operator / CUDA call name its count and total time, launches by kind, steps.

@@ -1,6 +1,7 @@
 """The one reader of "what each process saw": a snapshot's processes and probe records, merged.
 
-A process can be seen twice, by the process-tree walk (/proc/PID/environ: the environment at exec) and by
+A process can be seen twice, by the process-tree walk (/proc/PID/environ: the environment at exec; and its
+C `environ` read from memory at capture: the environment now, capture/collectors/live_environ.py) and by
 the in-process probe (os.environ inside it), each keyed its own way: joined here, one process one entry,
 and which environment it ran with is decided here and nowhere else (PRECEDENCE).
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from envsnap.format import natural_key
-from envsnap.model.keys import command_process, probe_record_flat, process_flat
+from envsnap.model.keys import command_process, flat_key as keys_flat, probe_record_flat, process_flat
 from envsnap.model.snapshot import as_dict
 
 # Reading order of process kinds (roles.py gives kinds from SGLang's process titles): main process, DP
@@ -21,11 +22,14 @@ FRONT_END_KINDS = ("main", "tokenizer", "detokenizer", "dp_controller")
 
 # Where an environment was seen, as evidence lines and the report name it.
 SOURCE_LABELS = {"env_at_init": "probe at init_process_group", "env_at_start": "probe at start",
-                 "env_at_exit": "probe at exit", "environ": "/proc, as at exec"}
+                 "env_at_exit": "probe at exit", "environ": "/proc, as at exec",
+                 "live_environ": "process memory, at capture"}
 # Which environment a process ran with: the probe at init_process_group (what NCCL read), else the probe
-# at start, else /proc/PID/environ when it was readable (not clobbered by setproctitle, not denied). The
-# /proc view is kept beside a probe view, so changes made in-process stay visible.
-PRECEDENCE = ("env_at_init", "env_at_start")  # probe fields, most telling first; then /proc
+# at start, else its C `environ` read from memory at capture (in-process changes and titled processes
+# included; the process walk's "live_environ"), else /proc/PID/environ when it was readable (not
+# clobbered by setproctitle, not denied). The /proc view is kept beside a probe or memory view, so
+# changes made in-process stay visible.
+PRECEDENCE = ("env_at_init", "env_at_start")  # probe fields, most telling first; then memory, then /proc
 
 
 # `envsnap run`'s own command (the benchmark client) is not the server: its processes (the probe's
@@ -53,6 +57,7 @@ class SeenProcess(NamedTuple):
     walk_key: str = ""  # its key in the processes section ("" when the walk did not see it)
     probe_key: str = ""  # its key in the probe section's records or command_records ("" when not probed)
     initialised: bool = False  # it called init_process_group (the probe's init record): a distributed worker
+    exec_flat: str = ""  # flattened snapshot key of `exec_env`
 
     @property
     def source_label(self) -> str:
@@ -103,9 +108,21 @@ def command_records(probe: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
     return out
 
 
-def seen_processes(processes: Mapping[str, Any], probe: Mapping[str, Any]) -> Dict[str, SeenProcess]:
+def run_environs(runs: Any) -> Tuple[int, Dict[str, Dict[str, Any]]]:
+    """(index, environs) of the last successful run whose telemetry read its command's processes' environments
+    (measure/environ_sampling.py); (-1, {}) when none did."""
+    found: Tuple[int, Dict[str, Dict[str, Any]]] = (-1, {})
+    for index, run in enumerate(runs if isinstance(runs, list) else []):
+        environs = as_dict(as_dict(run).get("telemetry")).get("environs") if isinstance(run, dict) else None
+        if isinstance(run, dict) and run.get("ok") is not False and isinstance(environs, dict) and environs:
+            found = (index, {str(k): v for k, v in environs.items() if isinstance(v, dict)})
+    return found
+
+
+def seen_processes(processes: Mapping[str, Any], probe: Mapping[str, Any], runs: Any = None) -> Dict[str, SeenProcess]:
     """Every process of one snapshot (section data of `processes` and `probe`), in reading order: the server's
-    (walked and probed, joined by pid), then the compared run's command processes."""
+    (walked and probed, joined by pid), then the compared run's command processes (the probe's records of them;
+    without those, the environments the last run read from their memory: `runs`, the snapshot's runs)."""
     procs = {str(k): v for k, v in as_dict(processes.get("processes")).items() if isinstance(v, dict)}
     records = {str(k): v for k, v in as_dict(probe.get("records")).items() if isinstance(v, dict)}
     # The walk keys a process by the title it has now, the probe by the title it had when it last wrote (or
@@ -148,21 +165,30 @@ def seen_processes(processes: Mapping[str, Any], probe: Mapping[str, Any]) -> Di
         parent = record.get("parent_key")
         out.append(_seen(key, {}, record, "", f"{record.get('run')}/{name}", "command_records", COMMAND,
                          command_process(parent) if isinstance(parent, str) else None))
+    if not command_records(probe):
+        index, environs = run_environs(runs)
+        for name, entry in sorted(environs.items()):
+            flat = keys_flat("runs", str(index), "telemetry", "environs", name)
+            out.append(_seen(command_process(name), entry, {}, "", "", "command_records", COMMAND, None, flat))
     out.sort(key=lambda p: (p.group == COMMAND, KIND_ORDER[p.kind], p.order, natural_key(p.key)))
     return {p.key: p for p in out}
 
 
 def _seen(key: str, proc: Dict[str, Any], record: Dict[str, Any], walk_key: str, probe_key: str, field: str,
-          group: str, parent: Optional[str]) -> SeenProcess:
+          group: str, parent: Optional[str], proc_flat: str = "") -> SeenProcess:
+    """One process from its walk entry `proc` (or a run's environs entry, at `proc_flat`) and probe `record`."""
+    proc_flat = proc_flat or process_flat(walk_key)
     walked_ok = proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict)
     env, source, flat = None, "", ""
     for name in PRECEDENCE:
         if isinstance(record.get(name), dict):
             env, source, flat = record[name], name, probe_record_flat(probe_key, name, records=field)
             break
+    if env is None and live_environ(proc) is not None:
+        env, source, flat = live_environ(proc), "live_environ", keys_flat(proc_flat, "live_environ")
     exec_env = proc["environ"] if walked_ok and env is not None else None
     if env is None and walked_ok:
-        env, source, flat = proc["environ"], "environ", process_flat(walk_key, "environ")
+        env, source, flat = proc["environ"], "environ", keys_flat(proc_flat, "environ")
     status = "ok" if env is not None else str(proc.get("environ_status") or "unreadable")
     if proc:
         kind = role_kind(proc)
@@ -170,14 +196,24 @@ def _seen(key: str, proc: Dict[str, Any], record: Dict[str, Any], walk_key: str,
         kind = role_kind(record)
     else:
         kind = "rank" if role_kind(record) == "other" else role_kind(record)
-    # /proc's note (a title overwrote the environment...) matters only where /proc is what was read.
+    # /proc's note (a title overwrote the environment...) matters only where /proc is what was read; where
+    # memory could not be read either, its reason is said beside it.
     note = str(proc.get("environ_note") or "") if source in ("", "environ") else ""
+    if source in ("", "environ") and proc.get("live_environ_note") and proc.get("live_environ_status") != "ok":
+        note = "; ".join(n for n in (note, f"memory: {proc['live_environ_note']}") if n)
     return SeenProcess(
         key=key, title=str(proc.get("title") or record.get("title") or key), kind=kind,
         order=_order(proc if proc else record), parent=parent, status=status,
         note=note, env=env, source=source, flat=flat, exec_env=exec_env,
-        in_probe=bool(record), in_walk=bool(proc), group=group, walk_key=walk_key, probe_key=probe_key,
-        initialised=isinstance(record.get("init"), dict))
+        in_probe=bool(record), in_walk=bool(walk_key), group=group, walk_key=walk_key, probe_key=probe_key,
+        initialised=isinstance(record.get("init"), dict),
+        exec_flat=keys_flat(proc_flat, "environ") if exec_env is not None else "")
+
+
+def live_environ(proc: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """A walked process's environment read from its memory at capture (None: not read, or not readable)."""
+    env = proc.get("live_environ")
+    return env if proc.get("live_environ_status") == "ok" and isinstance(env, dict) else None
 
 
 def tp_workers(seen: Mapping[str, SeenProcess], roles: Mapping[str, str]) -> List[str]:

@@ -129,6 +129,24 @@ def test_probe_records_show_both_variables_at_init_with_rank_and_world_size(laun
     assert result["data"]["env_at_init_common"]["NCCL_ALGO"] == "Ring"
 
 
+def test_memory_agrees_with_the_probe_where_proc_shows_nothing(launch):
+    """The three views of each process, against each other: the probe (os.environ inside, at init and at
+    start), the C environ read from memory at capture, and /proc/PID/environ (as at exec)."""
+    procs = launch["live"]["data"]["processes"]
+    records = probe_collector.collect(CaptureContext(probe_dir=str(launch["probe_dir"])))["data"]["records"]
+    for rank in (0, 1):
+        key = f"scheduler_TP{rank}"
+        assert procs[key]["environ_status"] == "unreadable"  # /proc: cleared by the title
+        assert procs[key]["live_environ_status"] == "ok", procs[key].get("live_environ_note")
+        # Captured after init_process_group and before exit: memory is what the probe saw at init (redacted alike).
+        assert procs[key]["live_environ"] == records[key]["env_at_init"], key
+        assert procs[key]["live_environ"]["NCCL_ALGO"] == "Ring"  # set in-process by the scheduler itself
+    main = procs["sglang-main"]
+    assert "NCCL_PROTO" not in main["environ"] and main["live_environ"]["NCCL_PROTO"] == "LL"  # set after exec
+    assert main["live_environ"] == {k: v for k, v in records["sglang-main"]["env_at_exit"].items()}
+    assert SECRET not in json.dumps(main["live_environ"])
+
+
 def test_sitecustomize_variable_is_in_every_workers_start_record(launch):
     records = probe_collector.collect(CaptureContext(probe_dir=str(launch["probe_dir"])))["data"]["records"]
     assert len(records) >= 4

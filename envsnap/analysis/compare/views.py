@@ -80,7 +80,7 @@ class View:
     presence: Set[str] = field(default_factory=set)  # keys standing for a whole entity
     workers: List[str] = field(default_factory=list)  # TP workers whose env could be read
     unreadable_workers: List[str] = field(default_factory=list)
-    worker_env_source: str = ""  # "probe" | "proc" | "" (none)
+    worker_env_source: str = ""  # "probe" | "memory" | "proc" | "mixed" | "" (none)
     workers_are_tp: bool = False  # the workers are TP schedulers (else every probed/walked process stands in)
     workers_are_command: bool = False  # no server process was seen: the `envsnap run` command's own stand in
     parent_env: Dict[str, Any] = field(default_factory=dict)
@@ -220,7 +220,7 @@ def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = Non
     run_line = flags.put_run(view, snap, hint, Subject(flags.COMMAND, flags.RUN))
     from envsnap.analysis.compare import workers_view  # it builds on this module's View: imported here
 
-    workers_view.workers_view(view, data.get("processes"), data.get("probe"), hint, run_line)
+    workers_view.workers_view(view, data.get("processes"), data.get("probe"), hint, run_line, snap.get("runs"))
     view.env_reads, view.env_read_tracked = env_read_evidence(snap)
     view.env_read_until, view.runs_ended = env_read_coverage(snap)
     return view

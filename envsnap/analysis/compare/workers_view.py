@@ -22,21 +22,23 @@ from envsnap.model.workers import (
     SOURCE_LABELS,
     SeenProcess,
     command_records,
+    live_environ,
     role_kind,
     role_kinds,
+    run_environs,
     seen_processes,
     tp_workers,
 )
 
 
 def workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optional[Dict[str, Any]],
-                  hint: flags.Hints, run_line: Optional[flags.CommandLine]) -> None:
+                  hint: flags.Hints, run_line: Optional[flags.CommandLine], runs: Any = None) -> None:
     procs = {k: v for k, v in ((processes or {}).get("processes") or {}).items() if isinstance(v, dict)}
     records = {k: v for k, v in ((probe or {}).get("records") or {}).items() if isinstance(v, dict)}
     commands = command_records(probe or {})
-    if not procs and not records and not commands:
+    if not procs and not records and not commands and not run_environs(runs)[1]:
         return
-    seen = seen_processes(processes or {}, probe or {})
+    seen = seen_processes(processes or {}, probe or {}, runs)
     kinds = role_kinds(processes or {}, probe or {})
     workers = tp_workers(seen, kinds)
     view.workers_are_tp = any(kinds.get(k) == "scheduler" for k in workers)
@@ -51,10 +53,9 @@ def workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optiona
             continue
         envs[key], flat_of[key] = process.env, process.flat
         view.worker_views[key] = (process.env, process.source_label)
-        sources.add("proc" if process.source == "environ" else "probe")
+        sources.add({"environ": "proc", "live_environ": "memory"}.get(process.source, "probe"))
     view.workers = sorted(envs)
-    view.worker_env_source = "probe" if sources == {"probe"} else ("proc" if sources == {"proc"} else
-                                                                    ("mixed" if sources else ""))
+    view.worker_env_source = next(iter(sources)) if len(sources) == 1 else ("mixed" if sources else "")
     if envs:
         _agree(view, "workers", envs, flat_of,
                lambda name, split: env_subject("workers", name, "disagree" if split else ""))
@@ -90,9 +91,11 @@ def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, An
             continue
         if name in proc:
             view.put("workers", _norm(proc[name], name), (keys.flat_key(walk_flat, name),), Subject("process", key, name))
+    _placement_keys(view, key, walk_flat, proc)
     if isinstance(rec.get("init"), dict):
         view.put("workers", _norm(rec["init"]), (keys.flat_key(record_flat, "init"),), Subject("process", key, "init"))
-    for name, (value, flats) in in_process_changes(record_flat, rec).items():
+    changes = in_process_changes(record_flat, rec) if rec else memory_changes(process)
+    for name, (value, flats) in changes.items():
         view.put("workers", value, flats,
                  Subject("in_process", key, keys.aspect("changed_in_process", name), variable=name), aggregate=True)
     modules = rec.get("modules")
@@ -105,6 +108,27 @@ def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, An
             if name not in (modules.get("shadowed") or {}):
                 view.put("workers", path, (keys.flat_key(record_flat, "modules", "elsewhere", name),),
                          Subject("process", key, keys.aspect(keys.MODULE, name)))
+
+
+def _placement_keys(view: View, key: str, walk_flat: str, proc: Dict[str, Any]) -> None:
+    """How the process was scheduled and placed (placement.py): `workers.<key>.placement.<field>`,
+    `workers.<key>.cgroup.<field>` and its threads by name, `workers.<key>.threads.<name>` (a pool that
+    grew, shrank, came or went)."""
+    placed = proc.get("placement")
+    if isinstance(placed, dict):
+        for name, value in sorted(placed.items()):
+            if name == "cgroup" and isinstance(value, dict):
+                for field, limit in sorted(value.items()):
+                    view.put("workers", limit, (keys.flat_key(walk_flat, "placement", "cgroup", field),),
+                             Subject("process", key, keys.aspect("cgroup", field)))
+            elif name != "note":
+                view.put("workers", value, (keys.flat_key(walk_flat, "placement", name),),
+                         Subject("process", key, keys.aspect("placement", name)))
+    threads = proc.get("threads")
+    if isinstance(threads, dict):
+        for name, count in sorted(threads.items()):
+            view.put("workers", count, (keys.flat_key(walk_flat, "threads", name),),
+                     Subject("process", key, keys.aspect("threads", name)))
 
 
 def in_process_changes(record_flat: str, record: Dict[str, Any]) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
@@ -137,6 +161,22 @@ def in_process_changes(record_flat: str, record: Dict[str, Any]) -> Dict[str, Tu
             if name in env:
                 flats.append(keys.flat_key(record_flat, f"env_at_{stage}", name))
         out[name] = ({"start": start.get(name), "after": after}, flats)
+    return out
+
+
+def memory_changes(process: SeenProcess) -> Dict[str, Tuple[Dict[str, Any], List[str]]]:
+    """{NAME: (value, flat keys)} for each variable a process not probed changed in-process, as its memory
+    (the C environ at capture, or as a run went on) shows against /proc/PID/environ (the block at exec):
+    in_process_changes' shape, "start" being the value at exec. Only where both were read (a title that
+    overwrote the exec block leaves nothing to compare with: then memory is the process's environment)."""
+    live, at_exec = process.env, process.exec_env
+    if process.source != "live_environ" or process.in_probe or live is None or at_exec is None:
+        return {}
+    out: Dict[str, Tuple[Dict[str, Any], List[str]]] = {}
+    for name in sorted(n for n in set(live) | set(at_exec) if live.get(n) != at_exec.get(n)):
+        flats = [keys.flat_key(flat, name) for flat, env in ((process.exec_flat, at_exec), (process.flat, live))
+                 if name in env]
+        out[name] = ({"start": at_exec.get(name), "after": [live.get(name)]}, flats)
     return out
 
 
@@ -209,6 +249,10 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
         spawner = spawner or names.get(("proc", qmain), qmain)
         for key in sorted(procs):
             proc = procs[key]
+            now = live_environ(proc)
+            if key == qmain and now is not None:  # its environment now, in-process changes included: late
+                late.append((names.get(("proc", key), key), SOURCE_LABELS["live_environ"], now,
+                             keys.process_flat(key, "live_environ")))
             readable = proc.get("environ_status", "ok") == "ok" and isinstance(proc.get("environ"), dict)
             if not readable:
                 continue

@@ -164,7 +164,8 @@ def score_variable(d: diff_mod.Difference, component: str, why: str, facts: Fact
 def _workers(d: diff_mod.Difference, name: str, why: str, places: Dict[str, diff_mod.Difference], facts: Facts,
              score: Score, notes: List[str]) -> str:
     comp = facts.comp
-    source = {"probe": "seen by the in-process probe", "proc": "from /proc/PID/environ"}.get(
+    source = {"probe": "seen by the in-process probe", "proc": "from /proc/PID/environ",
+              "memory": "read from memory at capture"}.get(
         comp.bad.worker_env_source or comp.good.worker_env_source, "")
     tp = comp.good.workers_are_tp or comp.bad.workers_are_tp
     who = "the TP workers'" if tp else "the measured processes'"

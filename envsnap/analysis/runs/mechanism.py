@@ -188,6 +188,12 @@ def _series(runs: List[Dict[str, Any]], gpus: List[str]) -> Dict[str, List[float
         for key, proc in sorted(_watched(usage).items()):
             if isinstance(proc.get("cpu_set"), list) and proc["cpu_set"]:
                 put(keys.series_key("cpus", key), float(len(proc["cpu_set"])))
+        # What the scheduler did (measure/sched_sampling.py): time runnable but waiting on a run queue, summed over
+        # the tree's and the watched processes' threads, and each watched process's own.
+        put("run_delay_s", _count(usage, "run_delay_s"))
+        for key, proc in sorted(_watched(usage).items()):
+            put(keys.series_key("run_delay_s", key), number(proc.get("run_delay_s")))
+        put("major_faults", _count(usage, "major_faults"))
         put("ctx_voluntary", _count(usage, "ctx_voluntary"))
         involuntary = _count(usage, "ctx_involuntary")
         if involuntary is not None and cpu:
@@ -331,6 +337,8 @@ def _decide(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad: Dict[str
     rows = neighbours_mod.changed_rows(found)
     full = _machine_full(found)
     kind, line, extra = _decide_counters(f, gpus, reasons_bad, reasons_good, rows, full)
+    if "run-queue wait" not in line and _wait_note(f):  # runnable, not running: said whatever the mechanism
+        line += ";" + _wait_note(f).lstrip(",")
     if extra.get("neighbours"):
         return kind, line, extra
     # Neighbours on BAD the counters did not single out: said, so that the line never hides them.
@@ -371,7 +379,7 @@ def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad:
             if _up(cpu) and cpu["good"] and cpu["bad"] / cpu["good"] > fewer:
                 break  # more CPU work outweighs the lost CPUs: the CPU-work branch says both
             who = f"{actor} " if actor else ""
-            line = f"{who}ran on {_plural(b_runs, 'CPU')} instead of {_n(g_runs)}; {cpu_note}"
+            line = f"{who}ran on {_plural(b_runs, 'CPU')} instead of {_n(g_runs)}; {cpu_note}{_wait_note(f, actor)}"
             return "fewer_cpus", line, {"actor": actor} if actor else {}
 
     # 1b. Another process on a GPU the run used, on BAD only (or much more there): its kernels count in the
@@ -448,7 +456,7 @@ def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad:
             wall_held = f"wall {_pct(wall)}" if wall["beyond_noise"] else "wall unchanged"
             if _up(involuntary):
                 return ("contention", f"{less}, {wall_held}, involuntary context switches per CPU second "
-                                      f"{_times(involuntary)}: waiting for a CPU (contention){gpu_note}", {})
+                                      f"{_times(involuntary)}{_wait_note(f)}: waiting for a CPU (contention){gpu_note}", {})
             return "fewer_cpus", f"{less}, {wall_held}: the work got less CPU{gpu_note}", {}
         moved = _moved_text(f)
         if moved:
@@ -467,7 +475,12 @@ def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad:
     wall_note = f"wall {_pct(wall)}"
     if _up(involuntary) and not (_up(voluntary) and _waits_grew_more(voluntary, involuntary, cpu)):
         return ("contention", f"{cpu_note}, {wall_note}, involuntary context switches per CPU second "
-                              f"{_times(involuntary)}: waiting for a CPU (contention){gpu_note}", {})
+                              f"{_times(involuntary)}{_wait_note(f)}: waiting for a CPU (contention){gpu_note}", {})
+    # The run-queue wait is the direct measure (schedstat): runnable threads that did not run, without more
+    # preemptions when the waiting threads are few and the CPU is held by others (a lower priority, a
+    # smaller share), unless the waits of the run's own (voluntary switches) grew instead.
+    if _wait_note(f) and not _up(voluntary):
+        return ("contention", f"{cpu_note}, {wall_note}{_wait_note(f)}: waiting for a CPU (contention){gpu_note}", {})
     if _up(voluntary):
         return ("io_wait", f"{cpu_note}, {wall_note}, voluntary context switches {_times(voluntary)}: "
                            f"waiting (I/O, sleep, locks, peers){gpu_note}", {})
@@ -480,6 +493,19 @@ def _decide_counters(f: Dict[str, Dict[str, Any]], gpus: List[str], reasons_bad:
     if moved:
         return "unknown", f"{wall_note}, {cpu_note}: the time went elsewhere; moved too: {moved}{gpu_note}", {}
     return "unknown", f"{wall_note}, {cpu_note}: the time went elsewhere and no counter says where{gpu_note}", {}
+
+
+def _wait_note(f: Dict[str, Dict[str, Any]], actor: str = "") -> str:
+    """", run-queue wait of scheduler_TP0 0.02 → 1.4 s per run" when a run-queue wait grew beyond noise: the
+    actor's own, else the measured process whose wait grew most, else the runs' whole."""
+    grew = sorted(((f[name]["bad"] - f[name]["good"], keys.series_of(name)[1]) for name in f
+                   if keys.series_of(name)[0] == "run_delay_s" and keys.series_of(name)[1] and _up(f[name])),
+                  reverse=True)
+    who = actor if actor and _up(f.get(keys.series_key("run_delay_s", actor))) else (grew[0][1] if grew else "")
+    wait = f.get(keys.series_key("run_delay_s", who)) if who else f.get("run_delay_s")
+    if wait is None or not _up(wait):
+        return ""
+    return f", run-queue wait{f' of {who}' if who else ''} {_n(wait['good'])} \u2192 {_n(wait['bad'])} s per run"
 
 
 def _extra_wall(wall: Optional[Dict[str, Any]]) -> float:
@@ -496,7 +522,8 @@ SERIES_NAMES = {"wall_s": "wall", "cpu_s": "CPU time per run", "busy_cpus": "CPU
                 "ctx_voluntary": "voluntary switches", "ctx_involuntary_per_cpu_s": "involuntary switches per CPU "
                 "second", "peak_threads": "peak threads", "gpu_util_pct": "GPU busy %", "sm_clock_mhz": "SM clock",
                 "gpu_busy_s": "GPU-busy time per run", "others_cpus": "CPUs other processes used",
-                "runnable": "runnable threads", "steal_pct": "steal %"}
+                "runnable": "runnable threads", "steal_pct": "steal %", "run_delay_s": "run-queue wait (s per run)",
+                "major_faults": "major page faults"}
 
 
 def _moved_text(f: Dict[str, Dict[str, Any]], skip: Sequence[str] = ()) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import Any, Collection, Dict, List, NamedTuple, Optional, Tuple
 
 MAGIC = b"\x7fELF"
 PT_LOAD, PT_DYNAMIC, PT_NOTE = 1, 2, 4
@@ -278,3 +278,60 @@ def read_elf(fd: int, file_size: int) -> ElfFacts:
         notes.append(f"dynamic section unreadable ({exc})")
     return ElfFacts(hdr[1], build_id, soname, _string_ranges(segments, sections, names, file_size), dynstr,
                     "; ".join(notes))
+
+
+# ---------------------------------------------------------------- dynamic symbols (the live environment)
+
+SHT_DYNSYM = 11
+SHN_UNDEF = 0
+# libc.so.6's .dynsym is ~3,000 symbols (72 KB) and its .dynstr ~40 KB; a Python executable that exports
+# the C API ~2 MB together. Past this the object is not one whose variables we look up.
+MAX_DYNSYM_BYTES = 32 << 20
+
+
+class DynamicSymbols(NamedTuple):
+    values: Dict[str, int]  # a wanted name -> st_value (defined symbols only)
+    load_vaddr: int  # p_vaddr of the first PT_LOAD segment, page-aligned down
+    load_offset: int  # its p_offset, page-aligned down: the file offset mapped at the load address
+    pointer_size: int  # 8 for ELFCLASS64, 4 for ELFCLASS32
+
+
+def dynamic_symbols(fd: int, file_size: int, wanted: Collection[str], page_size: int = 4096) -> DynamicSymbols:
+    """The values of the `wanted` names that the object open at `fd` defines in its dynamic symbol
+    table (.dynsym, gABI "Symbol Table": st_shndx SHN_UNDEF is a reference, not a definition), and where
+    its first PT_LOAD segment lies, so that a caller knowing where the object is mapped can turn a value
+    into an address (address = mapping start of `load_offset` - `load_vaddr` + value). NotElf when it is
+    not an ELF object or its tables lie outside the file."""
+    if file_size < 52:
+        raise NotElf("too small to be an ELF object")
+    ident = os.pread(fd, 64, 0)
+    lay = _layout(ident[:16])
+    if len(ident) < lay.ehdr.size:
+        raise NotElf("truncated ELF header")
+    hdr = lay.ehdr.unpack_from(ident)
+    loads = [s for s in _segments(fd, lay, hdr, file_size) if s.type == PT_LOAD]
+    if not loads:
+        raise NotElf("no loadable segment")
+    first = min(loads, key=lambda s: s.vaddr)
+    mask = ~(page_size - 1)
+    sections, _ = _sections(fd, lay, hdr, file_size)
+    found: Dict[str, int] = {}
+    symtab = next((s for s in sections if s.type == SHT_DYNSYM), None)
+    if symtab is not None and 0 < symtab.link < len(sections):
+        strtab = sections[symtab.link]
+        if symtab.size > MAX_DYNSYM_BYTES or strtab.size > MAX_DYNSYM_BYTES:
+            raise NotElf("implausibly large dynamic symbol table")
+        names = _pread(fd, strtab.size, strtab.offset, file_size)
+        raw = _pread(fd, symtab.size, symtab.offset, file_size)
+        sym = struct.Struct(lay.endian + ("IBBHQQ" if lay.is64 else "IIIBBH"))
+        targets = {name.encode(): name for name in wanted}
+        for at in range(0, len(raw) - sym.size + 1, sym.size):
+            fields = sym.unpack_from(raw, at)
+            name_at, shndx, value = (fields[0], fields[3], fields[4]) if lay.is64 else (fields[0], fields[5], fields[1])
+            if shndx == SHN_UNDEF or not 0 <= name_at < len(names):
+                continue
+            end = names.find(b"\0", name_at)
+            name = targets.get(names[name_at:end if end >= 0 else len(names)])
+            if name is not None and name not in found:
+                found[name] = value
+    return DynamicSymbols(found, first.vaddr & mask, first.offset & mask, 8 if lay.is64 else 4)

@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.capture.collectors.placement import THREADS_SHAPE, placement_shape
 from envsnap.model.rules import (
     COMMUNICATION,
     CPU_HOST,
+    MEMORY,
     NONE,
     SectionRules,
     rule,
@@ -26,6 +28,10 @@ _PROCESS_SHAPE = {
     "cwd": "str", "role": {"kind": "str", "tp": "int", "dp": "int", "pp": "int", "ep": "int"},
     "cpu_affinity": ("list", "num"), "nice": "num", "num_threads": "num", "gpus": ("list", "scalar"),
     "status": "str", "environ_status": "str", "environ_note": "str", "environ": ENV_SHAPE,
+    # The C environ read from its memory at capture (live_environ.py): in-process changes, titled processes.
+    "live_environ_status": "str", "live_environ_note": "str", "live_environ": ENV_SHAPE,
+    # How it is scheduled and placed, its threads by name (placement.py).
+    "placement": placement_shape(), "threads": THREADS_SHAPE,
     "divergence": {"added": ENV_SHAPE, "removed": ("list", "str"),
                    "changed": ("map", {"parent": "str", "child": "str"})},
 }
@@ -41,6 +47,31 @@ RULES = SectionRules(category="workers", component=NONE, compares="worker proces
     rule("workers.*.exe", "workers", CPU_HOST, 0.35, "the workers run another interpreter"),
     rule("workers.*.cmdline", "workers", NONE, 0.3, "the workers were launched with other arguments"),
     rule("workers.*.status", "workers", NONE, 0.2, "a worker's state changed"),
+    # --- How each process is scheduled and placed (placement.py) ---
+    # sched(7): SCHED_BATCH is treated as CPU-bound (a wake-up penalty), SCHED_IDLE runs only when nothing else
+    # wants the CPU; SCHED_FIFO/RR run before every normal thread.
+    rule("workers.*.placement.policy", "workers", CPU_HOST, 0.45, "the processes' scheduling policy changed"),
+    rule("workers.*.placement.rt_priority", "workers", CPU_HOST, 0.3, "the processes' real-time priority changed"),
+    # sched(7) "The autogroup feature": with autogroups, CPU is shared between sessions first; the group's nice
+    # ranks it against other sessions.
+    rule("workers.*.placement.autogroup_nice", "workers", CPU_HOST, 0.3,
+         "the priority of the processes' session (autogroup nice) changed"),
+    # cpuset(7): the NUMA nodes memory may come from; remote memory is slower.
+    rule("workers.*.placement.mems_allowed", "workers", MEMORY, 0.35, "the NUMA nodes the processes' memory may "
+         "come from changed"),
+    # cgroup-v2.rst "cpu.max", cgroup-v1 cfs quota: the group is throttled once its quota per period is used.
+    rule("workers.*.cgroup.cpu_limit", "workers", CPU_HOST, 0.5, "the CPU quota of the processes' cgroup changed"),
+    rule("workers.*.cgroup.cpu_max", "workers", CPU_HOST, 0.45, "the processes' cgroup cpu.max changed"),
+    rule("workers.*.cgroup.cfs_quota_us", "workers", CPU_HOST, 0.45, "the processes' cgroup CFS quota changed"),
+    rule("workers.*.cgroup.cfs_period_us", "workers", CPU_HOST, 0.2, "the processes' cgroup CFS period changed"),
+    # cgroup-v2.rst "cpu.weight", cgroup-v1 "cpu.shares": the group's share when CPUs are contended.
+    rule("workers.*.cgroup.cpu_weight", "workers", CPU_HOST, 0.3, "the CPU weight of the processes' cgroup changed"),
+    rule("workers.*.cgroup.cpu_shares", "workers", CPU_HOST, 0.3, "the CPU shares of the processes' cgroup changed"),
+    # cgroup-v2.rst "memory.max": reclaim and OOM at the limit.
+    rule("workers.*.cgroup.memory_*", "workers", MEMORY, 0.3, "the memory limit of the processes' cgroup changed"),
+    rule("workers.*.cgroup.version", "workers", NONE, 0.1, "the processes run under another cgroup version"),
+    # A pool's thread count (OpenMP, BLAS, tokenizers, NCCL, CUDA): oversubscription or lost parallelism.
+    rule("workers.*.threads.*", "workers", CPU_HOST, 0.25, "a thread pool of the processes changed size"),
 ))
 
 
@@ -153,8 +184,9 @@ def summarize(data: Dict[str, Any]) -> List[str]:
         entry = processes[key]
         env = entry.get("environ_status")
         gpus = entry.get("gpus")
+        live = entry.get("live_environ_status")
         lines.append(f"{key}: pid {entry.get('pid')} {entry.get('title', '')[:80]}  env {env}"
-                     + (f"  gpus {gpus}" if gpus else ""))
+                     + (f"  memory env {live}" if live else "") + (f"  gpus {gpus}" if gpus else ""))
         cmdline = entry.get("cmdline")
         line = itemise(cmdline) if isinstance(cmdline, list) and cmdline else None
         lines += describe(line) if line is not None else []  # its flags one by one (a title is cut at 80)

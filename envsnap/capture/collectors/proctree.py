@@ -9,6 +9,11 @@ Three facts shape this module:
 * /proc/PID/environ is the environment *as it was at exec*. In-process changes
   (`os.environ[...] = ...` in SGLang's `_set_envs_and_config`, a sitecustomize.py) are
   invisible there; the probe (envsnap/probe/runtime.py) records those.
+* A process's environment *now* is the C `environ` array in its memory: read without stopping it
+  (live_environ.py) into "live_environ", with "live_environ_status"/"live_environ_note" where the
+  kernel refused (another user, Yama) or it could not be located (a static binary).
+* How each process is scheduled and placed (policy, autogroup, memory nodes, cgroup limits) and its
+  threads by name are placement.py's: "placement" and "threads".
 * setproctitle (used by SGLang for every scheduler) reuses the argv+environ memory
   area for the title and clears it: /proc/PID/environ then reads as NUL bytes (checked
   with setproctitle 1.3.8: 1307 bytes, all NUL; with SPT_NOENV=1 the environment stays).
@@ -23,7 +28,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set,
 
 import psutil
 
-from envsnap.capture.collectors import roles as roles_mod
+from envsnap.capture.collectors import live_environ, placement, roles as roles_mod
 from envsnap.redact import redact_argv, redact_env
 
 UNREADABLE_NOTE = ("environment unreadable: process title overwrote it; start with SPT_NOENV=1 "
@@ -204,6 +209,7 @@ def walk(
     and says so in "errors".
     """
     kids = children_map()
+    mounts = placement.CgroupMounts()
     forced = set(forced_main)
     alloc = roles_mod.KeyAllocator()
     processes: Dict[str, Dict[str, Any]] = {}
@@ -262,6 +268,18 @@ def walk(
         if env is not None and env_status == "ok":
             entry["environ"] = redact_env(env) if redact else dict(env)
             raw_envs[key] = env
+        if info["status"] == "ok":
+            entry["placement"] = placement.read_placement(pid, mounts)
+            groups = placement.thread_groups(pid)
+            if groups is not None:
+                entry["threads"] = groups
+        if info["status"] == "ok" and cmdline:  # a kernel thread has no user memory
+            live = live_environ.read_live_environ(pid, deadline)
+            entry["live_environ_status"] = live.status
+            if live.note:
+                entry["live_environ_note"] = live.note
+            if live.env is not None:
+                entry["live_environ"] = redact_env(live.env) if redact else dict(live.env)
         if gpus is not None:
             entry["gpus"] = sorted(gpus.get(pid, []))
         if redact:

@@ -1,0 +1,137 @@
+"""The environment of the run command's own processes, read from their memory while each run goes on.
+
+A benchmark's processes are gone when the runs end, so their environment is read while they live:
+telemetry's sampler hands each sample's members of the run's process tree to `EnvironSampler.sample`.
+Each process is read when first seen (/proc/PID/environ, as at exec, and its C `environ` from memory:
+capture/collectors/live_environ.py), then again from memory as it ages (when the time since its first
+read has doubled, at least MIN_REREAD_S apart): a client sets its variables in its first seconds, and
+the latest read is kept, so what it ran with most of the run is what is recorded. A child seen between
+its fork and its exec still runs envsnap's own image: it is read once it has exec'd. A process is known
+by (pid, start time in clock ticks), so a reused pid is another process.
+
+At the end of each run its processes get keys as the processes section gives them (roles.py: an SGLang
+title, a torchrun RANK, else the program's name numbered in start order): telemetry's "environs"
+{key: {"pid", "environ_status", "environ", "live_environ_status", "live_environ", notes}}, redacted.
+Cost: one memory read is ~0.4 ms of CPU (benchmarks/live_environ_cost.py); a process is read O(log of
+its age) times. Bounded: MAX_PROCESSES per run, the reads' own bounds and a per-read deadline.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+MIN_REREAD_S = 0.1
+MAX_PROCESSES = 256
+READ_DEADLINE_S = 1.0
+
+
+class _Tracked:
+    __slots__ = ("pid", "ticks", "cmdline", "exec_status", "exec_env", "exec_note", "live", "first", "last")
+
+    def __init__(self, pid: int, ticks: int, cmdline: List[str]) -> None:
+        self.pid, self.ticks, self.cmdline = pid, ticks, cmdline
+        self.exec_status = "unreadable"
+        self.exec_env: Optional[Dict[str, str]] = None
+        self.exec_note = ""
+        self.live: Any = None  # the latest live_environ.LiveEnviron
+        self.first = self.last = -1.0
+
+
+def _start_ticks(pid: int) -> Optional[int]:
+    from envsnap.capture import procfs
+
+    try:
+        _, fields = procfs.stat_fields(procfs.read_stat(pid))
+        return int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cmdline(pid: object) -> Optional[List[str]]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read(1 << 20)
+    except OSError:
+        return None
+    return [part.decode("utf-8", "surrogateescape") for part in raw.split(b"\0") if part]
+
+
+class EnvironSampler:
+    """The environments of a session's runs, process by process; `sample` runs in telemetry's thread."""
+
+    def __init__(self, redact: bool = True, min_reread_s: float = MIN_REREAD_S) -> None:
+        self.redact = redact
+        self.min_reread_s = min_reread_s
+        self._current: Optional[Dict[Tuple[int, int], _Tracked]] = None
+        self._own = _cmdline("self")
+        self.reads = 0
+
+    def begin_run(self) -> None:
+        self._current = {}
+
+    def sample(self, members: Iterable[int], now: float) -> None:
+        """Read new members, and known ones whose time has come (never raises)."""
+        from envsnap.capture.collectors import live_environ, proctree
+
+        current = self._current
+        if current is None:
+            return
+        for pid in sorted(members):
+            ticks = _start_ticks(pid)
+            if ticks is None:
+                continue  # ended since the listing
+            tracked = current.get((pid, ticks))
+            if tracked is not None and now - tracked.last < max(self.min_reread_s, tracked.last - tracked.first):
+                continue
+            cmdline = _cmdline(pid)
+            if not cmdline or cmdline == self._own:
+                continue  # gone or a zombie (no command line), or forked and not yet exec'd: envsnap's own image
+            if tracked is None or cmdline != tracked.cmdline:  # new, or it exec'd another program since
+                if tracked is None and len(current) >= MAX_PROCESSES:
+                    continue
+                tracked = current[(pid, ticks)] = _Tracked(pid, ticks, cmdline)
+                tracked.exec_status, tracked.exec_env, tracked.exec_note = proctree.read_environ(pid)
+            found = live_environ.read_live_environ(pid, time.monotonic() + READ_DEADLINE_S)
+            self.reads += 1
+            if found.status == "ok" or tracked.live is None or tracked.live.status != "ok":
+                tracked.live = found  # the latest good read stands over a later failure (an exit mid-read)
+            if tracked.first < 0:
+                tracked.first = now
+            tracked.last = now
+
+    def end_run(self) -> Dict[str, Dict[str, Any]]:
+        """The run's processes, keyed (see the module doc)."""
+        from envsnap.capture.collectors import roles
+        from envsnap.redact import redact_env
+
+        current, self._current = self._current, None
+        out: Dict[str, Dict[str, Any]] = {}
+        if not current:
+            return out
+        alloc = roles.KeyAllocator()
+        for tracked in sorted(current.values(), key=lambda t: (t.ticks, t.pid)):
+            env = tracked.live.env if tracked.live is not None and tracked.live.env is not None else tracked.exec_env
+            role = roles.parse_role(tracked.cmdline) if tracked.cmdline else None
+            if role is None:
+                role = roles.rank_role(env)
+            if role is None:
+                base = roles.safe_name(os.path.basename(tracked.cmdline[0]) if tracked.cmdline else "process")
+                key = alloc.numbered(base, sep="-")
+            elif role.pop("numbered", False):
+                key = alloc.numbered(role["key"], sep="_")
+            else:
+                key = alloc.take(role["key"])
+            entry: Dict[str, Any] = {"pid": tracked.pid, "environ_status": tracked.exec_status}
+            if tracked.exec_env is not None:
+                entry["environ"] = redact_env(tracked.exec_env) if self.redact else dict(tracked.exec_env)
+            if tracked.exec_note:
+                entry["environ_note"] = tracked.exec_note
+            if tracked.live is not None:
+                entry["live_environ_status"] = tracked.live.status
+                if tracked.live.env is not None:
+                    entry["live_environ"] = redact_env(tracked.live.env) if self.redact else dict(tracked.live.env)
+                if tracked.live.note:
+                    entry["live_environ_note"] = tracked.live.note
+            out[key] = entry
+        return out

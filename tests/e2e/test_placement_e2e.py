@@ -1,0 +1,161 @@
+"""A server that lowered its own priority: the nice difference and the run-queue wait that shows its effect.
+
+The server (given with --pid, as an inference server is) has a pool of two named threads ("hasher-N")
+that hash buffers per request (hashlib releases the GIL for large data: they run in parallel), and a
+housekeeping child that keeps the CPUs busy, in the same session: with sched_autogroup_enabled=1 the
+kernel shares the CPU between sessions first, so a nice value ranks threads against their own session's
+(sched(7) "The autogroup feature"), and this one is there on any machine, busy or idle. The server reads
+its priority from a config file and applies it in-process (os.nice, as a launcher's `nice -n` would):
+0 on the good day, 19 on the bad one. Its pool then waits on the run queue while the housekeeping runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+from helpers import run_envsnap
+from helpers.workers import clean_env, start, stop, wait_line
+
+pytestmark = pytest.mark.slow
+
+SERVER = '''\
+import ctypes, hashlib, os, queue, sys, threading
+from multiprocessing.connection import Listener
+
+CPUS = sorted(os.sched_getaffinity(0))[:2]
+os.sched_setaffinity(0, CPUS)  # two CPUs on any machine: the housekeeping fills both
+SERVER_PID = os.getpid()
+for _ in CPUS:  # housekeeping at the default priority, started before the server sets its own
+    if os.fork() == 0:
+        if os.fork() != 0:  # the grandchild runs it: in the server's session, not in its process tree
+            os._exit(0)
+        ctypes.CDLL(None).prctl(15, b"housekeeping")
+        while os.path.exists(f"/proc/{SERVER_PID}"):
+            sum(range(10000))
+        os._exit(0)
+    os.wait()
+with open(sys.argv[2]) as config:
+    niceness = int(config.read().strip() or 0)
+os.nice(niceness)  # relative, capped at 19; the threads started below inherit it
+DATA = os.urandom(1 << 20)
+jobs, done = queue.Queue(), queue.Queue()
+
+def hasher(name):
+    ctypes.CDLL(None).prctl(15, name.encode())  # PR_SET_NAME: the thread's comm, as a named pool's threads have
+    while True:
+        rounds = jobs.get()
+        for _ in range(rounds):
+            hashlib.sha256(DATA).digest()
+        done.put(rounds)
+
+for i in range(2):
+    threading.Thread(target=hasher, args=(f"hasher-{i}",), daemon=True).start()
+with Listener(sys.argv[1], family="AF_UNIX") as listener:
+    print("ready", flush=True)
+    while True:
+        with listener.accept() as conn:
+            rounds = conn.recv()
+            if rounds is None:
+                break
+            for _ in range(2):
+                jobs.put(rounds)
+            for _ in range(2):
+                done.get()
+            conn.send("done")
+'''
+
+BENCH = '''\
+import json, sys, time
+from multiprocessing.connection import Client
+started = time.perf_counter()
+for _ in range(3):
+    with Client(sys.argv[1], family="AF_UNIX") as conn:
+        conn.send(int(sys.argv[2]))
+        conn.recv()
+print(json.dumps({"request_ms": round((time.perf_counter() - started) * 1000, 3)}))
+'''
+
+
+@pytest.fixture(scope="module")
+def placed(tmp_path_factory):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    base = tmp_path_factory.mktemp("placement")
+    (base / "server.py").write_text(SERVER)
+    (base / "bench.py").write_text(BENCH)
+    out = {}
+    for label, niceness in (("good", "0"), ("bad", "19")):
+        side = base / label
+        side.mkdir()
+        (side / "nice.conf").write_text(niceness + "\n")
+        proc = start([sys.executable, base / "server.py", "server.sock", "nice.conf"], env=clean_env(),
+                     cwd=str(side))
+        try:
+            wait_line(proc, "ready")
+            ran = run_envsnap("run", "-o", side / "snap.json", "--label", label, "--pid", proc.pid, "--timeout", "60",
+                              "--repeat", "5", "--warmup", "1", "--", sys.executable, base / "bench.py", "server.sock",
+                              "20", cwd=str(side), timeout=300)
+            assert ran.returncode == 0, ran.stderr
+        finally:
+            proc.stdin.close()
+            from multiprocessing.connection import Client
+            try:
+                with Client(str(side / "server.sock"), family="AF_UNIX") as conn:
+                    conn.send(None)
+            except OSError:
+                pass
+            stop(proc)
+        out[label] = json.loads((side / "snap.json").read_text())
+    out["base"] = base
+    return out
+
+
+def _server(snap):
+    procs = snap["sections"]["processes"]["data"]["processes"]
+    key = snap["sections"]["processes"]["data"]["roots"][0]
+    return key, procs[key]
+
+
+def test_the_priority_is_in_the_snapshot_of_the_measured_process(placed):
+    _, good = _server(placed["good"])
+    _, bad = _server(placed["bad"])
+    assert bad["nice"] == 19 and good["nice"] < 19  # (pytest may itself run under `nice`: the good side inherits it)
+    for entry in (good, bad):  # how it is scheduled and placed, beside its priority
+        assert entry["placement"]["policy"] == "SCHED_OTHER"
+        assert entry["placement"]["mems_allowed"]
+        assert entry["threads"]["hasher"] == 2  # its pool, by name
+
+
+def test_the_run_queue_wait_of_the_measured_process_shows_it(placed):
+    key, _ = _server(placed["bad"])
+
+    def waits(snap):
+        return [run["telemetry"]["watched"][key] for run in snap["runs"] if run.get("ok") is not False]
+
+    good, bad = waits(placed["good"]), waits(placed["bad"])
+    assert all(w["thread_names"].get("hasher", 0) == 2 for w in good + bad)  # the pool, by name, sampled
+    median = lambda values: sorted(values)[len(values) // 2]  # noqa: E731
+    good_wait, bad_wait = median([w["run_delay_s"] for w in good]), median([w["run_delay_s"] for w in bad])
+    good_cpu, bad_cpu = median([w["on_cpu_s"] for w in good]), median([w["on_cpu_s"] for w in bad])
+    assert bad_cpu > 0.05 and good_cpu > 0.05  # the pool's hashing is counted (threads alive at both ends)
+    # Runnable, not running: at nice 19 beside two busy CPU loops of its own session, the pool waits many
+    # times as long as it runs (nice 19 weighs 15 against 1024: CFS gives it ~1.5% while they run).
+    assert bad_wait > 3 * good_wait and bad_wait > bad_cpu, (good_wait, bad_wait, bad_cpu)
+
+
+def test_diff_names_the_priority_and_the_mechanism_with_the_wait(placed):
+    for label in ("good", "bad"):
+        (placed["base"] / f"{label}.json").write_text(json.dumps(placed[label]))
+    result = run_envsnap("diff", placed["base"] / "good.json", placed["base"] / "bad.json", "--format", "json")
+    assert result.returncode == 1, result.stderr
+    found = json.loads(result.stdout)
+    key, _ = _server(placed["bad"])
+    assert found["verdict"]["headline"] == "REGRESSION", found["verdict"]["summary"]
+    mechanism = found["verdict"]["mechanism"]
+    assert f"run-queue wait of {key}" in mechanism["line"], mechanism["line"]
+    assert mechanism["factors"][f"run_delay_s.{key}"]["beyond_noise"]
+    causes = [c["key"] for c in found["causes"]]
+    assert f"workers.{key}.nice" in causes, causes
+    (placed["base"] / "ranking.txt").write_text("\n".join(causes) + "\n" + mechanism["line"])  # for the report
