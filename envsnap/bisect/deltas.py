@@ -57,7 +57,11 @@ class Delta:
         return "changed"
 
     def public(self) -> Dict[str, Any]:
-        out = {"name": self.name, "kind": "env", "change": self.change, "good": self.good, "bad": self.bad,
+        # A snapshot may hold a secret in clear (--no-redact, or a name redaction did not know then): the
+        # result shows what redaction makes of it, like every other output.
+        good = None if self.good is None else redact_value(self.name, self.good)
+        bad = None if self.bad is None else redact_value(self.name, self.bad)
+        out = {"name": self.name, "kind": "env", "change": self.change, "good": good, "bad": bad,
                "sources": list(self.sources)}
         if self.note:
             out["note"] = self.note

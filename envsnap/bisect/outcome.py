@@ -25,7 +25,7 @@ from envsnap.bisect.ddmin import AMBIGUOUS, FAILED, GOOD
 from envsnap.bisect.files import FileDelta, Version
 from envsnap.bisect.hunks import Split, patch_text
 from envsnap.measure import metrics as metrics_mod
-from envsnap.redact import redact_text
+from envsnap.redact import redact_text, redact_value
 
 RESULT_SCHEMA_VERSION = 1
 DIFF_LINES_SHOWN = 60  # per file, in the result; the patch file has all of it
@@ -146,6 +146,11 @@ def _env_command(delta: Any, value: Optional[str], recorded: Optional[str]) -> s
     if recorded is not None and recorded != value:
         # Applicable only because this machine's value has the recorded fingerprint: never print it.
         return f"export {delta.name}=...  # this machine's value (recorded as {recorded})"
+    shown = redact_value(delta.name, value)
+    if shown != value:
+        # A secret the snapshot held in clear (captured with --no-redact, or a name redaction did not know
+        # then): the command names where the value is, never the value.
+        return f"export {delta.name}=...  # the value it had (recorded as {shown})"
     return f"export {delta.name}={shlex.quote(value)}"
 
 

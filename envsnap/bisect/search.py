@@ -26,6 +26,7 @@ from envsnap.bisect.journal import Journal
 from envsnap.errors import EnvsnapError
 from envsnap.measure.parsers import MetricSpec
 from envsnap.measure.runs import RunOptions, main_metric, run_once
+from envsnap.redact import redact_text
 
 MAX_EXTRA_ROUNDS = 2  # an ambiguous configuration is measured at most 1 + 2 times
 # GOOD and BAD are measured at least twice each, whatever --repeat says: from one run per side any two numbers
@@ -161,8 +162,9 @@ class Bisector:
             "started": record.get("started"),
         }
         if not record["ok"]:
-            entry["error"] = record.get("error", "failed")
-            entry["output_tail"] = "\n".join(record.get("output_tail", "").splitlines()[-5:])
+            # The benchmark's own words can quote a credential: the journal keeps what redaction makes of them.
+            entry["error"] = redact_text(str(record.get("error", "failed")))
+            entry["output_tail"] = redact_text("\n".join(record.get("output_tail", "").splitlines()[-5:]))
         self.journal.append_run(entry)
         config.runs.append(entry)
         self.new_runs += 1

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from typing import Dict
 
@@ -81,8 +80,9 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     if not good or not bad:
         raise EnvsnapError("bisect needs GOOD and BAD snapshot files (or --restore)")
 
-    from envsnap.bisect import command as command_mod
+    from envsnap.bisect import command as command_mod, interrupts
     from envsnap.measure.parsers import check_metric_name, parse_metric_specs
+    from envsnap.redact import redact_text, scrub
     from envsnap.render.text import render_bisect
 
     custom = []
@@ -96,10 +96,11 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     directions = {metric_name: direction} if (direction and metric_name) else {}
 
     def progress(line: str) -> None:
-        click.echo(f"envsnap bisect: {line}", err=True)
+        # Lines quote variables, files and the benchmark's own output: a credential never reaches the terminal.
+        click.echo(f"envsnap bisect: {redact_text(line)}", err=True)
 
     journal_box: Dict[str, str] = {}
-    previous = _interrupt_on_termination()
+    guard = interrupts.Guard().install()
     try:
         result = command_mod.run_bisect(
             good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
@@ -107,20 +108,18 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
             progress=progress, on_journal=lambda j: journal_box.update(path=j.path),
             wheels=list(wheel_dirs), dry_run=dry_run, by_file=by_file, guess=not no_guess,
         )
-    except KeyboardInterrupt:
-        if "path" in journal_box:
-            click.echo(f"envsnap bisect: interrupted; finished runs are in {journal_box['path']}: run the same "
-                       "command again to resume", err=True)
-        raise
+    except interrupts.Interrupted as exc:
+        late = guard.uninstall()
+        _say(_interrupted_line(exc, journal_box.get("path"), late))
+        raise SystemExit(exc.exit_code) from None
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        guard.uninstall()
     if direction and result.get("metric") and not metric_name:
         result["direction"] = direction
     if fmt == "json":
-        click.echo(json.dumps(result, sort_keys=True, indent=1, ensure_ascii=False))
+        click.echo(json.dumps(scrub(result), sort_keys=True, indent=1, ensure_ascii=False))
     else:
-        click.echo(render_bisect(result))
+        click.echo(redact_text(render_bisect(result)))
     sys.stdout.flush()
     return int(result["exit_code"])
 
@@ -136,21 +135,41 @@ def _restore(good, bad, journal, command) -> int:
     path = journal or (default_journal_path(snapshot) if snapshot else None)
     if path is None:
         raise EnvsnapError("--restore needs --journal FILE (or GOOD and BAD, for BAD's default journal)")
-    lines, code = command_mod.restore_files(path)
+    import os
+
+    from envsnap.redact import redact_text
+
+    look_in = [os.path.dirname(os.path.abspath(p)) for p in (bad, good) if p]
+    lines, code = command_mod.restore_files(path, look_in)
     for line in lines:
-        click.echo(f"envsnap bisect: {line}")
+        click.echo(f"envsnap bisect: {redact_text(line)}")
     return int(code)
 
 
-def _interrupt_on_termination() -> dict:
-    """SIGTERM and SIGHUP end a bisect like Ctrl-C does: switched files are restored first."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt()
+def _interrupted_line(exc, journal_path, late) -> str:
+    """One true line about a bisect a signal stopped: where its switched files are, and how to go on."""
+    import os
 
-    previous = {}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            previous[signum] = signal.signal(signum, interrupt)
-        except (ValueError, OSError):  # not the main thread (tests calling main() in one)
-            pass
-    return previous
+    from envsnap.bisect import command as command_mod
+    from envsnap.bisect.applier import backup_dir_for, still_switched
+
+    files = getattr(exc, "files", None)
+    if files is None and journal_path:  # stopped before the bisect could say: read the manifest
+        still = still_switched(backup_dir_for(journal_path))
+        files = {"switched": len(still), "still_switched": still} if still else None
+    line = f"interrupted by {exc.name}"
+    if late:
+        line += f" ({' and '.join(late)} came during the restore and waited for it)"
+    line += f": {command_mod.files_sentence(files, journal_path or '')}"
+    if journal_path and os.path.exists(journal_path):
+        line += f"; finished runs are in {journal_path}: run the same command again to resume"
+    return line
+
+
+def _say(line: str) -> None:
+    from envsnap.redact import redact_text
+
+    try:
+        click.echo(f"envsnap: error: {redact_text(line)}", err=True)
+    except OSError:  # SIGHUP: the terminal may be gone
+        pass
