@@ -43,7 +43,7 @@ from envsnap.bisect.journal import (
     _sha,
     default_journal_path,
 )
-from envsnap.bisect.search import Bisector, BudgetExhausted, NotDistinguishable
+from envsnap.bisect.search import Bisector, BudgetExhausted, Drifted, NotDistinguishable
 from envsnap.bisect.sources import WheelFinder, pip_cache_dir
 from envsnap.capture.collectors import SECTION_SHAPES
 from envsnap.errors import EnvsnapError
@@ -398,6 +398,8 @@ def _search(result: Dict[str, Any], bisector: Bisector, overrides: Mapping[str, 
                           f"{', '.join(guess['keys'])}), then ddmin if it does not reproduce the split")
     try:
         minimal = bisector.search(first)
+    except Drifted as exc:
+        return outcome.finish(result, "drifted", 1, exc.message, bisector, overrides)
     except BudgetExhausted:
         return outcome.finish(result, "budget_exhausted", 1,
                               f"stopped after --max-runs {max_runs} runs before the set was minimal; the "

@@ -80,7 +80,26 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     if not good or not bad:
         raise EnvsnapError("bisect needs GOOD and BAD snapshot files (or --restore)")
 
-    from envsnap.bisect import command as command_mod, interrupts
+    from envsnap.bisect import interrupts
+
+    # First, before the heavy imports: a signal from here on ends the bisect through one handler (restoring
+    # whatever it switched), and its exit status names the signal.
+    guard = interrupts.Guard().install()
+    journal_box: Dict[str, str] = {}
+    try:
+        return _bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_timeout, wheel_dirs,
+                       dry_run, by_file, no_guess, fmt, command, journal_box)
+    except interrupts.Interrupted as exc:
+        late = guard.uninstall()
+        _say(_interrupted_line(exc, journal_box.get("path"), late))
+        raise SystemExit(exc.exit_code) from None
+    finally:
+        guard.uninstall()
+
+
+def _bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_timeout, wheel_dirs, dry_run,
+            by_file, no_guess, fmt, command, journal_box: Dict[str, str]) -> int:
+    from envsnap.bisect import command as command_mod
     from envsnap.measure.parsers import check_metric_name, parse_metric_specs
     from envsnap.redact import redact_text, scrub
     from envsnap.render.text import render_bisect
@@ -99,21 +118,12 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
         # Lines quote variables, files and the benchmark's own output: a credential never reaches the terminal.
         click.echo(f"envsnap bisect: {redact_text(line)}", err=True)
 
-    journal_box: Dict[str, str] = {}
-    guard = interrupts.Guard().install()
-    try:
-        result = command_mod.run_bisect(
-            good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
-            max_runs=max_runs, journal_path=journal, timeout=run_timeout, directions=directions,
-            progress=progress, on_journal=lambda j: journal_box.update(path=j.path),
-            wheels=list(wheel_dirs), dry_run=dry_run, by_file=by_file, guess=not no_guess,
-        )
-    except interrupts.Interrupted as exc:
-        late = guard.uninstall()
-        _say(_interrupted_line(exc, journal_box.get("path"), late))
-        raise SystemExit(exc.exit_code) from None
-    finally:
-        guard.uninstall()
+    result = command_mod.run_bisect(
+        good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
+        max_runs=max_runs, journal_path=journal, timeout=run_timeout, directions=directions,
+        progress=progress, on_journal=lambda j: journal_box.update(path=j.path),
+        wheels=list(wheel_dirs), dry_run=dry_run, by_file=by_file, guess=not no_guess,
+    )
     if direction and result.get("metric") and not metric_name:
         result["direction"] = direction
     if fmt == "json":

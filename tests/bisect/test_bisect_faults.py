@@ -3,7 +3,7 @@ secrets a snapshot held in clear, the words of a restore. Real files in tmp_path
 
 A disk that cannot take a write is simulated with a real per-process file-size limit (RLIMIT_FSIZE,
 SIGXFSZ ignored, so a write past it fails with EFBIG as a full disk fails with ENOSPC): it works as any
-user; the real full tmpfs and read-only mount are in tests/e2e/test_bisect_faults.py (root only).
+user; the real full tmpfs and read-only mount are in tests/e2e/test_bisect_disk_faults.py (root only).
 """
 from __future__ import annotations
 
