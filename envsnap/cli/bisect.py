@@ -63,15 +63,18 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     the differences switched to BAD (Zeller's ddmin: O(log n) configurations for one cause, and
     interacting causes come out together); a file differing in several hunks is switched hunk by
     hunk (--by-file: whole). Files are switched by atomic replacement after a
-    journaled backup and restored at the end, on Ctrl-C, and by the next bisect (or --restore)
-    after a kill -9; a file whose content is neither version is refused, never overwritten.
+    journaled backup and restored at the end, on Ctrl-C, SIGTERM, SIGHUP and SIGQUIT (a second
+    signal waits for the restore), and by the next bisect (or --restore) after a kill -9; a file
+    whose content is neither version is refused, never overwritten. GOOD and BAD are measured
+    again every 4 configurations: a drifted baseline is said and re-measured against.
     GOOD and BAD are measured first; each configuration is classed by where its median falls
     between them. The first candidate of `envsnap diff`'s ranking (or its first tied group) is tested
     before ddmin: GOOD plus it, then, if that does not reproduce BAD, BAD minus it; ddmin goes on
     from what they showed (--no-guess: plain ddmin). Progress and ETA go to stderr. Exit 0: isolated (or --dry-run, --restore);
-    1: not isolatable (indistinguishable, nothing to switch, --max-runs reached) or a file
+    1: not isolatable (indistinguishable, drifted, nothing to switch, --max-runs reached) or a file
     --restore had to leave; 2: bad input, a benchmark that never works, or a file that could
-    not be restored.
+    not be switched or restored (a full disk, a read-only checkout: the line says which files are
+    still switched); 130 on Ctrl-C, 128 + n on another signal.
     """
     from envsnap.errors import EnvsnapError
 
