@@ -360,6 +360,7 @@ class FileApplier:
         self.progress = progress or (lambda line: None)
         self.state: Dict[str, str] = {d.name: _state_of(d.good if d.current == "good" else d.bad) for d in deltas}
         self.backed_up: Dict[str, Dict[str, Any]] = {}
+        self.touched: Set[str] = set()  # files written at least once (a backup alone changes nothing)
         self.last_mtime: Dict[str, int] = {}
         self.writes = 0
         self._handle: Optional[BinaryIO] = None
@@ -474,6 +475,7 @@ class FileApplier:
                 self._write(delta, version)
             except OSError as exc:
                 raise SwitchFailed(f"cannot switch {name}: {_why(exc)}") from None
+            self.touched.add(name)
             self.state[name] = want
             self.writes += 1
 

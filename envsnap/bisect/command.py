@@ -415,7 +415,7 @@ def _restore_after(applier: Optional[FileApplier], say: Callable[[str], None], j
                                "lines": []}
     if applier is None:
         return summary
-    summary.update(switched=len(applier.backed_up), writes=applier.writes)
+    summary.update(switched=len(applier.touched), writes=applier.writes)
     try:
         report = applier.restore()
     except OSError as exc:
@@ -429,8 +429,8 @@ def _restore_after(applier: Optional[FileApplier], say: Callable[[str], None], j
         return summary
     if report is None:
         return summary
-    summary["restored"] = len(report.restored) + len(report.unchanged)
-    summary["written_back"] = len(report.restored)  # the others held their original already
+    # Of the files it switched (a file backed up but never written was not), those now as before.
+    summary["restored"] = len(applier.touched & set(report.restored + report.unchanged))
     summary["not_restored"] = [{"file": p, "why": w} for p, w in report.left + report.failed]
     summary["still_switched"] = [p for p, _ in report.failed]
     summary["lines"] = report.lines()
@@ -451,8 +451,8 @@ def files_sentence(files: Optional[Mapping[str, Any]], journal_path: str) -> str
         return (f"{counted(len(still), 'file')} still switched: {', '.join(still)}: run "
                 f"`{restore_command(backup_dir_for(journal_path))}`")
     left = [e for e in files.get("not_restored") or [] if e["file"] not in still]
-    written = int(files.get("written_back", files.get("restored")) or 0)
-    back = f"{counted(written, 'switched file')} restored byte for byte" if written else "no file is left switched"
+    restored = int(files.get("restored") or 0)
+    back = f"{counted(restored, 'switched file')} restored byte for byte" if restored else "no file is left switched"
     if left:
         return back + f"; {counted(len(left), 'file')} changed by someone else left as they are: " + \
             ", ".join(str(e["file"]) for e in left)

@@ -309,20 +309,20 @@ class Bisector:
                               f"{n}{self._eta()}")
                 self._run(config)
             fresh[config.key] = config.runs[before:]
-        g1 = median(_metric_values(fresh[self.good_key], self.metric)) if self.metric else None
-        b1 = median(_metric_values(fresh[self.bad_key], self.metric)) if self.metric else None
+        g_values, b_values = (_metric_values(fresh[k], self.metric) for k in (self.good_key, self.bad_key))
+        g1 = median(g_values) if g_values else None  # None: every run of the check failed
+        b1 = median(b_values) if b_values else None
         check: Dict[str, Any] = {"after_configurations": after, "good_before": g0, "bad_before": b0,
                                  "good": g1, "bad": b1}
         self.checks.append(check)
         gap = b0 - g0
         drifted = g1 is None or b1 is None or (g1 - g0) / gap > self.margin or (b1 - g0) / gap < 1 - self.margin
+        check["drifted"] = drifted
         if not drifted:  # the new runs join the baseline
-            check["drifted"] = False
             self.progress(f"[check] GOOD {_num(g1)}, BAD {_num(b1)} (at the start of this baseline {_num(g0)}, "
                           f"{_num(b0)}): the {len(self.since_check)} configurations since the last check stand")
             self.since_check = []
             return
-        check["drifted"] = True
         self.drifts += 1
         self.epoch += 1
         for runs in fresh.values():
@@ -331,7 +331,10 @@ class Bisector:
                 run["epoch"] = self.epoch
         what = (f"GOOD {_num(g0)} -> {_num(g1)}, BAD {_num(b0)} -> {_num(b1)} ({self.metric}) after "
                 f"{after} configurations")
-        # The new baseline: these runs, re-measured while they do not separate (as at the start).
+        # The new baseline: these runs and more, as at the start (at least BASELINE_MIN_RUNS a side, more rounds
+        # while they do not separate).
+        self.measure(good, 1, BASELINE_MIN_RUNS)
+        self.measure(bad, 1, BASELINE_MIN_RUNS)
         rounds = 1
         while not self.distinguishable() and rounds < 1 + MAX_EXTRA_ROUNDS:
             rounds += 1
