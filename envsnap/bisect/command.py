@@ -280,10 +280,11 @@ def run_bisect(
         "configurations": [],
     }
     n_files, n_env, n_hunks = len(units) - len(hunk_units), len(env_deltas), len(hunk_units)
-    what = f"{n_files} files, " + (f"{n_hunks} hunks of {len(splits)} files, " if n_hunks else "")
+    what = f"{counted(n_files, 'file')}, " + (f"{counted(n_hunks, 'hunk')} of {counted(len(splits), 'file')}, "
+                                              if n_hunks else "")
     if dry_run:
-        return outcome.finish(result, "dry_run", 0, f"would search {len(units) + n_env} deltas ({what}"
-                              f"{n_env} variables); nothing was run or written", None, overrides)
+        return outcome.finish(result, "dry_run", 0, f"would search {counted(len(units) + n_env, 'delta')} ({what}"
+                              f"{counted(n_env, 'variable')}); nothing was run or written", None, overrides)
     if not env_deltas and not file_deltas:
         anything = delta_set.not_applicable or file_set.not_applicable or file_set.refused
         why = ("no environment variable or file differs between GOOD and BAD in a way bisect can see"
@@ -307,14 +308,15 @@ def run_bisect(
                         repeat=repeat, margin=margin, max_runs=max_runs, timeout=timeout, environ=environ,
                         progress=progress)
     if file_deltas:
-        say(f"switching {len(file_deltas)} files per configuration; each is backed up in {backup_dir} before it "
+        say(f"switching {counted(len(file_deltas), 'file')} per configuration; each is backed up in {backup_dir} before it "
             f"is first touched and restored at the end (after a kill -9: envsnap bisect --restore "
             f"--journal {journal_path})")
     if journal.runs:
-        say(f"resuming from {journal_path}: {len(journal.runs)} journaled runs will not be repeated")
+        say(f"resuming from {journal_path}: {counted(len(journal.runs), 'journaled run')} will not be repeated")
     if journal.dropped_partial:
         result["notes"].append("the journal's last line was incomplete (an interrupted write) and was dropped")
-    say(f"searching {len(units) + n_env} deltas ({what}{n_env} variables): GOOD and BAD first, {repeat} runs "
+    say(f"searching {counted(len(units) + n_env, 'delta')} ({what}{counted(n_env, 'variable')}): GOOD and BAD "
+        f"first, {counted(repeat, 'run')} "
         f"each, of `{shlex.join(redact_argv(command))}`")
     first: List[str] = []
     if guess:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from envsnap.analysis.runs import noise
 from envsnap.analysis.runs.stats import median
 from envsnap.bisect import DEFAULT_MARGIN, DEFAULT_MAX_RUNS, DEFAULT_REPEAT
+from envsnap.bisect.applier import counted
 from envsnap.bisect.ddmin import AMBIGUOUS, BAD, FAILED, GOOD, Key, ddmin
 from envsnap.bisect.deltas import Delta, config_env
 from envsnap.bisect.journal import Journal
@@ -320,7 +321,8 @@ class Bisector:
         check["drifted"] = drifted
         if not drifted:  # the new runs join the baseline
             self.progress(f"[check] GOOD {_num(g1)}, BAD {_num(b1)} (at the start of this baseline {_num(g0)}, "
-                          f"{_num(b0)}): the {len(self.since_check)} configurations since the last check stand")
+                          f"{_num(b0)}): the {counted(len(self.since_check), 'configuration')} since the last check "
+                          "stand")
             self.since_check = []
             return
         self.drifts += 1
@@ -356,7 +358,8 @@ class Bisector:
         self.since_check = []
         g2, b2 = self._baseline()
         self.progress(f"[check] the baseline drifted: {what}; GOOD {_num(g2)} and BAD {_num(b2)} are the new ends, "
-                      f"and the {len(suspects)} configurations measured since the last check are measured again")
+                      f"and the {counted(len(suspects), 'configuration')} measured since the last check "
+                          f"{'is' if len(suspects) == 1 else 'are'} measured again")
         raise _Restart()
 
     def settle(self, search: Callable[[], List[str]]) -> List[str]:

@@ -217,6 +217,7 @@ def test_one_cause_among_32(pair, tmp_path):
     assert len(out["deltas"]["applied"]) == N
     assert GOOD_TOKEN not in result.stdout + result.stderr and BAD_TOKEN not in result.stdout + result.stderr
     assert "ETA" in result.stderr
+    assert "GOOD and BAD first, 1 run each" in result.stderr  # not "1 runs"
 
 
 def test_two_interacting_causes_text_output(pair, tmp_path):
@@ -348,10 +349,13 @@ def test_resume_after_sigkill_repeats_no_journaled_run(pair, tmp_path):
     assert [d["name"] for d in out["minimal"]] == ["PLANTED_T_V20"]
     assert out["runs"]["from_journal"] == journaled
     assert f"resuming from {journal}: {journaled} journaled runs" in resumed.stderr
-    # no configuration has more runs than --repeat: nothing journaled was run again
+    # no configuration has more runs than --repeat: nothing journaled was run again (GOOD and BAD have --repeat
+    # more for each drift check, in the killed bisect and in the resumed one)
     runs = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
     per_config = Counter(tuple(r["config"]) for r in runs)
-    assert set(per_config.values()) == {2}
+    good_key, bad_key = (), tuple(sorted(NAMES))
+    assert {n for key, n in per_config.items() if key not in (good_key, bad_key)} == {2}
+    assert per_config[good_key] == per_config[bad_key] and per_config[good_key] % 2 == 0
     # the benchmark ran only for the runs that were not journaled yet
     assert calls(tmp_path) - calls_before == out["runs"]["new"] == out["runs"]["total"] - journaled
 
