@@ -119,7 +119,10 @@ def _bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run
 
     def progress(line: str) -> None:
         # Lines quote variables, files and the benchmark's own output: a credential never reaches the terminal.
-        click.echo(f"envsnap bisect: {redact_text(line)}", err=True)
+        try:
+            click.echo(f"envsnap bisect: {redact_text(line)}", err=True)
+        except OSError:  # a terminal gone (SIGHUP) or a closed pipe: the bisect, and its restore, go on
+            pass
 
     result = command_mod.run_bisect(
         good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
