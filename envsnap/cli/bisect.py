@@ -170,13 +170,16 @@ def _interrupted_line(exc, journal_path, late) -> str:
     from envsnap.bisect.applier import backup_dir_for, still_switched
 
     files = getattr(exc, "files", None)
-    if files is None and journal_path:  # stopped before the bisect could say: read the manifest
+    if files is not None or not journal_path:
+        where = command_mod.files_sentence(files, journal_path or "")
+    else:  # stopped outside the search (loading, printing the result): read the manifest
         still = still_switched(backup_dir_for(journal_path))
-        files = {"switched": len(still), "still_switched": still} if still else None
+        where = (command_mod.files_sentence({"switched": len(still), "still_switched": still}, journal_path)
+                 if still else "no file is left switched")
     line = f"interrupted by {exc.name}"
     if late:
         line += f" ({' and '.join(late)} came during the restore and waited for it)"
-    line += f": {command_mod.files_sentence(files, journal_path or '')}"
+    line += f": {where}"
     if journal_path and os.path.exists(journal_path):
         line += f"; finished runs are in {journal_path}: run the same command again to resume"
     return line
