@@ -58,6 +58,15 @@ class FileChanged(EnvsnapError):
     """A file bisect switches was changed by someone else while bisect ran."""
 
 
+class SwitchFailed(EnvsnapError):
+    """A file could not be backed up or switched (a full disk, a read-only checkout): the file named was
+    left as it was; the caller restores the others and says which, if any, are still switched."""
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
 def _fsync_dir(directory: str) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -151,19 +160,63 @@ def _read_manifest(directory: str) -> List[Dict[str, Any]]:
 class RestoreReport:
     restored: List[str] = field(default_factory=list)  # put back
     unchanged: List[str] = field(default_factory=list)  # already as before
-    left: List[Tuple[str, str]] = field(default_factory=list)  # (path, why) not restored
+    left: List[Tuple[str, str]] = field(default_factory=list)  # (path, why) changed by someone else: left as is
+    failed: List[Tuple[str, str]] = field(default_factory=list)  # (path, why) could not be written: still switched
     kept_dir: Optional[str] = None  # where originals of `left` files are kept
     removed_dirs: List[str] = field(default_factory=list)
+    directory: str = ""  # the backup directory (still there when a file failed)
 
     @property
     def clean(self) -> bool:
-        return not self.left
+        return not self.left and not self.failed
 
     def lines(self) -> List[str]:
         out = []
         for path, why in self.left:
-            out.append(f"NOT restored: {path}: {why}; its content before bisect is kept in {self.kept_dir}")
+            where = f"; its content before bisect is kept in {self.kept_dir}" if self.kept_dir else ""
+            out.append(f"NOT restored: {path}: {why}{where}")
+        if self.failed:
+            paths = ", ".join(path for path, _ in self.failed)
+            whys = sorted({why for _, why in self.failed})
+            out.append(f"still switched: {paths} ({counted(len(self.failed), 'file')}: {'; '.join(whys)}): once that "
+                       f"is fixed, run `{restore_command(self.directory)}`")
         return out
+
+
+def counted(n: int, word: str) -> str:
+    """'1 file', '2 files'."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def journal_of(directory: str) -> str:
+    """The journal whose backups `directory` holds (backup_dir_for's inverse)."""
+    return directory[:-len(".backup")] if directory.endswith(".backup") else directory
+
+
+def restore_command(directory: str) -> str:
+    import shlex
+
+    return f"envsnap bisect --restore --journal {shlex.quote(journal_of(directory))}"
+
+
+def still_switched(directory: str) -> List[str]:
+    """Files the manifest in `directory` records that hold a version bisect wrote, not their original (read
+    only: nothing is locked or changed); [] when there is no manifest."""
+    if not os.path.exists(os.path.join(directory, MANIFEST)):
+        return []
+    try:
+        backups, _ = _manifest_backups(_read_manifest(directory))
+    except OSError:
+        return []
+    out = []
+    for path, entry in sorted(backups.items()):
+        try:
+            now = _state(path)
+        except OSError:
+            continue
+        if now != entry.get("state") and now in set(entry.get("may_hold") or []):
+            out.append(path)
+    return out
 
 
 def restore_dir(directory: str) -> Optional[RestoreReport]:
@@ -174,7 +227,7 @@ def restore_dir(directory: str) -> Optional[RestoreReport]:
     if not os.path.exists(manifest):
         shutil.rmtree(directory, ignore_errors=True)  # killed before the manifest existed: nothing was touched
         return None
-    handle = open(manifest, "ab")
+    handle = open(manifest, "rb")  # read-only is enough for the lock, and works on a read-only mount
     _lock(handle)
     try:
         return _restore_locked(directory, _read_manifest(directory))
@@ -182,8 +235,8 @@ def restore_dir(directory: str) -> Optional[RestoreReport]:
         handle.close()
 
 
-def _restore_locked(directory: str, entries: List[Dict[str, Any]]) -> RestoreReport:
-    report = RestoreReport()
+def _manifest_backups(entries: List[Dict[str, Any]]) -> Tuple[Dict[str, Dict[str, Any]], List[str]]:
+    """The manifest's first backup line per file (with every state it may hold) and the directories made."""
     backups: Dict[str, Dict[str, Any]] = {}
     created_dirs: List[str] = []
     held: Dict[str, List[str]] = {}  # states journaled before a write of a hunk subset (may_hold lines)
@@ -198,6 +251,15 @@ def _restore_locked(directory: str, entries: List[Dict[str, Any]]) -> RestoreRep
     for path, states in held.items():
         if path in backups:
             backups[path] = dict(backups[path], may_hold=sorted(set(backups[path].get("may_hold") or []) | set(states)))
+    return backups, created_dirs
+
+
+def _restore_locked(directory: str, entries: List[Dict[str, Any]]) -> RestoreReport:
+    """Restore every file of the manifest. A file that cannot be written now (a full disk, a read-only
+    mount) keeps the whole backup directory in place, so `--restore` can finish it later (idempotent: what
+    is back already counts as unchanged)."""
+    report = RestoreReport(directory=directory)
+    backups, created_dirs = _manifest_backups(entries)
     keep = []
     for path, entry in backups.items():
         try:
@@ -206,7 +268,8 @@ def _restore_locked(directory: str, entries: List[Dict[str, Any]]) -> RestoreRep
                 os.unlink(tmp)
             outcome = _restore_one(directory, path, entry)
         except OSError as exc:
-            outcome = f"cannot restore: {exc.strerror or exc}"
+            report.failed.append((path, _why(exc)))
+            continue
         if outcome == "restored":
             report.restored.append(path)
         elif outcome == "unchanged":
@@ -220,6 +283,8 @@ def _restore_locked(directory: str, entries: List[Dict[str, Any]]) -> RestoreRep
             report.removed_dirs.append(path)
         except OSError:
             pass  # not empty (something else lives there now) or already gone
+    if report.failed:
+        return report  # the backups stay where --restore finds them
     if keep:
         report.kept_dir = _keep(directory, keep)
     else:
@@ -295,6 +360,7 @@ class FileApplier:
         self.progress = progress or (lambda line: None)
         self.state: Dict[str, str] = {d.name: _state_of(d.good if d.current == "good" else d.bad) for d in deltas}
         self.backed_up: Dict[str, Dict[str, Any]] = {}
+        self.touched: Set[str] = set()  # files written at least once (a backup alone changes nothing)
         self.last_mtime: Dict[str, int] = {}
         self.writes = 0
         self._handle: Optional[BinaryIO] = None
@@ -306,19 +372,39 @@ class FileApplier:
             return
         if os.path.lexists(self.directory):
             raise EnvsnapError(f"{self.directory} exists: restore it first (envsnap bisect --restore)")
-        os.mkdir(self.directory, 0o700)
-        handle = open(os.path.join(self.directory, MANIFEST), "ab")
+        try:
+            os.mkdir(self.directory, 0o700)
+        except OSError as exc:
+            raise SwitchFailed(f"cannot create the backup directory {self.directory}: {_why(exc)}") from None
+        try:
+            # Unbuffered: a write that fails (a full disk) fails here, not again later when the file is closed.
+            handle = open(os.path.join(self.directory, MANIFEST), "ab", buffering=0)
+        except OSError as exc:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            raise SwitchFailed(f"cannot write in the backup directory {self.directory}: {_why(exc)}") from None
         _lock(handle)
         self._handle = handle
         self._append({"type": "header", "version": MANIFEST_VERSION, "pid": os.getpid()})
         _fsync_dir(os.path.dirname(self.directory))
 
     def _append(self, entry: Dict[str, Any]) -> None:
+        """One manifest line, fsynced; when it cannot be written whole, the manifest is cut back to what it
+        was (a later line must never be glued to a partial one) and SwitchFailed says so."""
         assert self._handle is not None
-        self._handle.write((json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n")
-                           .encode("utf-8", "surrogateescape"))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        line = (json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")
+        fd = self._handle.fileno()
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass  # a partial last line is skipped by _read_manifest: its file was not touched yet
+            raise SwitchFailed(f"cannot write the backup manifest in {self.directory}: {_why(exc)}") from None
 
     def _backup(self, delta: FileDelta) -> None:
         self._open()
@@ -333,7 +419,10 @@ class FileApplier:
             self._copies += 1
             copy = f"{self._copies:05d}"
             assert disk.data is not None
-            write_atomically(os.path.join(self.directory, copy), disk.data, 0o600)
+            try:
+                write_atomically(os.path.join(self.directory, copy), disk.data, 0o600)
+            except OSError as exc:
+                raise SwitchFailed(f"cannot back up {path} into {self.directory}: {_why(exc)}") from None
             entry.update({"state": disk.sha256, "copy": copy, "mode": stat.S_IMODE(st.st_mode),
                           "owner": [st.st_uid, st.st_gid], "times_ns": [st.st_atime_ns, st.st_mtime_ns]})
         self._append(entry)
@@ -347,7 +436,10 @@ class FileApplier:
             parent = os.path.dirname(parent)
         for directory in reversed(missing):
             self._append({"type": "mkdir", "path": directory})
-            os.mkdir(directory)
+            try:
+                os.mkdir(directory)
+            except OSError as exc:
+                raise SwitchFailed(f"cannot create directory {directory} for {path}: {_why(exc)}") from None
 
     # -- switching -----------------------------------------------------------------------
     def version_for(self, name: str, chosen: Set[str]) -> Version:
@@ -379,7 +471,11 @@ class FileApplier:
                 # A subset of hunks: journaled before it is written, so a restore after a kill knows it is ours.
                 self._append({"type": "may_hold", "path": name, "state": want})
                 entry["may_hold"] = sorted(set(entry["may_hold"]) | {want})
-            self._write(delta, version)
+            try:
+                self._write(delta, version)
+            except OSError as exc:
+                raise SwitchFailed(f"cannot switch {name}: {_why(exc)}") from None
+            self.touched.add(name)
             self.state[name] = want
             self.writes += 1
 

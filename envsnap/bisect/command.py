@@ -23,17 +23,27 @@ import re
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from envsnap.bisect import DEFAULT_MARGIN, DEFAULT_MAX_RUNS, DEFAULT_REPEAT, hunks as hunks_mod, outcome
-from envsnap.bisect.applier import FileApplier, backup_dir_for, restore_dir
+from envsnap.bisect import DEFAULT_MARGIN, DEFAULT_MAX_RUNS, DEFAULT_REPEAT, hunks as hunks_mod, interrupts, outcome
+from envsnap.bisect.applier import (
+    MANIFEST,
+    FileApplier,
+    RestoreReport,
+    backup_dir_for,
+    counted,
+    restore_command,
+    restore_dir,
+    still_switched,
+)
 from envsnap.bisect.deltas import collect_deltas
 from envsnap.bisect.files import collect_file_deltas
 from envsnap.bisect.journal import (
     JOURNAL_VERSION,
     Journal,
+    JournalWriteFailed,
     _sha,
     default_journal_path,
 )
-from envsnap.bisect.search import Bisector, BudgetExhausted, NotDistinguishable
+from envsnap.bisect.search import Bisector, BudgetExhausted, Drifted, NotDistinguishable
 from envsnap.bisect.sources import WheelFinder, pip_cache_dir
 from envsnap.capture.collectors import SECTION_SHAPES
 from envsnap.errors import EnvsnapError
@@ -88,10 +98,17 @@ def reuse_metric_specs(good: Mapping[str, Any], bad: Mapping[str, Any], metric: 
 # Restoring
 # ---------------------------------------------------------------------------------------
 
-def restore_files(journal_path: str) -> Tuple[List[str], int]:
-    """`envsnap bisect --restore`: (lines to print, exit code)."""
+def restore_files(journal_path: str, look_in: Sequence[str] = ()) -> Tuple[List[str], int]:
+    """`envsnap bisect --restore`: (lines to print, exit code). A journal that does not exist (and has no
+    backups beside it) is bad input: EnvsnapError naming the journals with switched files found in its
+    directory, `look_in` and the current one."""
+    journal_path = os.path.abspath(journal_path)
     directory = backup_dir_for(journal_path)
-    report = restore_dir(directory)
+    if not os.path.lexists(journal_path) and not os.path.isdir(directory):
+        raise EnvsnapError(f"journal {journal_path} does not exist, so nothing was restored; "
+                           + _where_journals_are([os.path.dirname(journal_path), *look_in, os.getcwd()]))
+    with interrupts.held():
+        report = restore_dir(directory)
     if report is None:
         return [f"nothing to restore: no files were left switched by a bisect with journal {journal_path}"], 0
     lines = [_restored_line(report, directory)]
@@ -99,12 +116,41 @@ def restore_files(journal_path: str) -> Tuple[List[str], int]:
     return lines, 0 if report.clean else 1
 
 
-def _restored_line(report: Any, directory: str) -> str:
+def _where_journals_are(directories: Sequence[str]) -> str:
+    """Which journals hold switched files (their backup directories, JOURNAL.backup/), in these
+    directories: the commands that restore them, or where a journal is when none is found."""
+    seen: List[str] = []
+    for directory in directories:
+        real = os.path.realpath(directory)
+        if real not in seen and os.path.isdir(real):
+            seen.append(real)
+    found: List[str] = []
+    for directory in seen:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            backup = os.path.join(directory, name)
+            if name.endswith(".backup") and os.path.isfile(os.path.join(backup, MANIFEST)):
+                switched = still_switched(backup)
+                what = (f"{counted(len(switched), 'file')} still switched: {', '.join(switched[:5])}"
+                        + (", ..." if len(switched) > 5 else "")) if switched else "no file still switched"
+                found.append(f"`{restore_command(backup)}` ({what})")
+    where = ", ".join(seen)
+    if found:
+        return f"bisect backups found in {where}: " + "; ".join(found)
+    return (f"no bisect backups (JOURNAL.backup/) in {where}: a bisect's journal is the --journal it was given, "
+            "else <BAD name>.bisect.jsonl next to BAD (`envsnap bisect --restore BAD` names that one), and its "
+            "switched files' backups are beside it in JOURNAL.backup/")
+
+
+def _restored_line(report: RestoreReport, directory: str) -> str:
     n = len(report.restored) + len(report.unchanged)
-    text = f"restored {len(report.restored)} files an interrupted bisect had switched"
+    text = f"restored {counted(len(report.restored), 'file')} an interrupted bisect had switched"
     if report.unchanged:
-        text += f" ({len(report.unchanged)} more were already as before)"
-    if n == 0 and not report.left:
+        text += f" ({len(report.unchanged)} more {'was' if len(report.unchanged) == 1 else 'were'} already as before)"
+    if n == 0 and not report.left and not report.failed:
         text = "nothing was switched yet by the interrupted bisect"
     return text + f" (backups were in {directory})"
 
@@ -162,7 +208,8 @@ def run_bisect(
     notes: List[str] = []
 
     if not dry_run:
-        report = restore_dir(backup_dir)
+        with interrupts.held():
+            report = restore_dir(backup_dir)
         if report is not None:
             line = _restored_line(report, backup_dir) + ", before starting"
             say(line)
@@ -233,17 +280,21 @@ def run_bisect(
         "configurations": [],
     }
     n_files, n_env, n_hunks = len(units) - len(hunk_units), len(env_deltas), len(hunk_units)
-    what = f"{n_files} files, " + (f"{n_hunks} hunks of {len(splits)} files, " if n_hunks else "")
+    what = f"{counted(n_files, 'file')}, " + (f"{counted(n_hunks, 'hunk')} of {counted(len(splits), 'file')}, "
+                                              if n_hunks else "")
     if dry_run:
-        return outcome.finish(result, "dry_run", 0, f"would search {len(units) + n_env} deltas ({what}"
-                              f"{n_env} variables); nothing was run or written", None, overrides)
+        return outcome.finish(result, "dry_run", 0, f"would search {counted(len(units) + n_env, 'delta')} ({what}"
+                              f"{counted(n_env, 'variable')}); nothing was run or written", None, overrides)
     if not env_deltas and not file_deltas:
         anything = delta_set.not_applicable or file_set.not_applicable or file_set.refused
         why = ("no environment variable or file differs between GOOD and BAD in a way bisect can see"
                if not anything else "no differing variable or file can be re-applied (see 'not applicable')")
         return outcome.finish(result, "no_deltas", 1, why, None, overrides)
 
-    journal = Journal(journal_path, header).open()
+    try:
+        journal = Journal(journal_path, header).open()
+    except JournalWriteFailed as exc:
+        raise EnvsnapError(f"{exc}; no file was switched") from None
     if on_journal:
         on_journal(journal)
     if journal.replaced:
@@ -257,14 +308,15 @@ def run_bisect(
                         repeat=repeat, margin=margin, max_runs=max_runs, timeout=timeout, environ=environ,
                         progress=progress)
     if file_deltas:
-        say(f"switching {len(file_deltas)} files per configuration; each is backed up in {backup_dir} before it "
+        say(f"switching {counted(len(file_deltas), 'file')} per configuration; each is backed up in {backup_dir} before it "
             f"is first touched and restored at the end (after a kill -9: envsnap bisect --restore "
             f"--journal {journal_path})")
     if journal.runs:
-        say(f"resuming from {journal_path}: {len(journal.runs)} journaled runs will not be repeated")
+        say(f"resuming from {journal_path}: {counted(len(journal.runs), 'journaled run')} will not be repeated")
     if journal.dropped_partial:
         result["notes"].append("the journal's last line was incomplete (an interrupted write) and was dropped")
-    say(f"searching {len(units) + n_env} deltas ({what}{n_env} variables): GOOD and BAD first, {repeat} runs "
+    say(f"searching {counted(len(units) + n_env, 'delta')} ({what}{counted(n_env, 'variable')}): GOOD and BAD "
+        f"first, {counted(repeat, 'run')} "
         f"each, of `{shlex.join(redact_argv(command))}`")
     first: List[str] = []
     if guess:
@@ -274,13 +326,29 @@ def run_bisect(
         if candidate is not None:
             first = candidate["deltas"]
             result["guess"] = candidate
-    finished: Optional[Dict[str, Any]] = None
+    files: Optional[Dict[str, Any]] = None
     try:
-        finished = _search(result, bisector, overrides, max_runs, delta_set, file_set, first)
-    finally:
-        journal.close()
-        if applier is not None:
-            _restore_after(applier, finished, say, journal_path)
+        try:
+            finished = _search(result, bisector, overrides, max_runs, delta_set, file_set, first)
+        finally:
+            with interrupts.held():  # a signal now waits until every file is back
+                journal.close()
+                files = _restore_after(applier, say, journal_path)
+    except BaseException as exc:
+        if files is None:  # a signal came before the restore could start: it blocked the others, restore now
+            with interrupts.held():
+                files = _restore_after(applier, say, journal_path)
+        if isinstance(exc, interrupts.Interrupted):
+            exc.files = files  # type: ignore[attr-defined]  # the CLI's message says where they are
+            raise
+        if isinstance(exc, EnvsnapError):
+            raise EnvsnapError(f"{exc}; {files_sentence(files, journal_path)}") from None
+        raise
+    if applier is not None:
+        finished["files_restore"] = {k: v for k, v in files.items() if k != "lines"}
+        if files["not_restored"] or files["still_switched"]:
+            finished["exit_code"] = 2
+            finished["notes"].extend(files["lines"])
     if finished["status"] == "isolated":
         minimal = [d["name"] for d in finished["minimal"]]
         finished["keep"] = outcome.keep_plan(minimal, env_deltas, file_deltas, journal_path + ".keep", splits)
@@ -332,6 +400,8 @@ def _search(result: Dict[str, Any], bisector: Bisector, overrides: Mapping[str, 
                           f"{', '.join(guess['keys'])}), then ddmin if it does not reproduce the split")
     try:
         minimal = bisector.search(first)
+    except Drifted as exc:
+        return outcome.finish(result, "drifted", 1, exc.message, bisector, overrides)
     except BudgetExhausted:
         return outcome.finish(result, "budget_exhausted", 1,
                               f"stopped after --max-runs {max_runs} runs before the set was minimal; the "
@@ -340,32 +410,55 @@ def _search(result: Dict[str, Any], bisector: Bisector, overrides: Mapping[str, 
     return outcome.finish(result, "isolated", 0, "", bisector, overrides, minimal=minimal)
 
 
-def _restore_after(applier: FileApplier, result: Optional[Dict[str, Any]], say: Callable[[str], None],
-                   journal_path: str) -> None:
-    """Put every switched file back; say so (on stderr, and in the result when there is one)."""
+def _restore_after(applier: Optional[FileApplier], say: Callable[[str], None], journal_path: str) -> Dict[str, Any]:
+    """Put every switched file back and say so (stderr); what happened, as data. Idempotent: a second call
+    finds nothing left to do."""
+    summary: Dict[str, Any] = {"switched": 0, "writes": 0, "restored": 0, "not_restored": [], "still_switched": [],
+                               "lines": []}
+    if applier is None:
+        return summary
+    summary.update(switched=len(applier.touched), writes=applier.writes)
     try:
         report = applier.restore()
     except OSError as exc:
-        line = (f"could not restore the switched files ({exc.strerror or exc}): run `envsnap bisect --restore "
-                f"--journal {journal_path}`")
+        still = still_switched(applier.directory)
+        line = (f"could not restore the switched files ({exc.strerror or exc}): "
+                + (f"still switched: {', '.join(still)}: run `{restore_command(applier.directory)}`"
+                   if still else "none is left switched"))
         say(line)
-        if result is not None:
-            result["notes"].append(line)
-            result["exit_code"] = 2
-        return
-    summary = {"switched": len(applier.backed_up), "writes": applier.writes,
-               "restored": len((report.restored + report.unchanged) if report else []),
-               "not_restored": [{"file": p, "why": w} for p, w in (report.left if report else [])]}
-    if report is not None:
-        for line in report.lines():
-            say(line)
-        if report.clean:
-            say(f"restored the {summary['restored']} switched files byte for byte (mode and times too)")
-    if result is not None:
-        result["files_restore"] = summary
-        if report is not None and not report.clean:
-            result["exit_code"] = 2
-            result["notes"].extend(report.lines())
+        summary.update(still_switched=still, lines=[line],
+                       not_restored=[{"file": p, "why": f"cannot restore: {exc.strerror or exc}"} for p in still])
+        return summary
+    if report is None:
+        return summary
+    # Of the files it switched (a file backed up but never written was not), those now as before.
+    summary["restored"] = len(applier.touched & set(report.restored + report.unchanged))
+    summary["not_restored"] = [{"file": p, "why": w} for p, w in report.left + report.failed]
+    summary["still_switched"] = [p for p, _ in report.failed]
+    summary["lines"] = report.lines()
+    for line in report.lines():
+        say(line)
+    if report.clean and summary["switched"]:
+        say(f"restored the {counted(summary['restored'], 'switched file')} byte for byte (mode and times too)")
+    return summary
+
+
+def files_sentence(files: Optional[Mapping[str, Any]], journal_path: str) -> str:
+    """Where the files a stopped bisect switched are now, in words that are true: none switched, all back,
+    or which are still switched and the command that puts them back."""
+    if not files or not files.get("switched"):
+        return "no file was switched"
+    still = list(files.get("still_switched") or [])
+    if still:
+        return (f"{counted(len(still), 'file')} still switched: {', '.join(still)}: run "
+                f"`{restore_command(backup_dir_for(journal_path))}`")
+    left = [e for e in files.get("not_restored") or [] if e["file"] not in still]
+    restored = int(files.get("restored") or 0)
+    back = f"{counted(restored, 'switched file')} restored byte for byte" if restored else "no file is left switched"
+    if left:
+        return back + f"; {counted(len(left), 'file')} changed by someone else left as they are: " + \
+            ", ".join(str(e["file"]) for e in left)
+    return back
 
 
 def _now() -> str:

@@ -20,6 +20,10 @@ from envsnap.errors import EnvsnapError
 JOURNAL_VERSION = 1
 
 
+class JournalWriteFailed(EnvsnapError):
+    """A line of the journal could not be written (a full disk): it was cut off again."""
+
+
 # ---------------------------------------------------------------------------------------
 # Journal
 # ---------------------------------------------------------------------------------------
@@ -89,7 +93,8 @@ class Journal:
         if os.path.isdir(self.path):
             raise EnvsnapError(f"journal {self.path} is a directory")
         try:
-            handle = open(self.path, "a+b")
+            # Unbuffered: a write that fails (a full disk) fails in _write, not again when the file is closed.
+            handle = open(self.path, "a+b", buffering=0)
         except OSError as exc:
             raise EnvsnapError(f"cannot open journal {self.path}: {exc.strerror or exc}") from None
         lock_or_refuse(handle, f"journal {self.path} is in use by another envsnap bisect",
@@ -157,11 +162,23 @@ class Journal:
         return ""
 
     def _write(self, entry: Dict[str, Any]) -> None:
+        """One line, fsynced; one that cannot be written whole (a full disk) is cut off again, and the
+        bisect stops with one line saying so."""
         assert self._handle is not None
-        self._handle.seek(0, os.SEEK_END)
-        self._handle.write((json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8", "replace"))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        line = (json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+        fd = self._handle.fileno()
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass  # a cut last line is dropped when the journal is read again
+            raise JournalWriteFailed(f"cannot write the journal {self.path}: {exc.strerror or exc}") from None
 
     def append_run(self, entry: Dict[str, Any]) -> None:
         self._write(dict(entry, type="run"))

@@ -9,6 +9,15 @@ from the GOOD median (0) to the BAD median (1), both measured first in the same 
 still in between it stays "ambiguous". When GOOD and BAD themselves do not separate beyond their
 spread, bisect stops (exit 1). The command around it (loading, journal, files, result) is
 command.py; the result's assembly is outcome.py.
+
+Drift: the machine under a long bisect changes (its load falls, clocks ramp), and GOOD and BAD measured
+once at the start stop being the ends of the line. So they are measured again after every CHECK_EVERY
+configurations that ran, and before a result is given. When either no longer falls on its own side of
+the margin, the baseline has drifted: it is said, GOOD and BAD measured then become the new baseline (an
+"epoch"), and the configurations measured since the last check that held are measured again and classed
+against it (ddmin replays its other answers from the cache); if the new GOOD and BAD do not separate, or
+the baseline drifted MAX_DRIFTS times, bisect stops with status "drifted" and says why. A run records
+its epoch in the journal.
 """
 from __future__ import annotations
 
@@ -20,18 +29,23 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from envsnap.analysis.runs import noise
 from envsnap.analysis.runs.stats import median
 from envsnap.bisect import DEFAULT_MARGIN, DEFAULT_MAX_RUNS, DEFAULT_REPEAT
+from envsnap.bisect.applier import counted
 from envsnap.bisect.ddmin import AMBIGUOUS, BAD, FAILED, GOOD, Key, ddmin
 from envsnap.bisect.deltas import Delta, config_env
 from envsnap.bisect.journal import Journal
 from envsnap.errors import EnvsnapError
 from envsnap.measure.parsers import MetricSpec
 from envsnap.measure.runs import RunOptions, main_metric, run_once
+from envsnap.redact import redact_text
 
 MAX_EXTRA_ROUNDS = 2  # an ambiguous configuration is measured at most 1 + 2 times
 # GOOD and BAD are measured at least twice each, whatever --repeat says: from one run per side any two numbers
 # "separate", and the whole search then follows noise (on an H200, --repeat 1 "isolated" CLICOLOR in a pair whose
 # metric did not move).
 BASELINE_MIN_RUNS = 2
+CHECK_EVERY = 4  # configurations measured between two re-measurements of GOOD and BAD
+MAX_DRIFTS = 3  # baselines drifted this often: the machine is too unsteady for a result
+ETA_RECENT_RUNS = 5  # the ETA's time per run: the median of the latest runs (a machine's speed moves)
 
 
 # ---------------------------------------------------------------------------------------
@@ -46,12 +60,40 @@ class NotDistinguishable(Exception):
     pass
 
 
+class Drifted(Exception):
+    """GOOD and BAD re-measured no longer separate, or drifted MAX_DRIFTS times: no trustworthy result."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class _Restart(Exception):
+    """The baseline drifted and some answers were dropped: the search replays from the cache."""
+
+
 def _duration(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def _epoch_of(run: Mapping[str, Any]) -> int:
+    epoch = run.get("epoch", 0)
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0
+
+
+def _metric_values(runs: Sequence[Mapping[str, Any]], metric: Optional[str]) -> List[float]:
+    if metric is None:
+        return []
+    return [float(r["metrics"][metric]) for r in runs
+            if r.get("ok") and isinstance(r.get("metrics"), dict) and metric in r["metrics"]]
+
+
+def _num(value: Optional[float]) -> str:
+    return "no measurement" if value is None else f"{value:.6g}"
 
 
 def short_name(name: str) -> str:
@@ -69,6 +111,7 @@ class Config:
     runs: List[Dict[str, Any]] = field(default_factory=list)
     outcome: Optional[str] = None
     position: Optional[float] = None
+    epoch: Optional[int] = None  # the baseline it was classed against (None: not classed yet)
 
 
 class Bisector:
@@ -118,10 +161,17 @@ class Bisector:
         self._pending: Dict[Key, List[Dict[str, Any]]] = {}
         # How the search went (search/guided_search): guided or not, the guess and its tests.
         self.path: Dict[str, Any] = {"guided": False, "steps": []}
+        # Drift (see the module docstring): the baseline's epoch, the configurations measured since the last
+        # check of GOOD and BAD, and every check made (for the result).
+        self.epoch = 0
+        self.since_check: List[Key] = []
+        self.checks: List[Dict[str, Any]] = []
+        self.drifts = 0
         for entry in journal.runs:
             key = tuple(sorted(entry["config"]))
             if set(key) <= set(self.names):
                 self._pending.setdefault(key, []).append(entry)
+                self.epoch = max(self.epoch, _epoch_of(entry))  # a resumed bisect goes on in the latest one
 
     # -- runs ------------------------------------------------------------------------
     @property
@@ -144,7 +194,11 @@ class Bisector:
             self.order.append(key)
         return self.configs[key]
 
-    def _run(self, config: Config) -> None:
+    def _now_runs(self, config: Config) -> List[Dict[str, Any]]:
+        """The configuration's runs measured against the current baseline."""
+        return [r for r in config.runs if _epoch_of(r) == self.epoch]
+
+    def _run(self, config: Config, epoch: Optional[int] = None) -> None:
         if self.total_runs >= self.max_runs:
             raise BudgetExhausted()
         env = config_env(self.environ, self.deltas, [k for k in config.key if k in self._env_names])
@@ -159,20 +213,24 @@ class Bisector:
             "exit_code": record.get("exit_code"),
             "duration_s": record.get("duration_s"),
             "started": record.get("started"),
+            "epoch": self.epoch if epoch is None else epoch,
         }
         if not record["ok"]:
-            entry["error"] = record.get("error", "failed")
-            entry["output_tail"] = "\n".join(record.get("output_tail", "").splitlines()[-5:])
+            # The benchmark's own words can quote a credential: the journal keeps what redaction makes of them.
+            entry["error"] = redact_text(str(record.get("error", "failed")))
+            entry["output_tail"] = redact_text("\n".join(record.get("output_tail", "").splitlines()[-5:]))
         self.journal.append_run(entry)
         config.runs.append(entry)
         self.new_runs += 1
         self.run_seconds.append(float(record.get("duration_s") or 0.0))
 
     def values(self, config: Config) -> List[float]:
+        """The metric of the runs that class the configuration: those of the baseline it was classed against,
+        or, not classed yet, of the current one."""
         if self.metric is None:
             return []
-        return [float(r["metrics"][self.metric]) for r in config.runs
-                if r.get("ok") and isinstance(r.get("metrics"), dict) and self.metric in r["metrics"]]
+        epoch = self.epoch if config.epoch is None or config.key in (self.good_key, self.bad_key) else config.epoch
+        return _metric_values([r for r in config.runs if _epoch_of(r) == epoch], self.metric)
 
     def _ensure_metric(self, config: Config) -> None:
         if self.metric is None:
@@ -185,10 +243,10 @@ class Bisector:
         """Run until the configuration has rounds × repeat attempts, and at least `at_least` (journaled ones
         count)."""
         target = max(rounds * self.repeat, at_least)
-        while len(config.runs) < target:
+        while len(self._now_runs(config)) < target:
             # Said before each run, from the first: a run can take minutes, GOOD's first ones included.
-            self.progress(f"[{self.order.index(config.key) + 1}] {self._label(config)}: run {len(config.runs) + 1} "
-                          f"of {target}{self._eta(config, target)}")
+            self.progress(f"[{self.order.index(config.key) + 1}] {self._label(config)}: run "
+                          f"{len(self._now_runs(config)) + 1} of {target}{self._eta(config, target)}")
             self._run(config)
             self._ensure_metric(config)
         self._ensure_metric(config)
@@ -207,6 +265,7 @@ class Bisector:
         good, bad = self._baseline()
         position = (median(values) - good) / (bad - good) + 0.0  # + 0.0: no "-0%"
         config.position = position
+        config.epoch = self.epoch
         if position <= self.margin:
             config.outcome = GOOD
         elif position >= 1 - self.margin:
@@ -217,9 +276,10 @@ class Bisector:
 
     def test(self, key: Key) -> str:
         config = self._config(key)
-        if config.outcome is not None:  # the same subset is never measured twice
+        if config.outcome is not None:  # the same subset is never measured twice against one baseline
             return config.outcome
-        rounds = max(1, math.ceil(len(config.runs) / self.repeat))
+        rounds = max(1, math.ceil(len(self._now_runs(config)) / self.repeat))
+        runs_before = self.new_runs
         self.measure(config, rounds)
         outcome = self.classify(config)
         while outcome == AMBIGUOUS and rounds < 1 + MAX_EXTRA_ROUNDS:
@@ -227,7 +287,92 @@ class Bisector:
             self.measure(config, rounds)
             outcome = self.classify(config)
         self._report(config)
+        if self.new_runs > runs_before:  # measured now, not replayed from the journal
+            self.since_check.append(key)
+            if len(self.since_check) >= CHECK_EVERY:
+                self.check_baseline()
         return outcome
+
+    # -- drift ---------------------------------------------------------------------------
+    def check_baseline(self) -> None:
+        """Measure GOOD and BAD again. Still each on its own side of the margin: the configurations measured
+        since the last check are confirmed, and the new runs join the baseline. Otherwise the baseline drifted
+        (see the module docstring): Drifted when it cannot be trusted any more, else _Restart."""
+        good, bad = self.configs[self.good_key], self.configs[self.bad_key]
+        g0, b0 = self._baseline()
+        n = self.repeat  # a configuration's worth of runs per side: the check costs two configurations
+        after = len(self.order)
+        fresh: Dict[Key, List[Dict[str, Any]]] = {}
+        for config in (good, bad):
+            before = len(config.runs)
+            for i in range(n):
+                self.progress(f"[check] {self._label(config)} again after {after} configurations: run {i + 1} of "
+                              f"{n}{self._eta()}")
+                self._run(config)
+            fresh[config.key] = config.runs[before:]
+        g_values, b_values = (_metric_values(fresh[k], self.metric) for k in (self.good_key, self.bad_key))
+        g1 = median(g_values) if g_values else None  # None: every run of the check failed
+        b1 = median(b_values) if b_values else None
+        check: Dict[str, Any] = {"after_configurations": after, "good_before": g0, "bad_before": b0,
+                                 "good": g1, "bad": b1}
+        self.checks.append(check)
+        gap = b0 - g0
+        drifted = g1 is None or b1 is None or (g1 - g0) / gap > self.margin or (b1 - g0) / gap < 1 - self.margin
+        check["drifted"] = drifted
+        if not drifted:  # the new runs join the baseline
+            self.progress(f"[check] GOOD {_num(g1)}, BAD {_num(b1)} (at the start of this baseline {_num(g0)}, "
+                          f"{_num(b0)}): the {counted(len(self.since_check), 'configuration')} since the last check "
+                          "stand")
+            self.since_check = []
+            return
+        self.drifts += 1
+        self.epoch += 1
+        for runs in fresh.values():
+            for run in runs:
+                # The new baseline's first runs (in memory: a resumed bisect measures its latest baseline again).
+                run["epoch"] = self.epoch
+        what = (f"GOOD {_num(g0)} -> {_num(g1)}, BAD {_num(b0)} -> {_num(b1)} ({self.metric}) after "
+                f"{after} configurations")
+        # The new baseline: these runs and more, as at the start (at least BASELINE_MIN_RUNS a side, more rounds
+        # while they do not separate).
+        self.measure(good, 1, BASELINE_MIN_RUNS)
+        self.measure(bad, 1, BASELINE_MIN_RUNS)
+        rounds = 1
+        while not self.distinguishable() and rounds < 1 + MAX_EXTRA_ROUNDS:
+            rounds += 1
+            self.measure(good, rounds, BASELINE_MIN_RUNS)
+            self.measure(bad, rounds, BASELINE_MIN_RUNS)
+        if not self.distinguishable():
+            raise Drifted(f"GOOD and BAD drifted while bisect ran ({what}) and no longer separate beyond noise: "
+                          "the machine's speed changed under the benchmark (load, clocks, a neighbour); quiet it "
+                          "and run bisect again")
+        if self.drifts > MAX_DRIFTS:
+            raise Drifted(f"GOOD and BAD drifted {self.drifts} times while bisect ran (last: {what}): the machine's "
+                          "speed keeps changing under the benchmark, so no configuration can be classed with "
+                          "confidence; quiet it and run bisect again")
+        suspects = [k for k in self.since_check if k not in (self.good_key, self.bad_key)]
+        for key in suspects:
+            config = self.configs[key]
+            config.outcome, config.position, config.epoch = None, None, None
+        self.current = list(self.names)
+        self.since_check = []
+        g2, b2 = self._baseline()
+        self.progress(f"[check] the baseline drifted: {what}; GOOD {_num(g2)} and BAD {_num(b2)} are the new ends, "
+                      f"and the {counted(len(suspects), 'configuration')} measured since the last check "
+                          f"{'is' if len(suspects) == 1 else 'are'} measured again")
+        raise _Restart()
+
+    def settle(self, search: Callable[[], List[str]]) -> List[str]:
+        """Run a search to its end with the baseline checked before its answer is given: after a drift it is
+        replayed (the answers that still hold come from the cache)."""
+        while True:
+            try:
+                found = search()
+                if self.since_check:
+                    self.check_baseline()  # before concluding
+                return found
+            except _Restart:
+                continue
 
     def _report(self, config: Config) -> None:
         values = self.values(config)
@@ -242,18 +387,25 @@ class Bisector:
         return label if config.key in (self.good_key, self.bad_key) else f"{len(config.key)} BAD: {label}"
 
     def _eta(self, config: Optional[Config] = None, target: int = 0) -> str:
-        """', ~S s/run, ETA ~T' once a run of this bisect has been timed (journaled runs were not)."""
+        """', ~S s/run, ETA ~T' once a run of this bisect has been timed (journaled runs were not). S is the median
+        of the latest runs, so the ETA follows a machine whose speed changes; T counts the re-measurements of
+        GOOD and BAD (drift checks) too."""
         if not self.run_seconds:
             return ""
-        per_run = sum(self.run_seconds) / len(self.run_seconds)
-        runs = max(0, target - len(config.runs)) if config is not None else 0  # this configuration's
-        if self.configs[self.good_key].outcome is None:  # GOOD and BAD still being measured
+        per_run = median(self.run_seconds[-ETA_RECENT_RUNS:])
+        runs = max(0, target - len(self._now_runs(config))) if config is not None else 0  # this configuration's
+        good = self.configs.get(self.good_key)
+        if good is None or good.outcome is None:  # GOOD and BAD still being measured
             for key in (self.good_key, self.bad_key):
                 other = self.configs.get(key)
                 if other is not config:
-                    runs += max(0, self.repeat - (len(other.runs) if other is not None else 0))
+                    runs += max(0, self.repeat - (len(self._now_runs(other)) if other is not None else 0))
         # ddmin needs about 2·log2(k) more configurations for one cause among k deltas.
-        runs += self.repeat * (2 * math.ceil(math.log2(len(self.current))) if len(self.current) > 1 else 0)
+        configs_left = 2 * math.ceil(math.log2(len(self.current))) if len(self.current) > 1 else 0
+        runs += self.repeat * configs_left
+        checks = math.ceil((len(self.since_check) + configs_left) / CHECK_EVERY) if configs_left or self.since_check \
+            else 0
+        runs += checks * 2 * self.repeat
         runs = min(runs, max(0, self.max_runs - self.total_runs))
         return f", ~{per_run:.2g} s/run, ETA ~{_duration(runs * per_run)}"
 
@@ -300,9 +452,11 @@ class Bisector:
         tied ones), that guess tested first (guided_search)."""
         guess = sorted(set(first) & set(self.names))
         if not guess or len(guess) == len(self.names):
-            self.path = {"guided": False, "steps": []}
-            return ddmin(self.names, self._tracked)
-        return self.guided_search(guess)
+            def plain() -> List[str]:
+                self.path = {"guided": False, "steps": []}
+                return ddmin(self.names, self._tracked)
+            return self.settle(plain)
+        return self.settle(lambda: self.guided_search(guess))
 
     def guided_search(self, guess: Sequence[str]) -> List[str]:
         """Test the guess before ddmin. GOOD plus the guess: BAD means it reproduces the slowdown alone, and

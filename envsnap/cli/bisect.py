@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from typing import Dict
 
 import click
 
 from envsnap.bisect import DEFAULT_MARGIN, DEFAULT_MAX_RUNS, DEFAULT_REPEAT
-from envsnap.cli.options import FILE, say
+from envsnap.cli.options import FILE
 from envsnap.measure import DEFAULT_RUN_TIMEOUT
 
 
@@ -64,15 +63,18 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     the differences switched to BAD (Zeller's ddmin: O(log n) configurations for one cause, and
     interacting causes come out together); a file differing in several hunks is switched hunk by
     hunk (--by-file: whole). Files are switched by atomic replacement after a
-    journaled backup and restored at the end, on Ctrl-C, and by the next bisect (or --restore)
-    after a kill -9; a file whose content is neither version is refused, never overwritten.
+    journaled backup and restored at the end, on Ctrl-C, SIGTERM, SIGHUP and SIGQUIT (a second
+    signal waits for the restore), and by the next bisect (or --restore) after a kill -9; a file
+    whose content is neither version is refused, never overwritten. GOOD and BAD are measured
+    again every 4 configurations: a drifted baseline is said and re-measured against.
     GOOD and BAD are measured first; each configuration is classed by where its median falls
     between them. The first candidate of `envsnap diff`'s ranking (or its first tied group) is tested
     before ddmin: GOOD plus it, then, if that does not reproduce BAD, BAD minus it; ddmin goes on
     from what they showed (--no-guess: plain ddmin). Progress and ETA go to stderr. Exit 0: isolated (or --dry-run, --restore);
-    1: not isolatable (indistinguishable, nothing to switch, --max-runs reached) or a file
+    1: not isolatable (indistinguishable, drifted, nothing to switch, --max-runs reached) or a file
     --restore had to leave; 2: bad input, a benchmark that never works, or a file that could
-    not be restored.
+    not be switched or restored (a full disk, a read-only checkout: the line says which files are
+    still switched); 130 on Ctrl-C, 128 + n on another signal.
     """
     from envsnap.errors import EnvsnapError
 
@@ -81,8 +83,28 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     if not good or not bad:
         raise EnvsnapError("bisect needs GOOD and BAD snapshot files (or --restore)")
 
+    from envsnap.bisect import interrupts
+
+    # First, before the heavy imports: a signal from here on ends the bisect through one handler (restoring
+    # whatever it switched), and its exit status names the signal.
+    guard = interrupts.Guard().install()
+    journal_box: Dict[str, str] = {}
+    try:
+        return _bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_timeout, wheel_dirs,
+                       dry_run, by_file, no_guess, fmt, command, journal_box)
+    except interrupts.Interrupted as exc:
+        late = guard.uninstall()
+        _say(_interrupted_line(exc, journal_box.get("path"), late))
+        raise SystemExit(exc.exit_code) from None
+    finally:
+        guard.uninstall()
+
+
+def _bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_timeout, wheel_dirs, dry_run,
+            by_file, no_guess, fmt, command, journal_box: Dict[str, str]) -> int:
     from envsnap.bisect import command as command_mod
     from envsnap.measure.parsers import check_metric_name, parse_metric_specs
+    from envsnap.redact import redact_text, scrub
     from envsnap.render.text import render_bisect
 
     custom = []
@@ -96,33 +118,24 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     directions = {metric_name: direction} if (direction and metric_name) else {}
 
     def progress(line: str) -> None:
-        say(f"envsnap bisect: {line}")
+        # Lines quote variables, files and the benchmark's own output: a credential never reaches the terminal.
+        try:
+            click.echo(f"envsnap bisect: {redact_text(line)}", err=True)
+        except OSError:  # a terminal gone (SIGHUP) or a closed pipe: the bisect, and its restore, go on
+            pass
 
-    journal_box: Dict[str, str] = {}
-    previous = _interrupt_on_termination()
-    try:
-        result = command_mod.run_bisect(
-            good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
-            max_runs=max_runs, journal_path=journal, timeout=run_timeout, directions=directions,
-            progress=progress, on_journal=lambda j: journal_box.update(path=j.path),
-            wheels=list(wheel_dirs), dry_run=dry_run, by_file=by_file, guess=not no_guess,
-        )
-    except KeyboardInterrupt:
-        if "path" in journal_box:
-            say(f"envsnap bisect: interrupted; finished runs are in {journal_box['path']}: run the same "
-                "command again to resume")
-        raise
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    result = command_mod.run_bisect(
+        good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
+        max_runs=max_runs, journal_path=journal, timeout=run_timeout, directions=directions,
+        progress=progress, on_journal=lambda j: journal_box.update(path=j.path),
+        wheels=list(wheel_dirs), dry_run=dry_run, by_file=by_file, guess=not no_guess,
+    )
     if direction and result.get("metric") and not metric_name:
         result["direction"] = direction
     if fmt == "json":
-        from envsnap.redact import scrub
-
         click.echo(json.dumps(scrub(result), sort_keys=True, indent=1, ensure_ascii=False))
     else:
-        say(render_bisect(result), err=False)
+        click.echo(redact_text(render_bisect(result)))
     sys.stdout.flush()
     return int(result["exit_code"])
 
@@ -138,21 +151,44 @@ def _restore(good, bad, journal, command) -> int:
     path = journal or (default_journal_path(snapshot) if snapshot else None)
     if path is None:
         raise EnvsnapError("--restore needs --journal FILE (or GOOD and BAD, for BAD's default journal)")
-    lines, code = command_mod.restore_files(path)
+    import os
+
+    from envsnap.redact import redact_text
+
+    look_in = [os.path.dirname(os.path.abspath(p)) for p in (bad, good) if p]
+    lines, code = command_mod.restore_files(path, look_in)
     for line in lines:
-        say(f"envsnap bisect: {line}", err=False)
+        click.echo(f"envsnap bisect: {redact_text(line)}")
     return int(code)
 
 
-def _interrupt_on_termination() -> dict:
-    """SIGTERM and SIGHUP end a bisect like Ctrl-C does: switched files are restored first."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt()
+def _interrupted_line(exc, journal_path, late) -> str:
+    """One true line about a bisect a signal stopped: where its switched files are, and how to go on."""
+    import os
 
-    previous = {}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            previous[signum] = signal.signal(signum, interrupt)
-        except (ValueError, OSError):  # not the main thread (tests calling main() in one)
-            pass
-    return previous
+    from envsnap.bisect import command as command_mod
+    from envsnap.bisect.applier import backup_dir_for, still_switched
+
+    files = getattr(exc, "files", None)
+    if files is not None or not journal_path:
+        where = command_mod.files_sentence(files, journal_path or "")
+    else:  # stopped outside the search (loading, printing the result): read the manifest
+        still = still_switched(backup_dir_for(journal_path))
+        where = (command_mod.files_sentence({"switched": len(still), "still_switched": still}, journal_path)
+                 if still else "no file is left switched")
+    line = f"interrupted by {exc.name}"
+    if late:
+        line += f" ({' and '.join(late)} came during the restore and waited for it)"
+    line += f": {where}"
+    if journal_path and os.path.exists(journal_path):
+        line += f"; finished runs are in {journal_path}: run the same command again to resume"
+    return line
+
+
+def _say(line: str) -> None:
+    from envsnap.redact import redact_text
+
+    try:
+        click.echo(f"envsnap: error: {redact_text(line)}", err=True)
+    except OSError:  # SIGHUP: the terminal may be gone
+        pass

@@ -13,7 +13,13 @@ from collections import Counter
 import pytest
 from helpers.bench import base_env, bench_cmd, capture_pair, run_cli
 
-from envsnap.bisect import ddmin as ddmin_mod, deltas as deltas_mod, files as files_mod, journal as journal_mod
+from envsnap.bisect import (
+    ddmin as ddmin_mod,
+    deltas as deltas_mod,
+    files as files_mod,
+    journal as journal_mod,
+    search as search_mod,
+)
 from envsnap.errors import EnvsnapError
 from envsnap.redact import fingerprint
 
@@ -198,8 +204,12 @@ def test_one_cause_among_32(pair, tmp_path):
     assert [d["name"] for d in out["minimal"]] == ["PLANTED_T_V17"]
     assert out["minimal"][0]["good"] == "g" and out["minimal"][0]["bad"] == "b"
     assert out["configurations_run"] <= 2 * math.log2(N) + 4
-    # No configuration ran twice, but GOOD and BAD run twice each whatever --repeat: their noise gates the search.
-    assert calls(tmp_path) == out["runs"]["total"] == out["configurations_run"] + 2
+    # No configuration ran twice, but GOOD and BAD run twice each whatever --repeat: their noise gates the search;
+    # and once each again after every CHECK_EVERY configurations and before the answer (drift checks, none drifted).
+    checks = out["baseline_checks"]
+    assert len(checks) == math.ceil((out["configurations_run"] - 2) / search_mod.CHECK_EVERY)
+    assert not any(c["drifted"] for c in checks)
+    assert calls(tmp_path) == out["runs"]["total"] == out["configurations_run"] + 2 + 2 * len(checks)
     assert len({tuple(c["bad_deltas"]) for c in out["configurations"]}) == out["configurations_run"]
     assert out["good"]["median"] == 1000 and out["bad"]["median"] == 500 and out["change_pct"] == -50
     # the changed secret was captured redacted: listed, not applied, never shown in clear
@@ -207,6 +217,7 @@ def test_one_cause_among_32(pair, tmp_path):
     assert len(out["deltas"]["applied"]) == N
     assert GOOD_TOKEN not in result.stdout + result.stderr and BAD_TOKEN not in result.stdout + result.stderr
     assert "ETA" in result.stderr
+    assert "GOOD and BAD first, 1 run each" in result.stderr  # not "1 runs"
 
 
 def test_two_interacting_causes_text_output(pair, tmp_path):
@@ -338,10 +349,13 @@ def test_resume_after_sigkill_repeats_no_journaled_run(pair, tmp_path):
     assert [d["name"] for d in out["minimal"]] == ["PLANTED_T_V20"]
     assert out["runs"]["from_journal"] == journaled
     assert f"resuming from {journal}: {journaled} journaled runs" in resumed.stderr
-    # no configuration has more runs than --repeat: nothing journaled was run again
+    # no configuration has more runs than --repeat: nothing journaled was run again (GOOD and BAD have --repeat
+    # more for each drift check, in the killed bisect and in the resumed one)
     runs = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
     per_config = Counter(tuple(r["config"]) for r in runs)
-    assert set(per_config.values()) == {2}
+    good_key, bad_key = (), tuple(sorted(NAMES))
+    assert {n for key, n in per_config.items() if key not in (good_key, bad_key)} == {2}
+    assert per_config[good_key] == per_config[bad_key] and per_config[good_key] % 2 == 0
     # the benchmark ran only for the runs that were not journaled yet
     assert calls(tmp_path) - calls_before == out["runs"]["new"] == out["runs"]["total"] - journaled
 
@@ -433,3 +447,71 @@ def test_a_benchmark_that_cannot_run_is_refused_before_anything_is_written(pair,
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
         "envsnap: error: cannot run the benchmark: nosuchcommand-envsnap: command not found (not on PATH)"]
     assert not (tmp_path / "j.jsonl").exists()
+
+
+# --- drift: the machine's speed changes while bisect runs ----------------------------------------------
+
+# A benchmark on a machine whose load falls (or rises) mid-bisect: after SWITCH runs everything it measures
+# is multiplied by FACTOR. PLANTED_T_V17=b is the real cause (half the speed).
+DRIFT_BENCH = """\
+import json, os, pathlib, sys
+counter, switch, factor = pathlib.Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+n = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(n))
+speed = 1.0 if n <= switch else factor
+slow = os.environ.get("PLANTED_T_V17") == "b"
+print(json.dumps({"tok_s": speed * (500.0 if slow else 1000.0)}))
+"""
+
+
+def _drift_bisect(pair, tmp_path, switch, factor, *args):
+    good, bad = pair
+    script = tmp_path / "drift_bench.py"
+    script.write_text(DRIFT_BENCH)
+    env = base_env(HF_TOKEN=None, **{name: None for name in NAMES})
+    result = run_cli("bisect", good, bad, "--journal", tmp_path / "j.jsonl", "--format", "json", "--repeat", "2",
+                     "--no-guess", *args, "--", sys.executable, script, tmp_path / "calls", switch, factor, env=env)
+    return result, json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def test_load_that_falls_after_the_baseline_is_noticed_and_the_real_cause_still_isolated(pair, tmp_path):
+    """The field report: GOOD and BAD measured once under load, the load fell, the real cause then ran as fast
+    as GOOD had and was classed good; 24 configurations, no result. Re-measuring GOOD and BAD notices it."""
+    result, out = _drift_bisect(pair, tmp_path, 4, 2.0)  # after the 4 baseline runs, everything twice as fast
+    assert result.returncode == 0, result.stderr
+    assert out["status"] == "isolated" and [d["name"] for d in out["minimal"]] == ["PLANTED_T_V17"], out["message"]
+    drifted = [c for c in out["baseline_checks"] if c["drifted"]]
+    assert len(drifted) == 1 and drifted[0]["good_before"] == 1000 and drifted[0]["good"] == 2000
+    assert any("the baseline drifted: GOOD 1000 -> 2000, BAD 500 -> 1000" in line for line in result.stderr.splitlines())
+    assert any("drifted 1 time while bisect ran" in note for note in out["notes"])
+    assert out["good"]["median"] == 2000 and out["bad"]["median"] == 1000  # the baseline the answer stands on
+
+
+def test_a_drift_that_leaves_good_and_bad_inseparable_stops_with_a_clear_message(pair, tmp_path):
+    steady, flat = tmp_path / "steady", tmp_path / "flat"
+    steady.mkdir()
+    flat.mkdir()
+    result, out = _drift_bisect(pair, steady, 4, 1.0)
+    assert result.returncode == 0 and out["status"] == "isolated"  # the same benchmark, steady: no drift
+    assert out["baseline_checks"] and not any(c["drifted"] for c in out["baseline_checks"])
+    result, out = _drift_bisect(pair, flat, 4, 0.0)
+    # After the baseline every run reads 0: GOOD and BAD no longer separate.
+    assert result.returncode == 1, result.stderr
+    assert out["status"] == "drifted" and out["minimal"] == []
+    assert out["message"].startswith("GOOD and BAD drifted while bisect ran (GOOD 1000 -> 0, BAD 500 -> 0")
+    assert "no longer separate beyond noise" in out["message"]
+
+
+def test_the_eta_follows_the_latest_run_times(tmp_path):
+    journal = journal_mod.Journal(str(tmp_path / "j.jsonl"), HEADER).open()
+    bisector = search_mod.Bisector([], ["bench"], journal, repeat=1)
+    bisector.names = bisector.current = list(NAMES[:8])
+    bisector.good_key, bisector.bad_key = (), tuple(NAMES[:8])
+    bisector._config(())
+    bisector._config(tuple(NAMES[:8]))
+    bisector.configs[()].outcome = "good"
+    # The machine was slow for the first runs (10 s each), then fast (1 s): the ETA's time per run follows.
+    bisector.run_seconds = [10.0] * 6 + [1.0] * 5
+    eta = bisector._eta()
+    assert ", ~1 s/run, ETA ~" in eta, eta
+    journal.close()

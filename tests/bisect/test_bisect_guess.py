@@ -23,6 +23,7 @@ class OracleBisector(search_mod.Bisector):
         self.bad_when = bad_when
         self.seen = {}
         self.path = {"guided": False, "steps": []}
+        self.since_check = []  # never filled: test() below measures nothing, so no drift check
 
     def test(self, key):
         if key not in self.seen:

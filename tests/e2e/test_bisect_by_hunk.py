@@ -62,7 +62,7 @@ def test_bisect_names_the_guilty_hunk_and_restores_the_file(tmp_path):
     assert tree_state(repo) == before  # every file, .git included, as before (bytes, modes, mtimes)
     assert not Path(str(journal) + ".backup").exists()
     text = run_cli("bisect", tmp_path / "good.json", tmp_path / "bad.json", "--dry-run", cwd=repo, env=_env())
-    assert "switched hunk by hunk (3 hunks)" in text.stdout and "3 hunks of 1 files" in text.stdout
+    assert "switched hunk by hunk (3 hunks)" in text.stdout and "3 hunks of 1 file," in text.stdout
     # The commands it prints do what they say: undo only hunk 3; keep only hunk 3 (over GOOD).
     keep = out["keep"]
     [undo] = [c for c in keep["undo"] if c["delta"] == topk]

@@ -212,7 +212,10 @@ def test_kill9_during_bisect_then_resume_repeatedly(bisect_pair, tmp_path):
     per_config = {}
     for entry in runs:
         per_config[tuple(entry["config"])] = per_config.get(tuple(entry["config"]), 0) + 1
-    assert max(per_config.values()) <= 2  # journaled runs were never repeated across resumes
+    # Journaled runs were never repeated across resumes. GOOD () and BAD (every delta) also get --repeat runs
+    # more at each drift check (bisect re-measures them every few configurations), so they are left out.
+    baselines = {(), max(per_config, key=len)}
+    assert max(n for key, n in per_config.items() if key not in baselines) <= 2
     print(f"\nbisect killed {kills} times, resumed; {len(runs)} runs journaled, "
           f"{result['runs']['from_journal']} replayed in the last resume")
     assert result["runs"]["from_journal"] > 0 and kills >= 2
