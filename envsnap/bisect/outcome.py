@@ -81,6 +81,14 @@ def finish(result: Dict[str, Any], status: str, exit_code: int, message: str, bi
         })
     result["configurations"] = configs
     result["configurations_run"] = len(configs)
+    checks = list(getattr(bisector, "checks", []))
+    result["baseline_checks"] = checks
+    drifts = [c for c in checks if c.get("drifted")]
+    if drifts and status != "drifted":
+        result["notes"].append(
+            f"GOOD and BAD drifted {len(drifts)} time{'s' if len(drifts) > 1 else ''} while bisect ran (re-measured "
+            f"after every few configurations): the configurations measured since the check before were measured "
+            "again against the new GOOD and BAD")
     result["path"] = _path(bisector, result.get("guess"))
     all_runs = [r for c in bisector.configs.values() for r in c.runs]
     result["runs"] = {"total": len(all_runs), "new": bisector.new_runs, "from_journal": bisector.journal_runs,
