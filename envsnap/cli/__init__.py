@@ -5,13 +5,17 @@ runs (app.py); this module turns outcomes into exit codes, in one place: a comma
 status (diff: 0 same / 1 differs; run: 1 when no run succeeded; bisect: 0 isolated / 1 not; probe
 status: 1 when not installed), and errors map to codes here:
   EnvsnapError / bad usage -> one line on stderr, exit 2
-  Ctrl-C -> exit 130
+  `envsnap` alone -> the usage and the command list on stderr, exit 2 (a usage error: git prints
+    the same and exits 1, click's groups exit 2 with the help, like our other usage errors)
+  Ctrl-C (SIGTERM, SIGHUP where a command asks for it) -> one line on stderr, exit 130
   anything unexpected -> one line naming the bug, exit 3 (ENVSNAP_DEBUG=1 shows the traceback)
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from typing import Iterator
 
 from envsnap import __version__
 
@@ -34,17 +38,22 @@ def main(argv=None) -> None:
     import click
 
     from envsnap.cli.app import cli
-    from envsnap.errors import EnvsnapError
+    from envsnap.errors import EnvsnapError, Interrupted
 
     try:
-        rc = cli.main(args=args, prog_name="envsnap", standalone_mode=False)
+        rc = _invoke(cli, args)
     except EnvsnapError as exc:
         _fail(str(exc), 2)
-    except click.exceptions.Abort:
-        _fail("interrupted", 130)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+    except Interrupted as exc:
+        _interrupted(str(exc))
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _interrupted("interrupted")
     except click.ClickException as exc:
+        if _is_group_without_command(exc):
+            # `envsnap` (or `envsnap probe`) alone: the usage and the command list, not one line
+            # naming what is missing; still a usage error.
+            click.echo(exc.ctx.get_help(), err=True)  # type: ignore[union-attr]
+            sys.exit(2)
         # Usage errors: one line, naming the command's --help, exit 2.
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
@@ -102,6 +111,57 @@ def keep_until_exit(*objects: object) -> None:
     kept: freeing them is the caller's memory back."""
     if _PROCESS_ENTRY:
         _KEPT.extend(objects)
+
+
+def _invoke(cli, args: "list[str]"):
+    """click's `main(standalone_mode=False)` without its handling of Ctrl-C, which prints a blank line
+    before our own (one message, not three lines): shell completion, then the command's return value."""
+    import click
+
+    cli._main_shell_completion({}, "envsnap", "_ENVSNAP_COMPLETE")
+    try:
+        with cli.make_context("envsnap", args) as ctx:
+            return cli.invoke(ctx)
+    except click.exceptions.Exit as exc:  # --help, --version spelled otherwise
+        return exc.exit_code
+
+
+@contextlib.contextmanager
+def interrupt_on_termination(ignore: bool = False) -> Iterator[None]:
+    """SIGTERM and SIGHUP end the command inside like Ctrl-C does (KeyboardInterrupt): what it keeps on
+    Ctrl-C (a run's finished runs, a bisect's restored files and journal) it keeps on them too. With
+    `ignore`, they are ignored instead (while what is kept is being written). The previous handlers are
+    back afterwards."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt()
+
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[signum] = signal.signal(signum, signal.SIG_IGN if ignore else interrupt)
+        except (ValueError, OSError):  # not the main thread (tests calling main() in one)
+            pass
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _is_group_without_command(exc: Exception) -> bool:
+    import click
+
+    no_args = getattr(click.exceptions, "NoArgsIsHelpError", None)  # click >= 8.2
+    return no_args is not None and isinstance(exc, no_args) and exc.ctx is not None  # type: ignore[attr-defined]
+
+
+def _interrupted(message: str) -> None:
+    # On a terminal the ^C it echoed ends the line first, so the message starts a line of its own.
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    _fail(message, 130)
 
 
 def _fail(message: str, code: int) -> None:

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from typing import Dict
 
 import click
 
 from envsnap.bisect import DEFAULT_MARGIN, DEFAULT_MAX_RUNS, DEFAULT_REPEAT
+from envsnap.cli import interrupt_on_termination
 from envsnap.cli.options import FILE
+from envsnap.errors import Interrupted
 from envsnap.measure import DEFAULT_RUN_TIMEOUT
 
 
@@ -99,22 +100,19 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
         click.echo(f"envsnap bisect: {line}", err=True)
 
     journal_box: Dict[str, str] = {}
-    previous = _interrupt_on_termination()
     try:
-        result = command_mod.run_bisect(
-            good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
-            max_runs=max_runs, journal_path=journal, timeout=run_timeout, directions=directions,
-            progress=progress, on_journal=lambda j: journal_box.update(path=j.path),
-            wheels=list(wheel_dirs), dry_run=dry_run, by_file=by_file, guess=not no_guess,
-        )
+        with interrupt_on_termination():
+            result = command_mod.run_bisect(
+                good, bad, list(command), metric=metric_name, custom=custom, repeat=repeat, margin=margin,
+                max_runs=max_runs, journal_path=journal, timeout=run_timeout, directions=directions,
+                progress=progress, on_journal=lambda j: journal_box.update(path=j.path),
+                wheels=list(wheel_dirs), dry_run=dry_run, by_file=by_file, guess=not no_guess,
+            )
     except KeyboardInterrupt:
         if "path" in journal_box:
-            click.echo(f"envsnap bisect: interrupted; finished runs are in {journal_box['path']}: run the same "
-                       "command again to resume", err=True)
+            raise Interrupted(f"interrupted; finished runs are in {journal_box['path']}: run the same "
+                              "command again to resume") from None
         raise
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     if direction and result.get("metric") and not metric_name:
         result["direction"] = direction
     if fmt == "json":
@@ -140,17 +138,3 @@ def _restore(good, bad, journal, command) -> int:
     for line in lines:
         click.echo(f"envsnap bisect: {line}")
     return int(code)
-
-
-def _interrupt_on_termination() -> dict:
-    """SIGTERM and SIGHUP end a bisect like Ctrl-C does: switched files are restored first."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt()
-
-    previous = {}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            previous[signum] = signal.signal(signum, interrupt)
-        except (ValueError, OSError):  # not the main thread (tests calling main() in one)
-            pass
-    return previous

@@ -213,4 +213,4 @@ def test_interrupted_is_said_on_stderr_only(tmp_path):
             proc.kill()
     assert proc.returncode == 130, err
     assert out == ""  # no run completed: nothing written, not even to stdout
-    assert err.strip().splitlines()[-1] == "envsnap: error: interrupted"
+    assert err.strip().splitlines() == ["envsnap: error: interrupted before any run completed; nothing written"]

@@ -85,3 +85,26 @@ def test_shell_completion_is_clicks_and_completes_commands_options_and_files(tmp
         asked = run_envsnap(env={"_ENVSNAP_COMPLETE": "bash_complete", "COMP_WORDS": line,
                                  "COMP_CWORD": str(len(line.split()))})
         assert asked.stdout.strip() == "file,", (line, asked.stdout)
+
+
+def test_bare_envsnap_prints_the_usage_and_the_command_list():
+    """`envsnap` alone: what each command does (as `git` alone does), on stderr, exit 2 (a usage error,
+    as click has it); not one line naming the missing command."""
+    result = run_envsnap()
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.startswith("Usage: envsnap [OPTIONS] COMMAND [ARGS]...")
+    assert "error" not in result.stderr
+    listed = result.stderr.split("Commands:", 1)[1]
+    for command in ("attach", "bisect", "capture", "diff", "merge", "probe", "rank", "report", "run", "show"):
+        assert f"\n  {command} " in listed, command
+    group = run_envsnap("probe")  # a group of its own: the same
+    assert group.returncode == 2 and "Commands:" in group.stderr and "install" in group.stderr
+
+
+def test_diff_help_lists_every_exit_status():
+    """The README's exit codes: diff's --help names them all, 3 and 130 included."""
+    text = " ".join(run_envsnap("diff", "--help").stdout.split())
+    for status in ("0 when nothing relevant differs", "1 when something does", "2 on bad input",
+                   "3 on an internal error", "130 when interrupted"):
+        assert status in text, status
