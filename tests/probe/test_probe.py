@@ -175,3 +175,60 @@ def test_collector_keys_records_by_title_and_flags_two_launches(installed, tmp_p
     empty = tmp_path / "empty"
     empty.mkdir()
     assert probe_collector.collect(CaptureContext(probe_dir=str(empty)))["status"] == "unavailable"
+
+
+def _collect_as(uid, directory):
+    """The probe collector's answer for DIRECTORY, asked by a forked child running as UID (root reads
+    through any mode: permission denied for real needs another user)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.close(read_fd)
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            with os.fdopen(write_fd, "w") as out:
+                out.write(json.dumps(probe_collector.collect(CaptureContext(probe_dir=directory))))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as handle:
+        payload = handle.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "the child failed"
+    return json.loads(payload)
+
+
+def test_records_that_cannot_be_read_are_said_to_exist_and_why(installed):
+    """A record the user may not read is no sign of a missing probe: the section says the records are
+    there, that reading them was denied, whose they are and as whom envsnap asked."""
+    import pwd
+    import shutil
+    import tempfile
+
+    base = tempfile.mkdtemp(prefix="envsnap-probe-perm-")  # /tmp: traversable by another user
+    try:
+        os.chmod(base, 0o755)
+        assert run_py(installed, "pass", ENVSNAP_PROBE_DIR=base).returncode == 0
+        written = sorted(name for name in os.listdir(base) if name.endswith(".json"))
+        assert len(written) == 1, os.listdir(base)
+        for name in os.listdir(base):
+            os.chmod(os.path.join(base, name), 0o600 if os.geteuid() == 0 else 0)
+        owner = pwd.getpwuid(os.geteuid()).pw_name
+        asker = 65534 if os.geteuid() == 0 else None
+        result = _collect_as(asker, base)
+        as_whom = pwd.getpwuid(65534).pw_name if asker else owner
+        assert result["status"] == "error", result
+        assert result["error"] == (f"1 probe record in {base} cannot be read: {written[0]}: permission denied "
+                                   f"(owner {owner}, mode {'0600' if asker else '0000'}; envsnap runs as {as_whom})")
+        assert "installed" not in result["error"]
+        os.chmod(base, 0o700 if asker else 0)  # the directory itself closed
+        closed = _collect_as(asker, base)
+        assert closed["status"] == "error" and "cannot list the directory: permission denied" in closed["error"]
+    finally:
+        os.chmod(base, 0o700)
+        shutil.rmtree(base)

@@ -17,6 +17,7 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.format import plural
 from envsnap.model.rules import CPU_HOST, NONE, SectionRules, rule, volatile
 from envsnap.model.schema import ENV_SHAPE
 from envsnap.model.types import Section
@@ -184,6 +185,16 @@ def collect(ctx: CaptureContext) -> Section:
     if not os.path.isdir(directory):
         return failed(f"{ctx.probe_dir}: no such directory")
     records, errors = read_records(directory)
+    unreadable = {name: why for name, why in errors.items() if why.startswith("unreadable")}
+    if not records and unreadable:
+        # Records are there, the probe wrote them: what is missing is the right to read them.
+        first = min(unreadable)
+        listing = first == "."
+        what = "" if listing else f"{plural(len(unreadable), 'probe record')} in {directory} cannot be read: {first}: "
+        why = unreadable[first][len("unreadable: "):]
+        more = f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
+        where = f"{directory}: " if listing else ""
+        return failed(f"{where}{what}{why}{more}", {"dir": directory, "errors": errors})
     if not records:
         return unavailable(f"no probe records in {directory} (is the probe installed in the server's "
                            "Python and ENVSNAP_PROBE_DIR set in its environment?)",
