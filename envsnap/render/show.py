@@ -5,7 +5,7 @@ the CLI passes them in, so rendering never imports a collector. A merged multi-n
 shown node by node."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Set, Tuple, cast
 
 from envsnap.model.snapshot import as_dict
 from envsnap.model.types import Run, Section, Snapshot
@@ -145,14 +145,17 @@ def _neighbours(runs: List[Run]) -> List[str]:
 
 def _run_command(snap: Snapshot) -> List[str]:
     """The benchmark command `envsnap run` ran, and its flags one by one."""
+    from envsnap.analysis.runs.verdict import interrupted_series
     from envsnap.model.argv import describe, itemise
 
     session = snap.get("run_session")
     command = session.get("command") if isinstance(session, dict) else None
+    interrupted = interrupted_series(cast(Dict[str, Any], snap))
+    warning = [f"  ! {interrupted}"] if interrupted else []
     if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
-        return []
+        return warning
     line = itemise(command)
-    return [f"  command: {' '.join(command)}"] + (describe(line) if line is not None else [])
+    return warning + [f"  command: {' '.join(command)}"] + (describe(line) if line is not None else [])
 
 
 def summary_line(snap: Snapshot, path: str) -> str:

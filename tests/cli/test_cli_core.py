@@ -108,3 +108,30 @@ def test_diff_help_lists_every_exit_status():
     for status in ("0 when nothing relevant differs", "1 when something does", "2 on bad input",
                    "3 on an internal error", "130 when interrupted"):
         assert status in text, status
+
+
+def test_show_and_diff_warn_of_an_interrupted_run_series(tmp_path):
+    """A snapshot `envsnap run` wrote when stopped after 3 of 5 runs (run_session as run.py writes it):
+    show, and diff in text, JSON and HTML, say so in the same words."""
+    from helpers import REPO_ROOT
+
+    good = REPO_ROOT / "snapshots" / "h200-spec-decode-good.json"
+    bad = json.loads((REPO_ROOT / "snapshots" / "h200-spec-decode-bad.json").read_text())
+    bad["runs"] = bad["runs"][:3]
+    bad["run_session"].update(completed=3, ok=3, interrupted=True)
+    stopped = tmp_path / "bad.json"
+    stopped.write_text(json.dumps(bad))
+    words = ("its run series was interrupted after 3 of 5 runs: fewer runs than asked, and the series stopped "
+             "early (run it again to measure the whole series)")
+    shown = run_envsnap("show", stopped)
+    assert shown.returncode == 0 and f"  ! {words}" in shown.stdout.splitlines(), shown.stdout
+    assert "interrupted" not in run_envsnap("show", good).stdout
+    text = run_envsnap("diff", good, stopped)
+    assert text.returncode == 1 and f"bad: {words}" in text.stdout, text.stdout
+    as_json = run_envsnap("diff", "--format", "json", good, stopped)
+    assert f"bad: {words}" in json.loads(as_json.stdout)["warnings"]
+    report = tmp_path / "r.html"
+    assert run_envsnap("report", good, stopped, "-o", report).returncode == 0
+    assert f"bad: {words}" in report.read_text()
+    swapped = json.loads(run_envsnap("diff", "--format", "json", stopped, good).stdout)
+    assert f"good: {words}" in swapped["warnings"]

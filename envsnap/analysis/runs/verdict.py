@@ -178,11 +178,29 @@ def build_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[st
     return cast(Verdict, verdict), warnings  # the metric's entry and the verdict's words, now whole
 
 
+def interrupted_series(snap: Dict[str, Any]) -> Optional[str]:
+    """'its run series was interrupted (Ctrl-C, SIGTERM or SIGHUP) after 3 of 5 runs: ...' for a snapshot
+    `envsnap run` wrote when stopped early (run_session.interrupted), else None. `show` and `diff` say it
+    in the same words."""
+    session = snap.get("run_session")
+    if not isinstance(session, dict) or session.get("interrupted") is not True:
+        return None
+    done, asked = session.get("completed"), session.get("repeat")
+    count = (f" after {done} of {fmt.plural(asked, 'run')}" if type(done) is int and type(asked) is int
+             else "")
+    return (f"its run series was interrupted{count}: fewer runs than asked, and the series stopped early "
+            "(run it again to measure the whole series)")
+
+
 def _metric_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str]
                     ) -> Tuple[Dict[str, Any], List[str]]:
     good_runs, bad_runs = run_metrics(good), run_metrics(bad)
     gv, bv = run_values(good), run_values(bad)
     warnings: List[str] = []
+    for side, snap in (("good", good), ("bad", bad)):
+        interrupted = interrupted_series(snap)
+        if interrupted:
+            warnings.append(f"{side}: {interrupted}")
     for side, snap in (("good", good), ("bad", bad)):
         runs = [r for r in snap.get("runs") or [] if isinstance(r, dict)]
         failed = [r for r in runs if r.get("ok") is False]
