@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Mapping, Sequence, Set, Tuple, cast
 
+from envsnap.format import plural
 from envsnap.model.snapshot import as_dict
 from envsnap.model.types import Run, Section, Snapshot
 
@@ -124,7 +125,7 @@ def _neighbours(runs: List[Run]) -> List[str]:
 
     runnable = sorted(r["median"] for r in (f.get("runnable") for f in found)
                       if isinstance(r, dict) and isinstance(r.get("median"), (int, float)))
-    lines = [f"  neighbours over {len(found)} runs: other processes kept {span('others_cpus')} CPUs busy, runnable "
+    lines = [f"  neighbours over {plural(len(found), 'run')}: other processes kept {span('others_cpus')} CPUs busy, runnable "
              f"threads {f'{runnable[0]:g}-{runnable[-1]:g}' if runnable else '?'}, steal {span('steal_pct', '%')}"]
     busiest: Dict[str, Tuple[float, Set[Any]]] = {}
     for record in found:

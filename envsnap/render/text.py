@@ -218,9 +218,9 @@ def _patches_lines(result: DiffResult, verbose: bool) -> List[str]:
         elif content is not None:
             body = content.rstrip("\n").split("\n")
             if patch.get("same_as"):
-                lines.append(f"    edited text ({len(body)} lines): the same bytes as {patch['same_as']}")
+                lines.append(f"    edited text ({fmt.plural(len(body), 'line')}): the same bytes as {patch['same_as']}")
             elif len(body) <= CONTENT_LINES:
-                lines.append(f"    edited text ({len(body)} lines):")
+                lines.append(f"    edited text ({fmt.plural(len(body), 'line')}):")
                 lines.extend(body)
             else:  # its first lines would not show where the edit is: it is in full elsewhere
                 lines.append(f"    edited text: {len(body)} lines, in full in --format json and the report")
@@ -328,10 +328,13 @@ def render_bisect(result: Mapping[str, Any]) -> str:
     whole = [f for f in files if f["name"] not in split]
     runs = result.get("runs", {})
     if status != "dry_run":
-        parts = f"{len(whole)} files, " + (f"{len(hunks)} hunks of {len(split)} files, " if hunks else "")
-        lines.append(f"{result.get('configurations_run', 0)} configurations, {runs.get('total', 0)} runs "
+        parts = f"{fmt.plural(len(whole), 'file')}, " + (
+            f"{fmt.plural(len(hunks), 'hunk')} of {fmt.plural(len(split), 'file')}, " if hunks else "")
+        lines.append(f"{fmt.plural(result.get('configurations_run', 0), 'configuration')}, "
+                     f"{fmt.plural(runs.get('total', 0), 'run')} "
                      f"({runs.get('from_journal', 0)} from the journal, {runs.get('failed', 0)} failed); "
-                     f"{len(whole) + len(hunks) + len(env)} deltas searched ({parts}{len(env)} variables)")
+                     f"{fmt.plural(len(whole) + len(hunks) + len(env), 'delta')} searched ({parts}"
+                     f"{fmt.plural(len(env), 'variable')})")
     if (result.get("path") or {}).get("line"):
         lines.append(f"path: {result['path']['line']}")
     if result.get("minimal"):
@@ -348,7 +351,7 @@ def render_bisect(result: Mapping[str, Any]) -> str:
             lines.append(f"      now: {d.get('current', '?').upper()}'s version")
             mine = [h for h in hunks if h["file"] == d["name"]]
             if mine:
-                lines.append(f"      switched hunk by hunk ({len(mine)} hunks):")
+                lines.append(f"      switched hunk by hunk ({fmt.plural(len(mine), 'hunk')}):")
                 lines.extend(f"        hunk {h['hunk']} {h['header']}" for h in mine)
         lines.append(f"variables ({len(env)}):")
         for d in env:

@@ -230,6 +230,20 @@ def test_progress_lines_without_a_terminal_and_stdout_unchanged(tmp_path):
     assert all(re.fullmatch(r"envsnap run: run \d/2: tok_s 1000 \(\d+\.\d s\)", line) for line in progress), progress
 
 
+def test_one_run_is_one_run_not_one_runs(tmp_path):
+    """Counts in the singular where there is one: the closing line of a single run, and attach's."""
+    out = tmp_path / "s.json"
+    result = run_envsnap("run", "-o", out, "--repeat", "1", "--", *bench_cmd("env"), env=base_env(), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {out}: 1 run (1 ok, 0 failed)" in result.stderr, result.stderr
+    data = load(out)
+    data["runs"] = []
+    out.write_text(json.dumps(data))
+    attached = run_envsnap("attach", out, "--metric", "tok_s=5")
+    assert attached.returncode == 0 and "(1 run)" in attached.stderr, attached.stderr
+    assert "1 runs" not in result.stderr + attached.stderr
+
+
 def test_progress_lines_on_a_terminal(tmp_path):
     out = tmp_path / "s.json"
     master, slave = pty.openpty()
