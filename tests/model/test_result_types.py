@@ -75,8 +75,9 @@ def test_a_multi_node_result_has_the_types():
 
 # Declared types the data here does not reach, met by data elsewhere: no golden pair recorded run counters
 # (tests/analysis/runs/test_mechanism.py checks the mechanism's factors), and the recorded patches' table and
-# a patch's hunk edits need captures of a checkout (tests/analysis/compare/test_patch_status.py).
-NOT_MET_HERE = {"MechanismFactor", "PatchStatus", "PatchSide", "HunkStatus", "HunkEdits"}
+# a patch's hunk edits need captures of a checkout (tests/analysis/compare/test_patch_status.py); a workers
+# cell's later stages need a probed process that changed its os.environ (tests/probe/test_probe.py).
+NOT_MET_HERE = {"MechanismFactor", "PatchStatus", "PatchSide", "HunkStatus", "HunkEdits", "StageValue"}
 
 
 def test_every_type_is_met_by_the_data():

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO_ROOT, run_envsnap
+from helpers.result_types import mismatches
 from helpers.workers import clean_env, make_venv, tree_bytes
 
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import probe as probe_collector
+from envsnap.model.result_types import DiffResult
 from envsnap.probe import install as install_mod
 
 
@@ -232,3 +234,28 @@ def test_records_that_cannot_be_read_are_said_to_exist_and_why(installed):
     finally:
         os.chmod(base, 0o700)
         shutil.rmtree(base)
+
+
+def test_workers_table_and_diff_say_the_same_of_an_in_process_change(installed, tmp_path):
+    """A launcher that sets NCCL_PROTO in its own os.environ after start-up (engine.py's way): diff's
+    changed_in_process difference and the report's workers table both say unset at start, then LL."""
+    import html
+
+    snaps = {}
+    for side, code in (("good", "import os"), ("bad", "import os; os.environ['NCCL_PROTO'] = 'LL'")):
+        probe_dir = tmp_path / side
+        assert run_py(installed, code, ENVSNAP_PROBE_DIR=str(probe_dir)).returncode == 0
+        snaps[side] = tmp_path / f"{side}.json"
+        captured = run_envsnap("capture", "-o", snaps[side], "--probe-dir", probe_dir, "--timeout", "60")
+        assert captured.returncode == 0, captured.stderr
+    result = json.loads(run_envsnap("diff", "--format", "json", snaps["good"], snaps["bad"]).stdout)
+    change = next(d for d in result["differences"] if d["key"].endswith(".changed_in_process.NCCL_PROTO"))
+    assert change["bad"] == "LL in-process (was unset at start)", change
+    process = change["key"].split(".")[1]
+    cell = result["tables"]["workers"]["cells"]["bad"]["NCCL_PROTO"][process]
+    assert cell["set"] is False and cell["later"] == [{"stage": "exit", "set": True, "value": "LL"}], cell
+    assert mismatches(result, DiffResult) == []  # StageValue met here (no golden has it)
+    report = tmp_path / "r.html"
+    assert run_envsnap("report", snaps["good"], snaps["bad"], "-o", report).returncode == 0
+    page = html.unescape(report.read_text())
+    assert "unset \u2192 LL" in page and "changed inside the process: LL at exit" in page
