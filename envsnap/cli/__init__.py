@@ -49,10 +49,11 @@ def main(argv=None) -> None:
     except (click.exceptions.Abort, KeyboardInterrupt):
         _interrupted("interrupted")
     except click.ClickException as exc:
-        if _is_group_without_command(exc):
+        group_ctx = _group_without_command(exc)
+        if group_ctx is not None:
             # `envsnap` (or `envsnap probe`) alone: the usage and the command list, not one line
             # naming what is missing; still a usage error.
-            click.echo(exc.ctx.get_help(), err=True)  # type: ignore[union-attr]
+            click.echo(group_ctx.get_help(), err=True)
             sys.exit(2)
         # Usage errors: one line, naming the command's --help, exit 2.
         hint = ""
@@ -150,11 +151,12 @@ def interrupt_on_termination(ignore: bool = False) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def _is_group_without_command(exc: Exception) -> bool:
+def _group_without_command(exc: Exception):
+    """The context of a group given no command (click >= 8.2 raises NoArgsIsHelpError), else None."""
     import click
 
-    no_args = getattr(click.exceptions, "NoArgsIsHelpError", None)  # click >= 8.2
-    return no_args is not None and isinstance(exc, no_args) and exc.ctx is not None  # type: ignore[attr-defined]
+    no_args = getattr(click.exceptions, "NoArgsIsHelpError", None)
+    return getattr(exc, "ctx", None) if no_args is not None and isinstance(exc, no_args) else None
 
 
 def _interrupted(message: str) -> None:
