@@ -35,7 +35,9 @@ _RECORD_SHAPE = {
     "changed_before_init": _ENV_CHANGE_SHAPE, "changed_before_exit": _ENV_CHANGE_SHAPE,
     # What the process's Python code read: {name: reads}, whole-environment walks, names over the cap;
     # when the probe started; which `envsnap run` run the process belonged to (1-based, or "warmup N").
-    "env_reads": ("map", "num"), "env_copies": "num", "env_reads_dropped": "num", "started_at": "num",
+    # startup_reads: what site.py and the start-up hooks read before the program ran (not the program's).
+    "env_reads": ("map", "num"), "startup_reads": ("map", "num"), "env_copies": "num", "env_reads_dropped": "num",
+    "started_at": "num",
     "run": "scalar",
     # How far the process's reads are known (epoch s; probe_records.py), whether to its exit; its session
     # and working directory; the modules it imported (probe_modules.py) and when they were last listed.
@@ -138,10 +140,10 @@ def _read_fields(record: Dict[str, Any]) -> Dict[str, Any]:
     record is written by other people's processes, and a malformed count must not make the
     whole snapshot unloadable."""
     out: Dict[str, Any] = {}
-    reads = record.get("env_reads")
-    if isinstance(reads, dict):
-        out["env_reads"] = {str(k): v for k, v in reads.items()
-                            if type(v) is int and 0 < v < 2 ** 63}
+    for field in ("env_reads", "startup_reads"):  # the program's reads; site's and the start-up hooks'
+        reads = record.get(field)
+        if isinstance(reads, dict):
+            out[field] = {str(k): v for k, v in reads.items() if type(v) is int and 0 < v < 2 ** 63}
     for name in ("env_copies", "env_reads_dropped"):
         if type(record.get(name)) is int and 0 <= record[name] < 2 ** 63:
             out[name] = record[name]
