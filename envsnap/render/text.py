@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 from envsnap import format as fmt
 from envsnap.analysis.compare import patch_status
 from envsnap.analysis.compare.diff import value_text
+from envsnap.analysis.compare.patches import counted
 from envsnap.analysis.compare.views import category_key
 from envsnap.analysis.runs.verdict import mechanism_line
 from envsnap.model.result_types import Cause, Difference, DiffResult, HunkStatus, PatchSide, SideMeta
@@ -169,11 +170,15 @@ def _patch_status_lines(result: DiffResult, verbose: bool) -> List[str]:
             for what in (info["error"], info["note"]):  # in this order
                 if what:
                     lines.append(f"    {side}: {what}")
-        shown = hunks if verbose else [h for h in hunks if h["changed"]]
+        # Given on one side only, nothing is compared: every hunk is listed with that side's status.
+        one_side = next((label for label, info in (("GOOD", patch["good"]), ("BAD", patch["bad"])) if info is None), None)
+        only = "BAD" if one_side == "GOOD" else "GOOD"
+        shown = hunks if verbose or one_side else [h for h in hunks if h["changed"]]
         for hunk in shown:
             mark = "*" if hunk["changed"] else " "
             rank = f"  (cause #{hunk['rank']})" if hunk.get("rank") else ""
             statuses = (f"{hunk['good'] or '-'} \u2192 {hunk['bad'] or '-'}" if hunk["changed"]
+                        else f"{hunk['bad'] or hunk['good']} ({only} only)" if one_side
                         else str(hunk["bad"] or hunk["good"]))
             lines.append(f"   {mark}hunk {hunk['n']:>3} {hunk['file']} {hunk['header'] or ''}: {statuses}{rank}")
             for side, why in sorted(hunk["why"].items()):
@@ -196,8 +201,8 @@ def _patches_lines(result: DiffResult, verbose: bool) -> List[str]:
     if not patches:
         return []
     ranks = {c["key"]: c["rank"] for c in result["causes"]}
-    lines = ["", f"patches: {len(patches)} changed file{'s' if len(patches) != 1 else ''} whose text the snapshots "
-                 "hold (good \u2192 bad)" + ("" if verbose else "; -v shows them")]
+    lines = ["", f"patches: {counted(patches)} whose text the snapshots hold (good \u2192 bad)"
+                 + ("" if verbose else "; -v shows them")]
     for patch in patches:
         lines.append(f"  {patch['id']}  [{patch['kind']}] {patch['title']}  ({patch['shows']})")
         if not verbose:
