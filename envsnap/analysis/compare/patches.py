@@ -433,7 +433,9 @@ def counted(patches: Sequence[Mapping[str, object]]) -> str:
     for kind in sorted(counts, key=lambda k: (KIND_ORDER.get(k, 9), k)):
         one, many = KIND_WORDS.get(kind, (f"{kind} patch", f"{kind} patches"))
         parts.append(f"{counts[kind]} {one if counts[kind] == 1 else many}")
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    if len(parts) < 2:
+        return parts[0] if parts else "no patches"
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _quote(lines: List[str]) -> str:
