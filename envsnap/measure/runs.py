@@ -106,8 +106,9 @@ def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
 
 def _is_bench_serving(argv: Sequence[str]) -> bool:
     """`python -m sglang.bench_serving` / `sglang.benchmark.serving` (0.5.23), or either as a script."""
+    scripts = (["sglang", "bench_serving.py"], ["sglang", "benchmark", "serving.py"])  # whole path components
     return any(a in ("sglang.bench_serving", "sglang.benchmark.serving")
-               or a.replace(os.sep, "/").endswith(("sglang/bench_serving.py", "sglang/benchmark/serving.py"))
+               or any(a.replace(os.sep, "/").split("/")[-len(script):] == script for script in scripts)
                for a in argv[:6])
 
 

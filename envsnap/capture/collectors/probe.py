@@ -83,7 +83,41 @@ def read_records(directory: str) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
 
     from envsnap.capture.collectors.probe_records import read_records as read
 
-    return read(directory, (socket.gethostname(), os.getpid()))
+    host = socket.gethostname()
+    records, errors = read(directory, (host, os.getpid()))
+    _titles_now(records, host)
+    return records, errors
+
+
+def _titles_now(records: List[Dict[str, Any]], host: str) -> None:
+    """A record holds the title its process had when it last wrote: a process that retitled itself since
+    (setproctitle after its start record: SGLang's detokenizer) would be keyed by its old command line
+    here and by its title by the process walk. A process of this host still running -- the same one: it
+    started before its record and not long before -- is keyed by its title now, as the walk keys it."""
+    import psutil
+
+    from envsnap.capture.collectors import roles as roles_mod
+    from envsnap.redact import redact_text
+
+    for record in records:
+        started = record.get("started_at")
+        if record.get("host") != host or not isinstance(started, (int, float)) or isinstance(started, bool):
+            continue
+        try:
+            process = psutil.Process(int(record["pid"]))
+            created = process.create_time()
+            cmdline = process.cmdline()
+        except (psutil.Error, OSError, ValueError, OverflowError):
+            continue
+        if cmdline and created <= started + 1.0 and started - created < _SAME_PROCESS_S:
+            title = roles_mod.title_of(cmdline)
+            if title and title != record.get("title"):
+                record["title"] = redact_text(title)
+
+
+# How long after its process started a probe record's start may be (interpreter start-up on a loaded machine):
+# a pid whose process started longer before the record is another process that took the pid.
+_SAME_PROCESS_S = 300.0
 
 
 def assign_keys(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
@@ -113,8 +147,10 @@ def assign_keys(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
         argv = record.get("argv") or []
         role = roles_mod.parse_role([title]) or roles_mod.parse_role(argv)
         ident = (record.get("host"), record["pid"])
-        if role is None and ident in titled_parents:
+        if role is None and ident in titled_parents and not roles_mod.runs_another_package(argv):
             role = {"kind": "main", "key": "sglang-main"}
+        if role is None:
+            role = roles_mod.helper_role(argv)
         rank = (record.get("init") or {}).get("rank")
         if role is None and isinstance(rank, int):
             role = {"kind": "other", "key": f"rank{rank}", "rank": rank}
