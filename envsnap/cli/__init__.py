@@ -12,10 +12,8 @@ status: 1 when not installed), and errors map to codes here:
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from typing import Iterator
 
 from envsnap import __version__
 
@@ -127,28 +125,35 @@ def _invoke(cli, args: "list[str]"):
         return exc.exit_code
 
 
-@contextlib.contextmanager
-def interrupt_on_termination(ignore: bool = False) -> Iterator[None]:
+class interrupt_on_termination:  # noqa: N801 (used as a function: `with interrupt_on_termination():`)
     """SIGTERM and SIGHUP end the command inside like Ctrl-C does (KeyboardInterrupt): what it keeps on
     Ctrl-C (a run's finished runs, a bisect's restored files and journal) it keeps on them too. With
     `ignore`, they are ignored instead (while what is kept is being written). The previous handlers are
-    back afterwards."""
-    import signal
+    back afterwards. A class, not contextlib's decorator: `envsnap --version` imports this module and
+    nothing more (contextlib and typing would be most of its import time)."""
 
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt()
+    def __init__(self, ignore: bool = False) -> None:
+        self.ignore = ignore
+        self.previous: "dict[int, object]" = {}
 
-    previous = {}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            previous[signum] = signal.signal(signum, signal.SIG_IGN if ignore else interrupt)
-        except (ValueError, OSError):  # not the main thread (tests calling main() in one)
-            pass
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    def __enter__(self) -> None:
+        import signal
+
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                self.previous[signum] = signal.signal(signum, signal.SIG_IGN if self.ignore else _raise_interrupt)
+            except (ValueError, OSError):  # not the main thread (tests calling main() in one)
+                pass
+
+    def __exit__(self, *exc_info: object) -> None:
+        import signal
+
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt()
 
 
 def _group_without_command(exc: Exception):

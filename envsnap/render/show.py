@@ -146,7 +146,7 @@ def _neighbours(runs: List[Run]) -> List[str]:
 
 def _run_command(snap: Snapshot) -> List[str]:
     """The benchmark command `envsnap run` ran, and its flags one by one."""
-    from envsnap.analysis.runs.verdict import interrupted_series
+    from envsnap.analysis.runs.session import interrupted_series
     from envsnap.model.argv import describe, itemise
 
     session = snap.get("run_session")

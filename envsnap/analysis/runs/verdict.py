@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 from envsnap import format as fmt
 from envsnap.analysis.runs import eagle3, mechanism as mechanism_mod, stats
+from envsnap.analysis.runs.session import interrupted_series
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics
 from envsnap.model.result_types import MetricEntry, Verdict
@@ -176,20 +177,6 @@ def build_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[st
     verdict, warnings = _metric_verdict(good, bad, metric)
     verdict["mechanism"] = mechanism_mod.mechanism(good, bad)
     return cast(Verdict, verdict), warnings  # the metric's entry and the verdict's words, now whole
-
-
-def interrupted_series(snap: Dict[str, Any]) -> Optional[str]:
-    """'its run series was interrupted (Ctrl-C, SIGTERM or SIGHUP) after 3 of 5 runs: ...' for a snapshot
-    `envsnap run` wrote when stopped early (run_session.interrupted), else None. `show` and `diff` say it
-    in the same words."""
-    session = snap.get("run_session")
-    if not isinstance(session, dict) or session.get("interrupted") is not True:
-        return None
-    done, asked = session.get("completed"), session.get("repeat")
-    count = (f" after {done} of {fmt.plural(asked, 'run')}" if type(done) is int and type(asked) is int
-             else "")
-    return (f"its run series was interrupted{count}: fewer runs than asked, and the series stopped early "
-            "(run it again to measure the whole series)")
 
 
 def _metric_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[str]
