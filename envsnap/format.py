@@ -78,6 +78,11 @@ def count(value: Any) -> str:
     return f"{number:.0f}" if number >= 10 or number == int(number) else f"{number:.1f}"
 
 
+def plural(n: int, word: str, words: Optional[str] = None) -> str:
+    """"1 file", "3 files", "0 files": a count with its noun (WORDS for an irregular plural)."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
 def clip(text: str, limit: int = 160) -> str:
     """TEXT cut to LIMIT characters, the cut marked with an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS

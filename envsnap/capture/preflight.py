@@ -1,6 +1,6 @@
 """What a capture checks before it starts: that the paths, processes and server the user named exist.
 
-A typo in `--pid`, `--watch`, `--repo` or `--sglang-url` is bad input: one line and exit 2 before
+A typo in `--pid`, `--watch`, `--repo`, `--python` or `--sglang-url` is bad input: one line and exit 2 before
 anything is captured or written (the CLI turns these EnvsnapErrors into click's usage error, as it
 does for a missing `--probe-dir`), instead of a snapshot that buries the problem in a section.
 What exists but cannot be read (another user's process, a file or directory without permission, a
@@ -28,6 +28,19 @@ def check_path(path: str) -> str:
         raise EnvsnapError(f"{path!r} is not a path") from None
     except OSError:  # exists or not, only its collector can say what (permission denied...)
         pass
+    return path
+
+
+def check_python(path: str) -> str:
+    """`path` when it is a file this user may execute (the interpreter `--python` describes); whether it
+    is a working Python is the python collector's to record."""
+    check_path(path)
+    if os.path.isdir(path):
+        raise EnvsnapError(f"{path!r} is a directory, not an interpreter")
+    if os.path.exists(path) and not os.access(path, os.X_OK):
+        raise EnvsnapError(f"{path!r} is not executable")
+    if not os.path.exists(path):  # a symbolic link to nowhere
+        raise EnvsnapError(f"{path!r} is a link to nothing ({os.readlink(path)!r})")
     return path
 
 

@@ -5,7 +5,9 @@ runs (app.py); this module turns outcomes into exit codes, in one place: a comma
 status (diff: 0 same / 1 differs; run: 1 when no run succeeded; bisect: 0 isolated / 1 not; probe
 status: 1 when not installed), and errors map to codes here:
   EnvsnapError / bad usage -> one line on stderr, exit 2
-  Ctrl-C -> exit 130
+  `envsnap` alone -> the usage and the command list on stderr, exit 2 (a usage error: git prints
+    the same and exits 1, click's groups exit 2 with the help, like our other usage errors)
+  Ctrl-C (SIGTERM, SIGHUP where a command asks for it) -> one line on stderr, exit 130
   anything unexpected -> one line naming the bug, exit 3 (ENVSNAP_DEBUG=1 shows the traceback)
 """
 from __future__ import annotations
@@ -34,17 +36,23 @@ def main(argv=None) -> None:
     import click
 
     from envsnap.cli.app import cli
-    from envsnap.errors import EnvsnapError
+    from envsnap.errors import EnvsnapError, Interrupted
 
     try:
-        rc = cli.main(args=args, prog_name="envsnap", standalone_mode=False)
+        rc = _invoke(cli, args)
     except EnvsnapError as exc:
         _fail(str(exc), 2)
-    except click.exceptions.Abort:
-        _fail("interrupted", 130)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+    except Interrupted as exc:
+        _interrupted(str(exc))
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _interrupted("interrupted")
     except click.ClickException as exc:
+        group_ctx = _group_without_command(exc)
+        if group_ctx is not None:
+            # `envsnap` (or `envsnap probe`) alone: the usage and the command list, not one line
+            # naming what is missing; still a usage error.
+            click.echo(group_ctx.get_help(), err=True)
+            sys.exit(2)
         # Usage errors: one line, naming the command's --help, exit 2.
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
@@ -102,6 +110,65 @@ def keep_until_exit(*objects: object) -> None:
     kept: freeing them is the caller's memory back."""
     if _PROCESS_ENTRY:
         _KEPT.extend(objects)
+
+
+def _invoke(cli, args: "list[str]"):
+    """click's `main(standalone_mode=False)` without its handling of Ctrl-C, which prints a blank line
+    before our own (one message, not three lines): shell completion, then the command's return value."""
+    import click
+
+    cli._main_shell_completion({}, "envsnap", "_ENVSNAP_COMPLETE")
+    try:
+        with cli.make_context("envsnap", args) as ctx:
+            return cli.invoke(ctx)
+    except click.exceptions.Exit as exc:  # --help, --version spelled otherwise
+        return exc.exit_code
+
+
+class interrupt_on_termination:  # noqa: N801 (used as a function: `with interrupt_on_termination():`)
+    """SIGTERM and SIGHUP end the command inside like Ctrl-C does (KeyboardInterrupt): what it keeps on
+    Ctrl-C (a run's finished runs, a bisect's restored files and journal) it keeps on them too. With
+    `ignore`, they are ignored instead (while what is kept is being written). The previous handlers are
+    back afterwards. A class, not contextlib's decorator: `envsnap --version` imports this module and
+    nothing more (contextlib and typing would be most of its import time)."""
+
+    def __init__(self, ignore: bool = False) -> None:
+        self.ignore = ignore
+        self.previous: "dict[int, object]" = {}
+
+    def __enter__(self) -> None:
+        import signal
+
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                self.previous[signum] = signal.signal(signum, signal.SIG_IGN if self.ignore else _raise_interrupt)
+            except (ValueError, OSError):  # not the main thread (tests calling main() in one)
+                pass
+
+    def __exit__(self, *exc_info: object) -> None:
+        import signal
+
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt()
+
+
+def _group_without_command(exc: Exception):
+    """The context of a group given no command (click >= 8.2 raises NoArgsIsHelpError), else None."""
+    import click
+
+    no_args = getattr(click.exceptions, "NoArgsIsHelpError", None)
+    return getattr(exc, "ctx", None) if no_args is not None and isinstance(exc, no_args) else None
+
+
+def _interrupted(message: str) -> None:
+    # On a terminal the ^C it echoed ends the line first, so the message starts a line of its own.
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    _fail(message, 130)
 
 
 def _fail(message: str, code: int) -> None:

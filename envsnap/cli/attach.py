@@ -6,6 +6,7 @@ import os
 import click
 
 from envsnap.cli.options import FILE
+from envsnap.format import plural
 
 
 @click.command()
@@ -51,4 +52,4 @@ def attach(snapshot_file, metric_values, trace_files, trace_steps, note, directi
     store.save(snap, os.path.realpath(snapshot_file), force=True)
     names = ", ".join([f"{k}={v:g}" for k, v in sorted(values.items())]
                       + [f"{len(trace['files'])} trace file(s)" for _ in [0] if trace])
-    say(f"attached {names} to {snapshot_file} ({len(snap['runs'])} runs)")
+    say(f"attached {names} to {snapshot_file} ({plural(len(snap['runs']), 'run')})")

@@ -31,7 +31,9 @@ def diff(good_file: str, bad_file: str, fmt: str, output: Optional[str], force: 
          metric: Optional[str], top: Optional[int], verbose: bool, wheels, pip_cache: bool) -> int:
     """Rank what differs between a GOOD and a BAD snapshot by how likely it caused the change.
 
-    Exit status: 0 when nothing relevant differs, 1 when something does, 2 on error.
+    Exit status: 0 when nothing relevant differs, 1 when something does, 2 on bad input or
+    usage, 3 on an internal error (a bug: ENVSNAP_DEBUG=1 shows the traceback), 130 when
+    interrupted.
     """
     with one_shot_gc():  # runs once in its process
         from envsnap.model import store

@@ -87,10 +87,19 @@ class Checked(click.ParamType):
         try:
             return getattr(preflight, self.check)(value)
         except (EnvsnapError, ValueError) as exc:
-            self.fail(str(exc), param, ctx)
+            self.fail(str(exc) + _from_environment(param, ctx), param, ctx)
 
     def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> Any:
         return self.base.shell_complete(ctx, param, incomplete)
+
+
+def _from_environment(param: Any, ctx: Any) -> str:
+    """Where a refused value came from when the command line did not hold it: ' (from ENVSNAP_PYTHON)'."""
+    envvar = getattr(param, "envvar", None)
+    if ctx is None or param is None or not isinstance(envvar, str):
+        return ""
+    source = ctx.get_parameter_source(param.name)
+    return f" (from {envvar})" if source is not None and source.name == "ENVIRONMENT" else ""
 
 
 def capture_options(func):
@@ -117,7 +126,7 @@ def capture_options(func):
                           "one that does not accept a connection within 3 s is an error."),
         click.option("--no-cache", is_flag=True,
                      help="Hash every file; neither read nor update the trusted hash cache (~/.cache/envsnap)."),
-        click.option("--python", "python_exe", type=click.Path(), envvar="ENVSNAP_PYTHON",
+        click.option("--python", "python_exe", type=Checked(click.Path(), "check_python"), envvar="ENVSNAP_PYTHON",
                      help="Describe this interpreter's packages and startup hooks (the server's venv) [env: ENVSNAP_PYTHON]."),
         click.option("--patch", "patch_files", multiple=True, type=click.Path(exists=True), metavar="FILE|DIR",
                      help="Unified diff (or a directory of *.patch/*.diff) whose every hunk is checked against "

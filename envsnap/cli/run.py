@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
+from envsnap.cli import interrupt_on_termination
 from envsnap.cli.options import FILE, capture_options, say
-from envsnap.errors import EnvsnapError
+from envsnap.errors import EnvsnapError, Interrupted
+from envsnap.format import plural
 from envsnap.measure import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, DEFAULT_TRACE_WAIT_S
 from envsnap.model.types import Section
 
@@ -47,8 +48,9 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     output (and the JSONL files they append to: --output-file, --result-filename), in the
     server's "Decode batch" log lines (--log FILE: only what a run appended), and in a
     last output line that is a JSON object. A failed run is recorded as failed and not
-    counted. Ctrl-C keeps the runs completed so far (the snapshot says it was interrupted);
-    with none completed, nothing is written. Exit 1 when no run succeeded.
+    counted. Each run's number, main metric and duration go to stderr as it ends. Ctrl-C,
+    SIGTERM and SIGHUP keep the runs completed so far (the snapshot says it was interrupted;
+    exit 130); with none completed, nothing is written. Exit 1 when no run succeeded.
 
     Each run records what it did ("telemetry"): CPU time, context switches, memory, threads and
     CPU set of the command's process tree, the same counters' deltas for the processes given
@@ -90,10 +92,12 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
                            telemetry=True, watch=_watched_processes(snap), trace_dir=trace_dir, profile=profile,
                            server_metrics=_metrics_url(snap))
     session = runs.RunSession(opts)
-    progress = None
-    if sys.stderr.isatty():
-        progress = lambda line: say(f"envsnap run: {line}")  # noqa: E731
     preferred = [name for name, _ in custom]
+
+    def progress(line: str) -> None:
+        # Every run's number, metric and duration as it finishes (a series can take an hour): stderr,
+        # so stdout (`-o -`) holds the snapshot alone.
+        say(f"envsnap run: {line}")
 
     def finish(interrupted: bool) -> None:
         if capture_ctx.probe_dir and session.windows:
@@ -106,18 +110,19 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
         store.save(snap, output, force=force)
 
     try:
-        session.execute(progress)
+        with interrupt_on_termination():
+            session.execute(progress)
     except KeyboardInterrupt:
-        # Completed runs are real measurements: keep them, marked as an interrupted series.
-        # The run in flight is dropped (its process group was killed).
-        if session.records:
+        # Ctrl-C, SIGTERM or SIGHUP. Completed runs are real measurements: keep them (an atomic write),
+        # marked as an interrupted series. The run in flight is dropped (its process group was killed).
+        if not session.records:
+            raise Interrupted("interrupted before any run completed; nothing written") from None
+        with interrupt_on_termination(ignore=True):  # a second SIGTERM must not cut the write short
             finish(interrupted=True)
-            if output != "-":
-                say(f"envsnap run: interrupted; wrote {output} with the "
-                    f"{len(session.records)} runs completed")
-        else:
-            say("envsnap run: interrupted before any run completed; nothing written")
-        raise
+        done = plural(len(session.records), "run")
+        where = "stdout" if output == "-" else output
+        raise Interrupted(f"interrupted; wrote {where} with the {done} completed "
+                          f"(of {repeat}; marked interrupted)") from None
     finish(interrupted=False)
     if output != "-":
         say(f"wrote {output}: {runs.summary(session.records, preferred)}")

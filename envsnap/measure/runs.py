@@ -35,6 +35,7 @@ from typing import (
 )
 
 from envsnap.errors import EnvsnapError
+from envsnap.format import plural
 from envsnap.measure import DEFAULT_REPEAT, DEFAULT_RUN_TIMEOUT, metrics as metrics_mod
 from envsnap.measure.parsers import MetricSpec, check_metric_name, parse_run
 from envsnap.model.schema import metric_problem
@@ -105,8 +106,9 @@ def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
 
 def _is_bench_serving(argv: Sequence[str]) -> bool:
     """`python -m sglang.bench_serving` / `sglang.benchmark.serving` (0.5.23), or either as a script."""
+    scripts = (["sglang", "bench_serving.py"], ["sglang", "benchmark", "serving.py"])  # whole path components
     return any(a in ("sglang.bench_serving", "sglang.benchmark.serving")
-               or a.replace(os.sep, "/").endswith(("sglang/bench_serving.py", "sglang/benchmark/serving.py"))
+               or any(a.replace(os.sep, "/").split("/")[-len(script):] == script for script in scripts)
                for a in argv[:6])
 
 
@@ -420,7 +422,7 @@ def stored_metric_regexes(snapshot: Mapping) -> Dict[str, str]:
 def summary(records: Sequence[Dict], preferred: Sequence[str] = ()) -> str:
     """'5 runs (4 ok, 1 failed); tok_s median 812.5' for the closing line."""
     ok = [r for r in records if r.get("ok")]
-    text = f"{len(records)} runs ({len(ok)} ok, {len(records) - len(ok)} failed)"
+    text = f"{plural(len(records), 'run')} ({len(ok)} ok, {len(records) - len(ok)} failed)"
     names = set()
     for r in ok:
         names.update(r.get("metrics", {}))

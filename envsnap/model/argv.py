@@ -88,6 +88,25 @@ class Hints:
         return name in self.seen.get(program, set())
 
 
+# multiprocessing's helper processes, which run none of the program's code (CPython 3.8-3.13
+# Lib/multiprocessing/resource_tracker.py `cmd = 'from multiprocessing.resource_tracker import main;main(%d)'`,
+# forkserver.py `'from multiprocessing.forkserver import main; ' ...`; 3.7 semaphore_tracker.py): unlike a
+# spawned child (spawn_main), which runs the program's target, they are no worker of the program.
+_MP_HELPERS = {"resource_tracker": "from multiprocessing.resource_tracker import main",
+               "forkserver": "from multiprocessing.forkserver import main",
+               "semaphore_tracker": "from multiprocessing.semaphore_tracker import main"}
+
+
+def multiprocessing_helper(argv: Sequence[str]) -> Optional[str]:
+    """'resource_tracker' / 'forkserver' / 'semaphore_tracker' for a process multiprocessing started to help
+    (its command line `python -c 'from multiprocessing.<helper> import main...'`), else None."""
+    for i, token in enumerate(argv[:-1]):
+        if token == "-c":
+            code = argv[i + 1].lstrip()
+            return next((name for name, head in _MP_HELPERS.items() if code.startswith(head)), None)
+    return None
+
+
 def is_python(executable: str) -> bool:
     return bool(_PYTHON.fullmatch(os.path.basename(executable)))
 

@@ -364,6 +364,13 @@ class SetValue(TypedDict):
     value: Any
 
 
+class StageValue(TypedDict):
+    """A variable at a later stage of a probed process (init_process_group, exit) than the one a cell shows."""
+    stage: str
+    set: bool
+    value: Any
+
+
 class _WorkerCellBase(TypedDict):
     readable: bool
 
@@ -378,6 +385,9 @@ class WorkerCell(_WorkerCellBase, total=False):
     vs_parent: SetValue
     vs_peers: bool
     in_process: SetValue
+    # Set, changed or removed in the process's own os.environ after the environment the cell shows (the probe's
+    # later records): the same change diff's `workers.<process>.changed_in_process.<NAME>` says.
+    later: List[StageValue]
 
 
 class WorkerRow(TypedDict):

@@ -174,6 +174,23 @@ def seen_processes(processes: Mapping[str, Any], probe: Mapping[str, Any], runs:
     return {p.key: p for p in out}
 
 
+def names_by_pid(processes: Mapping[str, Any], probe: Mapping[str, Any]) -> Dict[int, str]:
+    """{pid: the process's key} of the server's processes, as seen_processes keys them: another section that
+    keys processes on its own (libraries: the walk's key, or the probe's) names each one the same way, so one
+    process has one name in every key of a snapshot ("rank1", not "python-0" here and "rank1" there)."""
+    procs = as_dict(processes.get("processes"))
+    records = as_dict(probe.get("records"))
+    out: Dict[int, str] = {}
+    for process in seen_processes(processes, probe).values():
+        if process.group != SERVER:
+            continue
+        for entry in (procs.get(process.walk_key), records.get(process.probe_key)):
+            pid = _pid(as_dict(entry))
+            if pid is not None:
+                out.setdefault(pid, process.key)
+    return out
+
+
 def _seen(key: str, proc: Dict[str, Any], record: Dict[str, Any], walk_key: str, probe_key: str, field: str,
           group: str, parent: Optional[str], proc_flat: str = "") -> SeenProcess:
     """One process from its walk entry `proc` (or a run's environs entry, at `proc_flat`) and probe `record`."""

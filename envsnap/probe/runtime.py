@@ -339,6 +339,12 @@ def _start_record(late=None):
     if late:
         _state["record"]["env_at_start_note"] = "taken at %s: the start-up hook did not fire" % late
     _state["record"]["env_at_start"] = _redact_env(_environ_copy())
+    if not late:
+        # What site.py and the start-up hooks (.pth lines, sitecustomize, usercustomize) read -- a hook's
+        # os.environ.setdefault(...) included -- is theirs, not the program's: kept apart, and the
+        # program's reads are counted from here.
+        _state["record"]["startup_reads"] = dict(sorted(_reads.items()))
+        _reads.clear()
     _write("start")
 
 
@@ -350,7 +356,7 @@ def _after_fork_child():
             return
         child = dict(record)
         for key in ("env_at_init", "init", "env_at_exit", "written_at", "env_reads", "env_copies",
-                    "env_reads_dropped"):
+                    "env_reads_dropped", "startup_reads"):
             child.pop(key, None)
         # The parent's reads were the parent's: the child counts its own from here.
         _reads.clear()

@@ -5,8 +5,9 @@ the CLI passes them in, so rendering never imports a collector. A merged multi-n
 shown node by node."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Set, Tuple, cast
 
+from envsnap.format import plural
 from envsnap.model.snapshot import as_dict
 from envsnap.model.types import Run, Section, Snapshot
 
@@ -124,7 +125,7 @@ def _neighbours(runs: List[Run]) -> List[str]:
 
     runnable = sorted(r["median"] for r in (f.get("runnable") for f in found)
                       if isinstance(r, dict) and isinstance(r.get("median"), (int, float)))
-    lines = [f"  neighbours over {len(found)} runs: other processes kept {span('others_cpus')} CPUs busy, runnable "
+    lines = [f"  neighbours over {plural(len(found), 'run')}: other processes kept {span('others_cpus')} CPUs busy, runnable "
              f"threads {f'{runnable[0]:g}-{runnable[-1]:g}' if runnable else '?'}, steal {span('steal_pct', '%')}"]
     busiest: Dict[str, Tuple[float, Set[Any]]] = {}
     for record in found:
@@ -145,14 +146,17 @@ def _neighbours(runs: List[Run]) -> List[str]:
 
 def _run_command(snap: Snapshot) -> List[str]:
     """The benchmark command `envsnap run` ran, and its flags one by one."""
+    from envsnap.analysis.runs.session import interrupted_series
     from envsnap.model.argv import describe, itemise
 
     session = snap.get("run_session")
     command = session.get("command") if isinstance(session, dict) else None
+    interrupted = interrupted_series(cast(Dict[str, Any], snap))
+    warning = [f"  ! {interrupted}"] if interrupted else []
     if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
-        return []
+        return warning
     line = itemise(command)
-    return [f"  command: {' '.join(command)}"] + (describe(line) if line is not None else [])
+    return warning + [f"  command: {' '.join(command)}"] + (describe(line) if line is not None else [])
 
 
 def summary_line(snap: Snapshot, path: str) -> str:

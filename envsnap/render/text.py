@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from envsnap import format as fmt
 from envsnap.analysis.compare import patch_status
 from envsnap.analysis.compare.diff import value_text
+from envsnap.analysis.compare.patches import counted
 from envsnap.analysis.compare.views import category_key
 from envsnap.analysis.runs.verdict import mechanism_line
 from envsnap.model.result_types import Cause, Difference, DiffResult, HunkStatus, PatchSide, SideMeta
@@ -192,11 +193,15 @@ def _patch_status_lines(result: DiffResult, verbose: bool) -> List[str]:
             for what in (info["error"], info["note"]):  # in this order
                 if what:
                     lines.append(f"    {side}: {what}")
-        shown = hunks if verbose else [h for h in hunks if h["changed"]]
+        # Given on one side only, nothing is compared: every hunk is listed with that side's status.
+        one_side = next((label for label, info in (("GOOD", patch["good"]), ("BAD", patch["bad"])) if info is None), None)
+        only = "BAD" if one_side == "GOOD" else "GOOD"
+        shown = hunks if verbose or one_side else [h for h in hunks if h["changed"]]
         for hunk in shown:
             mark = "*" if hunk["changed"] else " "
             rank = f"  (cause #{hunk['rank']})" if hunk.get("rank") else ""
             statuses = (f"{hunk['good'] or '-'} \u2192 {hunk['bad'] or '-'}" if hunk["changed"]
+                        else f"{hunk['bad'] or hunk['good']} ({only} only)" if one_side
                         else str(hunk["bad"] or hunk["good"]))
             lines.append(f"   {mark}hunk {hunk['n']:>3} {hunk['file']} {hunk['header'] or ''}: {statuses}{rank}")
             for side, why in sorted(hunk["why"].items()):
@@ -219,8 +224,8 @@ def _patches_lines(result: DiffResult, verbose: bool) -> List[str]:
     if not patches:
         return []
     ranks = {c["key"]: c["rank"] for c in result["causes"]}
-    lines = ["", f"patches: {len(patches)} changed file{'s' if len(patches) != 1 else ''} whose text the snapshots "
-                 "hold (good \u2192 bad)" + ("" if verbose else "; -v shows them")]
+    lines = ["", f"patches: {counted(patches)} whose text the snapshots hold (good \u2192 bad)"
+                 + ("" if verbose else "; -v shows them")]
     for patch in patches:
         lines.append(f"  {patch['id']}  [{patch['kind']}] {patch['title']}  ({patch['shows']})")
         if not verbose:
@@ -241,9 +246,9 @@ def _patches_lines(result: DiffResult, verbose: bool) -> List[str]:
         elif content is not None:
             body = content.rstrip("\n").split("\n")
             if patch.get("same_as"):
-                lines.append(f"    edited text ({len(body)} lines): the same bytes as {patch['same_as']}")
+                lines.append(f"    edited text ({fmt.plural(len(body), 'line')}): the same bytes as {patch['same_as']}")
             elif len(body) <= CONTENT_LINES:
-                lines.append(f"    edited text ({len(body)} lines):")
+                lines.append(f"    edited text ({fmt.plural(len(body), 'line')}):")
                 lines.extend(body)
             else:  # its first lines would not show where the edit is: it is in full elsewhere
                 lines.append(f"    edited text: {len(body)} lines, in full in --format json and the report")
@@ -351,10 +356,13 @@ def render_bisect(result: Mapping[str, Any]) -> str:
     whole = [f for f in files if f["name"] not in split]
     runs = result.get("runs", {})
     if status != "dry_run":
-        parts = f"{len(whole)} files, " + (f"{len(hunks)} hunks of {len(split)} files, " if hunks else "")
-        lines.append(f"{result.get('configurations_run', 0)} configurations, {runs.get('total', 0)} runs "
+        parts = f"{fmt.plural(len(whole), 'file')}, " + (
+            f"{fmt.plural(len(hunks), 'hunk')} of {fmt.plural(len(split), 'file')}, " if hunks else "")
+        lines.append(f"{fmt.plural(result.get('configurations_run', 0), 'configuration')}, "
+                     f"{fmt.plural(runs.get('total', 0), 'run')} "
                      f"({runs.get('from_journal', 0)} from the journal, {runs.get('failed', 0)} failed); "
-                     f"{len(whole) + len(hunks) + len(env)} deltas searched ({parts}{len(env)} variables)")
+                     f"{fmt.plural(len(whole) + len(hunks) + len(env), 'delta')} searched ({parts}"
+                     f"{fmt.plural(len(env), 'variable')})")
     if (result.get("path") or {}).get("line"):
         lines.append(f"path: {result['path']['line']}")
     if result.get("minimal"):
@@ -371,7 +379,7 @@ def render_bisect(result: Mapping[str, Any]) -> str:
             lines.append(f"      now: {d.get('current', '?').upper()}'s version")
             mine = [h for h in hunks if h["file"] == d["name"]]
             if mine:
-                lines.append(f"      switched hunk by hunk ({len(mine)} hunks):")
+                lines.append(f"      switched hunk by hunk ({fmt.plural(len(mine), 'hunk')}):")
                 lines.extend(f"        hunk {h['hunk']} {h['header']}" for h in mine)
         lines.append(f"variables ({len(env)}):")
         for d in env:

@@ -90,11 +90,14 @@ def test_capture_with_python_records_the_targets_editable_checkout_not_envsnaps(
 
 
 def test_unreachable_target_keeps_the_cwd_repo_and_says_why(tmp_path, git_repo):
-    missing = tmp_path / "no-such-python"
+    # An executable that is no Python (a missing one is bad input: tests/cli/test_cli_bad_input.py).
+    broken = tmp_path / "not-a-python"
+    broken.write_text("#!/bin/sh\necho 'not a python' >&2\nexit 1\n")
+    broken.chmod(0o755)
     out = tmp_path / "snap.json"
-    result = run_envsnap("capture", "-o", out, "--python", missing, "--timeout", "30", cwd=git_repo)
+    result = run_envsnap("capture", "-o", out, "--python", broken, "--timeout", "30", cwd=git_repo)
     assert result.returncode == 0, result.stderr
     git_section = json.loads(out.read_text())["sections"]["git"]
     assert git_section["status"] == "ok"
     assert list(git_section["data"]["repos"]) == [os.path.realpath(git_repo)]
-    assert "not an executable file" in git_section["data"]["errors"]["editable installs"]
+    assert git_section["data"]["errors"]["editable installs"]

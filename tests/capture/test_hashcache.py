@@ -519,7 +519,8 @@ def test_cold_warm_and_no_cache_captures_report_the_same_packages(built_venv, tm
     assert set(sections[1]["integrity"]["modified"]) == {"tinypkg/core.py"}  # the venv's edited file
     from envsnap.capture.collectors import packages
 
-    assert f"hash cache: {checked} hashes reused, {missing} files read and hashed" in packages.summarize(warm["data"])
+    read = f"{missing} file{'s' if missing != 1 else ''}"  # "1 file", not "1 files"
+    assert f"hash cache: {checked} hashes reused, {read} read and hashed" in packages.summarize(warm["data"])
     # A diff of the two captures does not report the cache's bookkeeping as a difference.
     from envsnap.analysis import result as result_mod
 

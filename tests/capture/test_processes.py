@@ -294,3 +294,47 @@ def test_sglang_generate_tree_is_found_with_diffusion_worker_roles(tmp_path):
                                "diffusion_scheduler_TP1_U0", "diffusion_scheduler_TP1_U1"], sorted(procs)
     assert {(p["role"]["tp"], p["role"]["ulysses"]) for p in workers.values()} == {(0, 0), (0, 1), (1, 0), (1, 1)}
     assert all(p["parent_key"] == "sglang-main" for p in workers.values())
+
+
+_LAUNCHER = f"""
+import subprocess, sys
+children = [subprocess.Popen([sys.executable, {str(WORKERS_DATA / "titled.py")!r}, f"sglang::scheduler_TP{{r}}"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for r in (0, 1)]
+for child in children:
+    child.stdout.readline()  # TITLED <pid>
+print("READY", flush=True)
+sys.stdin.read()
+for child in children:
+    child.stdin.close(); child.wait()
+"""
+
+
+@pytest.mark.parametrize("how", ["module of another package", "script"])
+def test_a_parent_of_sglang_titled_processes_is_sglang_main_only_when_it_may_be(tmp_path, how):
+    """`python -m minisgl.engine` starting processes titled like SGLang's schedulers is another package's
+    program, not SGLang's main; a script (an app embedding sglang.Engine) still is, by position. Real
+    processes, real setproctitle (tests/data/workers/titled.py)."""
+    package = tmp_path / "minisgl"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "engine.py").write_text(_LAUNCHER)
+    argv = ([sys.executable, str(package / "engine.py")] if how == "script"
+            else [sys.executable, "-m", "minisgl.engine"])
+    server = start(argv, env=clean_env(PYTHONPATH=str(tmp_path)), cwd=str(tmp_path))
+    try:
+        wait_line(server, "READY")
+        roots, by_position = proctree.find_sglang_roots()
+        data = proctree.walk([server.pid], deadline=time.monotonic() + 60, redact=True,
+                             forced_main=[p for p in by_position if p == server.pid])
+    finally:
+        stop(server)
+    assert server.pid in roots
+    launcher = next(k for k, p in data["processes"].items() if p["pid"] == server.pid)
+    if how == "script":
+        assert server.pid in by_position and launcher == "sglang-main"
+    else:
+        assert server.pid not in by_position and launcher == "python-0", launcher
+    assert sorted(k for k, p in data["processes"].items() if p["role"].get("kind") == "scheduler") == [
+        "scheduler_TP0", "scheduler_TP1"]
+    assert not roles.is_sglang_main(["python", str(tmp_path / "mini-sglang" / "launch_server.py")])
+    assert roles.is_sglang_main(["python", "/src/sglang/python/sglang/launch_server.py"])

@@ -81,6 +81,21 @@ def test_capture_of_a_process_that_does_not_exist(tmp_path):
     assert not out.exists()
 
 
+def test_capture_of_a_python_that_does_not_exist_names_the_flag(tmp_path):
+    """`--python` as `probe status --python` has it: bad input, exit 2, the option named; the variable
+    only when the value came from it."""
+    out = tmp_path / "s.json"
+    missing = tmp_path / "nonexistent" / "python"
+    line = _one_line_error(run_envsnap("capture", "-o", out, "--python", missing), "'--python'", str(missing))
+    assert "ENVSNAP_PYTHON" not in line
+    _one_line_error(run_envsnap("capture", "-o", out, env={"ENVSNAP_PYTHON": str(missing)}),
+                    "'--python'", str(missing), "(from ENVSNAP_PYTHON)")
+    _one_line_error(run_envsnap("run", "-o", out, "--python", tmp_path, "--", sys.executable, "-c", "pass"),
+                    "'--python'", "is a directory")
+    assert not out.exists()
+    assert run_envsnap("probe", "status", "--python", missing).returncode == 2
+
+
 def test_a_process_of_another_user_is_no_input_error():
     """It exists: the capture records what it may read (the processes collector says `denied`)."""
     code = "from envsnap.capture.preflight import check_pid; print(check_pid(1))"
@@ -213,4 +228,4 @@ def test_interrupted_is_said_on_stderr_only(tmp_path):
             proc.kill()
     assert proc.returncode == 130, err
     assert out == ""  # no run completed: nothing written, not even to stdout
-    assert err.strip().splitlines()[-1] == "envsnap: error: interrupted"
+    assert err.strip().splitlines() == ["envsnap: error: interrupted before any run completed; nothing written"]

@@ -85,3 +85,53 @@ def test_shell_completion_is_clicks_and_completes_commands_options_and_files(tmp
         asked = run_envsnap(env={"_ENVSNAP_COMPLETE": "bash_complete", "COMP_WORDS": line,
                                  "COMP_CWORD": str(len(line.split()))})
         assert asked.stdout.strip() == "file,", (line, asked.stdout)
+
+
+def test_bare_envsnap_prints_the_usage_and_the_command_list():
+    """`envsnap` alone: what each command does (as `git` alone does), on stderr, exit 2 (a usage error,
+    as click has it); not one line naming the missing command."""
+    result = run_envsnap()
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.startswith("Usage: envsnap [OPTIONS] COMMAND [ARGS]...")
+    assert "error" not in result.stderr
+    listed = result.stderr.split("Commands:", 1)[1]
+    for command in ("attach", "bisect", "capture", "diff", "merge", "probe", "rank", "report", "run", "show"):
+        assert f"\n  {command} " in listed, command
+    group = run_envsnap("probe")  # a group of its own: the same
+    assert group.returncode == 2 and "Commands:" in group.stderr and "install" in group.stderr
+
+
+def test_diff_help_lists_every_exit_status():
+    """The README's exit codes: diff's --help names them all, 3 and 130 included."""
+    text = " ".join(run_envsnap("diff", "--help").stdout.split())
+    for status in ("0 when nothing relevant differs", "1 when something does", "2 on bad input",
+                   "3 on an internal error", "130 when interrupted"):
+        assert status in text, status
+
+
+def test_show_and_diff_warn_of_an_interrupted_run_series(tmp_path):
+    """A snapshot `envsnap run` wrote when stopped after 3 of 5 runs (run_session as run.py writes it):
+    show, and diff in text, JSON and HTML, say so in the same words."""
+    from helpers import REPO_ROOT
+
+    good = REPO_ROOT / "snapshots" / "h200-spec-decode-good.json"
+    bad = json.loads((REPO_ROOT / "snapshots" / "h200-spec-decode-bad.json").read_text())
+    bad["runs"] = bad["runs"][:3]
+    bad["run_session"].update(completed=3, ok=3, interrupted=True)
+    stopped = tmp_path / "bad.json"
+    stopped.write_text(json.dumps(bad))
+    words = ("its run series was interrupted after 3 of 5 runs: fewer runs than asked, and the series stopped "
+             "early (run it again to measure the whole series)")
+    shown = run_envsnap("show", stopped)
+    assert shown.returncode == 0 and f"  ! {words}" in shown.stdout.splitlines(), shown.stdout
+    assert "interrupted" not in run_envsnap("show", good).stdout
+    text = run_envsnap("diff", good, stopped)
+    assert text.returncode == 1 and f"bad: {words}" in text.stdout, text.stdout
+    as_json = run_envsnap("diff", "--format", "json", good, stopped)
+    assert f"bad: {words}" in json.loads(as_json.stdout)["warnings"]
+    report = tmp_path / "r.html"
+    assert run_envsnap("report", good, stopped, "-o", report).returncode == 0
+    assert f"bad: {words}" in report.read_text()
+    swapped = json.loads(run_envsnap("diff", "--format", "json", stopped, good).stdout)
+    assert f"good: {words}" in swapped["warnings"]

@@ -130,7 +130,7 @@ def test_the_hunk_whose_status_changed_ranks_first_among_innocent_differences(tm
     hunk3 = table["eagle3.patch"]["hunks"][2]
     assert hunk3["rank"] == 1 and "+    return sum(i * i for i in range(n * 10))" in hunk3["text"]
     # The hunk's text is in the cause's evidence, and the text and HTML outputs say the same.
-    assert any("the hunk replaces `return sum(i * i for i in range(n))`" in e for e in top["evidence"])
+    assert any("good \u2192 bad replaces `return sum(i * i for i in range(n))`" in e for e in top["evidence"])
     text = run_envsnap("diff", good, bad).stdout
     assert "1. [" in text and "patches.eagle3.patch.hunk.3  not applied \u2192 applied" in text
     assert "*hunk   3 tinymoe/topk.py @@" in text and "not applied \u2192 applied  (cause #1)" in text

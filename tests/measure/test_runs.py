@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import signal
 import subprocess
 import sys
@@ -185,17 +186,24 @@ def _wait_for_count(counter, value, proc, limit=60.0):
     raise AssertionError("benchmark never reached the expected run")
 
 
-def test_ctrl_c_keeps_completed_runs_marked_interrupted(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["INT", "TERM", "HUP"])
+def test_an_interruption_keeps_completed_runs_marked_interrupted(tmp_path, signum):
+    """Ctrl-C, SIGTERM (a CI job's timeout, `kill`) and SIGHUP (a closed terminal) alike: the runs
+    completed are written, atomically, marked interrupted; one message says so; exit 130."""
     out, counter = tmp_path / "s.json", tmp_path / "count"
     proc = _start_run(tmp_path, out, counter)
-    _wait_for_count(counter, 3, proc)  # the third run started: two are complete
-    proc.send_signal(signal.SIGINT)
+    _wait_for_count(counter, 4, proc)  # the fourth run started: three are complete
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     snap = load(out)
-    assert len(snap["runs"]) == 2 and all(r["ok"] for r in snap["runs"])
-    assert snap["run_session"]["interrupted"] is True and snap["run_session"]["completed"] == 2
-    assert "interrupted" in err
+    assert len(snap["runs"]) == 3 and all(r["ok"] for r in snap["runs"])
+    assert snap["run_session"]["interrupted"] is True and snap["run_session"]["completed"] == 3
+    lines = err.strip().splitlines()
+    assert "" not in lines, err  # no blank line before the message
+    about = [line for line in lines if "interrupted" in line]
+    assert about == [lines[-1]] and lines[-1] == (
+        f"envsnap: error: interrupted; wrote {out} with the 3 runs completed (of 5; marked interrupted)"), err
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".envsnap-")]  # no temp file left
 
 
@@ -206,7 +214,34 @@ def test_ctrl_c_before_any_run_completes_writes_nothing(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
-    assert not out.exists() and "nothing written" in err
+    assert not out.exists()
+    assert err.strip().splitlines()[-1] == "envsnap: error: interrupted before any run completed; nothing written"
+    assert "\n\n" not in err
+
+
+def test_progress_lines_without_a_terminal_and_stdout_unchanged(tmp_path):
+    """A run's progress (number, metric, duration) reaches stderr redirected to a file or a CI log
+    too; stdout (`-o -`) holds the snapshot alone."""
+    result = run_envsnap("run", "-o", "-", "--repeat", "2", "--", *bench_cmd("env"), env=base_env(), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["run_session"]["completed"] == 2
+    progress = [line for line in result.stderr.splitlines() if line.startswith("envsnap run: run ")]
+    assert [line.split(":")[1].strip() for line in progress] == ["run 1/2", "run 2/2"], result.stderr
+    assert all(re.fullmatch(r"envsnap run: run \d/2: tok_s 1000 \(\d+\.\d s\)", line) for line in progress), progress
+
+
+def test_one_run_is_one_run_not_one_runs(tmp_path):
+    """Counts in the singular where there is one: the closing line of a single run, and attach's."""
+    out = tmp_path / "s.json"
+    result = run_envsnap("run", "-o", out, "--repeat", "1", "--", *bench_cmd("env"), env=base_env(), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {out}: 1 run (1 ok, 0 failed)" in result.stderr, result.stderr
+    data = load(out)
+    data["runs"] = []
+    out.write_text(json.dumps(data))
+    attached = run_envsnap("attach", out, "--metric", "tok_s=5")
+    assert attached.returncode == 0 and "(1 run)" in attached.stderr, attached.stderr
+    assert "1 runs" not in result.stderr + attached.stderr
 
 
 def test_progress_lines_on_a_terminal(tmp_path):

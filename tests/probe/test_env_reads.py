@@ -259,3 +259,45 @@ def test_a_module_shadowing_the_standard_library_is_reported_with_both_paths(pro
     assert modules["elsewhere"]["helper"] == str(app / "helper.py") and "helper" not in modules["shadowed"]
     assert "fractions" in modules["stdlib"] and modules["main"] == str(app / "main.py")
     assert entry["cwd"] == str(app)
+
+
+def test_start_up_hooks_and_multiprocessing_helpers_are_no_reads_of_the_workers(probed, tmp_path):
+    """A sitecustomize's os.environ.setdefault is the hook configuring the process, not the program reading
+    it: kept apart as startup_reads. multiprocessing's resource tracker runs none of the program's code: its
+    record is no worker's, and the read evidence leaves it out."""
+    from envsnap.analysis.compare.env_reads import env_read_evidence
+    from envsnap.capture.base import CaptureContext
+    from envsnap.capture.collectors import probe as probe_collector
+
+    hook = Path(probed["site"]) / "sitecustomize.py"
+    hook.write_text("import os\nos.environ.setdefault('T_HOOK', 'LL')\n")
+    code = r"""
+import multiprocessing as mp, os
+def child(queue):
+    queue.put(os.environ.get("T_WORKER"))
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()  # its semaphore starts the resource tracker
+    p = ctx.Process(target=child, args=(queue,))
+    p.start(); queue.get(); p.join()
+"""
+    script = tmp_path / "main.py"
+    script.write_text(code)
+    try:
+        result = subprocess.run([str(probed["python"]), str(script)], capture_output=True, text=True, timeout=120,
+                                env=clean_env(ENVSNAP_PROBE_DIR=str(tmp_path / "rec")))
+    finally:
+        hook.unlink()
+    assert result.returncode == 0, result.stderr
+    found = records(tmp_path / "rec")
+    tracker = [r for r in found if any("resource_tracker" in a for a in r["argv"])]
+    assert len(tracker) == 1, [r["argv"] for r in found]
+    for record in found:
+        assert "T_HOOK" not in record["env_reads"], record["argv"]  # the hook's, in every process
+        assert record["startup_reads"].get("T_HOOK"), record["argv"]  # os._Environ.setdefault: 2 lookups
+    section = probe_collector.collect(CaptureContext(probe_dir=str(tmp_path / "rec")))
+    reads, tracked = env_read_evidence({"sections": {"probe": section}})
+    keys = {key for key, record in section["data"]["records"].items() if record["pid"] == tracker[0]["pid"]}
+    assert keys and not keys & set(tracked), (keys, tracked)
+    assert "T_HOOK" not in reads and list(reads["T_WORKER"].values()) == [1]
+    assert len(tracked) == 2  # the program and its spawned worker

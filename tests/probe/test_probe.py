@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO_ROOT, run_envsnap
+from helpers.result_types import mismatches
 from helpers.workers import clean_env, make_venv, tree_bytes
 
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import probe as probe_collector
+from envsnap.model.result_types import DiffResult
 from envsnap.probe import install as install_mod
 
 
@@ -207,3 +209,85 @@ def test_collector_keys_records_by_title_and_flags_two_launches(installed, tmp_p
     empty = tmp_path / "empty"
     empty.mkdir()
     assert probe_collector.collect(CaptureContext(probe_dir=str(empty)))["status"] == "unavailable"
+
+
+def _collect_as(uid, directory):
+    """The probe collector's answer for DIRECTORY, asked by a forked child running as UID (root reads
+    through any mode: permission denied for real needs another user)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.close(read_fd)
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            with os.fdopen(write_fd, "w") as out:
+                out.write(json.dumps(probe_collector.collect(CaptureContext(probe_dir=directory))))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as handle:
+        payload = handle.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "the child failed"
+    return json.loads(payload)
+
+
+def test_records_that_cannot_be_read_are_said_to_exist_and_why(installed):
+    """A record the user may not read is no sign of a missing probe: the section says the records are
+    there, that reading them was denied, whose they are and as whom envsnap asked."""
+    import pwd
+    import shutil
+    import tempfile
+
+    base = tempfile.mkdtemp(prefix="envsnap-probe-perm-")  # /tmp: traversable by another user
+    try:
+        os.chmod(base, 0o755)
+        assert run_py(installed, "pass", ENVSNAP_PROBE_DIR=base).returncode == 0
+        written = sorted(name for name in os.listdir(base) if name.endswith(".json"))
+        assert len(written) == 1, os.listdir(base)
+        for name in os.listdir(base):
+            os.chmod(os.path.join(base, name), 0o600 if os.geteuid() == 0 else 0)
+        owner = pwd.getpwuid(os.geteuid()).pw_name
+        asker = 65534 if os.geteuid() == 0 else None
+        result = _collect_as(asker, base)
+        as_whom = pwd.getpwuid(65534).pw_name if asker else owner
+        assert result["status"] == "error", result
+        assert result["error"] == (f"1 probe record in {base} cannot be read: {written[0]}: permission denied "
+                                   f"(owner {owner}, mode {'0600' if asker else '0000'}; envsnap runs as {as_whom})")
+        assert "installed" not in result["error"]
+        os.chmod(base, 0o700 if asker else 0)  # the directory itself closed
+        closed = _collect_as(asker, base)
+        assert closed["status"] == "error" and "cannot list the directory: permission denied" in closed["error"]
+    finally:
+        os.chmod(base, 0o700)
+        shutil.rmtree(base)
+
+
+def test_workers_table_and_diff_say_the_same_of_an_in_process_change(installed, tmp_path):
+    """A launcher that sets NCCL_PROTO in its own os.environ after start-up (engine.py's way): diff's
+    changed_in_process difference and the report's workers table both say unset at start, then LL."""
+    import html
+
+    snaps = {}
+    for side, code in (("good", "import os"), ("bad", "import os; os.environ['NCCL_PROTO'] = 'LL'")):
+        probe_dir = tmp_path / side
+        assert run_py(installed, code, ENVSNAP_PROBE_DIR=str(probe_dir)).returncode == 0
+        snaps[side] = tmp_path / f"{side}.json"
+        captured = run_envsnap("capture", "-o", snaps[side], "--probe-dir", probe_dir, "--timeout", "60")
+        assert captured.returncode == 0, captured.stderr
+    result = json.loads(run_envsnap("diff", "--format", "json", snaps["good"], snaps["bad"]).stdout)
+    change = next(d for d in result["differences"] if d["key"].endswith(".changed_in_process.NCCL_PROTO"))
+    assert change["bad"] == "LL in-process (was unset at start)", change
+    process = change["key"].split(".")[1]
+    cell = result["tables"]["workers"]["cells"]["bad"]["NCCL_PROTO"][process]
+    assert cell["set"] is False and cell["later"] == [{"stage": "exit", "set": True, "value": "LL"}], cell
+    assert mismatches(result, DiffResult) == []  # StageValue met here (no golden has it)
+    report = tmp_path / "r.html"
+    assert run_envsnap("report", snaps["good"], snaps["bad"], "-o", report).returncode == 0
+    page = html.unescape(report.read_text())
+    assert "unset \u2192 LL" in page and "changed inside the process: LL at exit" in page

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from envsnap.model.argv import multiprocessing_helper
 from envsnap.model.snapshot import as_dict, number, section_data
 
 # Who stands for NCCL in the read evidence: NCCL logs a variable ("X set by environment to Y")
@@ -25,7 +26,8 @@ def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], 
     processes' Python code -- C code (NCCL before its log, CUDA, OpenMP, glibc) reads with
     getenv, which the probe does not see: "not read by Python" never means "not read".
     Taken from the snapshot's own sections whatever the other side has: it is evidence about
-    this side's processes, not a compared key.
+    this side's processes, not a compared key. multiprocessing's helper processes (its resource tracker,
+    forkserver) run none of the program's code: their reads are no worker's, and they are left out.
     """
     reads: Dict[str, Dict[str, int]] = {}
     tracked: List[str] = []
@@ -35,7 +37,7 @@ def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], 
     every.update(probe.get("records") or {})
     for key, record in sorted(every.items()):
         counts = record.get("env_reads") if isinstance(record, dict) else None
-        if not isinstance(counts, dict):
+        if not isinstance(counts, dict) or _helper(record):
             continue
         tracked.append(key)
         for name, count in counts.items():
@@ -52,6 +54,11 @@ def env_read_evidence(snap: Dict[str, Any]) -> Tuple[Dict[str, Dict[str, int]], 
     return {name: dict(sorted(per.items())) for name, per in sorted(reads.items())}, tracked
 
 
+def _helper(record: Dict[str, Any]) -> bool:
+    argv = record.get("argv")
+    return isinstance(argv, list) and multiprocessing_helper([str(a) for a in argv]) is not None
+
+
 def env_read_coverage(snap: Dict[str, Any]) -> Tuple[Dict[str, Optional[float]], Optional[float]]:
     """({tracked process: how far its reads are known, epoch s, or None when to its exit}, when the runs
     ended (epoch s; None without runs)). A record is known to its exit when it has an exit stage; else up
@@ -64,7 +71,7 @@ def env_read_coverage(snap: Dict[str, Any]) -> Tuple[Dict[str, Optional[float]],
     every.update(probe.get("records") or {})
     until: Dict[str, Optional[float]] = {}
     for key, record in sorted(every.items()):
-        if not isinstance(record, dict) or not isinstance(record.get("env_reads"), dict):
+        if not isinstance(record, dict) or not isinstance(record.get("env_reads"), dict) or _helper(record):
             continue
         if record.get("reads_to_exit") or "exit" in (record.get("stages") or []):
             until[key] = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
+from envsnap.model import patchtext
 from envsnap.model.keys import Subject, flat_key, view_key
 from envsnap.model.result_types import HunkStatus, PatchSide, PatchStatus
 from envsnap.model.snapshot import as_dict, section_data
@@ -204,10 +205,18 @@ def hunk_patches(rows: List[PatchStatus]) -> List[Dict[str, Any]]:
                 continue
             title = f"{patch['name']} hunk {row['n']} ({row['file']})"
             shas = row.get("file_sha256") or {}
-            found.append({"key": row["key"], "title": title, "diff": row.get("text"),
+            text = row.get("text")
+            # Every patch of the list reads good -> bad: a hunk GOOD has applied and BAD has not is BAD
+            # without its edit, so its text is shown undone; otherwise as the patch file reads.
+            undone = row["good"] == APPLIED and row["bad"] != APPLIED
+            direction = ("; shown undone: BAD lacks the edit GOOD has" if undone
+                         else "; shown as the patch reads: BAD has the edit GOOD lacks" if row["bad"] == APPLIED
+                         else "; shown as the patch reads (applied on neither side)")
+            found.append({"key": row["key"], "title": title, "diff": patchtext.reverse(text) if undone and text else text,
                           "good_sha256": shas.get("good"), "bad_sha256": shas.get("bad"),
                           "where": {"patch": patch["name"], "hunk": row["n"], "path": row["file"]},
-                          "basis": f"hunk {row['n']} of {patch['name']}: {row['good']} on GOOD, {row['bad']} on BAD",
+                          "basis": f"hunk {row['n']} of {patch['name']}: {row['good']} on GOOD, {row['bad']} on BAD"
+                                   + direction,
                           "note": None if row.get("text") else "its text is not in the snapshots (not kept, or "
                                                                "redaction moved it)"})
     return found

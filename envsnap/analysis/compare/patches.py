@@ -21,7 +21,7 @@ line pointing at the patch and its `patches` ids.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from envsnap.analysis.compare.views import modified_entries_differing
 from envsnap.model import patchtext
@@ -33,6 +33,12 @@ TEXT = ("text", "truncated")
 NO_PRISTINE = "no pristine copy found (--wheels DIR to diff against the wheel); content shown"
 SETTER_ORDER = {"installed": 0, "startup": 1, "hunk": 2, "git": 3, "untracked": 4, "watched": 5, "stash": 6}
 KIND_ORDER = {"hunk": -1, "git": 0, "untracked": 1, "stash": 2, "installed": 3, "startup": 4, "watched": 5}
+# What one patch of each kind is, counted in words ("1 changed file, 1 stash entry"): the text and the report
+# say what the list holds, not "N changed files" for a stash entry or a recorded patch's hunk.
+KIND_WORDS = {"hunk": ("recorded patch hunk", "recorded patch hunks"), "git": ("changed file", "changed files"),
+              "untracked": ("untracked file", "untracked files"), "stash": ("stash entry", "stash entries"),
+              "installed": ("edited installed file", "edited installed files"),
+              "startup": ("start-up hook", "start-up hooks"), "watched": ("watched file", "watched files")}
 _EVIDENCE_LINES = 2  # changed lines quoted in a cause's evidence, per direction
 _QUOTE_CHARS = 100
 
@@ -418,13 +424,27 @@ def _same_bytes(patches: List[Dict[str, Any]], good: Dict[str, Any], bad: Dict[s
                              "that edit against HEAD" + (f". {patch['note']}" if patch.get("note") else ""))
 
 
+def counted(patches: Sequence[Mapping[str, object]]) -> str:
+    """'2 changed files, 1 stash entry and 1 recorded patch hunk': what a patch list holds, by kind."""
+    counts: Dict[str, int] = {}
+    for patch in patches:
+        counts[str(patch.get("kind"))] = counts.get(str(patch.get("kind")), 0) + 1
+    parts = []
+    for kind in sorted(counts, key=lambda k: (KIND_ORDER.get(k, 9), k)):
+        one, many = KIND_WORDS.get(kind, (f"{kind} patch", f"{kind} patches"))
+        parts.append(f"{counts[kind]} {one if counts[kind] == 1 else many}")
+    if len(parts) < 2:
+        return parts[0] if parts else "no patches"
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 def _quote(lines: List[str]) -> str:
     shown = [line.strip() for line in lines if line.strip()][:_EVIDENCE_LINES]
     return ", ".join("`" + (s if len(s) <= _QUOTE_CHARS else s[:_QUOTE_CHARS - 1] + "…") + "`" for s in shown)
 
 
 def _summary(patch: Dict[str, Any]) -> str:
-    if patch["kind"] == "hunk":  # a recorded patch's hunk: its own edit, read in the patch's direction
+    if patch["kind"] == "hunk":  # a recorded patch's hunk, read good -> bad (undone where BAD lost it)
         if not patch.get("diff"):
             return f"{patch['id']} ({patch['title']}): {patch['basis']}; {patch.get('note') or 'no text'}"
         lines = patch["diff"].split("\n")
@@ -432,7 +452,7 @@ def _summary(patch: Dict[str, Any]) -> str:
         plus = [line[1:] for line in lines if line.startswith("+") and not line.startswith("+++ ")]
         edit = (f"replaces {_quote(minus)} with {_quote(plus)}" if minus and plus else
                 f"adds {_quote(plus)}" if plus else f"removes {_quote(minus)}")
-        return f"{patch['id']} ({patch['title']}): the hunk {edit}; {patch['basis']}"
+        return f"{patch['id']} ({patch['title']}): good \u2192 bad {edit}; {patch['basis']}"
     if not patch.get("diff"):
         twin = f"; same bytes as {patch['same_as']}" if patch.get("same_as") else ""
         return f"{patch['id']} ({patch['title']}): {patch['basis']}{twin}"

@@ -42,6 +42,7 @@ from envsnap.model import keys
 from envsnap.model.keys import Subject, env_subject
 from envsnap.model.owners import owner_text
 from envsnap.model.snapshot import as_dict, section_data
+from envsnap.model.workers import names_by_pid
 
 # Display/sort order of categories: what acts on the measured processes first.
 CATEGORY_ORDER = ("workers", "run", "env", "nccl", "integrity", "patches", "startup", "packages", "python", "git",
@@ -391,12 +392,19 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
     soname from another file or build is one difference ("python-0 maps libgomp.so.1 from ... instead of ...").
     A process whose maps could not be read has no keys: it says nothing about what it loaded."""
     table = data.get("objects") or {}
+    # The section keys a process by the walk's key or the probe's; the workers' view joins the two by pid
+    # under one name (a role, else a rank, else the walk's): the same name here, so a process that is
+    # "python-0" to the walk and "rank1" to the probe has one name on each side, and one key per object.
+    source = view.source if isinstance(view.source, dict) else {}
+    by_pid = names_by_pid(section_data(source, "processes") or {}, section_data(source, "probe") or {})
     sections = (("processes", str), ("run_processes", keys.run_process))
     for field_name, process_key in sections:
         for key, entry in sorted((data.get(field_name) or {}).items()):
             if not isinstance(entry, dict) or not isinstance(entry.get("objects"), dict):
                 continue
-            process = process_key(str(key))
+            pid = entry.get("pid")
+            named = by_pid.get(pid) if field_name == "processes" and isinstance(pid, int) else None
+            process = process_key(named or str(key))
             # An object the run's processes mapped in some runs and not in others came and went with when the
             # maps were sampled (a short client read before it imported, another run read later): not a fact
             # about the side. Only what every run of each side mapped is compared (drop_unstable, for diff and rank).

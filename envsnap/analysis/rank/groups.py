@@ -14,6 +14,7 @@ import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from envsnap.analysis.compare import flags as flag_keys
+from envsnap.format import plural
 from envsnap.model.argv import itemise
 from envsnap.model.result_types import BisectHint, Group, RankedCause
 
@@ -132,8 +133,8 @@ def _change_of(cause: Mapping[str, Any]) -> str:
 
 
 def bisect_line(hint: Mapping[str, Any], switchable_count: int, size: int) -> str:
-    text = (f"to tell them apart: {hint['command']}  (about {hint['runs']} runs: {hint['configurations']} "
-            f"configurations x {hint['repeat']} over {hint['deltas']} variables and files)")
+    text = (f"to tell them apart: {hint['command']}  (about {plural(hint['runs'], 'run')}: "
+            f"{plural(hint['configurations'], 'configuration')} x {hint['repeat']} over {hint['deltas']} variables and files)")
     if switchable_count < size:
         text += f"; {size - switchable_count} of them (host, packages, GPU facts) cannot be switched by bisect"
     if not hint.get("command_known"):

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.analysis.median import median as median  # the one median, re-exported as stats.median
 from envsnap.analysis.runs import noise
+from envsnap.format import plural
 
 # A change is significant when the test's p-value is below this (and the change is beyond noise).
 SIGNIFICANCE_LEVEL = 0.05
@@ -339,7 +340,7 @@ def too_few_runs(n_good: int, n_bad: int, alpha: float = SIGNIFICANCE_LEVEL) -> 
     best = min_achievable_p(n_good, n_bad)
     if best < alpha:
         return None
-    return (f"n={n_good} vs {n_bad} runs is too small to test: even fully separated runs give p={best:.2g} at best "
+    return (f"n={n_good} vs {plural(n_bad, 'run')} is too small to test: even fully separated runs give p={best:.2g} at best "
             f"(exact Mann-Whitney); measure {runs_for_a_test(alpha)} or more runs per side "
             f"(5 vs 5 gives {min_achievable_p(5, 5):.3f})")
 

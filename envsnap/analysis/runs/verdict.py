@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 from envsnap import format as fmt
 from envsnap.analysis.runs import eagle3, mechanism as mechanism_mod, stats
+from envsnap.analysis.runs.session import interrupted_series
 from envsnap.errors import EnvsnapError
 from envsnap.measure import metrics
 from envsnap.model.result_types import MetricEntry, Verdict
@@ -183,6 +184,10 @@ def _metric_verdict(good: Dict[str, Any], bad: Dict[str, Any], metric: Optional[
     good_runs, bad_runs = run_metrics(good), run_metrics(bad)
     gv, bv = run_values(good), run_values(bad)
     warnings: List[str] = []
+    for side, snap in (("good", good), ("bad", bad)):
+        interrupted = interrupted_series(snap)
+        if interrupted:
+            warnings.append(f"{side}: {interrupted}")
     for side, snap in (("good", good), ("bad", bad)):
         runs = [r for r in snap.get("runs") or [] if isinstance(r, dict)]
         failed = [r for r in runs if r.get("ok") is False]

@@ -5,7 +5,9 @@ and orders them); merged multi-node snapshots get one group of columns per node 
 node pairs of analysis/compare/nodes.py, so a column is compared with the same node's on the other side).
 A cell is flagged where the process differs from its parent (`vs_parent`), where it disagrees with
 its peers (same kind under the same parent: the TP schedulers of one server, `vs_peers`), and
-where the value was changed inside the process after exec (probe vs /proc, `in_process`). A row
+where the value was changed inside the process after exec (probe vs /proc, `in_process`). A cell
+also says what the process changed in its own os.environ after the environment it shows (`later`: the
+probe's records at init_process_group and exit; diff's `changed_in_process` keys say the same). A row
 differs when any cell is flagged or the same process has another value on the other side.
 Rows that differ nowhere and name no performance variable are listed by name only.
 """
@@ -17,31 +19,59 @@ from typing import Any, Dict, List, Optional, Tuple
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare.nodes import Pairing
 from envsnap.analysis.tables.common import data, sections
-from envsnap.model.result_types import WorkerCell, WorkerColumn, WorkerRow, WorkersTable
-from envsnap.model.workers import SeenProcess, seen_processes
+from envsnap.model.result_types import StageValue, WorkerCell, WorkerColumn, WorkerRow, WorkersTable
+from envsnap.model.snapshot import as_dict
+from envsnap.model.workers import COMMAND, SeenProcess, command_records, seen_processes
 
 _UNSET = object()
+# The probe's records of a process, in the order it wrote them.
+_STAGES = ("env_at_start", "env_at_init", "env_at_exit")
+
+Later = List[Tuple[str, Dict[str, Any]]]  # (stage, environment) after the one a column shows
 
 
-def _columns(pairing: Pairing, side: str) -> Dict[str, Tuple[SeenProcess, Optional[str]]]:
-    """(process, parent column) per column key of one side; each node's prefixed "node/"."""
+def _columns(pairing: Pairing, side: str) -> Tuple[Dict[str, Tuple[SeenProcess, Optional[str]]], Dict[str, Later]]:
+    """(process, parent column) per column key of one side, each node's prefixed "node/"; and per column the
+    probe's later environments of that process."""
     out: Dict[str, Tuple[SeenProcess, Optional[str]]] = {}
+    later: Dict[str, Later] = {}
     for pair in pairing.pairs:
         snap = pair.good if side == "good" else pair.bad
         if snap is None:
             continue
         prefix = "" if pair.name is None else f"{pair.name}/"
         node_sections = sections(snap)
-        for key, process in seen_processes(data(node_sections, "processes"), data(node_sections, "probe")).items():
+        probe = data(node_sections, "probe")
+        records, commands = as_dict(probe.get("records")), command_records(probe)
+        for key, process in seen_processes(data(node_sections, "processes"), probe).items():
             out[prefix + key] = (process, prefix + process.parent if process.parent else None)
-    return out
+            if process.source in _STAGES:
+                record = as_dict((commands.get(process.probe_key.partition("/")[2]) if process.group == COMMAND
+                                  else records.get(process.probe_key)))
+                after = _STAGES[_STAGES.index(process.source) + 1:]
+                later[prefix + key] = [(stage[len("env_at_"):], record[stage]) for stage in after
+                                       if isinstance(record.get(stage), dict)]
+    return out, later
 
 
 def _peer_group(process: SeenProcess, parent: Optional[str]) -> Tuple[str, str]:
     return process.kind, parent or ""
 
 
-def _cells(columns: Dict[str, Tuple[SeenProcess, Optional[str]]], name: str) -> Dict[str, WorkerCell]:
+def _later(value: Any, stages: Later, name: str) -> List[StageValue]:
+    """Each later stage at which the variable differs from VALUE and from the stage before (a change, once)."""
+    out: List[StageValue] = []
+    previous = value
+    for stage, env in stages:
+        now = env.get(name, _UNSET)
+        if now != previous:
+            out.append({"stage": stage, "set": now is not _UNSET, "value": None if now is _UNSET else now})
+        previous = now
+    return out
+
+
+def _cells(columns: Dict[str, Tuple[SeenProcess, Optional[str]]], later: Dict[str, Later], name: str
+           ) -> Dict[str, WorkerCell]:
     readable = {k: p for k, (p, _) in columns.items() if p.env is not None}
     groups: Dict[Tuple[str, str], List[str]] = {}
     for key, (process, parent) in columns.items():
@@ -76,24 +106,30 @@ def _cells(columns: Dict[str, Tuple[SeenProcess, Optional[str]]], name: str) -> 
         if process.exec_env is not None and process.exec_env.get(name, _UNSET) != value:
             at_exec = process.exec_env.get(name, _UNSET)
             cell["in_process"] = {"set": at_exec is not _UNSET, "value": None if at_exec is _UNSET else at_exec}
+        changes = _later(value, later.get(key) or [], name)
+        if changes:
+            cell["later"] = changes
         cells[key] = cell
     return cells
 
 
 def _flagged(cell: WorkerCell) -> bool:
     return cell.get("readable", False) and (not cell.get("set") or any(
-        flag in cell for flag in ("vs_parent", "vs_peers", "in_process")))
+        flag in cell for flag in ("vs_parent", "vs_peers", "in_process", "later")))
 
 
 def workers_table(pairing: Pairing) -> WorkersTable:
-    sides = {"good": _columns(pairing, "good"), "bad": _columns(pairing, "bad")}
+    found = {"good": _columns(pairing, "good"), "bad": _columns(pairing, "bad")}
+    sides = {side: columns for side, (columns, _) in found.items()}
+    later = {side: stages for side, (_, stages) in found.items()}
     names = sorted({str(n) for columns in sides.values() for process, _ in columns.values()
-                    for env in (process.env, process.exec_env) if env for n in env})
+                    for env in (process.env, process.exec_env) if env for n in env}
+                   | {str(n) for stages in later.values() for column in stages.values() for _, env in column for n in env})
     rows: List[WorkerRow] = []
     quiet: List[str] = []
     cells_by_side: Dict[str, Dict[str, Dict[str, WorkerCell]]] = {"good": {}, "bad": {}}
     for name in names:
-        per_side = {side: _cells(columns, name) for side, columns in sides.items()}
+        per_side = {side: _cells(columns, later[side], name) for side, columns in sides.items()}
         inside = any(_flagged(cell) for cells in per_side.values() for cell in cells.values())
         across = any(
             key in per_side["good"] and cell.get("readable") and per_side["good"][key].get("readable")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from envsnap.capture.base import Collector, CollectorModule
+from envsnap.format import plural
 from envsnap.model.rules import SectionRules
 
 SECTIONS: List[Tuple[str, CollectorModule]]
@@ -90,7 +91,7 @@ def summarize(name: str, data: Dict[str, Any]) -> List[str]:
     """The `show` lines of one section, from its collector's own `summarize(data)` (if it has one)."""
     summarizer = getattr(dict(__getattr__("SECTIONS")).get(name), "summarize", None)
     if summarizer is None:
-        return [f"{len(data)} fields"] if data else []
+        return [plural(len(data), "field")] if data else []
     try:
         return [str(line) for line in summarizer(data)]
     except Exception as exc:  # a summary must never hide the rest of the snapshot

@@ -10,6 +10,7 @@ import os
 from typing import Any, Dict, List
 
 from envsnap.capture.base import CaptureContext, ok
+from envsnap.format import plural
 from envsnap.model.rules import NONE, SectionRules
 from envsnap.model.schema import ENV_SHAPE
 from envsnap.model.types import Section
@@ -31,7 +32,7 @@ def summarize(data: Dict[str, Any]) -> List[str]:
     variables = data.get("vars") or {}
     redacted = sum(1 for v in variables.values() if isinstance(v, str) and v.startswith("redacted:"))
     perf = sorted(k for k in variables if k.startswith(("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "SGLANG_", "OMP_")))
-    line = f"{len(variables)} variables ({redacted} redacted)"
+    line = f"{plural(len(variables), 'variable')} ({redacted} redacted)"
     if perf:
         shown = ", ".join(perf[:6]) + (f", +{len(perf) - 6} more" if len(perf) > 6 else "")
         line += f"; perf-relevant: {shown}"

@@ -55,6 +55,7 @@ from envsnap.capture.collectors.files import (
     user_path,
 )
 from envsnap.capture.collectors.python import interpreter_facts, target_python
+from envsnap.format import plural
 from envsnap.model.rules import NONE, SectionRules, rule
 from envsnap.model.schema import CONTENT_SHAPE
 from envsnap.model.types import Section
@@ -506,7 +507,7 @@ def collect(ctx: CaptureContext) -> Section:
     if unversioned:
         data["unversioned"] = {p: sorted(r) for p, r in sorted(unversioned.items())}
     if timeouts and not repos:
-        return {"status": "timeout", "error": f"git did not answer in time ({len(timeouts)} paths)", "data": data}
+        return {"status": "timeout", "error": f"git did not answer in time ({plural(len(timeouts), 'path')})", "data": data}
     if not repos and errors:
         return failed("; ".join(f"{p}: {e}" for p, e in sorted(errors.items()))[:500], data)
     if not repos:

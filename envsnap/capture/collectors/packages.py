@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from envsnap.capture.base import CaptureContext, failed, ok
 from envsnap.capture.collectors import content, distributions as distributions_mod
 from envsnap.capture.collectors.python import interpreter_facts
+from envsnap.format import plural
 from envsnap.model.names import canonical_name
 from envsnap.model.rules import (
     COMMUNICATION,
@@ -259,21 +260,21 @@ def summarize(data: Dict[str, Any]) -> List[str]:
         head += f", {not_checked} NOT checked (deadline)"
     lines = [head]
     sized = checks.get("size_checked")
-    lines.append(f"integrity ({checks.get('mode', '?')}): {checks.get('checked_files', 0)} files checked"
+    lines.append(f"integrity ({checks.get('mode', '?')}): {plural(checks.get('checked_files', 0), 'file')} checked"
                  + (f" by hash and {sized} by size" if sized else "") + " in "
-                 f"{checks.get('dists_checked', 0)} distributions; "
+                 f"{plural(checks.get('dists_checked', 0), 'distribution')}; "
                  f"{(checks.get('unhashable') or {}).get('count', 0)} listed without hash; "
-                 f"{len(checks.get('rewritten_scripts') or {})} scripts with rewritten shebang")
+                 f"{plural(len(checks.get('rewritten_scripts') or {}), 'script')} with rewritten shebang")
     built = [d.get("build") for d in (data.get("dists") or {}).values() if isinstance(d.get("build"), dict)]
     if built:
         compiled = [b for b in built if (b.get("compiled") or 0) > 0]
         no_wheel = sum(1 for b in built if b.get("wheel") is False)
         lines.append(f"builds: {len(compiled)} distribution{'s' if len(compiled) != 1 else ''} with compiled files "
-                     f"({sum(b.get('compiled') or 0 for b in compiled)} files), {len(built) - len(compiled)} without"
+                     f"({plural(sum(b.get('compiled') or 0 for b in compiled), 'file')}), {len(built) - len(compiled)} without"
                      + (f"; {no_wheel} not installed from a wheel (no WHEEL)" if no_wheel else ""))
     cache = data.get("hash_cache") or {}
     if cache:
-        lines.append(f"hash cache: {cache.get('hits', 0)} hashes reused, {cache.get('misses', 0)} files read and "
+        lines.append(f"hash cache: {cache.get('hits', 0)} hashes reused, {plural(cache.get('misses', 0), 'file')} read and "
                      "hashed" + (f" ({cache['note']})" if cache.get("note") else ""))
     for rel, item in sorted(modified.items()):
         lines.append(f"modified {rel} ({item.get('dist')}): {_recorded_vs_disk(item)}")

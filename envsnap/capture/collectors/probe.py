@@ -17,6 +17,7 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.format import plural
 from envsnap.model.rules import CPU_HOST, NONE, SectionRules, rule, volatile
 from envsnap.model.schema import ENV_SHAPE
 from envsnap.model.types import Section
@@ -34,7 +35,9 @@ _RECORD_SHAPE = {
     "changed_before_init": _ENV_CHANGE_SHAPE, "changed_before_exit": _ENV_CHANGE_SHAPE,
     # What the process's Python code read: {name: reads}, whole-environment walks, names over the cap;
     # when the probe started; which `envsnap run` run the process belonged to (1-based, or "warmup N").
-    "env_reads": ("map", "num"), "env_copies": "num", "env_reads_dropped": "num", "started_at": "num",
+    # startup_reads: what site.py and the start-up hooks read before the program ran (not the program's).
+    "env_reads": ("map", "num"), "startup_reads": ("map", "num"), "env_copies": "num", "env_reads_dropped": "num",
+    "started_at": "num",
     "run": "scalar",
     # How far the process's reads are known (epoch s; probe_records.py), whether to its exit; its session
     # and working directory; the modules it imported (probe_modules.py) and when they were last listed.
@@ -80,7 +83,41 @@ def read_records(directory: str) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
 
     from envsnap.capture.collectors.probe_records import read_records as read
 
-    return read(directory, (socket.gethostname(), os.getpid()))
+    host = socket.gethostname()
+    records, errors = read(directory, (host, os.getpid()))
+    _titles_now(records, host)
+    return records, errors
+
+
+def _titles_now(records: List[Dict[str, Any]], host: str) -> None:
+    """A record holds the title its process had when it last wrote: a process that retitled itself since
+    (setproctitle after its start record: SGLang's detokenizer) would be keyed by its old command line
+    here and by its title by the process walk. A process of this host still running -- the same one: it
+    started before its record and not long before -- is keyed by its title now, as the walk keys it."""
+    import psutil
+
+    from envsnap.capture.collectors import roles as roles_mod
+    from envsnap.redact import redact_text
+
+    for record in records:
+        started = record.get("started_at")
+        if record.get("host") != host or not isinstance(started, (int, float)) or isinstance(started, bool):
+            continue
+        try:
+            process = psutil.Process(int(record["pid"]))
+            created = process.create_time()
+            cmdline = process.cmdline()
+        except (psutil.Error, OSError, ValueError, OverflowError):
+            continue
+        if cmdline and created <= started + 1.0 and started - created < _SAME_PROCESS_S:
+            title = roles_mod.title_of(cmdline)
+            if title and title != record.get("title"):
+                record["title"] = redact_text(title)
+
+
+# How long after its process started a probe record's start may be (interpreter start-up on a loaded machine):
+# a pid whose process started longer before the record is another process that took the pid.
+_SAME_PROCESS_S = 300.0
 
 
 def assign_keys(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
@@ -110,8 +147,10 @@ def assign_keys(records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
         argv = record.get("argv") or []
         role = roles_mod.parse_role([title]) or roles_mod.parse_role(argv)
         ident = (record.get("host"), record["pid"])
-        if role is None and ident in titled_parents:
+        if role is None and ident in titled_parents and not roles_mod.runs_another_package(argv):
             role = {"kind": "main", "key": "sglang-main"}
+        if role is None:
+            role = roles_mod.helper_role(argv)
         rank = (record.get("init") or {}).get("rank")
         if role is None and isinstance(rank, int):
             role = {"kind": "other", "key": f"rank{rank}", "rank": rank}
@@ -137,10 +176,10 @@ def _read_fields(record: Dict[str, Any]) -> Dict[str, Any]:
     record is written by other people's processes, and a malformed count must not make the
     whole snapshot unloadable."""
     out: Dict[str, Any] = {}
-    reads = record.get("env_reads")
-    if isinstance(reads, dict):
-        out["env_reads"] = {str(k): v for k, v in reads.items()
-                            if type(v) is int and 0 < v < 2 ** 63}
+    for field in ("env_reads", "startup_reads"):  # the program's reads; site's and the start-up hooks'
+        reads = record.get(field)
+        if isinstance(reads, dict):
+            out[field] = {str(k): v for k, v in reads.items() if type(v) is int and 0 < v < 2 ** 63}
     for name in ("env_copies", "env_reads_dropped"):
         if type(record.get(name)) is int and 0 <= record[name] < 2 ** 63:
             out[name] = record[name]
@@ -184,6 +223,16 @@ def collect(ctx: CaptureContext) -> Section:
     if not os.path.isdir(directory):
         return failed(f"{ctx.probe_dir}: no such directory")
     records, errors = read_records(directory)
+    unreadable = {name: why for name, why in errors.items() if why.startswith("unreadable")}
+    if not records and unreadable:
+        # Records are there, the probe wrote them: what is missing is the right to read them.
+        first = min(unreadable)
+        listing = first == "."
+        what = "" if listing else f"{plural(len(unreadable), 'probe record')} in {directory} cannot be read: {first}: "
+        why = unreadable[first][len("unreadable: "):]
+        more = f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
+        where = f"{directory}: " if listing else ""
+        return failed(f"{where}{what}{why}{more}", {"dir": directory, "errors": errors})
     if not records:
         return unavailable(f"no probe records in {directory} (is the probe installed in the server's "
                            "Python and ENVSNAP_PROBE_DIR set in its environment?)",

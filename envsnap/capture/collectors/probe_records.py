@@ -33,6 +33,8 @@ def _read_regular(path: str, limit: int) -> Tuple[Optional[bytes], str]:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         return None, "absent"
+    except PermissionError:
+        return None, f"unreadable: permission denied ({_whose(path)})"
     except OSError as exc:
         return None, f"unreadable: {exc.strerror or exc}"
     with os.fdopen(fd, "rb") as handle:
@@ -42,6 +44,25 @@ def _read_regular(path: str, limit: int) -> Tuple[Optional[bytes], str]:
     if len(raw) > limit:
         return None, f"larger than {limit >> 20} MiB"
     return raw, ""
+
+
+def _whose(path: str) -> str:
+    """'owner root, mode 0600; envsnap runs as nobody': what the user needs to know to read it."""
+    me = _user_name(os.geteuid())
+    try:
+        info = os.stat(path)
+    except OSError:
+        return f"envsnap runs as {me}"
+    return f"owner {_user_name(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}; envsnap runs as {me}"
+
+
+def _user_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return f"uid {uid}"
 
 
 def _journal_lines(raw: bytes) -> List[Dict[str, Any]]:
@@ -102,7 +123,11 @@ def read_records(directory: str, me: Tuple[str, int]) -> Tuple[List[Dict[str, An
     records: List[Dict[str, Any]] = []
     errors: Dict[str, str] = {}
     now = time.time()
-    for name in sorted(os.listdir(directory)):
+    try:
+        names = sorted(os.listdir(directory))
+    except PermissionError:
+        return [], {".": f"unreadable: cannot list the directory: permission denied ({_whose(directory)})"}
+    for name in names:
         if name.startswith(".") or not name.endswith(".json"):
             continue
         raw, why = _read_regular(os.path.join(directory, name), MAX_RECORD_BYTES)

@@ -237,6 +237,8 @@ def walk(
         if role is None and pid in forced:
             role = {"kind": "main", "key": "sglang-main"}
         if role is None:
+            role = roles_mod.helper_role(cmdline)
+        if role is None:
             role = roles_mod.rank_role(env)
         if role is None:
             base = roles_mod.safe_name(info.get("name") or (os.path.basename(cmdline[0]) if cmdline else "")) \
@@ -332,7 +334,8 @@ def find_sglang_roots(exclude: Iterable[int] = ()) -> Tuple[List[int], List[int]
                 candidates.add(parent)
             elif parent > 1 and parent in procs and parent not in excluded:
                 candidates.add(parent)
-                by_position.add(parent)
+                if not roles_mod.runs_another_package(procs[parent][1]):
+                    by_position.add(parent)
             else:
                 candidates.add(current)  # orphaned: its parent died or is init
             break

@@ -58,12 +58,15 @@ def title_of(cmdline: Sequence[str]) -> str:
 
 def is_sglang_main(cmdline: Sequence[str]) -> bool:
     """True for `python -m sglang.launch_server ...` (or the diffusion runtime's launch_server), the
-    same as a script path, or the console script's `sglang serve` / `sglang generate`."""
+    same as a script path, or the console script's `sglang serve` / `sglang generate`. Module and
+    script names are matched whole, path component by component: `minisgl/launch_server.py` or
+    `mini-sglang/launch_server.py` is another package's script, not SGLang's."""
     args = [a for a in cmdline if a]
     for i, arg in enumerate(args[:6]):  # the program part of a command line is near its start
         if arg in _MAIN_MODULES and i > 0 and args[i - 1] == "-m":
             return True
-        if arg.replace(os.sep, "/").endswith(_MAIN_SCRIPTS):
+        parts = arg.replace(os.sep, "/").split("/")
+        if any(parts[-len(script.split("/")):] == script.split("/") for script in _MAIN_SCRIPTS):
             return True
         if os.path.basename(arg) == "sglang" and i + 1 < len(args) and args[i + 1] in _MAIN_SUBCOMMANDS:
             return True
@@ -121,6 +124,25 @@ def parse_role(cmdline: Sequence[str]) -> Optional[Dict[str, Any]]:
     if is_sglang_main(cmdline):
         return {"kind": "main", "key": "sglang-main"}
     return None
+
+
+def helper_role(cmdline: Sequence[str]) -> Optional[Dict[str, Any]]:
+    """multiprocessing's helper processes (resource tracker, forkserver) by what they are, not numbered among
+    the program's own: the number of a python-N would depend on which processes each capture saw."""
+    from envsnap.model.argv import multiprocessing_helper
+
+    helper = multiprocessing_helper([a for a in cmdline if a])
+    return {"kind": "other", "key": helper.replace("_", "-")} if helper else None
+
+
+def runs_another_package(cmdline: Sequence[str]) -> bool:
+    """True for `python -m pkg.module` with a top-level package other than sglang (`-m minisgl.engine`): that
+    program is not SGLang's main process, whatever its children are titled."""
+    args = [a for a in cmdline if a]
+    for i, arg in enumerate(args[:6]):
+        if arg == "-m" and i + 1 < len(args):
+            return args[i + 1].split(".")[0] != "sglang"
+    return False
 
 
 def rank_role(environ: Optional[Dict[str, str]]) -> Optional[Dict[str, Any]]:

@@ -23,6 +23,7 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
+from envsnap.format import plural
 from envsnap.model.rules import (
     COMMUNICATION,
     CPU_HOST,
@@ -290,8 +291,8 @@ def _metrics_lines(data: Dict[str, Any]) -> List[str]:
     if not isinstance(metrics, dict):
         return []
     counters, gauges = metrics.get("counters") or {}, metrics.get("gauges") or {}
-    line = (f"/metrics: {len(counters)} counters, {len(gauges)} gauges, "
-            f"{len(metrics.get('histograms') or {})} histograms")
+    line = (f"/metrics: {plural(len(counters), 'counter')}, {plural(len(gauges), 'gauge')}, "
+            f"{plural(len(metrics.get('histograms') or {}), 'histogram')}")
     if metrics.get("skipped"):
         line += f" ({metrics['skipped']} samples skipped)"
     lines = [line]

@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis.compare import patch_status
+from envsnap.analysis.compare.patches import counted
 from envsnap.model.result_types import DiffResult
 from envsnap.render.report.common import PATCH_ID, ROWS_MORE
 
@@ -38,9 +39,11 @@ def patches_view(result: DiffResult, links: Dict[str, Tuple[int, str]]) -> Dict[
     """The Patches section: each changed file's diff, linked to and from the causes it supports
     (`links`: causes.cause_links; a cause the report does not show is named, unlinked)."""
     patches = []
+    kinds = []
     for raw in result["patches"]:
         if not PATCH_ID.fullmatch(raw["id"]):  # ids become anchors: only envsnap's own form is used
             continue
+        kinds.append({"kind": raw["kind"]})
         supports = []
         for key in raw["causes"]:
             rank, anchor = links.get(key, (None, ""))
@@ -58,7 +61,7 @@ def patches_view(result: DiffResult, links: Dict[str, Tuple[int, str]]) -> Dict[
             "content": content_lines[:CONTENT_SHOWN], "content_total": len(content_lines),
             "supports": supports,
         })
-    return {"patches": patches, "total": len(patches)}
+    return {"patches": patches, "total": len(patches), "counted": counted(kinds)}
 
 
 def patch_status_view(result: DiffResult, links: Dict[str, Tuple[int, str]]) -> Dict[str, Any]:

@@ -54,7 +54,18 @@ def _cell_view(cell: WorkerCell) -> Dict[str, str]:
         classes.append("in-process")
         notes.append(f"at exec: {_shown(in_process['set'], in_process['value'])}; changed inside the process")
     full = _shown(cell.get("set"), cell.get("value"), TOOLTIP_CHARS)
-    if not cell.get("set"):
+    later = cell.get("later") or []
+    if later:
+        # What diff's changed_in_process says: the value it showed, then each value the process set after.
+        classes += [] if "in-process" in classes else ["in-process"]
+        steps = [_shown(change["set"], change["value"]) for change in later]
+        notes.append("changed inside the process: " + ", then ".join(
+            f"{step} at {'init_process_group' if change['stage'] == 'init' else change['stage']}"
+            for step, change in zip(steps, later)))
+        text = fmt.cut(" \u2192 ".join([_shown(cell.get("set"), cell.get("value"))] + steps), CELL_CHARS)
+        if not cell.get("set"):
+            classes.append("unset")
+    elif not cell.get("set"):
         text, classes = "unset", classes + ["unset"]
     elif cell.get("has_parent") and not classes:
         text = "="  # same as the parent: the parent column of this row holds the value

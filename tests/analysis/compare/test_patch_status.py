@@ -59,7 +59,12 @@ def test_a_hunk_reverted_on_bad_is_a_cause_with_its_text_and_the_dirty_file_defe
     [dirty] = [f for f in top["folded"] if f["key"] == f"git.{repo}.dirty.{REL}"]
     assert dirty["relation"] == "the same edit, as a whole file" and "shown_by_hunk" in _factors(dirty)
     old, new = EDITS[1]
-    assert any(f"the hunk replaces `{old.strip()}` with `{new.strip()}`" in e for e in top["evidence"])
+    # GOOD has the edit, BAD lost it: read good -> bad, the hunk is undone (issue 36: it read the other way).
+    assert any(f"good \u2192 bad replaces `{new.strip()}` with `{old.strip()}`; hunk 2 of eagle3.patch: applied on "
+               "GOOD, not applied on BAD; shown undone: BAD lacks the edit GOOD has" in e for e in top["evidence"]), \
+        top["evidence"]
+    hunk_patch = next(p for p in result["patches"] if p["kind"] == "hunk")
+    assert f"-{new}+{old}" in hunk_patch["diff"] and hunk_patch["diff"].startswith(f"diff --git a/{REL} b/{REL}\n")
     [row] = [r for r in result["patch_status"][0]["hunks"] if r["changed"]]
     assert row["rank"] == 1 and row["text"].startswith(f"diff --git a/{REL} b/{REL}\n")
     assert f"-{old}+{new}" in row["text"]
@@ -77,9 +82,11 @@ def test_a_hunk_reverted_on_bad_is_a_cause_with_its_text_and_the_dirty_file_defe
     # Text and HTML say the same.
     text = render_diff(result)
     assert "eagle3.patch: GOOD applied, BAD partly applied (2 applied, 1 not applied)" in text
+    assert "patches: 1 recorded patch hunk and 1 changed file whose text the snapshots hold (good \u2192 bad)" in text
     assert f"*hunk   2 {REL} @@ -19,7 +19,7 @@ def select_experts(scores, k):: applied \u2192 not applied  (cause #1)" in text
     html = render_report(result)
     assert 'href="#cause-1">cause #1</a>' in html and new.strip() in html
+    assert "1 recorded patch hunk and 1 changed file whose text the snapshots hold, read good \u2192 bad" in html
     # Where the patch was checked: one wording, in both outputs.
     target = result["patch_status"][0]["bad"]["target"]
     where = patch_status.target_text(target)
@@ -150,3 +157,24 @@ def test_no_patches_no_table_and_older_snapshots_compare_as_before(checkout):
     ({"root": "/sp", "kind": "installed", "dist": "sglang", "strip": 0}, "/sp (installed sglang, -p0)")])
 def test_where_a_patch_was_checked_in_words(target, words):
     assert patch_status.target_text(target) == words
+
+
+def test_a_patch_given_on_bad_only_lists_its_hunks_and_the_patches_are_counted_by_kind(checkout):
+    """Issue 36's trial: GOOD captured without --patch, BAD with it partly re-applied and a stash. Nothing
+    is compared, so no hunk has 'the same status on both sides'; a stash entry is no changed file."""
+    repo, patch = checkout
+    good = _capture(repo, [])
+    (repo / "README.md").write_text("stashed\n")
+    git(repo, "stash")
+    (repo / REL).write_text(with_edits((1,)))
+    bad = _capture(repo, [patch])
+    result = analyze(good, bad, tables=True)
+    text = render_diff(result)
+    assert "same status on both sides" not in text
+    assert "eagle3.patch: GOOD not given, BAD partly applied (1 applied, 2 not applied)" in text
+    for n, status in ((1, "applied"), (2, "not applied"), (3, "not applied")):
+        assert any(line.startswith(f"    hunk   {n} {REL} ") and line.endswith(f": {status} (BAD only)")
+                   for line in text.splitlines()), (n, text)
+    assert "patches: 1 changed file and 1 stash entry whose text the snapshots hold (good \u2192 bad)" in text
+    html = render_report(result)
+    assert "1 changed file and 1 stash entry whose text the snapshots hold, read good \u2192 bad" in html

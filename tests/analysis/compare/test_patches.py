@@ -259,3 +259,12 @@ def test_the_patch_that_sets_a_variable_whatever_the_shell_exports():
     assert setter([git_patch, installed], "NCCL_X", "bad")[0] is installed  # what the interpreter runs first
     assert setter([installed], "NCCL_X", "good") is None  # the edited text is BAD's
     assert setter([git_patch], "NCCL_XY", "bad") is None
+
+
+def test_a_patch_list_is_counted_by_kind_in_words():
+    from envsnap.analysis.compare.patches import counted
+
+    assert counted([]) == "no patches"  # a report of snapshots without patches (it once raised IndexError)
+    assert counted([{"kind": "git"}]) == "1 changed file"
+    assert counted([{"kind": "stash"}, {"kind": "git"}, {"kind": "git"}, {"kind": "hunk"}]) == \
+        "1 recorded patch hunk, 2 changed files and 1 stash entry"
