@@ -331,7 +331,8 @@ def test_every_factor_is_named_with_a_reason_and_no_ranker_module_holds_a_number
         assert not floats, (name, floats)
 
 
-def test_score_lines_say_every_factor_with_its_value():
+def test_score_lines_say_every_factor_with_its_value(monkeypatch):
+    monkeypatch.setattr(factors, "WEIGHTS", {})  # unfitted: every weight 1, the plain product
     score = factors.Score(0.8, "NCCL_PROTO rule")
     score.apply("out_of_context", "out of context: no GPU captured on either side")
     score.apply("read_by_process", "read by scheduler_TP0 (12 reads)")
@@ -340,6 +341,9 @@ def test_score_lines_say_every_factor_with_its_value():
                              "x2 read by scheduler_TP0 (12 reads)"]
     assert score.raw == pytest.approx(0.16) and 0 < score.score < 1
     assert [f["factor"] for f in score.to_json()] == ["prior", "out_of_context", "read_by_process"]
+    # Fitted weights are exponents: log raw = w_prior * log prior + sum of w_f * log value_f.
+    monkeypatch.setattr(factors, "WEIGHTS", {"prior": 0.5, "read_by_process": 2.0})
+    assert score.raw == pytest.approx(0.8 ** 0.5 * 0.1 * 2.0 ** 2)
 
 
 # ---------------------------------------------------------------- rules read with their values (a *_DIR path
