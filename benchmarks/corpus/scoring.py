@@ -21,6 +21,8 @@ SMALLEST_VALUE = 1e-6  # a factor of 0 would make log(raw) -inf: clamp, so it on
 # the middle, beside "could act" and "undecided", so a ranking that gives no tiers is judged by score alone.
 TIER_ORDER = {"acted": 2, "could_act": 1, "undecided": 1, "cannot": 0}
 DEFAULT_TIER = 1
+# The band each tier's score is shown in (envsnap/analysis/rank/reach_model.TIER_BANDS, by tier order).
+TIER_BANDS = {2: (0.5, 1.0), 1: (0.1, 0.5), 0: (0.0, 0.1)}
 
 
 def is_truth(key: str, truth_keys: Sequence[str]) -> bool:
@@ -45,9 +47,16 @@ def tier_of(cause: Mapping[str, Any]) -> int:
     return DEFAULT_TIER
 
 
+def _faces(cause: Mapping[str, Any]) -> List[str]:
+    """A cause's key and the keys folded into it (one change, one cause: envsnap/analysis/rank/fold.py)."""
+    return [str(cause["key"])] + [str(f.get("key")) for f in cause.get("folded") or [] if isinstance(f, Mapping)]
+
+
 def reduce_causes(causes: Iterable[Mapping[str, Any]], truth_keys: Sequence[str]) -> List[Dict[str, Any]]:
-    """What judging and fitting need of each cause: key, truth, tier, features, and the shipped rank/score."""
-    return [{"key": c["key"], "truth": is_truth(c["key"], truth_keys), "tier": tier_of(c),
+    """What judging and fitting need of each cause: key, truth (its key or a key folded into it is the planted
+    change's), tier, features, and the shipped rank/score."""
+    return [{"key": c["key"], "truth": any(is_truth(k, truth_keys) for k in _faces(c)), "tier": tier_of(c),
+             "tiered": isinstance(c.get("reach"), Mapping),
              "features": features(c), "rank": c.get("rank"), "score": float(c.get("score", 0.0))}
             for c in causes]
 
@@ -58,9 +67,12 @@ def log_score(cause: Mapping[str, Any], weights: Optional[Mapping[str, float]]) 
     return sum(w.get(name, 1.0) * value for name, value in cause["features"].items())
 
 
-def to_score(s: float) -> float:
-    """The 0..1 score of a log-raw score s (envsnap's formula with raw = exp(s))."""
-    return 1.0 - math.exp(-SCORE_SCALE * math.exp(min(s, 50.0)))
+def to_score(s: float, tier: Optional[int] = None) -> float:
+    """The 0..1 score of a log-raw score s (envsnap's formula with raw = exp(s)), placed in its tier's band as
+    envsnap shows it (analysis/rank/reach_model.banded), so a margin agrees with the order."""
+    evidence = 1.0 - math.exp(-SCORE_SCALE * math.exp(min(s, 50.0)))
+    low, high = TIER_BANDS.get(tier, (0.0, 1.0)) if tier is not None else (0.0, 1.0)
+    return low + (high - low) * evidence
 
 
 def ranked(causes: Sequence[Mapping[str, Any]], weights: Optional[Mapping[str, float]]
@@ -74,7 +86,7 @@ def ranked(causes: Sequence[Mapping[str, Any]], weights: Optional[Mapping[str, f
     scored = []
     for c in causes:
         s = log_score(c, weights)
-        scored.append(((c["tier"], float(f"{s:.9g}")), to_score(s), c))
+        scored.append(((c["tier"], float(f"{s:.9g}")), to_score(s, c["tier"] if c.get("tiered") else None), c))
     scored.sort(key=lambda r: (-r[0][0], -r[0][1], r[2]["key"]))
     rows, rank, previous = [], 0, None
     for signature, score, c in scored:

@@ -126,3 +126,16 @@ def test_leave_one_family_out_never_sees_the_judged_family():
     assert held["odd"]["weights"]["good"] > 1.0
     assert not held["odd"]["judged"][0]["top1_alone"]
     assert all(j["top1_alone"] for j in held["fam0"]["judged"])
+
+
+def test_the_bands_match_envsnaps_and_a_folded_truth_counts():
+    from corpus import scoring
+
+    from envsnap.analysis.rank.reach_model import TIER_BANDS, TIER_ORDER
+
+    assert scoring.TIER_BANDS == {TIER_ORDER[t]: band for t, band in TIER_BANDS.items()}
+    cause = {"key": "startup./site/hook.py", "folded": [{"key": "env.X"}], "factors": [], "rank": 1, "score": 0.6}
+    [reduced] = scoring.reduce_causes([cause], ["env.X"])
+    assert reduced["truth"] is True
+    assert scoring.to_score(0.0, 2) >= 0.5 >= scoring.to_score(50.0, 1) >= 0.1 >= scoring.to_score(50.0, 0)
+    assert scoring.to_score(-50.0, 1) >= 0.1 and scoring.to_score(0.0) == scoring.to_score(0.0, None)
