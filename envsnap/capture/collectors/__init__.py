@@ -35,6 +35,7 @@ def _sections() -> List[Tuple[str, CollectorModule]]:
     from envsnap.capture.collectors import (
         env,
         files,
+        files_read,
         git,
         host,
         libraries,
@@ -63,6 +64,7 @@ def _sections() -> List[Tuple[str, CollectorModule]]:
         ("patches", patches),
         ("processes", processes),
         ("probe", probe),
+        ("files_read", files_read),
         ("libraries", libraries),
         ("nccl", nccl),
         ("nccl_conf", nccl_conf),
