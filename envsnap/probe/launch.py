@@ -31,7 +31,7 @@ SITE_PREFIX = "envsnap-run-site-"
 PROBE_PREFIX = "envsnap-run-probe-"
 MARKER = "# envsnap run"
 
-# Python 2-free but otherwise plain: it runs in whatever interpreter the command uses (3.8+ for the audit
+# Plain Python 3: it runs in whatever interpreter the command uses (3.8+ for the audit
 # hook; older ones are observed without opens). Everything inside a function: nothing leaks into the module.
 SITECUSTOMIZE = f'''{MARKER}: observes this process for `envsnap run` (envsnap/probe/launch.py), then runs the
 # sitecustomize this file shadows. Written into a private directory for one `envsnap run`, removed after it.
@@ -47,22 +47,15 @@ def _envsnap_run_observe():
         except Exception:
             return False
 
-    probe = sys.modules.get("_envsnap_probe")
-    if probe is None and os.environ.get("ENVSNAP_PROBE_DIR"):
-        try:
-            import _envsnap_probe as probe  # the copy beside this file (byte code cached here, privately)
-        except Exception:
-            probe = None
     sys.path[:] = [entry for entry in sys.path if not ours(entry)]
     sys.path_importer_cache.pop(here, None)
     # Off sys.modules before the probe starts: it then waits for the real sitecustomize (and usercustomize)
     # to run before it takes the start record.
     sys.modules.pop("sitecustomize", None)
-    if probe is not None:
-        try:
-            probe.activate()
-        except Exception:
-            pass
+    if os.environ.get("ENVSNAP_PROBE_DIR"):
+        # The loader `probe install`'s .pth line runs (install._loader_body): the copy beside this file,
+        # compiled once into the records directory's cache; nothing if an installed probe already started.
+        exec(__LOADER__, {{"__name__": "_envsnap_probe_pth", "os": os}})
 
 
 _envsnap_run_observe()
@@ -74,7 +67,9 @@ import sitecustomize  # noqa: E402,F401  the one this file shadowed, or the Impo
 def write_site(directory: str) -> None:
     """The private directory's files: sitecustomize.py, the runtime and redact copies."""
     copies = install.expected_files(directory)
-    files = {"sitecustomize.py": SITECUSTOMIZE, install.MODULE_NAME: copies[install.MODULE_NAME],
+    loader = install._loader_body(os.path.join(os.path.abspath(directory), install.MODULE_NAME))
+    files = {"sitecustomize.py": SITECUSTOMIZE.replace("__LOADER__", repr(loader)),
+             install.MODULE_NAME: copies[install.MODULE_NAME],
              install.REDACT_NAME: copies[install.REDACT_NAME]}
     for name, text in files.items():
         with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
