@@ -146,3 +146,12 @@ def test_probe_records_name_the_server_and_the_command_processes(tmp_path):
     files_read.from_probe(reads, probe)
     assert reads.readers == {"/etc/a.conf": {"scheduler_TP0", "command/python-0"}, "/etc/b.conf": {"command/python-0"}}
     assert reads.covered == ["/venv/site"] and reads.stdlib == ["/usr/lib/python3"] and reads.dropped == 3
+
+
+def test_past_the_deadline_nothing_is_read_and_the_skip_says_so(tmp_path):
+    import time
+
+    conf = tmp_path / "tuning.json"
+    conf.write_text("{}")
+    data = files_read.hash_reads(_reads([conf]), time.monotonic() - 1)
+    assert data["files"] == {} and data["skipped"] == {files_read.SKIP_DEADLINE: 1}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from envsnap.capture.base import CaptureContext, ok, unavailable
@@ -64,6 +65,7 @@ SKIP_SPECIAL = "not a regular file"
 SKIP_GONE = "gone by the time it was hashed"
 SKIP_FILES = f"over the cap of {MAX_FILES} files"
 SKIP_BYTES = f"over the cap of {MAX_BYTES >> 20} MiB hashed"
+SKIP_DEADLINE = "not hashed: capture deadline reached"
 
 
 class Reads:
@@ -248,6 +250,9 @@ def hash_reads(reads: Reads, stop_at: Optional[float], no_cache: bool = False, m
         skipped[reason] = skipped.get(reason, 0) + 1
 
     for path in sorted(reads.readers):
+        if stop_at is not None and time.monotonic() >= stop_at:
+            skip(SKIP_DEADLINE)
+            continue
         reason = _skip_reason(path, reads, git)
         if reason is not None:
             skip(reason)
@@ -269,11 +274,17 @@ def hash_reads(reads: Reads, stop_at: Optional[float], no_cache: bool = False, m
         entry: Dict[str, Any] = {}
         found = cache.lookup(path, ["sha256"])
         if found is None:
-            status, info = file_hashing._hash_and_record(path, ["sha256"], stop_at, cache)
+            before: List[os.stat_result] = []  # the stat taken before reading: what the cache may keep
+            status, info = file_hashing.hash_file(path, ["sha256"], stop_at, before)
             if status == "ok":
                 found = info
+                if before and info[1] == before[0].st_size:
+                    cache.pending.append((path, before[0], info[0]))
             elif status == "missing":
                 skip(SKIP_GONE)
+                continue
+            elif status == "not_checked":
+                skip(SKIP_DEADLINE)
                 continue
             else:
                 entry["error"] = str(info or status)
