@@ -33,10 +33,13 @@ from envsnap.model.types import Section
                    "each run (/start_profile, traces written to DIR).")
 @click.option("--trace-wait", default=DEFAULT_TRACE_WAIT_S, show_default=True, type=click.FloatRange(0, 3600),
               help="Seconds to wait after a run for the server's trace files (--profile-steps).")
+@click.option("--no-observe", is_flag=True,
+              help="Do not observe the command's Python processes (modules, variables read, files opened); "
+                   "with --probe-dir an installed probe still writes its records there.")
 @capture_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeout, trace_dir, profile_steps,
-        trace_wait, command, capture_ctx) -> int:
+        trace_wait, no_observe, command, capture_ctx) -> int:
     """Capture a snapshot, then run the benchmark COMMAND and record its metrics in it.
 
     \b
@@ -58,6 +61,7 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     shadows): the modules they imported and from where, the variables they read, the files they
     opened. Their records join the snapshot's probe section after the runs; with --probe-dir DIR they
     are written there (with the server's), else in a private directory removed afterwards.
+    --no-observe leaves the command's environment as it is (but ENVSNAP_PROBE_DIR with --probe-dir).
 
     With --trace DIR, the profiler traces a run writes under DIR (torch.profiler's
     export_chrome_trace, SGLang's /start_profile: one file per TP rank) are summarised into its
@@ -80,7 +84,7 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
 
     # The command's Python processes are observed as the probe would (probe/launch.py), installed or not:
     # their records go to --probe-dir, else to a private directory read after the runs.
-    observed = ObservedLaunch(capture_ctx.probe_dir)
+    observed = ObservedLaunch(capture_ctx.probe_dir, observe=not no_observe)
     try:
         return _run(output, force, repeat, warmup, custom, directions, run_timeout, trace_dir, profile, command,
                     capture_ctx, observed)
@@ -113,7 +117,7 @@ def _run(output, force, repeat, warmup, custom, directions, run_timeout, trace_d
     preferred = [name for name, _ in custom]
 
     def finish(interrupted: bool) -> None:
-        if session.windows:
+        if session.windows and observed.probe_dir:
             _probe_after_runs(snap, capture_ctx, session.windows, observed)
         if session.maps is not None and session.maps.runs:
             _libraries_after_runs(snap, capture_ctx, session)
@@ -231,11 +235,10 @@ def _files_read_after_runs(snap, capture_ctx, session, observed) -> None:
     from envsnap.capture.collectors import files_read
     from envsnap.model.snapshot import section_data
 
-    before: Section = snap["sections"].get("files_read") or Section()
     probe = section_data(snap, "probe") or {}
     sampled = session.maps.runs if session.maps is not None else []
     ctx = dataclasses.replace(capture_ctx, started=0.0, deadline=0.0)
     again = runner.capture(ctx, collectors=[
-        ("files_read", lambda c: files_read.collect_after_runs(c, before, probe, sampled,
-                                                             own=[observed.site_dir, observed.probe_dir]))])
+        ("files_read", lambda c: files_read.collect_after_runs(c, probe, sampled,
+                                                             own=observed.own_dirs))])
     snap["sections"]["files_read"] = again["sections"]["files_read"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from envsnap.probe import install
 
@@ -109,29 +109,47 @@ def restore_pythonpath(env: Dict[str, str], launched: str, site_dir: str, origin
 
 class ObservedLaunch:
     """One `envsnap run`'s observation: the private site directory, and where the records go (the user's
-    --probe-dir, else a private directory of its own). `close` removes what it created."""
+    --probe-dir, else a private directory of its own). `close` removes what it created.
 
-    def __init__(self, probe_dir: Optional[str] = None) -> None:
+    With `observe` false (`run --no-observe`) nothing is added to the command's environment but
+    ENVSNAP_PROBE_DIR when --probe-dir is given (an installed probe then writes there), as before."""
+
+    def __init__(self, probe_dir: Optional[str] = None, observe: bool = True) -> None:
+        self.site_dir: Optional[str] = None
+        self.own_probe_dir = observe and probe_dir is None
+        self.probe_dir: Optional[str] = os.path.abspath(probe_dir) if probe_dir is not None else None
+        self.original_pythonpath: Optional[str] = None
+        self.launched_pythonpath = ""
+        if not observe:
+            return
         self.site_dir = tempfile.mkdtemp(prefix=SITE_PREFIX)
-        self.own_probe_dir = probe_dir is None
-        self.probe_dir = tempfile.mkdtemp(prefix=PROBE_PREFIX) if probe_dir is None else os.path.abspath(probe_dir)
         try:
+            if self.probe_dir is None:
+                self.probe_dir = tempfile.mkdtemp(prefix=PROBE_PREFIX)
             write_site(self.site_dir)
         except BaseException:
             self.close()
             raise
-        self.original_pythonpath: Optional[str] = None
-        self.launched_pythonpath = ""
+
+    @property
+    def own_dirs(self) -> List[str]:
+        """envsnap's own directories (the private site directory, the records directory): files there are not
+        the program's."""
+        return [d for d in (self.site_dir, self.probe_dir) if d]
 
     def env(self, base: Mapping[str, str]) -> Dict[str, str]:
         self.original_pythonpath = base.get("PYTHONPATH")
-        out = launch_env(base, self.site_dir, self.probe_dir)
+        if self.site_dir is None:
+            return dict(base, ENVSNAP_PROBE_DIR=self.probe_dir) if self.probe_dir else dict(base)
+        out = launch_env(base, self.site_dir, self.probe_dir or "")
         self.launched_pythonpath = out["PYTHONPATH"]
         return out
 
     def restore(self, record: Dict[str, Any]) -> None:
         """A probe record as the process would show without this launch (in place): the environments' PYTHONPATH
         as the user had it, and the probe's own modules (loaded from the private directory) off its list."""
+        if self.site_dir is None:
+            return
         for field_name in ("env_at_start", "env_at_init", "env_at_exit"):
             env = record.get(field_name)
             if isinstance(env, dict):
@@ -144,6 +162,7 @@ class ObservedLaunch:
                     del modules[name]
 
     def close(self) -> None:
-        shutil.rmtree(self.site_dir, ignore_errors=True)
-        if self.own_probe_dir:
+        if self.site_dir is not None:
+            shutil.rmtree(self.site_dir, ignore_errors=True)
+        if self.own_probe_dir and self.probe_dir is not None:
             shutil.rmtree(self.probe_dir, ignore_errors=True)

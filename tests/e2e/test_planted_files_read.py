@@ -18,7 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers.planted import assert_first_with_margin, envsnap_run, make_venv, outputs, side_env
+from helpers.planted import assert_first_with_margin, envsnap_run, figures, make_venv, outputs, side_env
 
 pytestmark = pytest.mark.slow
 
@@ -98,7 +98,12 @@ def test_a_changed_tuning_file_read_at_import_ranks_first_naming_its_reader(tmp_
     difference = next(d for d in result["differences"] if d["key"] == key)
     assert "command/python-0" in json.dumps(difference), difference
     assert key in text
-    found = assert_first_with_margin("tuning file read at import", result, lambda c: c["key"] == key)
+    # Other processes on the test machine (neighbour.*) are real differences the test does not plant or
+    # control: on a shared machine one may run beside one side's runs only. The planted file must come first
+    # among everything else (its full rank is printed by figures()).
+    figures("tuning file read at import (all causes)", result, lambda c: c["key"] == key)
+    own = dict(result, causes=[c for c in result["causes"] if not c["key"].startswith("neighbour.")])
+    found = assert_first_with_margin("tuning file read at import", own, lambda c: c["key"] == key)
     assert found["differences"] >= 20
 
 

@@ -154,3 +154,25 @@ def test_close_removes_what_it_made_and_keeps_a_users_probe_dir(tmp_path):
     own = ObservedLaunch()
     own.close()
     assert not os.path.exists(own.probe_dir)
+
+
+def test_no_observe_adds_nothing_but_the_records_directory_it_was_given(tmp_path):
+    off = ObservedLaunch(None, observe=False)
+    assert off.site_dir is None and off.probe_dir is None and off.own_dirs == []
+    assert off.env({"PYTHONPATH": "/a", "X": "1"}) == {"PYTHONPATH": "/a", "X": "1"}
+    record = {"env_at_start": {"PYTHONPATH": "/a"}, "modules": {"m": "/x/m.py"}}
+    off.restore(record)
+    assert record == {"env_at_start": {"PYTHONPATH": "/a"}, "modules": {"m": "/x/m.py"}}
+    off.close()
+    given = ObservedLaunch(str(tmp_path), observe=False)
+    assert given.env({}) == {"ENVSNAP_PROBE_DIR": str(tmp_path)}
+    given.close()
+    assert tmp_path.is_dir()
+
+
+def test_restore_drops_the_probes_own_modules_from_a_record(observed):
+    inside = os.path.join(observed.site_dir, install_mod.MODULE_NAME)
+    record = {"modules": {"_envsnap_probe": inside, "json": "/usr/lib/python3/json/__init__.py"},
+              "env_at_start": {"PYTHONPATH": observed.env({})["PYTHONPATH"]}}
+    observed.restore(record)
+    assert record == {"modules": {"json": "/usr/lib/python3/json/__init__.py"}, "env_at_start": {}}

@@ -42,11 +42,15 @@ RULES = SectionRules(category="files", component=NONE, compares="files the measu
     volatile("files_read.skipped*", "how many opens another section covers: bookkeeping"),
     volatile("files_read.limits*", "the caps of this envsnap"),
     volatile("files_read.dropped_by_probe", "bookkeeping of the probe's cap"),
+    # Whether reads were recorded at all: `run` always records them, a plain capture only for --pid
+    # processes. Says how the snapshots were taken, not what the processes ran with.
+    rule("files_read.status", "files", NONE, 0.02, "file reads recorded on one side only"),
     # A file a measured process opened and read: a settings, tuning or cache file (SGLang's fused-MoE
     # configs, NCCL's nccl.conf, an autotune cache) acts on the code that read it, whatever its name.
-    # Observed read, like a shadowed module observed loaded (probe.py's 0.6): a little below it, since a file
-    # read may also be data the benchmark only passes through.
-    rule("files_read.*", "files", NONE, 0.5, "a file a measured process read changed"),
+    # A file the measured code depends on changed, as an installed file differing from its RECORD does
+    # (packages' integrity.* rule: 0.3): the same standing. Not more: a file read may also be the benchmark's
+    # own input that differs on purpose (a port list, a prompt set), which envsnap cannot tell from a setting.
+    rule("files_read.*", "files", NONE, 0.3, "a file a measured process read changed"),
 ))
 
 MAX_FILES = 256
@@ -313,7 +317,7 @@ def collect(ctx: CaptureContext) -> Section:
     return ok(hash_reads(reads, ctx.deadline or None, ctx.no_cache))
 
 
-def collect_after_runs(ctx: CaptureContext, at_capture: Section, probe: Mapping[str, Any],
+def collect_after_runs(ctx: CaptureContext, probe: Mapping[str, Any],
                        sampled: Sequence[Mapping[str, Mapping[str, Any]]], own: Sequence[str] = ()) -> Section:
     """After `envsnap run`'s runs: what the probe's records say their processes opened, what the runs'
     samples saw held open, and the --pid/--sglang processes' open files now. `own`: envsnap's own
@@ -324,8 +328,8 @@ def collect_after_runs(ctx: CaptureContext, at_capture: Section, probe: Mapping[
     from_samples(reads, sampled)
     if ctx.pids:
         from_pids(reads, ctx.pids)
-    if not reads.readers and at_capture.get("status") != "ok":
-        return at_capture
+    # Always "ok", with no file at all too: whether a sample caught a file held open is timing, and a
+    # section "ok" on one side and "unavailable" on the other would be a difference of its own.
     return ok(hash_reads(reads, ctx.deadline or None, ctx.no_cache))
 
 
