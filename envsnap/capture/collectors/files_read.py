@@ -46,11 +46,12 @@ RULES = SectionRules(category="files", component=NONE, compares="files the measu
     # processes. Says how the snapshots were taken, not what the processes ran with.
     rule("files_read.status", "files", NONE, 0.02, "file reads recorded on one side only"),
     # A file a measured process opened and read: a settings, tuning or cache file (SGLang's fused-MoE
-    # configs, NCCL's nccl.conf, an autotune cache) acts on the code that read it, whatever its name.
-    # A file the measured code depends on changed, as an installed file differing from its RECORD does
-    # (packages' integrity.* rule: 0.3): the same standing. Not more: a file read may also be the benchmark's
-    # own input that differs on purpose (a port list, a prompt set), which envsnap cannot tell from a setting.
-    rule("files_read.*", "files", NONE, 0.3, "a file a measured process read changed"),
+    # configs, NCCL's nccl.conf, an autotune cache) acts on the code that read it, whatever its name -- or it
+    # is the benchmark's own input that differs on purpose (a port list, a prompt set), which envsnap cannot
+    # tell apart. The prior of a changed file (files.py's watched files: 0.15); that a measured process was
+    # seen reading it ("read_by" in the value) is reach, the ranking's to weigh, as it weighs a variable read
+    # (analysis/rank/observed.py, read_by_process) -- not a prior of its own.
+    rule("files_read.*", "files", NONE, 0.15, "a file a measured process read changed"),
 ))
 
 MAX_FILES = 256
