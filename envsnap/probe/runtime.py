@@ -597,7 +597,9 @@ def _track_opens(probe_dir):
     not "open" returns at the first comparison, a path seen before at one dict lookup. A new path is also
     appended to the journal (as reads are). C code's opens (fopen in a library) are not seen here: envsnap
     samples /proc/PID/fd for those. Whether the path is a regular file is left to envsnap (a stat per open
-    would cost the program). An audit hook cannot be removed: it stays for the life of the process.
+    would cost the program). An audit hook cannot be removed: it stays for the life of the process. Cost:
+    one Python call per audit event of any kind, ~0.4-0.8 us on a loaded 2-core VM (sys._getframe: 0.13 ->
+    0.5-0.9 us).
     """
     add_hook = getattr(sys, "addaudithook", None)
     if add_hook is None or _opened_totals.get("hooked"):
