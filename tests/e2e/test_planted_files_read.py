@@ -90,7 +90,8 @@ def test_a_changed_tuning_file_read_at_import_ranks_first_naming_its_reader(tmp_
     section = json.loads(snaps["bad"].read_text())["sections"]["files_read"]
     assert section["status"] == "ok", section
     entry = section["data"]["files"][str(config)]
-    assert entry["read_by"] == ["command/python-0"] and entry["seen_by"] == ["python"], entry
+    # Seen by the probe's audit hook; a /proc sample may also have caught it open ("fd"): timing.
+    assert entry["read_by"] == ["command/python-0"] and "python" in entry["seen_by"], entry
     assert not any("site-packages" in path for path in section["data"]["files"]), section["data"]["files"]
 
     result, text, _page = outputs(snaps["good"], snaps["bad"], tmp_path)
