@@ -155,26 +155,3 @@ def test_past_the_deadline_nothing_is_read_and_the_skip_says_so(tmp_path):
     conf.write_text("{}")
     data = files_read.hash_reads(_reads([conf]), time.monotonic() - 1)
     assert data["files"] == {} and data["skipped"] == {files_read.SKIP_DEADLINE: 1}
-
-
-@pytest.mark.slow  # a real venv and process: seconds
-def test_capture_reads_the_opens_in_a_probe_directory(tmp_path):
-    from helpers.workers import make_venv
-
-    from envsnap.probe.launch import ObservedLaunch
-
-    venv = make_venv(tmp_path / "venv", with_deps=False)
-    conf = tmp_path / "nccl.conf"
-    conf.write_text("NCCL_PROTO=Simple\n")
-    launch = ObservedLaunch()
-    try:
-        subprocess.run([str(venv["python"]), "-c", f"open({str(conf)!r}).read()"], env=launch.env(clean_env()),
-                       check=True, timeout=60)
-        section = files_read.collect(CaptureContext(probe_dir=launch.probe_dir, no_cache=True))
-    finally:
-        launch.close()
-    assert section["status"] == "ok", section
-    entry = section["data"]["files"][str(conf)]
-    assert entry["seen_by"] == ["python"] and entry["read_by"] == ["python-0"], entry
-    # The interpreter's own files (its standard library, site directories) are the other sections'.
-    assert not [p for p in section["data"]["files"] if p.startswith(sys.base_prefix)], section["data"]["files"]

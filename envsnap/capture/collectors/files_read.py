@@ -8,7 +8,7 @@ autotune and JIT caches, a model's config.json. Which files a process read is se
           the process's Python code, each path once, bounded by the probe (MAX_OPENED, the rest counted);
   fd      /proc/PID/fd: the files a process holds open, read-only, when sampled (during `envsnap run`'s
           runs, measure/maps_sampling.py; at capture for the processes given with --pid): native
-          code's opens too, but only those still open when a sample came (--sglang alone: after runs only).
+          code's opens too, but only those still open when a sample came.
 
 Left out, and counted in "skipped" by reason: what another section already covers (installed files under
 the process's site directories: the packages section's integrity check against RECORD; the interpreter's
@@ -18,7 +18,7 @@ standard library; files in a git checkout: the git section), the kernel's views 
 an unchanged file is not read again. Paths are redacted like every other path (envsnap/redact.py).
 
 The section is built after `envsnap run`'s runs (collect_after_runs), from the probe section's records and
-the runs' samples; a plain capture has the --probe-dir records' opens and the --pid processes' open files.
+the runs' samples; a plain capture has only the --pid processes' open files.
 """
 from __future__ import annotations
 
@@ -100,37 +100,19 @@ def from_probe(reads: Reads, probe: Mapping[str, Any]) -> None:
         if not isinstance(entries, dict):
             continue
         for key, record in entries.items():
-            if isinstance(record, dict):
-                _from_record(reads, prefix + (str(key).partition("/")[2] if prefix else str(key)), record)
-
-
-def from_probe_dir(reads: Reads, directory: str) -> None:
-    """The opens in the probe records of a directory (--probe-dir at capture), keyed as the probe section
-    keys them; paths as the processes opened them (the section's are redacted)."""
-    from envsnap.capture.collectors import probe
-
-    if not os.path.isdir(directory):
-        return
-    records, _ = probe.read_records(os.path.abspath(directory))
-    for key, record in probe.assign_keys(records).items():
-        _from_record(reads, key, record)
-
-
-def _from_record(reads: Reads, name: str, record: Mapping[str, Any]) -> None:
-    """One probe record's opens (a {path: when} of the probe, or the section's list of paths), its site and
-    standard-library directories, and how many opens its probe did not list."""
-    for directory in record.get("site_dirs") or []:
-        if isinstance(directory, str):
-            reads.covered.append(directory)
-    if isinstance(record.get("stdlib_dir"), str):
-        reads.stdlib.append(record["stdlib_dir"])
-    opened = record.get("files_opened")
-    if isinstance(opened, (dict, list)):
-        for path in opened:
-            reads.add(path, name, "python")
-    dropped = record.get("files_opened_dropped")
-    if type(dropped) is int and dropped > 0:
-        reads.dropped += dropped
+            if not isinstance(record, dict):
+                continue
+            name = prefix + (str(key).partition("/")[2] if prefix else str(key))
+            for directory in record.get("site_dirs") or []:
+                if isinstance(directory, str):
+                    reads.covered.append(directory)
+            if isinstance(record.get("stdlib_dir"), str):
+                reads.stdlib.append(record["stdlib_dir"])
+            for path in record.get("files_opened") or ():
+                reads.add(path, name, "python")
+            dropped = record.get("files_opened_dropped")
+            if type(dropped) is int and dropped > 0:
+                reads.dropped += dropped
 
 
 def from_samples(reads: Reads, runs: Sequence[Mapping[str, Mapping[str, Any]]]) -> None:
@@ -328,14 +310,10 @@ def hash_reads(reads: Reads, stop_at: Optional[float], no_cache: bool = False, m
 
 
 def collect(ctx: CaptureContext) -> Section:
-    """At capture: the files the probe's records (--probe-dir) say their processes opened, and those the --pid
-    processes (and their children) hold open for reading."""
-    if not ctx.pids and not ctx.probe_dir:
-        return unavailable("no measured process at capture (give --pid or --probe-dir, or measure with "
-                           "`envsnap run`)")
+    """At capture: the files the --pid processes (and their children) hold open for reading."""
+    if not ctx.pids:
+        return unavailable("no measured process at capture (give --pid, or measure with `envsnap run`)")
     reads = Reads()
-    if ctx.probe_dir:
-        from_probe_dir(reads, ctx.probe_dir)
     from_pids(reads, ctx.pids)
     return ok(hash_reads(reads, ctx.deadline or None, ctx.no_cache))
 
