@@ -34,10 +34,13 @@ from envsnap.model.types import Section
                    "each run (/start_profile, traces written to DIR).")
 @click.option("--trace-wait", default=DEFAULT_TRACE_WAIT_S, show_default=True, type=click.FloatRange(0, 3600),
               help="Seconds to wait after a run for the server's trace files (--profile-steps).")
+@click.option("--no-observe", is_flag=True,
+              help="Do not observe the command's Python processes (modules, variables read, files opened); "
+                   "with --probe-dir an installed probe still writes its records there.")
 @capture_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeout, trace_dir, profile_steps,
-        trace_wait, command, capture_ctx) -> int:
+        trace_wait, no_observe, command, capture_ctx) -> int:
     """Capture a snapshot, then run the benchmark COMMAND and record its metrics in it.
 
     \b
@@ -55,16 +58,18 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     Each run records what it did ("telemetry"): CPU time, context switches, memory, threads and
     CPU set of the command's process tree, the same counters' deltas for the processes given
     with --pid/--sglang, and GPU utilisation, SM clock, power and clock-event reasons with NVML.
-    With --probe-dir DIR the command runs with ENVSNAP_PROBE_DIR=DIR, and the probe records its
-    processes write during the runs join the snapshot's probe section after the runs.
+    The command's Python processes are observed as the in-process probe would observe them, whether
+    or not it is installed (a private sitecustomize first on PYTHONPATH, which then runs the one it
+    shadows): the modules they imported and from where, the variables they read, the files they
+    opened. Their records join the snapshot's probe section after the runs; with --probe-dir DIR they
+    are written there (with the server's), else in a private directory removed afterwards.
+    --no-observe leaves the command's environment as it is (but ENVSNAP_PROBE_DIR with --probe-dir).
 
     With --trace DIR, the profiler traces a run writes under DIR (torch.profiler's
     export_chrome_trace, SGLang's /start_profile: one file per TP rank) are summarised into its
     record; add --sglang-url URL --profile-steps N to have the server profile N decode steps of
     each run. `envsnap diff` then says where the time per step went.
     """
-    from envsnap.analysis.runs import stats
-    from envsnap.capture import runner
     from envsnap.measure import runs
     from envsnap.measure.parsers import parse_metric_specs
     from envsnap.model import store
@@ -74,13 +79,29 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     directions = runs.parse_direction_specs(direction_specs)
     profile = _profile_request(trace_dir, profile_steps, trace_wait, capture_ctx.sglang_url)
     store.check_writable(output, force)  # before a capture and runs that may take an hour
-    env = None
-    if capture_ctx.probe_dir:
-        # The command's Python processes write probe records where this run collects them.
-        env = dict(os.environ, ENVSNAP_PROBE_DIR=os.path.abspath(capture_ctx.probe_dir))
-    problem = command_problem(command, cwd=os.getcwd(), env=env)
+    problem = command_problem(command, cwd=os.getcwd(), env=None)
     if problem:  # not a run that failed: nothing to measure, nothing captured or written
         raise EnvsnapError(f"cannot run the benchmark: {problem}")
+    from envsnap.probe.launch import ObservedLaunch
+
+    # The command's Python processes are observed as the probe would (probe/launch.py), installed or not:
+    # their records go to --probe-dir, else to a private directory read after the runs.
+    observed = ObservedLaunch(capture_ctx.probe_dir, observe=not no_observe)
+    try:
+        return _run(output, force, repeat, warmup, custom, directions, run_timeout, trace_dir, profile, command,
+                    capture_ctx, observed)
+    finally:
+        observed.close()
+
+
+def _run(output, force, repeat, warmup, custom, directions, run_timeout, trace_dir, profile, command, capture_ctx,
+         observed) -> int:
+    from envsnap.analysis.runs import stats
+    from envsnap.capture import runner
+    from envsnap.measure import runs
+    from envsnap.model import store
+
+    env = observed.env(os.environ)
     too_few = stats.too_few_runs(repeat, repeat)
     if too_few:
         # Said before the capture and the runs (which may take an hour), while it can still be changed.
@@ -100,10 +121,11 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
         say(f"envsnap run: {line}")
 
     def finish(interrupted: bool) -> None:
-        if capture_ctx.probe_dir and session.windows:
-            _probe_after_runs(snap, capture_ctx, session.windows)
+        if session.windows and observed.probe_dir:
+            _probe_after_runs(snap, capture_ctx, session.windows, observed)
         if session.maps is not None and session.maps.runs:
             _libraries_after_runs(snap, capture_ctx, session)
+        _files_read_after_runs(snap, capture_ctx, session, observed)
         snap["runs"] = session.records
         snap["run_session"] = session.session_info(interrupted)
         runs.merge_directions(snap, directions)
@@ -171,14 +193,19 @@ def _watched_processes(snap) -> dict:
             if isinstance(proc, dict) and isinstance(proc.get("pid"), int) and not isinstance(proc.get("pid"), bool)}
 
 
-def _probe_after_runs(snap, capture_ctx, windows) -> None:
+def _probe_after_runs(snap, capture_ctx, windows, observed) -> None:
     """Re-read the probe directory: the records the command's processes wrote during the runs join in."""
+    import dataclasses
+
     from envsnap.capture import runner
     from envsnap.capture.collectors import probe as probe_collector
 
     before: Section = snap["sections"].get("probe") or Section()
-    again = runner.capture(capture_ctx, collectors=[
-        ("probe", lambda ctx: probe_collector.collect_after_runs(ctx, before, windows))])
+    # A fresh clock (the capture's deadline passed while the runs went on), and the directory the
+    # command's records went to.
+    ctx = dataclasses.replace(capture_ctx, started=0.0, deadline=0.0, probe_dir=observed.probe_dir)
+    again = runner.capture(ctx, collectors=[
+        ("probe", lambda c: probe_collector.collect_after_runs(c, before, windows, restore=observed.restore))])
     snap["sections"]["probe"] = again["sections"]["probe"]
 
 
@@ -202,3 +229,21 @@ def _libraries_after_runs(snap, capture_ctx, session) -> None:
     again = runner.capture(ctx, collectors=[
         ("libraries", lambda c: libraries.collect_after_runs(c, before, session.maps.runs, labels, names))])
     snap["sections"]["libraries"] = again["sections"]["libraries"]
+
+
+def _files_read_after_runs(snap, capture_ctx, session, observed) -> None:
+    """The files the measured processes read (the probe's opens, the runs' /proc samples) join as their own
+    section, each hashed."""
+    import dataclasses
+
+    from envsnap.capture import runner
+    from envsnap.capture.collectors import files_read
+    from envsnap.model.snapshot import section_data
+
+    probe = section_data(snap, "probe") or {}
+    sampled = session.maps.runs if session.maps is not None else []
+    ctx = dataclasses.replace(capture_ctx, started=0.0, deadline=0.0)
+    again = runner.capture(ctx, collectors=[
+        ("files_read", lambda c: files_read.collect_after_runs(c, probe, sampled,
+                                                             own=observed.own_dirs))])
+    snap["sections"]["files_read"] = again["sections"]["files_read"]

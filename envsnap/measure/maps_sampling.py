@@ -16,7 +16,9 @@ before is dropped.
 A process whose virtual memory size (/proc/PID/stat field 23) has not moved since its last read
 mapped nothing new (mapping a library grows it; so does an exec): it is not read again. A process
 is known by (pid, start time in clock ticks: field 22), so a pid reused within a run is another
-process. At the end of each run its processes get keys as the
+process. Every sample also lists the regular files each process holds open read-only (/proc/PID/fd:
+native code's opens too), for the files_read section (capture/collectors/files_read.py). At the end
+of each run its processes get keys as the
 processes section would give them (roles.py: an SGLang title, a torchrun RANK, else the program's
 name numbered in start order); `runs` keeps them per run, for the libraries collector to describe
 after the runs (libraries.collect_after_runs). Cost is measured with telemetry's
@@ -39,7 +41,7 @@ class SeenProcess(NamedTuple):
 
 
 class _Tracked:
-    __slots__ = ("seen", "image", "files", "first", "last", "vsize", "reads", "status", "note")
+    __slots__ = ("seen", "image", "files", "first", "last", "vsize", "reads", "status", "note", "opened")
 
     def __init__(self, seen: SeenProcess, image: Tuple[Optional[str], List[str]]) -> None:
         self.seen = seen
@@ -51,6 +53,7 @@ class _Tracked:
         self.reads = 0
         self.status = "ok"
         self.note = ""
+        self.opened: Set[str] = set()  # regular files it held open read-only when sampled (files_read.py)
 
 
 def _stat(pid: int) -> Optional[Tuple[int, int]]:
@@ -101,6 +104,17 @@ def _identify(pid: int, ticks: int, cmdline: List[str]) -> SeenProcess:
     return SeenProcess(pid, ticks, cmdline, names, ranks)
 
 
+MAX_OPENED = 1024  # paths kept per process: files_read.py caps what it hashes anyway
+
+
+def _note_opened(tracked: _Tracked, pid: int) -> None:
+    """The regular files the process holds open read-only now (/proc/PID/fd), added to what it was seen with."""
+    from envsnap.capture.collectors.files_read import open_for_reading
+
+    if len(tracked.opened) < MAX_OPENED:
+        tracked.opened.update(open_for_reading(pid)[:MAX_OPENED - len(tracked.opened)])
+
+
 class MapsSampler:
     """The maps of a session's runs, process by process; `sample` runs in telemetry's thread."""
 
@@ -130,6 +144,7 @@ class MapsSampler:
             if tracked is not None and tracked.reads and (
                     vsize == tracked.vsize  # nothing mapped or unmapped since the last read (nor an exec)
                     or now - tracked.last < max(self.min_reread_s, tracked.last - tracked.first)):
+                _note_opened(tracked, pid)  # files come and go without the maps moving: every sample
                 continue
             image = _image(pid)
             if image == self._own:
@@ -148,6 +163,7 @@ class MapsSampler:
                     tracked.files.setdefault((mapped.path, mapped.deleted), mapped)
             if found.status != "ok" and not tracked.files:
                 tracked.status, tracked.note = found.status, found.note
+            _note_opened(tracked, pid)
 
     def end_run(self) -> None:
         """Key the run's processes and keep them (`runs[-1]`: {key: {pid, cmdline, env_names, files...}})."""
@@ -172,6 +188,7 @@ class MapsSampler:
                 key = alloc.take(role["key"])
             out[key] = {"pid": seen.pid, "cmdline": seen.cmdline, "env_names": seen.env_names,
                         "files": list(tracked.files.values()), "reads": tracked.reads,
+                        "opened": sorted(tracked.opened),
                         "status": tracked.status, "note": tracked.note}
         self.runs.append(out)
 

@@ -93,12 +93,13 @@ def _pair(tmp_path, bench, bad_env=None, probe=True, good_prefix=(), bad_prefix=
     script.write_text(bench)
     command = [venv["python"], script, *args]
     where = cwd or tmp_path
+    # probe=False: nothing seen inside the processes (no probe installed, `run --no-observe`).
     good = envsnap_run(venv, tmp_path / "good.json", command, side_env(False),
-                       tmp_path / "probe-good" if probe else None, cwd=where, prefix=good_prefix)
+                       tmp_path / "probe-good" if probe else None, cwd=where, prefix=good_prefix, observe=probe)
     if before_bad:
         before_bad(venv)
     bad = envsnap_run(venv, tmp_path / "bad.json", command, side_env(True, **(bad_env or {})),
-                      tmp_path / "probe-bad" if probe else None, cwd=where, prefix=bad_prefix)
+                      tmp_path / "probe-bad" if probe else None, cwd=where, prefix=bad_prefix, observe=probe)
     return outputs(good, bad, tmp_path)
 
 

@@ -80,11 +80,11 @@ def make_venv(root: Path, probe: bool = True) -> Dict[str, Path]:
 
 def envsnap_run(venv: Dict[str, Path], out: Path, command: Sequence[str], env: Dict[str, str],
                 probe_dir: Optional[Path] = None, cwd: Optional[Path] = None, prefix: Sequence[str] = (),
-                repeat: int = 5, warmup: int = 0) -> Path:
+                repeat: int = 5, warmup: int = 0, observe: bool = True) -> Path:
     """The real `envsnap run` under the venv's interpreter (`prefix`: e.g. taskset, for the capture and
-    the runs alike)."""
+    the runs alike); `observe` false: `--no-observe` (nothing seen inside the command's processes)."""
     args = [*prefix, str(venv["python"]), "-m", "envsnap", "run", "-o", str(out), "--label", out.stem,
-            "--repeat", str(repeat), "--warmup", str(warmup)]
+            "--repeat", str(repeat), "--warmup", str(warmup)] + ([] if observe else ["--no-observe"])
     if probe_dir is not None:
         probe_dir.mkdir(parents=True, exist_ok=True)
         args += ["--probe-dir", str(probe_dir)]

@@ -241,6 +241,15 @@ def _files_view(view: View, files: Dict[str, Any]) -> None:
                  Subject("files", path))
 
 
+def _files_read_view(view: View, data: Dict[str, Any]) -> None:
+    """A file the measured processes read (capture/collectors/files_read.py): its content and who read it, one
+    key per file ("files_read.<path>"); how it was seen (probe or /proc sampling) is not compared."""
+    for path, info in sorted((data.get("files") or {}).items()):
+        if isinstance(info, dict):
+            value = {k: info[k] for k in ("sha256", "size", "error", "read_by") if k in info}
+            view.put("files", _norm(value), (keys.flat_key("files_read", "files", path),), Subject("files_read", path))
+
+
 def _env_view(view: View, env: Dict[str, Any]) -> None:
     variables = env.get("vars") or {}
     view.parent_env = dict(variables)
@@ -469,6 +478,7 @@ _BUILDERS: Tuple[Tuple[str, Callable[[View, Dict[str, Any]], None]], ...] = (
     ("env", _env_view), ("python", _python_view), ("packages", _packages_view), ("git", _git_view),
     ("files", _files_view), ("nvidia", _gpu_view), ("sglang", _sglang_view), ("nccl", _nccl_view),
     ("patches", patch_status.put_view), ("nccl_conf", _nccl_conf_view), ("libraries", _libraries_view),
+    ("files_read", _files_read_view),
 )
 # processes and probe: the workers' view; neighbours: compared by compare/neighbours.py (who else ran moves
 # from moment to moment: its leaves would only be volatile noise).

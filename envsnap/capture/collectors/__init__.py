@@ -36,6 +36,7 @@ def _sections() -> List[Tuple[str, CollectorModule]]:
     from envsnap.capture.collectors import (
         env,
         files,
+        files_read,
         git,
         host,
         libraries,
@@ -64,6 +65,7 @@ def _sections() -> List[Tuple[str, CollectorModule]]:
         ("patches", patches),
         ("processes", processes),
         ("probe", probe),
+        ("files_read", files_read),
         ("libraries", libraries),
         ("nccl", nccl),
         ("nccl_conf", nccl_conf),

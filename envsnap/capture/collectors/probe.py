@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.capture.base import CaptureContext, failed, ok, unavailable
 from envsnap.format import plural
@@ -43,6 +43,9 @@ _RECORD_SHAPE = {
     # and working directory; the modules it imported (probe_modules.py) and when they were last listed.
     "reads_until": "num", "reads_to_exit": "scalar", "sid": "num", "cwd": "str", "modules": _MODULES_SHAPE,
     "modules_listed_at": "num",
+    # The files its Python code opened for reading (the probe's audit hook; files_read.py hashes them), how
+    # many more it did not list, and where its interpreter's standard library and site directories are.
+    "files_opened": ("list", "str"), "files_opened_dropped": "num", "stdlib_dir": "str", "site_dirs": ("list", "str"),
 }
 SHAPE = {"dir": "str", "records": ("map", _RECORD_SHAPE), "env_at_init_common": ENV_SHAPE, "records_from_runs": "num",
          "run_records": ("map", _RECORD_SHAPE), "command_records": ("map", _RECORD_SHAPE), "compared_run": "num"}
@@ -204,6 +207,7 @@ def _where_fields(record: Dict[str, Any]) -> Dict[str, Any]:
         out["sid"] = record["sid"]
     if isinstance(record.get("cwd"), str):
         out["cwd"] = redact_text(record["cwd"])
+    out.update(_opened_fields(record))
     modules = classify(record)
     if modules is not None:
         modules["elsewhere"] = {k: redact_text(v) for k, v in modules["elsewhere"].items()}
@@ -212,6 +216,25 @@ def _where_fields(record: Dict[str, Any]) -> Dict[str, Any]:
         for shadow in (modules.get("shadowed") or {}).values():
             shadow["file"], shadow["instead_of"] = redact_text(shadow["file"]), redact_text(shadow["instead_of"])
         out["modules"] = modules
+    return out
+
+
+def _opened_fields(record: Dict[str, Any]) -> Dict[str, Any]:
+    """The files the process opened for reading (sorted paths), the count it left out, and its standard-library
+    and site directories: each kept only when well-formed, paths redacted."""
+    from envsnap.redact import redact_text
+
+    out: Dict[str, Any] = {}
+    opened = record.get("files_opened")
+    if isinstance(opened, dict):
+        out["files_opened"] = sorted({redact_text(p) for p in opened if isinstance(p, str)})
+    if type(record.get("files_opened_dropped")) is int and 0 < record["files_opened_dropped"] < 2 ** 63:
+        out["files_opened_dropped"] = record["files_opened_dropped"]
+    if isinstance(record.get("stdlib_dir"), str):
+        out["stdlib_dir"] = redact_text(record["stdlib_dir"])
+    sites = record.get("site_dirs")
+    if isinstance(sites, list):
+        out["site_dirs"] = [redact_text(d) for d in sites if isinstance(d, str)]
     return out
 
 
@@ -367,8 +390,8 @@ def _record_details(record: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def collect_after_runs(ctx: CaptureContext, at_capture: Section,
-                       windows: Sequence[Dict[str, Any]]) -> Section:
+def collect_after_runs(ctx: CaptureContext, at_capture: Section, windows: Sequence[Dict[str, Any]],
+                       restore: Optional[Callable[[Dict[str, Any]], None]] = None) -> Section:
     """The probe section once `envsnap run` has run its command: the records in the directory now.
 
     The capture before the runs saw only what was there then (a running server's records); the
@@ -387,6 +410,8 @@ def collect_after_runs(ctx: CaptureContext, at_capture: Section,
     records, errors = read_records(directory)
     if not records:
         return _kept(at_capture, None)
+    if restore is not None:
+        _restore_launch_env(records, restore)
     commands = _command_runs(records, windows)
     server = [r for r in records if _ident(r) not in commands]
     data = _section(directory, server, errors) if server else _empty_section(directory, errors)
@@ -411,6 +436,16 @@ def collect_after_runs(ctx: CaptureContext, at_capture: Section,
             data["compared_run"] = measured[0]
     data["records_from_runs"] = len(commands) + sum(1 for e in data["records"].values() if "run" in e)
     return ok(data)
+
+
+def _restore_launch_env(records: List[Dict[str, Any]], restore: Callable[[Dict[str, Any]], None]) -> None:
+    """Records as the processes would show them without `envsnap run`'s observation (probe/launch.py: its
+    private directory on PYTHONPATH, the probe's own modules loaded from there) taken back out."""
+    for record in records:
+        try:
+            restore(record)
+        except Exception:  # a malformed record (other people's processes wrote it) stays as it is
+            pass
 
 
 def _ident(record: Dict[str, Any]) -> Tuple[Any, Any]:

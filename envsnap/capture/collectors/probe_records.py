@@ -100,6 +100,11 @@ def merge_journal(record: Dict[str, Any], directory: str, now: float) -> Optiona
                 read = entry.get("read")
                 if isinstance(read, str) and read not in reads:
                     reads[read] = 1
+                opened = entry.get("opened")
+                if isinstance(opened, str) and isinstance(entry.get("t"), (int, float)):
+                    files = record.setdefault("files_opened", {})
+                    if isinstance(files, dict):
+                        files.setdefault(opened, entry["t"])
                 found = entry.get("modules")
                 if isinstance(found, dict):
                     for module, path in found.items():
