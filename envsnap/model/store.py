@@ -6,13 +6,15 @@ output: keys are sorted, collectors sort their lists. `-` is stdout.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import re
 import stat
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+import time
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from envsnap.errors import EnvsnapError
 from envsnap.model.schema import (
@@ -198,6 +200,53 @@ def save(snapshot: Dict[str, Any], path: str, force: bool = False) -> None:
     snapshot = {key: (value if key in ("sections", "nodes") else scrub(value, redact=redact))
                 for key, value in snapshot.items()}
     atomic_write_text(path, dumps(snapshot), force=force)
+
+
+# How long an update waits for another process's update of the same file (each holds it for one read and
+# one atomic write: well under a second for a snapshot of megabytes).
+UPDATE_LOCK_WAIT_S = 120.0
+
+
+@contextlib.contextmanager
+def updating(path: str, wait_s: float = UPDATE_LOCK_WAIT_S) -> Iterator[None]:
+    """Hold `path` for a read-modify-write (`attach`): concurrent updaters of one file take turns, so none
+    writes over what another added. The lock is flock(2) on the file itself; a writer replaces the file
+    (atomic rename), so a waiter that gets the lock checks that `path` is still the file it locked and
+    otherwise locks the new one. Nothing is created beside the file."""
+    import fcntl
+
+    deadline = time.monotonic() + wait_s
+    delay = 0.005
+    while True:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:
+            raise EnvsnapError(f"{path}: no such file") from None
+        except OSError as exc:
+            raise EnvsnapError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise EnvsnapError(f"{path}: not a regular file, cannot be rewritten")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise EnvsnapError(f"{path}: another process has been changing it for {wait_s:.0f} s; "
+                                       "try again when it is done") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+                continue
+            except OSError:
+                pass  # a filesystem without flock: updates are atomic, only not serialised
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(path))
+            except OSError:
+                same = False
+            if same:
+                yield
+                return
+        finally:
+            os.close(fd)  # closing releases the lock
 
 
 def _reject_duplicates(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
