@@ -107,10 +107,12 @@ def keep_until_exit(*objects: object) -> None:
 def _fail(message: str, code: int) -> None:
     import click
 
+    from envsnap.format import printable
     from envsnap.redact import clean_text, redact_text
 
     first = message.strip().splitlines()[0] if message.strip() else "error"
     # Messages quote user input (a path, an option value, a field of a --no-redact
-    # snapshot): a credential in it must not reach the terminal or a CI log either.
-    click.echo(f"envsnap: error: {redact_text(clean_text(first))}", err=True)
+    # snapshot): a credential in it must not reach the terminal or a CI log either, nor a control
+    # character act on the terminal (an ESC sequence in a file name).
+    click.echo(f"envsnap: error: {printable(redact_text(clean_text(first)))}", err=True)
     sys.exit(code)

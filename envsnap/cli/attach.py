@@ -28,6 +28,7 @@ def attach(snapshot_file, metric_values, trace_files, trace_steps, note, directi
     """
     from envsnap.cli.options import load_snapshot
     from envsnap.errors import EnvsnapError
+    from envsnap.format import printable
     from envsnap.measure import runs
     from envsnap.model import store
 
@@ -55,4 +56,4 @@ def attach(snapshot_file, metric_values, trace_files, trace_steps, note, directi
         store.save(snap, target, force=True)
     names = ", ".join([f"{k}={v:g}" for k, v in sorted(values.items())]
                       + [f"{len(trace['files'])} trace file(s)" for _ in [0] if trace])
-    click.echo(f"attached {names} to {snapshot_file} ({len(snap['runs'])} runs)", err=True)
+    click.echo(printable(f"attached {names} to {snapshot_file} ({len(snap['runs'])} runs)"), err=True)

@@ -82,6 +82,7 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
         raise EnvsnapError("bisect needs GOOD and BAD snapshot files (or --restore)")
 
     from envsnap.bisect import command as command_mod
+    from envsnap.format import printable
     from envsnap.measure.parsers import check_metric_name, parse_metric_specs
     from envsnap.render.text import render_bisect
 
@@ -96,7 +97,7 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
     directions = {metric_name: direction} if (direction and metric_name) else {}
 
     def progress(line: str) -> None:
-        click.echo(f"envsnap bisect: {line}", err=True)
+        click.echo(printable(f"envsnap bisect: {line}"), err=True)
 
     journal_box: Dict[str, str] = {}
     previous = _interrupt_on_termination()
@@ -129,6 +130,7 @@ def _restore(good, bad, journal, command) -> int:
     from envsnap.bisect import command as command_mod
     from envsnap.bisect.journal import default_journal_path
     from envsnap.errors import EnvsnapError
+    from envsnap.format import printable
 
     if command:
         raise EnvsnapError("--restore takes no benchmark command")
@@ -138,7 +140,7 @@ def _restore(good, bad, journal, command) -> int:
         raise EnvsnapError("--restore needs --journal FILE (or GOOD and BAD, for BAD's default journal)")
     lines, code = command_mod.restore_files(path)
     for line in lines:
-        click.echo(f"envsnap bisect: {line}")
+        click.echo(printable(f"envsnap bisect: {line}"))
     return int(code)
 
 

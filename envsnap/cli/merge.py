@@ -14,6 +14,7 @@ from envsnap.cli.options import FILE
 def merge(snapshots, output, force, label) -> None:
     """Join per-node snapshots (one per host) into one cluster snapshot for diff."""
     from envsnap.cli.options import load_snapshot
+    from envsnap.format import printable
     from envsnap.model import merge as merge_mod, store
     from envsnap.model.snapshot import utc_now
 
@@ -22,5 +23,5 @@ def merge(snapshots, output, force, label) -> None:
     merged = merge_mod.merge(loaded, list(snapshots), utc_now(), label=label)
     store.save(merged, output, force=force)
     if output != "-":
-        click.echo(f"wrote {output}: {len(merged['nodes'])} node{'s' if len(merged['nodes']) != 1 else ''} "
-                   f"({', '.join(merged['nodes'])})", err=True)
+        click.echo(printable(f"wrote {output}: {len(merged['nodes'])} node{'s' if len(merged['nodes']) != 1 else ''} "
+                             f"({', '.join(merged['nodes'])})"), err=True)

@@ -23,6 +23,7 @@ def report(good_file: str, bad_file: str, output: str, force: bool, metric, whee
     and all differences, in one file that needs no network and no JavaScript to read.
     """
     from envsnap.analysis import result as result_mod
+    from envsnap.format import printable
     from envsnap.model import store
     from envsnap.render.html import render_report
 
@@ -37,4 +38,5 @@ def report(good_file: str, bad_file: str, output: str, force: bool, metric, whee
         summary = (result.get("verdict") or {}).get("summary") or "no metric to compare"
         causes = result.get("causes") or []
         first = f"; top cause {causes[0].get('key')}" if causes else ""
-        click.echo(f"wrote {os.path.relpath(output)} ({len(html.encode('utf-8')) // 1024} KiB): {summary}{first}", err=True)
+        click.echo(printable(f"wrote {os.path.relpath(output)} ({len(html.encode('utf-8')) // 1024} KiB): "
+                             f"{summary}{first}"), err=True)

@@ -63,6 +63,7 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     """
     from envsnap.analysis.runs import stats
     from envsnap.capture import runner
+    from envsnap.format import printable
     from envsnap.measure import runs
     from envsnap.measure.parsers import parse_metric_specs
     from envsnap.model import store
@@ -92,7 +93,7 @@ def run(output, force, repeat, warmup, metric_specs, direction_specs, run_timeou
     session = runs.RunSession(opts)
     progress = None
     if sys.stderr.isatty():
-        progress = lambda line: click.echo(f"envsnap run: {line}", err=True)  # noqa: E731
+        progress = lambda line: click.echo(printable(f"envsnap run: {line}"), err=True)  # noqa: E731
     preferred = [name for name, _ in custom]
 
     def finish(interrupted: bool) -> None:

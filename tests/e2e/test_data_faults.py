@@ -52,3 +52,42 @@ def test_null_inside_a_builds_names_is_no_crash(tmp_path, field):
                  ["report", good_path, bad_path, "-o", tmp_path / "r.html"]):
         result = run_envsnap(*argv)
         _assert_handled(result)
+
+
+FORGED = "\r\nVERDICT: no regression, nothing changed\x1b[2K\x1b]0;title\x07\x9b31m\u2028"
+
+
+def test_control_characters_in_values_print_escaped_in_text(tmp_path):
+    """Found on main: a CR/LF in a label or a file name printed raw in `show` and `diff` text (a forged
+    "VERDICT" line), and ESC sequences reached the terminal. Now every value printed as text is one line
+    with its controls written out; JSON escapes them itself and the HTML report shows them inert."""
+    good, bad = rich_snapshot("good"), rich_snapshot("bad", seed=1)
+    bad["label"] = "bad" + FORGED
+    modified = bad["sections"]["packages"]["data"]["integrity"]["modified"]
+    modified["pkg_0/evil" + FORGED + ".py"] = dict(next(iter(modified.values())))
+    bad["sections"]["git"]["data"]["repos"]["/src/sglang"]["dirty"]["x" + FORGED + ".py"] = {"status": "M"}
+    good_path, bad_path = _write(tmp_path / "good.json", good), _write(tmp_path / "bad.json", bad)
+    outputs = []
+    for argv in (["show", "-v", bad_path], ["diff", good_path, bad_path, "-v"], ["diff", good_path, bad_path, "--all"],
+                 ["rank", good_path, bad_path]):
+        result = run_envsnap(*argv)
+        _assert_handled(result)
+        outputs.append(result.stdout + result.stderr)
+    for text in outputs:
+        assert not any(line.lstrip().startswith("VERDICT") for line in text.splitlines()), text[-2000:]
+        assert not any(c in text for c in "\r\x1b\x07\x9b\u2028"), [c for c in "\r\x1b\x07\x9b\u2028" if c in text]
+    assert "\\r\\nVERDICT: no regression" in outputs[0] and "\\x1b[2K" in outputs[0]  # shown, escaped
+    assert "\\r\\nVERDICT" in outputs[2]
+    # A bad file's name in an error line: one line, escaped.
+    odd = tmp_path / ("odd\nVERDICT\x1b[31m.json")
+    odd.write_text("{")
+    result = run_envsnap("show", odd)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "\x1b" not in result.stderr, result.stderr
+    # JSON keeps the value exactly; the report holds it inert (no raw ESC, the CR/LF as whitespace in text).
+    as_json = run_envsnap("diff", good_path, bad_path, "--format", "json", "--all")
+    _assert_handled(as_json)
+    assert json.loads(as_json.stdout)["bad"]["label"] == "bad" + FORGED
+    report = tmp_path / "r.html"
+    _assert_handled(run_envsnap("report", good_path, bad_path, "-o", report))
+    page = report.read_text()
+    assert "\x1b" not in page and "\x07" not in page and "\x9b" not in page
