@@ -109,6 +109,9 @@ class View:
     unstable: Set[str] = field(default_factory=set)  # see drop_unstable
     # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
     patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    # Checkouts whose working tree state is not known (git's `status_unknown`: a timeout, a damaged index): a
+    # file the other side lists as dirty or untracked is "status unknown" here, never "clean".
+    git_status_unknown: Set[str] = field(default_factory=set)
 
     def put(self, category: str, value: Any, flats: Sequence[str], subject: Subject,
             aggregate: bool = False, presence: bool = False) -> str:
@@ -333,6 +336,10 @@ def _git_view(view: View, git: Dict[str, Any]) -> None:
             for rel, entry in (info.get(kind) or {}).items():
                 view.put("git", _norm(without_text(entry)), (keys.flat_key(base, kind, rel),),
                          Subject("git", repo, kind, item=rel))
+        if info.get("status_unknown"):
+            view.git_status_unknown.add(repo)
+            view.put("git", f"unknown: {info['status_unknown']}", (keys.flat_key(base, "status_unknown"),),
+                     Subject("git", repo, "status"))
         if "stash" in info:
             stash = {name: without_text(entry) for name, entry in (info.get("stash") or {}).items()}
             view.put("git", _norm(stash), (keys.flat_key(base, "stash"),), Subject("git", repo, "stash"))
