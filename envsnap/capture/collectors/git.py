@@ -349,7 +349,10 @@ def inspect_repo(git: _Git, top: str, budget: Optional[content.Budget] = None,
     if os.path.exists(os.path.join(top, ".gitmodules")):
         subs = step("submodules", ["submodule", "status"])
         repo["submodules"] = parse_submodules(subs.stdout) if subs else {}
-    publish = (lambda: published.__setitem__("repo", _copy_record(repo))) if published is not None else (lambda: None)
+    def publish() -> None:
+        if published is not None:
+            published["repo"] = _copy_record(repo)
+
     _unknown_status(repo, "capture deadline reached before `git status` answered")
     publish()
     del repo[STATUS_UNKNOWN]
