@@ -36,8 +36,11 @@ def main(argv=None) -> None:
     from envsnap.cli.app import cli
     from envsnap.errors import EnvsnapError
 
+    out_of_memory = False
     try:
         rc = cli.main(args=args, prog_name="envsnap", standalone_mode=False)
+    except MemoryError:
+        out_of_memory = True  # said below, once the exception (and the frames holding the data) is gone
     except EnvsnapError as exc:
         _fail(str(exc), 2)
     except click.exceptions.Abort:
@@ -61,6 +64,9 @@ def main(argv=None) -> None:
         if os.environ.get("ENVSNAP_DEBUG"):
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (set ENVSNAP_DEBUG=1 for the traceback)", 3)
+    if out_of_memory:
+        _fail("out of memory: the input needs more memory than this process may use (its address-space or "
+              "memory limit, or the machine's); raise the limit or run it where more memory is free", 2)
     code = rc if isinstance(rc, int) else 0
     if argv is None and skip_teardown_requested():
         # Everything is written: the interpreter's teardown would only free the command's objects one

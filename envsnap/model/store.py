@@ -289,7 +289,7 @@ _UNICODE_ESCAPE: Dict[type, Any] = {str: "\\u003", bytes: b"\\u003"}
 def _fast_parse(doc: Union[str, bytes], source: str, shapes: Optional[Mapping[str, Any]] = None
                 ) -> Optional[Dict[str, Any]]:
     """orjson's reading of a snapshot when it is provably the reference's; None otherwise."""
-    if _orjson is None:
+    if _orjson is None or not _room_to_parse(len(doc)):
         return None
     kind = type(doc)
     # A colon written as \u003a inside a string would spoil the count below.
@@ -306,6 +306,28 @@ def _fast_parse(doc: Union[str, bytes], source: str, shapes: Optional[Mapping[st
         return None
 
 
+# orjson does not survive a failed allocation (under `ulimit -v` it crashes the process: SIGSEGV, no
+# MemoryError), where the standard library's parser raises MemoryError, which the CLI says in one line. So
+# orjson parses only where the address space left holds this many times the text (measured: a 16 MB file
+# crashed it with 212 MB left and parsed with 252 MB; its buffers and objects together); without a limit, always.
+_PARSE_ROOM_FACTOR = 24
+
+
+def _room_to_parse(nbytes: int) -> bool:
+    """Whether the process's address-space limit leaves room for orjson to parse `nbytes` of text."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return True
+        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+            used = next((int(line.split()[1]) * 1024 for line in handle if line.startswith("VmSize:")), None)
+    except (ImportError, OSError, ValueError):
+        return True
+    return used is None or soft - used > nbytes * _PARSE_ROOM_FACTOR
+
+
 def has_fast_parser() -> bool:
     """Whether orjson is installed (see _fast_parse)."""
     return _orjson is not None
@@ -315,7 +337,7 @@ def parse_unchecked(raw: bytes) -> Optional[Any]:
     """orjson's parse of the bytes, neither proven equal to the reference's nor validated (None when
     orjson is missing or refuses them): only for a caller that has `fast_parse_accepts` prove it
     before using what it computed (model/pair.py)."""
-    if _orjson is None:
+    if _orjson is None or not _room_to_parse(len(raw)):
         return None
     try:
         return _orjson.loads(raw)

@@ -91,3 +91,55 @@ def test_control_characters_in_values_print_escaped_in_text(tmp_path):
     _assert_handled(run_envsnap("report", good_path, bad_path, "-o", report))
     page = report.read_text()
     assert "\x1b" not in page and "\x07" not in page and "\x9b" not in page
+
+
+def test_out_of_memory_is_one_clear_line_in_process(tmp_path, monkeypatch):
+    """Found on main: a MemoryError (two 109 MB snapshots under a 1.5 GB address-space limit) was an
+    internal error, exit 3. It is one line now, exit 2, said once the frames holding the data are gone."""
+    import contextlib
+    import io
+
+    from envsnap.analysis import result as result_mod
+    from envsnap.cli import main
+
+    good = _write(tmp_path / "good.json", rich_snapshot("good"))
+    bad = _write(tmp_path / "bad.json", rich_snapshot("bad", seed=1))
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr(result_mod, "analyze", exhausted)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_:
+        main(["diff", str(good), str(bad)])
+    assert exit_.value.code == 2
+    lines = err.getvalue().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("envsnap: error: out of memory"), lines
+
+
+@pytest.mark.slow  # writes two 20 MB snapshots and runs the CLI under an address-space limit
+def test_out_of_memory_under_an_address_space_limit_is_one_line(tmp_path):
+    import resource
+    import subprocess
+    import sys
+
+    snap = rich_snapshot("good", packages=2000, integrity=60_000)
+    good = _write(tmp_path / "good.json", snap)
+    snap["label"] = "bad"
+    bad = _write(tmp_path / "bad.json", snap)
+
+    codes = []
+    # 120 MB: room to start, not to hold both (MemoryError); 260 MB: enough for the standard library's parser,
+    # too little for orjson, which crashed the process there on main (SIGSEGV: it has no MemoryError).
+    for limit_mb in (120, 260):
+        def limit(limit_mb=limit_mb):
+            resource.setrlimit(resource.RLIMIT_AS, (limit_mb << 20, limit_mb << 20))
+
+        result = subprocess.run([sys.executable, "-m", "envsnap", "diff", str(good), str(bad)], capture_output=True,
+                                text=True, preexec_fn=limit, timeout=600)
+        assert result.returncode in (0, 1, 2), (limit_mb, result.returncode, result.stderr[-800:])
+        assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr[-800:]
+        if result.returncode == 2:
+            assert result.stderr.strip().count("\n") == 0 and "out of memory" in result.stderr, result.stderr
+        codes.append(result.returncode)
+    assert codes[0] == 2 and codes[1] == 0, codes  # the labels differ only: a volatile field
