@@ -83,6 +83,40 @@ def plural(n: int, word: str, words: Optional[str] = None) -> str:
     return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
+# Characters a terminal acts on instead of showing: the C0 controls (CR and LF start a line of their own, a
+# forged "VERDICT" line; ESC starts an ANSI sequence that recolours, moves the cursor, retitles the window),
+# DEL and the C1 controls (U+009B is a one-character CSI), and the Unicode line and paragraph separators.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: "re.Match[str]") -> str:
+    char = match.group()
+    return _ESCAPES.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+
+def printable(text: str) -> str:
+    """TEXT with every control character written out ("\\n", "\\r", "\\x1b"...): a value printed as text is
+    one line that shows what it holds, whatever it holds (JSON escapes them itself, HTML shows them inert)."""
+    return _UNPRINTABLE.sub(_escape, text) if _UNPRINTABLE.search(text) else text
+
+
+# In a document with lines of its own (the HTML report's <pre> blocks of file text), line ends and tabs are
+# layout; every other control is shown written out.
+_UNPRINTABLE_IN_DOCUMENT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def printable_document(text: str) -> str:
+    """TEXT with every control character but line ends and tabs written out ("\\x1b")."""
+    return _UNPRINTABLE_IN_DOCUMENT.sub(_escape, text) if _UNPRINTABLE_IN_DOCUMENT.search(text) else text
+
+
+def text_lines(lines: Sequence[str]) -> str:
+    """Lines of text output joined by newlines, each made printable: a value inside one cannot start
+    another."""
+    return "\n".join(printable(line) for line in lines)
+
+
 def clip(text: str, limit: int = 160) -> str:
     """TEXT cut to LIMIT characters, the cut marked with an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS

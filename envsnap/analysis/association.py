@@ -217,7 +217,7 @@ def _varying(node: Optional[str], views: List[views_mod.View]) -> List[_Candidat
         raw = [view.values.get(keys[key], {}).get(key) for view in views]
         if len({json.dumps(v, sort_keys=True, default=str) for v in raw}) < 2:
             continue  # constant everywhere: says nothing
-        flats = sorted({f for view in views for f in view.flats.get(key, ())})
+        flats = sorted({f for view in views for f in view.flat_of(key)})
         if knowledge.is_volatile(key) or (flats and all(knowledge.is_volatile(f) for f in flats)):
             continue
         subject = next((v.subject_of(key) for v in views if v.subject_of(key) is not None), None) \

@@ -38,8 +38,11 @@ def main(argv=None) -> None:
     from envsnap.cli.app import cli
     from envsnap.errors import EnvsnapError, Interrupted
 
+    out_of_memory = False
     try:
         rc = _invoke(cli, args)
+    except MemoryError:
+        out_of_memory = True  # said below, once the exception (and the frames holding the data) is gone
     except EnvsnapError as exc:
         _fail(str(exc), 2)
     except Interrupted as exc:
@@ -69,6 +72,9 @@ def main(argv=None) -> None:
         if os.environ.get("ENVSNAP_DEBUG"):
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (set ENVSNAP_DEBUG=1 for the traceback)", 3)
+    if out_of_memory:
+        _fail("out of memory: the input needs more memory than this process may use (its address-space or "
+              "memory limit, or the machine's); raise the limit or run it where more memory is free", 2)
     code = rc if isinstance(rc, int) else 0
     if argv is None and skip_teardown_requested():
         # Everything is written: the interpreter's teardown would only free the command's objects one
@@ -174,10 +180,12 @@ def _interrupted(message: str) -> None:
 def _fail(message: str, code: int) -> None:
     import click
 
+    from envsnap.format import printable
     from envsnap.redact import clean_text, redact_text
 
     first = message.strip().splitlines()[0] if message.strip() else "error"
     # Messages quote user input (a path, an option value, a field of a --no-redact
-    # snapshot): a credential in it must not reach the terminal or a CI log either.
-    click.echo(f"envsnap: error: {redact_text(clean_text(first))}", err=True)
+    # snapshot): a credential in it must not reach the terminal or a CI log either, nor a control
+    # character act on the terminal (an ESC sequence in a file name).
+    click.echo(f"envsnap: error: {printable(redact_text(clean_text(first)))}", err=True)
     sys.exit(code)

@@ -38,7 +38,6 @@ def attach(snapshot_file, metric_values, trace_files, trace_steps, note, directi
         raise EnvsnapError("attach needs --metric NAME=VALUE or --trace FILE")
     values = runs.parse_metric_values(metric_values)
     directions = runs.parse_direction_specs(direction_specs)
-    snap = load_snapshot(snapshot_file)
     trace = None
     if trace_files:
         from envsnap.measure.trace_runs import summarize_files
@@ -46,10 +45,15 @@ def attach(snapshot_file, metric_values, trace_files, trace_steps, note, directi
         trace = summarize_files(list(trace_files), "attach", trace_steps)
         if not trace["files"]:
             raise EnvsnapError(trace["notes"][0])
-    snap.setdefault("runs", []).append(runs.attach_record(values, note, trace=trace))
-    runs.merge_directions(snap, directions)
     # Through a symlink, rewrite its target rather than replacing the link with a file.
-    store.save(snap, os.path.realpath(snapshot_file), force=True)
+    target = os.path.realpath(snapshot_file)
+    # Read, add, write while holding the file: another attach to it waits its turn and adds to this one's
+    # result, instead of writing back what it read before this one wrote.
+    with store.updating(target):
+        snap = load_snapshot(target)
+        snap.setdefault("runs", []).append(runs.attach_record(values, note, trace=trace))
+        runs.merge_directions(snap, directions)
+        store.save(snap, target, force=True)
     names = ", ".join([f"{k}={v:g}" for k, v in sorted(values.items())]
                       + [f"{len(trace['files'])} trace file(s)" for _ in [0] if trace])
     say(f"attached {names} to {snapshot_file} ({plural(len(snap['runs']), 'run')})")

@@ -103,6 +103,7 @@ def bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_
 def _bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run_timeout, wheel_dirs, dry_run,
             by_file, no_guess, fmt, command, journal_box: Dict[str, str]) -> int:
     from envsnap.bisect import command as command_mod
+    from envsnap.format import printable
     from envsnap.measure.parsers import check_metric_name, parse_metric_specs
     from envsnap.redact import redact_text, scrub
     from envsnap.render.text import render_bisect
@@ -120,7 +121,7 @@ def _bisect(good, bad, repeat, metric, direction, journal, max_runs, margin, run
     def progress(line: str) -> None:
         # Lines quote variables, files and the benchmark's own output: a credential never reaches the terminal.
         try:
-            click.echo(f"envsnap bisect: {redact_text(line)}", err=True)
+            click.echo(printable(f"envsnap bisect: {redact_text(line)}"), err=True)
         except OSError:  # a terminal gone (SIGHUP) or a closed pipe: the bisect, and its restore, go on
             pass
 
@@ -144,6 +145,7 @@ def _restore(good, bad, journal, command) -> int:
     from envsnap.bisect import command as command_mod
     from envsnap.bisect.journal import default_journal_path
     from envsnap.errors import EnvsnapError
+    from envsnap.format import printable
 
     if command:
         raise EnvsnapError("--restore takes no benchmark command")
@@ -158,7 +160,7 @@ def _restore(good, bad, journal, command) -> int:
     look_in = [os.path.dirname(os.path.abspath(p)) for p in (bad, good) if p]
     lines, code = command_mod.restore_files(path, look_in)
     for line in lines:
-        click.echo(f"envsnap bisect: {redact_text(line)}")
+        click.echo(printable(f"envsnap bisect: {redact_text(line)}"))
     return int(code)
 
 

@@ -219,10 +219,12 @@ def analyze_pair(good_file: str, bad_file: str, analyze: Callable[[Dict[str, Any
 def say(text: str, err: bool = True) -> None:
     """Print one of envsnap's own messages (progress, summaries, what was written). They quote what the
     user ran and measured (a command line, a metric name, a variable and its value, a benchmark's
-    error line): each line passes through redaction, as everything a snapshot keeps does."""
+    error line): each line passes through redaction, as everything a snapshot keeps does, and its control
+    characters are written out (format.printable): a value cannot start a line of its own."""
+    from envsnap.format import printable
     from envsnap.redact import clean_text, redact_text
 
-    click.echo("\n".join(redact_text(clean_text(line)) for line in text.split("\n")), err=err)
+    click.echo("\n".join(printable(redact_text(clean_text(line))) for line in text.split("\n")), err=err)
 
 
 def emit(text: str, output: Optional[str], force: bool) -> None:

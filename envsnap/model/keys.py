@@ -186,7 +186,7 @@ def view_key(subject: Subject) -> str:
     if where == "sglang":
         return f"sglang.args.{entity}" if part == "args" else f"sglang.{entity}"
     if where == "library":
-        return f"libraries.{entity}.{part}"
+        return library_key(entity, part)
     if where == "section":  # a section's status
         return f"{entity}.{part}"
     if where == "node":  # a node one side lacks (qualified by that node)
@@ -321,6 +321,11 @@ def qualify(node: Optional[str], key: str) -> str:
 
 
 # ---------------------------------------------------------------- flat keys: where a value sits
+
+
+def library_key(process: str, name: str) -> str:
+    """The view key of an object a process mapped (Subject("library", process, name)): "libraries.<process>.<name>"."""
+    return f"libraries.{process}.{name}"
 
 
 def flat_key(head: str, *path: str) -> str:

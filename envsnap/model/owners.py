@@ -8,7 +8,7 @@ from typing import Any, Mapping
 def owner_text(entry: Mapping[str, Any]) -> str:
     """'torch 2.13.0', 'dpkg libgomp1 12.2.0-14', 'unknown'."""
     owner = entry.get("owner")
-    owner = owner if isinstance(owner, Mapping) else {}
+    owner = owner if type(owner) is dict or isinstance(owner, Mapping) else {}  # dict first: no ABC check
     kind = owner.get("kind")
     if kind == "distribution":
         return f"{owner.get('name')} {owner.get('version')}".strip()

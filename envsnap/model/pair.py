@@ -21,9 +21,13 @@ _OK = b"+"
 class SnapshotPair:
     """GOOD and BAD as parsed; `validated` when they already were (the sequential path)."""
 
-    def __init__(self, raws: List[bytes], sources: List[str], shapes: Optional[Mapping[str, Any]],
-                 values: Tuple[Dict[str, Any], Dict[str, Any]], checker: Optional[Tuple[int, int]]) -> None:
+    def __init__(self, raws: List[Optional[bytes]], sources: List[str], shapes: Optional[Mapping[str, Any]],
+                 values: Tuple[Dict[str, Any], Dict[str, Any]], checker: Optional[Tuple[int, int]],
+                 paths: Optional[List[str]] = None) -> None:
+        # The bytes are kept only where they cannot be read again (stdin): a file's are read again by
+        # load_checked, the rare path, so that two 109 MB files do not stay in memory beside their parse.
         self._raws = raws
+        self._paths = paths or []
         self._sources = sources
         self._shapes = shapes
         self.good, self.bad = values
@@ -44,13 +48,14 @@ class SnapshotPair:
                     answer = pipe.read()
             finally:
                 reap(pid)
-            self._answer = answer == _OK * len(self._raws)
+            self._answer = answer == _OK * len(self._sources)
         return self._answer
 
     def load_checked(self) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         """GOOD and BAD as store.load reads them (its EnvsnapError for the first it refuses)."""
         self.close()
-        good, bad = (store.load_bytes(raw, source, self._shapes) for raw, source in zip(self._raws, self._sources))
+        raws = [raw if raw is not None else store.read_bytes(self._paths[index]) for index, raw in enumerate(self._raws)]
+        good, bad = (store.load_bytes(raw, source, self._shapes) for raw, source in zip(raws, self._sources))
         self.good, self.bad, self._answer = good, bad, True
         return good, bad
 
@@ -74,27 +79,35 @@ def read(good_path: str, bad_path: str, shapes: Optional[Mapping[str, Any]] = No
     if min_bytes is None:
         min_bytes = PARALLEL_MIN_BYTES
     sources = [store.source_name(good_path), store.source_name(bad_path)]
-    good_raw = store.read_bytes(good_path)
+    paths = [good_path, bad_path]
+    raws: List[Optional[bytes]] = [store.read_bytes(good_path)]
     try:
-        bad_raw = store.read_bytes(bad_path)
+        raws.append(store.read_bytes(bad_path))
     except Exception:
-        store.load_bytes(good_raw, sources[0], shapes)  # GOOD's own error first, as two loads would say
+        store.load_bytes(raws[0] or b"", sources[0], shapes)  # GOOD's own error first, as two loads would say
         raise
-    raws = [good_raw, bad_raw]
     checker = None
-    if len(good_raw) + len(bad_raw) >= min_bytes:
-        checker = _start_checker(raws, sources, shapes)
+    if sum(len(raw or b"") for raw in raws) >= min_bytes:
+        checker = _start_checker(raws, sources, shapes)  # type: ignore[arg-type]
     if checker is not None:
+        values: List[Any] = []
         try:
-            values = (store.parse_unchecked(good_raw), store.parse_unchecked(bad_raw))
+            for index, path in enumerate(paths):
+                values.append(store.parse_unchecked(raws[index] or b""))
+                if path != "-":
+                    # The child has its own copy of the bytes (forked with them); here they go as soon as they
+                    # are parsed, so the two files and both parses are never in memory at once.
+                    raws[index] = None
         except BaseException:
             _stop(checker)
             raise
         if values[0] is not None and values[1] is not None:
-            return SnapshotPair(raws, sources, shapes, values, checker)  # type: ignore[arg-type]
+            return SnapshotPair(raws, sources, shapes, (values[0], values[1]), checker, paths)
         _stop(checker)  # orjson refused one: the reference parser decides, below
-    good = store.load_bytes(good_raw, sources[0], shapes)
-    bad = store.load_bytes(bad_raw, sources[1], shapes)
+        del values
+    raws = [raw if raw is not None else store.read_bytes(path) for raw, path in zip(raws, paths)]
+    good = store.load_bytes(raws[0] or b"", sources[0], shapes)
+    bad = store.load_bytes(raws[1] or b"", sources[1], shapes)
     return SnapshotPair(raws, sources, shapes, (good, bad), None)
 
 

@@ -96,4 +96,7 @@ def render_report(result: DiffResult) -> str:
     script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
     template = _environment().get_template("report.html.j2")
     page: str = template.render(view=view, css=_asset("report.css"), script=script, script_hash=script_hash)
-    return page
+    # Autoescaping leaves control characters as they are: an ESC or a NUL in a value is no markup, but no
+    # text a browser shows either (the HTML standard makes them parse errors). They are written out, as in
+    # the text output; the assets hold none, so the script's hash still matches.
+    return fmt.printable_document(page)

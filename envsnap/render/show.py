@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Mapping, Sequence, Set, Tuple, cast
 
+from envsnap import format as fmt
 from envsnap.format import plural
 from envsnap.model.snapshot import as_dict
 from envsnap.model.types import Run, Section, Snapshot
@@ -38,7 +39,7 @@ def render_show(snap: Snapshot, verbose: bool = False,
         lines.extend(_run_command(snap))
         lines.append("")
         lines.append(tally)
-        return "\n".join(lines)
+        return fmt.text_lines(lines)
     for host, node in nodes.items():
         node = as_dict(node)
         facts = [f"{word} {node[k]}" for k, word in (("label", "label"), ("created", "captured"),
@@ -51,7 +52,7 @@ def render_show(snap: Snapshot, verbose: bool = False,
         lines.extend(body)
         lines.append(f"  {tally}")
     lines.extend(_runs(runs, by_host=True))
-    return "\n".join(lines)
+    return fmt.text_lines(lines)
 
 
 def _sections(raw_sections: Mapping[str, Section], verbose: bool, summarize: Callable[[str, Dict[str, Any]], List[str]],
@@ -165,4 +166,4 @@ def summary_line(snap: Snapshot, path: str) -> str:
     for section in sections.values():
         counts[section.get("status", "?")] = counts.get(section.get("status", "?"), 0) + 1
     parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    return f"wrote {path}: {len(sections)} sections ({parts})"
+    return fmt.printable(f"wrote {path}: {len(sections)} sections ({parts})")

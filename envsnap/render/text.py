@@ -128,7 +128,7 @@ def render_diff(result: DiffResult, verbose: bool = False, top: int = DEFAULT_TO
             lines.append(f"    {d['change']:<7} {d['key']}  {_change(d)}{mark}")
     elif listed:
         lines.append("  (-v lists them all; --all adds volatile fields)")
-    return "\n".join(lines) + "\n"
+    return fmt.text_lines(lines) + "\n"
 
 
 def _neighbours_lines(result: DiffResult, verbose: bool) -> List[str]:
@@ -286,7 +286,7 @@ def render_rank(result: Dict[str, Any], top: int = 0) -> str:
         if together:
             lines.append(f"     these {len(together) + 1} change together in every snapshot: cannot be told apart")
         lines.append(f"     {item['why']}")
-    return "\n".join(lines) + "\n"
+    return fmt.text_lines(lines) + "\n"
 
 
 # ---------------------------------------------------------------- bisect
@@ -418,4 +418,4 @@ def render_bisect(result: Mapping[str, Any]) -> str:
     for note in result.get("notes", []):
         lines.append(f"note: {note}")
     lines.append(f"journal: {result['journal']}")
-    return "\n".join(lines)
+    return fmt.text_lines(lines)

@@ -216,3 +216,84 @@ def test_capture_cli_records_the_cwd_repository_and_show_summarises_it(tmp_path)
     assert "cwd" in rec["roles"] and rec["head"] == head and rec["dirty"] == {}
     shown = run_envsnap("show", out, "--verbose")
     assert f"checkout @ {head[:7]} (main, clean)" in shown.stdout
+
+
+def _slow_status_git(tmp_path, monkeypatch):
+    """The real git, except that `git status` hangs (a checkout too big for the deadline): a wrapper first on
+    PATH that sleeps for `status` and runs the real git for everything else."""
+    fake_bin = tmp_path / "slowbin"
+    fake_bin.mkdir()
+    script = fake_bin / "git"
+    script.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = status ] && exec sleep 60; done\n'
+                      f'exec {shutil.which("git")} "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_a_status_past_the_deadline_keeps_head_and_branch(tmp_path, monkeypatch, no_editables):
+    """Found on main: when `git status` did not answer in time (100k untracked files at the default timeout),
+    the whole repository was lost, HEAD and branch with it. HEAD and branch now come first, from the refs;
+    the status is recorded as unknown, never as clean."""
+    repo = init_repo(tmp_path / "big", {"a.py": "a\n"})
+    (repo / "a.py").write_text("edited\n")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    _slow_status_git(tmp_path, monkeypatch)
+    start = time.monotonic()
+    snap = runner.capture(CaptureContext(cwd=str(repo), timeout=3.0), only=["git"])
+    assert time.monotonic() - start < 15.0  # the deadline holds (3 s), with room for a busy 2-core machine
+    record = snap["sections"]["git"]["data"]["repos"][str(repo.resolve())]
+    assert (record["head"], record["branch"], record["detached"]) == (head, "main", False)
+    assert record["status_unknown"] and record["dirty"] == {} and record["untracked"] == {}
+    assert "timeout" in record["errors"]["status"] or "deadline" in record["status_unknown"]
+    line = git_collector.summarize(snap["sections"]["git"]["data"])[0]
+    assert head[:7] in line and "status unknown" in line and "clean" not in line, line
+
+
+def test_a_damaged_index_records_the_error_and_head_never_clean(tmp_path, no_editables):
+    """Found on main: a damaged index showed "@ (no commits) (?, clean)" while HEAD existed and a file was
+    modified. Now: HEAD and branch from the refs, the index error recorded, the status "unknown"; and a diff
+    against a side where the file is dirty says "status unknown" for this side, not "clean"."""
+    from envsnap.analysis.compare import diff
+
+    repo = init_repo(tmp_path / "damaged", {"a.py": "a\n", "b.py": "b\n"})
+    (repo / "a.py").write_text("edited\n")
+    dirty = _collect(repo)["data"]
+    index = repo / ".git" / "index"
+    damaged = bytearray(index.read_bytes())
+    damaged[0:4] = b"XIRC"  # not the index's signature "DIRC": git says "index file corrupt"
+    index.write_bytes(bytes(damaged))
+    result = _collect(repo)
+    record = result["data"]["repos"][str(repo.resolve())]
+    assert record["head"] == git(repo, "rev-parse", "HEAD").strip() and record["branch"] == "main"
+    assert "index" in record["errors"]["status"] and record["status_unknown"] == record["errors"]["status"]
+    assert record["dirty"] == {}
+    line = git_collector.summarize(result["data"])[0]
+    assert "(no commits)" not in line and "clean" not in line and "status unknown" in line, line
+
+    def snap(data):
+        return {"schema_version": 1, "sections": {"git": {"status": "ok", "data": data}}, "runs": []}
+
+    found = {d.key: d for d in diff.compare(snap(dirty), snap(result["data"])).differences}
+    a_py = [d for d in found.values() if d.subject.item == "a.py"]
+    assert a_py and a_py[0].absent == "status unknown", [(d.key, d.absent) for d in found.values()]
+    assert any(d.subject.aspect == "status" for d in found.values())
+
+
+@pytest.mark.slow  # 100,000 files written, then a real capture
+def test_100k_untracked_files_at_a_short_timeout_keep_head_and_branch(tmp_path, no_editables):
+    """The real thing behind the wrapper above: a checkout with 100,000 untracked files, captured with a
+    timeout too short for hashing them all (on main: the repository was lost)."""
+    repo = init_repo(tmp_path / "huge", {"a.py": "a\n"})
+    for d in range(100):
+        folder = repo / "u" / str(d)
+        folder.mkdir(parents=True)
+        for i in range(1000):
+            (folder / f"f{i}.txt").write_text(str(i))
+    snap = runner.capture(CaptureContext(cwd=str(repo), timeout=4.0), only=["git"])
+    record = snap["sections"]["git"]["data"]["repos"][str(repo.resolve())]
+    assert record["head"] == git(repo, "rev-parse", "HEAD").strip() and record["branch"] == "main"
+    if record.get("status_unknown"):
+        assert record["untracked"] == {}
+    else:  # status answered: every file listed, those not hashed in time say so
+        assert len(record["untracked"]) == 100_000
+        assert record["errors"].get("inspection") or all("sha256" in e for e in record["untracked"].values())

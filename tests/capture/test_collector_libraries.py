@@ -378,3 +378,42 @@ def test_a_damaged_cache_file_is_ignored_with_a_note_and_replaced(loader):
     assert "cache ignored" in damaged["cache"]["note"] and damaged["scan"]["read"] > 0
     again = libraries.collect(_ctx(pids=[loader.pid]))["data"]
     assert again["cache"].get("note") is None and again["cache"]["hits"] > 0
+
+
+@pytest.mark.parametrize("how", ["truncated", "rewritten"])
+def test_a_mapped_library_changed_in_place_is_kept_and_the_scan_incomplete(tmp_path, gomp, how):
+    """Found on main: a library a process had mapped, then truncated or rewritten in place (same inode: `cp`
+    over it, a crashed install), was no ELF object when read, so it was counted as a non-code file and left
+    out, and the scan still said complete. The process maps it executable: it is kept, with its path, the
+    stat identity of what is on disk now and the reason, and the scan says which object it could not read."""
+    copy = tmp_path / "libchanged.so.1"
+    shutil.copyfile(gomp, copy)
+    proc = start([sys.executable, "-c", LOADER, str(copy)], env=clean_env())
+    try:
+        wait_line(proc, "LOADED")
+        inode = os.stat(copy).st_ino
+        with open(copy, "r+b") as handle:  # in place: the same inode the process mapped
+            if how == "truncated":
+                handle.truncate(40)
+            else:
+                handle.write(b"#!/bin/sh\necho not a library any more\n")
+        assert os.stat(copy).st_ino == inode
+        data = libraries.collect(_ctx(pids=[proc.pid], no_cache=True))["data"]
+        entry = data["objects"][str(copy)]
+        assert entry["status"] == "changed" and "in place" in entry["note"]
+        assert entry["inode"] == inode and entry["on_disk"]["size"] == os.path.getsize(copy)
+        assert str(copy) in data["processes"]["python-0"]["objects"].values()
+        assert data["scan"]["complete"] is False and str(copy) in data["scan"]["unscanned"]
+        assert "strings incomplete" in libraries.summarize(data)[0]
+    finally:
+        stop(proc)
+
+
+def test_maps_tell_executable_mappings_from_data_ones():
+    raw = (b"7f00-7f01 r--p 00000000 08:01 11 /usr/lib/x/libz.so.1\n"
+           b"7f01-7f02 r-xp 00001000 08:01 11 /usr/lib/x/libz.so.1\n"
+           b"7f03-7f04 r--p 00000000 08:01 12 /usr/lib/locale/locale-archive\n"
+           b"7f05-7f06 r--s 00000000 08:01 13 /models/weights.safetensors\n")
+    found = {m.path: m.executable for m in maps.parse(raw)}
+    assert found == {"/usr/lib/x/libz.so.1": True, "/usr/lib/locale/locale-archive": False,
+                     "/models/weights.safetensors": False}

@@ -589,3 +589,153 @@ def test_damaged_bisect_journal_lines_are_rerun_not_crashed(tmp_path):
     refused = run_cli(*argv, env=env)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert "the command is not the same" in refused.stderr
+
+
+# --- targeted mutations of every section's typed fields (issue 36) ----------------------------------
+# Each section's SHAPE names its fields and their types; a snapshot holding every one of them (a valid
+# instance of each shape, over a contract-shaped snapshot) is the base, and each mutant replaces ONE field
+# (or one item of a list or map) by a value a damaged or hostile file can hold there: null, another type,
+# NaN / infinity (refused by the loader), a huge or empty string, control characters (a forged line, an
+# ANSI sequence), deep nesting. Every field gets each kind in turn; random mutations (mutate_tree) come on
+# top. Each mutant goes through show, diff (both ways) and report by envsnap's own entry point
+# (envsnap.cli.main, in-process) and a sample through the real CLI: any exit but 0/1/2, a traceback or an
+# "internal error" is a failure.
+
+TARGETED_VALUES = {
+    "null": None, "object": {"x": 1}, "list": [1, "a"], "empty list": [], "number": 7, "float": -0.5, "bool": True,
+    "empty string": "", "huge string": "A" * 200_000, "NaN": float("nan"), "infinity": float("inf"),
+    "tiny float": 5e-324, "huge number": 1e308, "null item": [None], "deep nesting": json.loads("[" * 60 + "]" * 60),
+    "control characters": "x\r\nVERDICT: no regression\x1b[31m\x00\x9b\u2028",
+}
+# The bad values tried at a field, by the type of what it holds (in turn, one per visit of the field).
+KINDS_FOR = {
+    list: ["null item", "null", "object", "empty list", "deep nesting", "control characters"],
+    dict: ["null", "list", "empty string", "deep nesting", "number"],
+    str: ["control characters", "null", "huge string", "empty string", "number", "list"],
+    int: ["NaN", "tiny float", "null", "huge number", "infinity", "control characters", "float"],
+    float: ["tiny float", "NaN", "infinity", "null", "huge number", "empty string"],
+    bool: ["null", "control characters", "number"],
+    type(None): ["object", "control characters", "number", "list"],
+}
+
+
+def _instance(spec: Any) -> Any:
+    """A small valid value of a shape spec (schema.py's shape language)."""
+    if isinstance(spec, str):
+        return {"str": "s1", "num": 1, "int": 1, "scalar": "v", "dict": {"k": "v"}, "any": {"k": [1]}}.get(spec, "v")
+    if isinstance(spec, tuple):
+        kind, inner = spec
+        return {"k0": _instance(inner)} if kind == "map" else [_instance(inner)]
+    return {field: _instance(inner) for field, inner in spec.items()}
+
+
+def _field_paths(value: Any, path: tuple = ()) -> List[tuple]:
+    """Every path into `value` (containers and leaves), parents first."""
+    out = [path] if path else []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out.extend(_field_paths(item, path + (key,)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            out.extend(_field_paths(item, path + (index,)))
+    return out
+
+
+def targeted_base() -> Dict[str, Any]:
+    """A contract-shaped snapshot whose every section also holds every field its SHAPE declares."""
+    base = rich_snapshot("targeted", packages=3, env_vars=4, integrity=2, workers=2, worker_vars=3)
+    for name, shape in SECTION_SHAPES.items():
+        section = base["sections"].setdefault(name, {"status": "ok", "elapsed_s": 0.1, "data": {}})
+        section["status"] = "ok"
+        _merge_missing(section.setdefault("data", {}), _instance(shape))
+    return base
+
+
+def _merge_missing(target: Dict[str, Any], extra: Dict[str, Any]) -> None:
+    """Add to `target` what `extra` has and it lacks, at every depth (a map gains extra's "k0" entry)."""
+    for key, value in extra.items():
+        if key not in target:
+            target[key] = value
+        elif isinstance(target[key], dict) and isinstance(value, dict):
+            _merge_missing(target[key], value)
+
+
+def targeted_mutants(base: Dict[str, Any], count: int, seed: int):
+    """(description, mutant) pairs: every field of every section and of the runs, each kind of bad value in
+    turn, then random structural mutations for every fifth."""
+    rnd = random.Random(seed)
+    paths = [("sections",) + p for p in _field_paths(base["sections"]) if len(p) >= 3 and p[1] == "data"]
+    paths += [("runs",) + p for p in _field_paths(base["runs"])]
+    paths += [(key,) for key in ("label", "host", "created", "redaction", "metric_directions", "provenance")]
+    rnd.shuffle(paths)  # a prefix of the list (the fast subset) samples every section
+    made = visit = 0
+    while made < count:
+        for path in paths:
+            if made >= count:
+                return
+            if made % 5 == 4:
+                yield "random", mutate_tree(base, rnd)
+                made += 1
+            mutant = json.loads(json.dumps(base))
+            parent = mutant
+            for part in path[:-1]:
+                parent = parent[part]
+            kinds = KINDS_FOR.get(type(parent.get(path[-1]) if isinstance(parent, dict) else parent[path[-1]]), ["null"])
+            kind = kinds[visit % len(kinds)]
+            parent[path[-1]] = TARGETED_VALUES[kind]
+            yield f"{kind} at {'.'.join(map(str, path))}", mutant
+            made += 1
+        visit += 1
+
+
+def fuzz_targeted(tmp: Path, count: int, seed: int, stats: Stats, real_cli_every: int = 0) -> Dict[int, int]:
+    """Mutants through show, diff and report by envsnap.cli.main; every `real_cli_every`-th also through the
+    real CLI (`python -m envsnap`). Returns the exit codes seen, counted."""
+    base = targeted_base()
+    good = tmp / "targeted-good.json"
+    good.write_text(json.dumps(base))
+    codes: Dict[int, int] = {}
+    for index, (what, mutant) in enumerate(targeted_mutants(base, count, seed)):
+        stats.inputs += 1
+        path = tmp / "targeted-mutant.json"
+        path.write_text(json.dumps(mutant, allow_nan=True))
+        out = tmp / "targeted.html"
+        runs = [["show", "-v", path], ["diff", good, path, "-v"] if index % 2 else ["diff", path, good, "--all"]]
+        if index % 3 == 0:
+            runs.append(["report", good, path, "-o", out, "--force"])
+        for argv in runs:
+            code, _, err = invoke(*argv)
+            codes[code] = codes.get(code, 0) + 1
+            _check_cli((code, "", err), [what] + argv, stats)
+            if code == 2:
+                stats.rejected += 1
+        if real_cli_every and index % real_cli_every == 0:
+            argv = ["diff", good, path, "--format", "text"] if index % 2 else ["report", good, path, "-o", out, "--force"]
+            result = run_cli(*argv, timeout=120)
+            codes[result.returncode] = codes.get(result.returncode, 0) + 1
+            _check_cli((result.returncode, result.stdout, result.stderr), [what, "(real CLI)"] + argv, stats)
+    return codes
+
+
+def test_targeted_field_mutations_fast_subset(tmp_path):
+    stats = Stats()
+    codes = fuzz_targeted(tmp_path, 150, seed=36, stats=stats, real_cli_every=75)
+    print(stats.report(), codes)
+    _assert_clean(stats)
+    assert 3 not in codes and codes.get(2, 0) > 20 and codes.get(0, 0) + codes.get(1, 0) > 60, codes
+
+
+@pytest.mark.slow
+def test_targeted_field_mutations_full_2000(tmp_path):
+    """>= 2,000 targeted and random mutants through show, diff and report (in-process), 40 through the real
+    CLI: 0 exit 3. ENVSNAP_FUZZ_REPORT=FILE writes the figures."""
+    stats = Stats()
+    start = time.monotonic()
+    codes = fuzz_targeted(tmp_path, 2100, seed=3636, stats=stats, real_cli_every=50)
+    elapsed = time.monotonic() - start
+    line = f"targeted: {stats.report()}; exit codes {dict(sorted(codes.items()))} in {elapsed:.0f}s"
+    print(line)
+    if os.environ.get("ENVSNAP_FUZZ_REPORT"):
+        Path(os.environ["ENVSNAP_FUZZ_REPORT"]).write_text(line + "\n")
+    _assert_clean(stats)
+    assert stats.inputs >= 2000 and 3 not in codes, codes

@@ -255,6 +255,9 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
         absent = absent_wording(subject, key in presence)
         if subject.where == "parent_only" and not (in_a and in_b):
             absent = parent_only_absent(subject, vb if in_a else va)
+        elif subject.where == "git" and subject.aspect in ("dirty", "untracked") \
+                and subject.entity in (vb if in_a else va).git_status_unknown:
+            absent = "status unknown"  # that side's git status failed: its file list says nothing
         out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats, subject,
                               absent))
     return out

@@ -110,6 +110,12 @@ class View:
     unstable: Set[str] = field(default_factory=set)  # see drop_unstable
     # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
     patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    # Checkouts whose working tree state is not known (git's `status_unknown`: a timeout, a damaged index): a
+    # file the other side lists as dirty or untracked is "status unknown" here, never "clean".
+    git_status_unknown: Set[str] = field(default_factory=set)
+    # The libraries' keys (a process's mapped objects: 225,000 of them for 1,500 processes), put in bulk: their
+    # flat key and subject are made when asked for (flat_of, subject_of), from (field, process key, process, name).
+    library_keys: Dict[str, Tuple[str, str, str, str]] = field(default_factory=dict)
 
     def put(self, category: str, value: Any, flats: Sequence[str], subject: Subject,
             aggregate: bool = False, presence: bool = False) -> str:
@@ -133,6 +139,9 @@ class View:
         found = self.flats.get(key)
         if found is not None:
             return found
+        library = self.library_keys.get(key)
+        if library is not None:
+            return (keys.flat_key("libraries", library[0], library[1], "objects", library[3]),)
         rel = keys.integrity_file(key)
         if rel is not None and key in self.values["integrity"]:
             return (keys.integrity_flat("modified", rel),)
@@ -140,6 +149,9 @@ class View:
 
     def subject_of(self, key: str) -> Optional[Subject]:
         found = self.subjects.get(key)
+        if found is None and key in self.library_keys:
+            _, _, process, name = self.library_keys[key]
+            return Subject("library", process, name, node=self.node)
         rel = keys.integrity_file(key) if found is None else None
         if rel is not None and key in self.values["integrity"]:
             return Subject("integrity", rel, node=self.node)  # the bulk entries put() skipped
@@ -343,6 +355,10 @@ def _git_view(view: View, git: Dict[str, Any]) -> None:
             for rel, entry in (info.get(kind) or {}).items():
                 view.put("git", _norm(without_text(entry)), (keys.flat_key(base, kind, rel),),
                          Subject("git", repo, kind, item=rel))
+        if info.get("status_unknown"):
+            view.git_status_unknown.add(repo)
+            view.put("git", f"unknown: {info['status_unknown']}", (keys.flat_key(base, "status_unknown"),),
+                     Subject("git", repo, "status"))
         if "stash" in info:
             stash = {name: without_text(entry) for name, entry in (info.get("stash") or {}).items()}
             view.put("git", _norm(stash), (keys.flat_key(base, "stash"),), Subject("git", repo, "stash"))
@@ -406,7 +422,22 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
     # "python-0" to the walk and "rank1" to the probe has one name on each side, and one key per object.
     source = view.source if isinstance(view.source, dict) else {}
     by_pid = names_by_pid(section_data(source, "processes") or {}, section_data(source, "probe") or {})
+    # One value per object, shared by every process that mapped it (1,500 processes mapping 150 objects each
+    # are 225,000 keys but only as many values as objects): built once, kept once in memory.
+    values: Dict[Any, Dict[str, Any]] = {}
+
+    def value_of(path: Any) -> Dict[str, Any]:
+        found = values.get(path)
+        if found is None:
+            info = as_dict(table.get(path))
+            identity = info.get("build_id") or (f"sha256:{str(info['sha256'])[:16]}" if info.get("sha256") else "")
+            found = values[path] = {"path": path, "version": info.get("version") or "", "identity": identity,
+                                    "owner": owner_text(info)}
+        return found
+
     sections = (("processes", str), ("run_processes", keys.run_process))
+    in_view = view.values.setdefault("libraries", {})
+    library_keys = view.library_keys
     for field_name, process_key in sections:
         for key, entry in sorted((data.get(field_name) or {}).items()):
             if not isinstance(entry, dict) or not isinstance(entry.get("objects"), dict):
@@ -417,19 +448,19 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
             # An object the run's processes mapped in some runs and not in others came and went with when the
             # maps were sampled (a short client read before it imported, another run read later): not a fact
             # about the side. Only what every run of each side mapped is compared (drop_unstable, for diff and rank).
-            unstable = {str(p) for change in as_dict(entry.get("varies")).values()
-                        for p in list(as_dict(change).get("added") or []) + list(as_dict(change).get("removed") or [])}
+            varies = entry.get("varies")
+            unstable = {str(p) for change in as_dict(varies).values()
+                        for p in list(as_dict(change).get("added") or []) + list(as_dict(change).get("removed") or [])
+                        } if varies else set()
+            raw_key = str(key)
             for name, path in sorted(entry["objects"].items()):
+                view_key = keys.library_key(process, str(name))
                 if path in unstable:
-                    view.unstable.add(keys.view_key(Subject("library", process, str(name))))
+                    view.unstable.add(view_key)
                     continue
-                info = as_dict(table.get(path))
-                identity = info.get("build_id") or (f"sha256:{str(info['sha256'])[:16]}" if info.get("sha256") else "")
-                value = {"path": path, "version": info.get("version") or "", "identity": identity,
-                         "owner": owner_text(info)}
-                view.put("libraries", value,
-                         (keys.flat_key("libraries", field_name, key, "objects", name),),
-                         Subject("library", process, str(name)))
+                # View.put's work, in bulk: the flat key and subject wait in library_keys until asked for.
+                in_view[view_key] = value_of(path)
+                library_keys[view_key] = (field_name, raw_key, process, str(name))
 
 
 def drop_unstable(views: Sequence[View]) -> None:

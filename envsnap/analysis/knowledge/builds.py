@@ -73,6 +73,12 @@ class Found(NamedTuple):
     evidence: List[str]  # what differs, one line each
 
 
+def _names(value: Any) -> List[str]:
+    """A list of names (tags, compiled files) as strings: a damaged record's null or number items are no
+    names, and one that is not a list names nothing."""
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
 def build_identity(build: Any) -> Optional[Dict[str, Any]]:
     """The part of a build record that says which build it is (None: no record)."""
     if not isinstance(build, dict):
@@ -83,7 +89,7 @@ def build_identity(build: Any) -> Optional[Dict[str, Any]]:
 def is_pure(build: Dict[str, Any]) -> Optional[bool]:
     """True: no compiled file and no platform tag; False: compiled files or platform tags; None: unknown."""
     compiled = build.get("compiled")
-    tags = [str(t) for t in build.get("tags") or []]
+    tags = _names(build.get("tags"))
     if (isinstance(compiled, int) and compiled > 0) or any(not t.endswith("-any") for t in tags) \
             or build.get("purelib") is False:
         return False
@@ -91,7 +97,7 @@ def is_pure(build: Dict[str, Any]) -> Optional[bool]:
 
 
 def tags_text(build: Dict[str, Any]) -> str:
-    tags = [str(t) for t in build.get("tags") or []]
+    tags = _names(build.get("tags"))
     if not tags:
         return "no WHEEL tags" if build.get("wheel") is False else "untagged"
     return tags[0] + (f" (+{len(tags) - 1} tag{'s' if len(tags) > 2 else ''})" if len(tags) > 1 else "")
@@ -132,12 +138,13 @@ def build_change(good: Any, bad: Any) -> Optional[Found]:
 def _differences(g: Dict[str, Any], b: Dict[str, Any]) -> List[str]:
     out = []
     if g.get("tags") != b.get("tags"):
-        out.append(f"WHEEL Tag: {', '.join(g.get('tags') or ['none'])} \u2192 {', '.join(b.get('tags') or ['none'])}")
+        out.append(f"WHEEL Tag: {', '.join(_names(g.get('tags')) or ['none'])} \u2192 "
+                   f"{', '.join(_names(b.get('tags')) or ['none'])}")
     if g.get("purelib") != b.get("purelib"):
         out.append(f"WHEEL Root-Is-Purelib: {_word(g.get('purelib'))} \u2192 {_word(b.get('purelib'))}")
     if g.get("build_tag") != b.get("build_tag"):
         out.append(f"WHEEL Build: {g.get('build_tag') or 'none'} \u2192 {b.get('build_tag') or 'none'}")
-    gf, bf = list(g.get("compiled_files") or []), list(b.get("compiled_files") or [])
+    gf, bf = _names(g.get("compiled_files")), _names(b.get("compiled_files"))
     if g.get("compiled") != b.get("compiled") or gf != bf:
         gone = [f for f in gf if f not in bf]
         new = [f for f in bf if f not in gf]

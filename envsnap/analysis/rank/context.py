@@ -131,7 +131,7 @@ def _maps_side(snap: Mapping[str, Any], part: str) -> _Maps:
     processes = libraries_mod.process_entries(data)
     if not processes:
         return _Maps(None, {})
-    found = [hit for pattern in LOADED_BY_PART[part] for hit in libraries_mod.loaded(data, pattern)]
+    found = libraries_mod.loaded_any(data, LOADED_BY_PART[part])
     if found:
         hit = sorted(found)[0]
         who = keys.run_process_words(hit.process)

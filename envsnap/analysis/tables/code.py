@@ -2,12 +2,13 @@
 hooks, git checkouts and watched files."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Set
+from typing import Any, Dict, List, Set, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare.views import without_text
 from envsnap.analysis.compare.wording import GIT_STATUS_WORDS
 from envsnap.analysis.tables.common import (
+    SAME_ROWS,
     capped,
     data,
     sections,
@@ -48,18 +49,35 @@ def _integrity(good: Dict[str, Any], bad: Dict[str, Any]) -> IntegrityTable:
             return {"state": "missing"}
         return {"state": "as recorded"}
 
-    rows: List[IntegrityRow] = []
+    def signature(path: str, modified: Dict[str, Any], missing: Dict[str, Any]) -> Tuple[Any, ...]:
+        """What state() says, as a tuple: equal exactly when the two states are (no dict per side and file)."""
+        if path in modified:
+            found = as_dict(modified[path])
+            return ("modified", found.get("actual_sha256"), found.get("actual_size"))
+        return ("missing",) if path in missing else ("as recorded",)
+
+    # Every differing row and the first SAME_ROWS same ones are kept (capped()); the other same rows are only
+    # counted, so a snapshot of 200,000 modified files builds a row for the few that differ, not for each.
+    differing_rows: List[IntegrityRow] = []
+    same_rows: List[IntegrityRow] = []
+    total = 0
     for path in sorted(set(g_mod) | set(b_mod) | set(g_miss) | set(b_miss), key=str):
+        total += 1
+        differs = signature(path, g_mod, g_miss) != signature(path, b_mod, b_miss)
+        if not differs and len(same_rows) > SAME_ROWS:
+            continue
         entry = as_dict(b_mod.get(path) or g_mod.get(path) or b_miss.get(path) or g_miss.get(path))
         recorded = as_dict(b_mod.get(path)).get("recorded_sha256") or as_dict(g_mod.get(path)).get("recorded_sha256")
-        g_state, b_state = state(path, g_mod, g_miss), state(path, b_mod, b_miss)
-        rows.append({"path": path, "dist": entry.get("dist"), "recorded_sha256": recorded,
-                     "good": g_state, "bad": b_state, "differs": g_state != b_state})
+        row: IntegrityRow = {"path": path, "dist": entry.get("dist"), "recorded_sha256": recorded,
+                             "good": state(path, g_mod, g_miss), "bad": state(path, b_mod, b_miss), "differs": differs}
+        (differing_rows if differs else same_rows).append(row)
+    rows = differing_rows + same_rows
     summary: Dict[str, IntegritySummary] = {side: {"mode": d.get("mode"), "checked": d.get("checked_files"),
                       "modified": len(as_dict(d.get("modified"))), "missing": len(as_dict(d.get("missing"))),
                       "rewritten": len(as_dict(d.get("rewritten_scripts"))), "errors": len(as_dict(d.get("errors")))}
                for side, d in (("good", g_int), ("bad", b_int))}
-    kept, total, differing, not_listed = capped(rows)
+    kept, _, differing, _ = capped(rows)
+    not_listed = total - len(differing_rows) - min(len(same_rows), SAME_ROWS)
     return {"rows": kept, "total": total, "differing": differing, "same_not_listed": not_listed,
             "summary": summary, "present": bool(g_int or b_int)}
 

@@ -70,7 +70,7 @@ SHAPE = {"repos": ("map", {"roles": ("list", "str"), "head": "str", "branch": "s
                            "untracked": ("map", {"sha256": "str", "content": CONTENT_SHAPE}),
                            "stash": ("map", {"sha": "str", "message": "str", "patch": CONTENT_SHAPE}),
                            "submodules": ("map", "dict"),
-                           "errors": "dict"}),
+                           "status_unknown": "str", "errors": "dict"}),
          "errors": "dict", "python": "str"}
 RULES = SectionRules(category="git", component=NONE, compares="source checkouts", rules=(
     # --- Source checkouts (git) ---
@@ -146,7 +146,13 @@ def _step(git: _Git, top: str, errors: Dict[str, str], name: str, args: List[str
         errors[name] = f"timeout: {exc}"
         return None
     if result.returncode not in accept:
-        errors[name] = result.error or failure or f"git {args[0]} failed"
+        message = result.error or failure or f"git {args[0]} failed"
+        # git says what went wrong first ("error: bad signature") and what it means last ("fatal: index file
+        # corrupt"): both, where the first line alone is not the whole reason.
+        fatal = [line.strip() for line in (result.stderr or "").splitlines() if line.startswith("fatal:")]
+        if fatal and fatal[-1] not in message:
+            message = f"{message}; {fatal[-1]}"[:500]
+        errors[name] = message
         return None
     return result
 
@@ -300,19 +306,38 @@ def parse_remotes(text: str) -> Dict[str, str]:
     return remotes
 
 
-def inspect_repo(git: _Git, top: str, budget: Optional[content.Budget] = None) -> Dict[str, Any]:
+def _head(git: _Git, top: str, repo: Dict[str, Any]) -> None:
+    """HEAD's commit and branch, from the refs alone (no index, no work tree walk): what a checkout is at
+    is known even where `git status` is slow (100k untracked files) or fails (a damaged index)."""
+    head = _step(git, top, repo["errors"], "head", ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+                 accept=(0, 1), failure="git rev-parse HEAD failed")
+    if head is not None and head.returncode == 0 and _SHA_RE.match(head.stdout.strip()):
+        repo["head"] = head.stdout.strip()
+    branch = _step(git, top, repo["errors"], "branch", ["symbolic-ref", "--quiet", "--short", "HEAD"],
+                   accept=(0, 1), failure="git symbolic-ref HEAD failed")
+    if branch is not None:
+        name = branch.stdout.strip()
+        repo["detached"] = branch.returncode == 1  # HEAD is no symbolic ref: a detached checkout
+        repo["branch"] = name if branch.returncode == 0 and name and "\n" not in name else None
+
+
+# What a repository's record says when its status is not known (a timeout, a damaged index): the reason, and
+# no list of dirty or untracked files, so that nothing reads "clean".
+STATUS_UNKNOWN = "status_unknown"
+
+
+def inspect_repo(git: _Git, top: str, budget: Optional[content.Budget] = None,
+                 published: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Everything recorded for one work tree; failures of single steps go into its `errors`.
 
-    Raises _GitTimeout only when `git status` itself does not answer: without it there
-    is nothing worth keeping. A later step that times out is recorded and the rest kept.
+    Cheap steps first (HEAD and branch from the refs, stash list, remotes, submodules), then `git status`
+    and the work it brings (hashes, patches, contents). `published["repo"]` holds a copy of what is known
+    after each of those two stages, for a caller whose deadline comes before this returns. A status that
+    fails or times out is recorded (`status_unknown`, errors["status"]) and the rest kept.
     """
     repo: Dict[str, Any] = {"errors": {}}
-    status = git.run(["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"], top)
-    if not status.ok:
-        repo["errors"]["status"] = status.error or "git status failed"
-        repo.update(parse_status(""))
-    else:
-        repo.update(parse_status(status.stdout))
+    repo.update(parse_status(""))
+    _head(git, top, repo)
 
     def step(name: str, args: List[str], accept: Tuple[int, ...] = (0,)) -> Optional[CommandResult]:
         return _step(git, top, repo["errors"], name, args, accept=accept)
@@ -325,6 +350,28 @@ def inspect_repo(git: _Git, top: str, budget: Optional[content.Budget] = None) -
     if os.path.exists(os.path.join(top, ".gitmodules")):
         subs = step("submodules", ["submodule", "status"])
         repo["submodules"] = parse_submodules(subs.stdout) if subs else {}
+    def publish() -> None:
+        if published is not None:
+            published["repo"] = _copy_record(repo)
+
+    _unknown_status(repo, "capture deadline reached before `git status` answered")
+    publish()
+    del repo[STATUS_UNKNOWN]
+    status = step("status", ["status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all"])
+    if status is None:
+        _unknown_status(repo, repo["errors"]["status"])
+        return repo
+    parsed = parse_status(status.stdout)
+    for name in ("head", "branch", "detached"):  # the refs' answer stands where status has none
+        if parsed[name] is None and name != "detached":
+            parsed.pop(name)
+    repo.update(parsed)
+    # Past the deadline from here on, the files are listed but not hashed.
+    for entry in list(repo["dirty"].values()) + list(repo["untracked"].values()):
+        entry["skipped"] = "not hashed: capture deadline reached"
+    publish()
+    for entry in list(repo["dirty"].values()) + list(repo["untracked"].values()):
+        del entry["skipped"]
 
     # Hash the working copies of dirty and untracked files in parallel, bounded by the deadline.
     jobs = [(rel, entry) for rel, entry in repo["dirty"].items()] + list(repo["untracked"].items())
@@ -340,6 +387,23 @@ def inspect_repo(git: _Git, top: str, budget: Optional[content.Budget] = None) -
     _attach_contents(top, repo, budget, git.deadline)
     _attach_stash_patches(git, top, repo, budget)
     return repo
+
+
+def _unknown_status(repo: Dict[str, Any], why: str) -> None:
+    """Mark a repository's working tree as not known: no dirty or untracked list (they would read "clean")."""
+    repo[STATUS_UNKNOWN] = why
+    repo["dirty"], repo["untracked"] = {}, {}
+
+
+def _copy_record(repo: Dict[str, Any]) -> Dict[str, Any]:
+    """A copy of a repository's record deep enough that the inspection can go on changing its own."""
+    copy = dict(repo)
+    for name in ("errors", "stash", "remotes", "submodules"):
+        if isinstance(copy.get(name), dict):
+            copy[name] = dict(copy[name])
+    for name in ("dirty", "untracked"):
+        copy[name] = {rel: dict(entry) for rel, entry in (copy.get(name) or {}).items()}
+    return copy
 
 
 def _attach_patches(git: _Git, top: str, repo: Dict[str, Any], budget: content.Budget) -> None:
@@ -481,18 +545,26 @@ def collect(ctx: CaptureContext) -> Section:
             if editable_roles:
                 unversioned[path] = editable_roles
 
+    tops = sorted(roles)
+    published: Dict[str, Dict[str, Any]] = {top: {} for top in tops}
+
     def inspect(top: str) -> Dict[str, Any]:
         try:
-            return inspect_repo(git, top, budget)
+            return inspect_repo(git, top, budget, published[top])
         except _GitTimeout as exc:
             return {"error": f"timeout: {exc}"}
 
-    tops = sorted(roles)
     inspected, missed = parallel_map(inspect, tops, git.deadline, workers=4, batch=1)
     repos: Dict[str, Any] = {}
     for index, (top, repo) in enumerate(zip(tops, inspected)):
         if index in missed or repo is None:
-            repo = {"error": "timeout: capture deadline reached"}
+            # The deadline came first: keep what the inspection had found by then (HEAD, branch, and the file
+            # list when status had answered), saying what is missing.
+            partial = published[top].get("repo")
+            repo = {"error": "timeout: capture deadline reached"} if partial is None else partial
+            if partial is not None:
+                repo["errors"]["inspection"] = "timeout: capture deadline reached before it was complete"
+                timeouts.append(top)
         if "error" in repo:
             errors[top] = repo["error"]
             if repo["error"].startswith("timeout"):
@@ -523,7 +595,7 @@ def _short(repo: Dict[str, Any]) -> str:
         bits.append(f"+{repo.get('ahead', 0)}/-{repo.get('behind', 0)} vs {repo.get('upstream')}")
     dirty = len(repo.get("dirty", {}))
     untracked = len(repo.get("untracked", {}))
-    bits.append(f"{dirty} dirty" if dirty else "clean")
+    bits.append("status unknown" if repo.get(STATUS_UNKNOWN) else f"{dirty} dirty" if dirty else "clean")
     if untracked:
         bits.append(f"{untracked} untracked")
     if repo.get("stash"):

@@ -56,6 +56,8 @@ class Describer:
             self.unscanned[key] = problem[1]
             return entry
         if not facts.get("elf"):
+            if getattr(mapped, "executable", False):
+                return self._changed_in_place(mapped, key, entry, str(facts.get("not_elf") or "not an ELF file"))
             self.non_elf.add(key)
             return None
         for field in ("soname", "build_id", "sha256", "size", "getenv"):
@@ -76,6 +78,20 @@ class Describer:
             entry["strings"] = "read"
             self.names[key] = facts["names"]
         entry["status"] = "ok"
+        return entry
+
+    def _changed_in_place(self, mapped: Any, key: str, entry: Dict[str, Any], why: str) -> Dict[str, Any]:
+        """The entry of a file the process runs code from (mapped executable) that is no ELF object now: it was
+        rewritten or truncated in place since (same inode). Kept, with what is known of it: its path, the stat
+        identity of what is on disk now, and why it could not be read; never left out as "not code"."""
+        entry.update(status="changed", note=f"the process runs code mapped from this file, but the file is no "
+                                            f"ELF object now ({why}): rewritten or truncated in place since")
+        try:
+            st = os.stat(mapped.path)
+            entry["on_disk"] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns}
+        except OSError as exc:
+            entry["on_disk"] = {"error": exc.strerror or str(exc)}
+        self.unscanned[key] = f"changed in place since it was mapped ({why})"
         return entry
 
     def facts_of(self, mapped: Any) -> Tuple[Optional[Dict[str, Any]], Tuple[str, str]]:
@@ -123,8 +139,8 @@ class Describer:
                 return {}, None, None
             try:
                 found = elf.read_elf(fd, before.st_size)
-            except elf.NotElf:
-                return {"elf": False}, before, os.fstat(fd)
+            except elf.NotElf as exc:
+                return {"elf": False, "not_elf": str(exc)}, before, os.fstat(fd)
             facts: Dict[str, Any] = {"elf": True, "size": before.st_size, "build_id": found.build_id,
                                      "soname": found.soname}
             if found.note:

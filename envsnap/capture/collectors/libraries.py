@@ -50,6 +50,7 @@ _OBJECT_SHAPE = {"name": "str", "soname": "str", "version": "str", "version_sour
                  "sha256": "str", "size": "num", "dev": "str", "inode": "num",
                  "owner": {"kind": "str", "manager": "str", "name": "str", "version": "str"},
                  "status": "str", "note": "str", "strings": "str", "getenv": "scalar",
+                 "on_disk": {"size": "num", "mtime_ns": "num", "ctime_ns": "num", "error": "str"},
                  "mentions": ("list", "str"), "contains": ("list", "str")}
 SHAPE = {"processes": ("map", _PROCESS_SHAPE), "objects": ("map", _OBJECT_SHAPE),
          "checked_names": ("list", "str"), "run_processes": ("map", _PROCESS_SHAPE),
@@ -83,6 +84,7 @@ RULES = SectionRules(category="libraries", component=NONE, compares="the shared 
     # An object's device and inode change with every reinstall of the same file.
     volatile("libraries.objects.*.dev", "where the file lies on disk, not what it holds"),
     volatile("libraries.objects.*.inode", "where the file lies on disk, not what it holds"),
+    volatile("libraries.objects.*.on_disk*", "when a file changed in place was written (its status says it changed)"),
     # Which variables an object names depends on the names checked (the environments): the ranking's
     # read evidence uses them, they are no difference of their own.
     volatile("libraries.objects.*.mentions", "the checked variables an object's strings name"),

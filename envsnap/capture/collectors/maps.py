@@ -31,6 +31,9 @@ class Mapped(NamedTuple):
     dev: str  # "major:minor" (hex, as the kernel writes it)
     inode: int
     deleted: bool
+    # Some mapping of it is executable ("r-xp"): the process runs code from it (a shared object the loader
+    # mapped), whatever the file holds now; a locale archive or memory-mapped weights are never mapped so.
+    executable: bool = False
 
 
 class Maps(NamedTuple):
@@ -57,14 +60,18 @@ def _unescape(path: str, inode: int) -> str:
 
 
 # A file-backed line: address perms offset dev inode, spaces, then a pathname starting with '/'.
-_FILE_LINE = re.compile(rb"^[0-9a-f]+-[0-9a-f]+ \S+ [0-9a-f]+ ([0-9a-f]+:[0-9a-f]+) ([0-9]+) +(/[^\n]*)$", re.M)
+_FILE_LINE = re.compile(rb"^[0-9a-f]+-[0-9a-f]+ (\S+) [0-9a-f]+ ([0-9a-f]+:[0-9a-f]+) ([0-9]+) +(/[^\n]*)$", re.M)
 
 
 def parse(raw: bytes) -> List[Mapped]:
     """The distinct file-backed mappings of a maps text (bytes), skipping what is not a file."""
     out: List[Mapped] = []
     seen: Set[Tuple[str, bool]] = set()
-    for dev, inode_text, raw_path in dict.fromkeys(_FILE_LINE.findall(raw)):
+    lines = _FILE_LINE.findall(raw)
+    # Which files have an executable mapping (the perms' third letter), by (dev, inode, path) as each line names it.
+    executable = {(dev, inode, path) for perms, dev, inode, path in lines if perms[2:3] == b"x"}
+    for dev, inode_text, raw_path in dict.fromkeys((dev, inode, path) for _, dev, inode, path in lines):
+        runs_code = (dev, inode_text, raw_path) in executable
         inode = int(inode_text)
         path = _decode(raw_path)
         if inode == 0 or path.startswith(NOT_FILES):
@@ -81,7 +88,7 @@ def parse(raw: bytes) -> List[Mapped]:
         # One entry per path: a file mapped twice under one name (rare: a re-mapped library) keeps its first.
         if (path, deleted) not in seen:
             seen.add((path, deleted))
-            out.append(Mapped(path, _decode(dev), inode, deleted))
+            out.append(Mapped(path, _decode(dev), inode, deleted, runs_code))
     return out
 
 

@@ -3,6 +3,7 @@ axis), the verdict's metric and the EAGLE-3 ones first."""
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Dict, List, Tuple
 
 from envsnap import format as fmt
@@ -12,7 +13,16 @@ from envsnap.model.result_types import DiffResult
 MAX_CHARTS = 24
 
 
+# Below this a span has no nice decimal step (10 ** floor(log10(span)) underflows to 0 near 1e-308) and a
+# value's distance from its neighbours is not something a chart can show.
+_TINY_SPAN = 1e-300
+# An axis never draws more ticks than this, whatever rounding did to the step.
+_MAX_TICKS = 12
+
+
 def _nice_step(span: float, target: int = 5) -> float:
+    """A step of 1, 2, 2.5 or 5 times a power of ten that cuts `span` (finite, >= _TINY_SPAN) in about
+    `target` parts."""
     raw = span / max(1, target)
     power = 10.0 ** math.floor(math.log10(raw))
     for factor in (1, 2, 2.5, 5, 10):
@@ -28,19 +38,40 @@ def _step_decimals(step: float) -> int:
     return max(0, -exponent + (0 if mantissa in (1, 2, 5, 10) else 1))
 
 
+def _padded(lo: float, hi: float) -> Tuple[float, float]:
+    """lo and hi, spread apart when they are equal or closer than any axis can show (0 and 5e-324)."""
+    if hi - lo >= max(_TINY_SPAN, max(abs(lo), abs(hi)) * 1e-12):
+        return lo, hi
+    pad = abs(lo) * 0.05
+    if not _TINY_SPAN <= pad:
+        pad = 1.0
+    return max(lo - pad, -sys.float_info.max), min(hi + pad, sys.float_info.max)
+
+
+def _axis(lo: float, hi: float) -> Tuple[float, float, List[Tuple[float, str]]]:
+    """(first tick, last tick, [(value, label)]): nice round ticks when the span allows them; else (a span
+    beyond the largest float, 1e308 against -1e308) the two ends, labelled as any number is."""
+    span = hi - lo
+    if math.isfinite(span):
+        step = _nice_step(span)
+        lo_tick, hi_tick = math.floor(lo / step) * step, math.ceil(hi / step) * step
+        count = int(round((hi_tick - lo_tick) / step)) if math.isfinite(hi_tick - lo_tick) else 0
+        if 0 < count <= _MAX_TICKS:
+            decimals = _step_decimals(step)
+            return lo_tick, hi_tick, [(lo_tick + i * step, f"{lo_tick + i * step:,.{decimals}f}")
+                                      for i in range(count + 1)]
+    return lo, hi, [(lo, fmt.num(lo)), (hi, fmt.num(hi))]
+
+
 def _chart(name: str, good: List[Tuple[int, float]], bad: List[Tuple[int, float]], direction: str) -> Dict[str, Any]:
     width, left, right, row_h, top = 1080, 56, 24, 44, 8
     everything = [v for _, v in good + bad]
-    lo, hi = min(everything), max(everything)
-    if hi == lo:
-        pad = abs(lo) * 0.05 or 1.0
-        lo, hi = lo - pad, hi + pad
-    step = _nice_step(hi - lo)
-    lo_tick, hi_tick = math.floor(lo / step) * step, math.ceil(hi / step) * step
-    span = hi_tick - lo_tick or 1.0
+    lo_tick, hi_tick, tick_values = _axis(*_padded(min(everything), max(everything)))
+    # Halves: the span of -1e308 .. 1e308 is beyond the largest float, its half is not.
+    half_span = hi_tick / 2 - lo_tick / 2
 
     def x(value: float) -> float:
-        return round(left + (value - lo_tick) / span * (width - left - right), 1)
+        return round(left + (value / 2 - lo_tick / 2) / half_span * (width - left - right), 1)
 
     rows = []
     for row_index, (side, points) in enumerate((("good", good), ("bad", bad))):
@@ -53,12 +84,7 @@ def _chart(name: str, good: List[Tuple[int, float]], bad: List[Tuple[int, float]
         rows.append({"side": side, "y_mid": y_mid, "y0": y_mid - row_h / 2 + 4, "y1": y_mid + row_h / 2 - 4,
                      "dots": dots, "n": len(points),
                      "median_x": x(median) if median is not None else None, "median": fmt.num(median)})
-    ticks = []
-    count = int(round(span / step))
-    decimals = _step_decimals(step)
-    for i in range(count + 1):
-        value = lo_tick + i * step
-        ticks.append({"x": x(value), "label": f"{value:,.{decimals}f}"})
+    ticks = [{"x": x(value), "label": label} for value, label in tick_values]
     axis_y = top + 2 * row_h
     return {"name": name, "direction": direction, "direction_text": fmt.direction(direction), "width": width,
             "height": axis_y + 34, "left": left, "right_x": width - right, "axis_y": axis_y, "ticks": ticks, "rows": rows}
