@@ -32,6 +32,7 @@ SHOWN_BY_HUNK = "the same edit, as a whole file"
 SERVER_ARG = "the same change, as SGLang's server argument"
 LOADED_THROUGH = "loaded through it"
 INTERPRETER = "the same interpreter change"
+SAME_FILE = "the same file, watched"
 LOADED_BY_INTERPRETER = "mapped by the other interpreter"
 # The described interpreter's identity (python section): when it changes, these change together.
 INTERPRETER_FIELDS = ("version", "implementation", "base_prefix", "prefix", "executable", "venv", "pyvenv")
@@ -123,6 +124,11 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
         through = next((v for v, s, entry in entries if s == side and _under(path, entry)), None)
         if through is not None:
             link.explain(d, through, LOADED_THROUGH)
+    # A watched file and the same file among those the measured processes read: one change.
+    read = {d.subject.entity: d for d in diffs if d.where == "files_read"}
+    for d in diffs:
+        if d.where == "files" and d.subject.entity in read:
+            link.same(read[d.subject.entity], d, SAME_FILE)
     # A flag of SGLang's server and the server argument the running server reports.
     for d in diffs:
         if d.where not in (flag_keys.PROCESS, flag_keys.COMMAND):

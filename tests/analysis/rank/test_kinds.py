@@ -186,3 +186,24 @@ def test_the_probe_hook_is_known_by_the_name_and_marker_its_installer_writes():
     d = next(d for d in comp.differences if startup_hook.owns(d))
     found = startup_hook.reach(d, ctx)
     assert found.tier == reach.CANNOT and "envsnap's own probe" in found.observation
+
+
+def test_a_file_read_by_its_content_and_a_watched_file_by_the_reads():
+    from envsnap.analysis.rank.kinds import file_read, watched_file
+
+    def files_read(sha, readers):
+        return {"files": {"/etc/tune.json": {"sha256": sha, "size": 10, "read_by": readers}}}
+    good = snap("g", files_read=files_read("a" * 64, ["python-0"]),
+                files={"entries": {"/etc/tune.json": {"sha256": "a" * 64}}})
+    bad = snap("b", files_read=files_read("b" * 64, ["python-0"]),
+               files={"entries": {"/etc/tune.json": {"sha256": "b" * 64}}})
+    comp, ctx = _ctx(good, bad)
+    read = next(d for d in comp.differences if file_read.owns(d))
+    assert file_read.reach(read, ctx).tier == reach.ACTED and "python-0" in file_read.reach(read, ctx).observation
+    watched = next(d for d in comp.differences if watched_file.owns(d))
+    assert watched_file.reach(watched, ctx).tier == reach.ACTED
+    # Only who read it changed: the content is the same, it cannot have acted.
+    comp, ctx = _ctx(snap("g", files_read=files_read("a" * 64, ["python-0"])),
+                     snap("b", files_read=files_read("a" * 64, ["rank1"])))
+    read = next(d for d in comp.differences if file_read.owns(d))
+    assert file_read.reach(read, ctx).tier == reach.CANNOT

@@ -15,6 +15,7 @@ from typing import Mapping, Optional, Protocol, Sequence, Tuple
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank.kinds import (
     checkout_file,
+    file_read,
     installed_file,
     library,
     neighbour,
@@ -24,6 +25,7 @@ from envsnap.analysis.rank.kinds import (
     shadowed_module,
     startup_hook,
     variable,
+    watched_file,
 )
 from envsnap.analysis.rank.reach_model import Reach, ReachContext, Size
 
@@ -44,7 +46,7 @@ class DifferenceKind(Protocol):
 
 # The explicit list, most specific first (a variable is a search path before it is anything else).
 KINDS: Tuple[DifferenceKind, ...] = (search_path, variable, installed_file, package, library, shadowed_module,
-                                     startup_hook, neighbour, checkout_file, patch_hunk)
+                                     startup_hook, neighbour, checkout_file, patch_hunk, file_read, watched_file)
 
 
 def kind_of(d: Difference) -> Optional[DifferenceKind]:

@@ -1,0 +1,39 @@
+"""A watched file (--watch): acted when the files the measured processes read (files_read section) hold it;
+otherwise nothing captured says whether it was read (a native open between two samples is not seen)."""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank.kinds import file_read
+from envsnap.analysis.rank.reach_model import ACTED, COULD_ACT, Reach, ReachContext, Size, who
+from envsnap.model.snapshot import as_dict, section_data
+
+NAME = "watched file"
+
+
+def owns(d: Difference) -> bool:
+    return d.where == "files"
+
+
+def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
+    for side, view in (("BAD", ctx.comp.bad), ("GOOD", ctx.comp.good)):
+        entry = as_dict(as_dict((section_data(view.source, "files_read") or {}).get("files")).get(d.subject.entity))
+        names = file_read.readers(entry)
+        if names:
+            return Reach(ACTED, "files read", f"read by {who(names)} on {side} (the files the measured processes "
+                                              "read)")
+    return None
+
+
+def acted_by(names: Sequence[str]) -> Optional[str]:
+    return None
+
+
+def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
+    return Reach(COULD_ACT, "name", "", False, "`envsnap run` (or the probe) records the files the measured "
+                                              "processes read")
+
+
+def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
+    return None
