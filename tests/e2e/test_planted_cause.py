@@ -20,7 +20,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, run_envsnap
+from helpers import REPO_ROOT, causes_by_key, run_envsnap
 
 pytestmark = pytest.mark.slow
 
@@ -149,5 +149,5 @@ def test_sitecustomize_that_pins_blas_kernels_ranks_first(tmp_path, git_repo):
     top = result["causes"][0]
     assert top["key"] == f"startup.{site / 'sitecustomize.py'}", keys[:5]
     assert any("OPENBLAS_CORETYPE" in e for e in top["evidence"])
-    # The variable it sets shows in the capturing process too (it ran the hook), ranked below its cause.
-    assert keys.index("env.OPENBLAS_CORETYPE") > 0
+    # The variable it sets shows in the capturing process too (it ran the hook): folded into its cause.
+    assert causes_by_key(result["causes"])["env.OPENBLAS_CORETYPE"]["folded_into"] == top["key"]

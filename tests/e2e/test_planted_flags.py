@@ -165,7 +165,9 @@ def test_the_planted_server_flag_ranks_first_alone_with_a_margin(measured):
     assert "cpu/host" in mechanism["components"]["matches"], (mechanism["kind"], mechanism["line"])
     differences = [d for d in result["differences"] if not d["volatile"]]
     assert len(differences) >= 21, len(differences)
-    found = assert_first_with_margin("server flag --max-batch-size", result, _planted, margin=0.15)
+    # Both the planted flag and the benchmark's own changed flags were started with (acted): inside the acted
+    # band (0.5..1) the margin is half what it was before tiers.
+    found = assert_first_with_margin("server flag --max-batch-size", result, _planted, margin=0.1)
     top = result["causes"][0]
     assert top["key"].endswith(".flag.--max-batch-size") and top["good"] == "32" and top["bad"] == "1"
     assert top["component"] == "cpu/host"
@@ -188,11 +190,13 @@ def test_ports_names_and_the_key_are_bookkeeping_below_every_flag_that_sets_some
     settings = [f"{server}.flag.--log-level", "run.flag.--timeout"]
     planted = result["causes"][0]["score"]
     for key in bookkeeping:
-        assert causes[key]["score"] < 0.1, causes[key]
+        # Started with it, but it names a resource: it could act at most, low in that band.
+        assert causes[key]["reach"]["tier"] == "could_act" and causes[key]["reach"]["basis"] == "bookkeeping"
+        assert causes[key]["score"] < 0.2, causes[key]
         assert "bookkeeping" in " ".join(causes[key]["evidence"]), causes[key]
         assert all(causes[key]["rank"] > causes[s]["rank"] for s in settings), (causes[key], settings)
     for key in settings:
-        assert causes[key]["score"] < planted - 0.15, causes[key]
+        assert causes[key]["score"] < planted - 0.1, causes[key]
     key = causes[f"{server}.flag.--api-key"]
     assert str(key["good"]).startswith("redacted:") and str(key["bad"]).startswith("redacted:"), key
     # Out of context: CUDA_DEVICE_ORDER with no GPU; HF_HUB_OFFLINE read by nothing.

@@ -103,7 +103,7 @@ def item_prior(d: Difference, comp: Comparison) -> Optional[Prior]:
         noun = shape.why.split(" (", 1)[0]
         return Prior(shape.prior, f"positional argument {name}: {noun}, by its values",
                      f"positional argument {name} of {_owner(d)} changed; its values look like {noun}",
-                     component=shape.component)
+                     component=shape.component, kind=found)
     if is_sglang(d, comp):
         server_rule = _sglang_rule(name)
         if server_rule is not None:
@@ -115,7 +115,8 @@ def item_prior(d: Difference, comp: Comparison) -> Optional[Prior]:
         shown = " ".join(word.words)
         if word.kind:
             return Prior(knowledge.VARIABLE_KINDS[word.kind].prior, f"flag {name}: {word.kind}, by its words ({shown})",
-                         f"{name} of {_owner(d)} changed; its name marks {word.why}", component=word.component)
+                         f"{name} of {_owner(d)} changed; its name marks {word.why}", component=word.component,
+                         kind=word.kind)
         return Prior(word.prior, f"flag {name}: its words ({shown}) name {word.component}",
                      f"{name} of {_owner(d)} changed: a flag of {word.why}", component=word.component)
     found, shown_by = variable_kind(flag_knowledge.flag_variable(name), good, bad)
@@ -124,10 +125,10 @@ def item_prior(d: Difference, comp: Comparison) -> Optional[Prior]:
     if shown_by == "nothing":
         return Prior(entry.prior, f"flag {name}: free text",
                      f"{name} of {_owner(d)} changed; nothing in its name or values says what it sets",
-                     component=entry.component)
+                     component=entry.component, kind=found)
     how = {"name": "its name marks", "values": "its values look like"}[shown_by]
     return Prior(entry.prior, f"flag {name}: {noun}, by its {shown_by}", f"{name} of {_owner(d)} changed; {how} {noun}",
-                 component=entry.component)
+                 component=entry.component, kind=found)
 
 
 def score_item(d: Difference, comp: Comparison, component: str, why: str, score: Score,

@@ -21,9 +21,10 @@ from envsnap.analysis import knowledge
 from envsnap.analysis.compare import flags as flag_keys, patch_status
 from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.analysis.knowledge import flags as flag_knowledge
-from envsnap.analysis.rank import domain, flags as rank_flags
+from envsnap.analysis.rank import domain, flags as rank_flags, hook_effects
 from envsnap.analysis.rank.reach_model import LIBRARY_PATH_VARIABLES
 from envsnap.model import keys
+from envsnap.model.snapshot import section_data
 
 SAME_CHANGE = "the same change"
 SET_BY = "set by it"
@@ -86,6 +87,15 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
             link.explain(members[0], hook, SET_BY)
         elif engine is not None and name in knowledge.ENGINE_SET_ENV:
             link.explain(members[0], engine, SET_BY)
+    # A variable a changed Python file's code sets (os.environ[...] =, setdefault, putenv...), where the snapshots
+    # hold the file's text: an installed file that differs from RECORD, a checkout's modified file.
+    for d in diffs:
+        texts = _file_texts(comp, d)
+        if texts is None:
+            continue
+        for name in sorted(hook_effects.changed_settings(*texts)):
+            if name in by_var:
+                link.explain(by_var[name][0], d, SET_BY)
     # What NCCL logged it did follows from the NCCL settings the workers read.
     nccl_vars = [by_var[n][0] for n in facts.worker_nccl_vars if n in by_var]
     for d in diffs:
@@ -140,6 +150,26 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
         if arg is not None:
             link.same(arg, d, SERVER_ARG)
     return link
+
+
+def _file_texts(comp: Comparison, d: Difference) -> Optional[Tuple[Optional[str], Optional[str]]]:
+    """(GOOD's text, BAD's text) of a changed Python file the snapshots hold (None where a side holds none), or
+    None when the difference is no such file or neither side holds its text."""
+    if d.where == "integrity" and d.subject.entity.endswith(".py"):
+        path: Tuple[str, ...] = ("integrity", "modified", d.subject.entity, "content", "text")
+        section = "packages"
+    elif d.where == "git" and d.subject.aspect == "dirty" and d.subject.item.endswith(".py"):
+        path = ("repos", d.subject.entity, "dirty", d.subject.item, "content", "text")
+        section = "git"
+    else:
+        return None
+    texts: List[Optional[str]] = []
+    for view in (comp.good, comp.bad):
+        node: Any = section_data(view.source, section) or {}
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        texts.append(node if isinstance(node, str) else None)
+    return (texts[0], texts[1]) if any(t is not None for t in texts) else None
 
 
 def _deep_path(value: Any) -> bool:

@@ -10,7 +10,7 @@ it drops) does nothing else at start-up: what it can do to the work is what thos
 from __future__ import annotations
 
 import ast
-from typing import Any, List, Mapping, NamedTuple, Optional, Set
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
 
 from envsnap.model.snapshot import as_dict, section_data
 
@@ -89,6 +89,31 @@ def effects(text: str) -> Optional[HookEffects]:
         elif names and not isinstance(statement, (ast.Assign, ast.AugAssign, ast.Delete, ast.Expr)):
             only = False  # a setting inside an if/for/def: the statement does more than set it
     return HookEffects(sets, only)
+
+
+def settings(text: str) -> Optional[Dict[str, Set[str]]]:
+    """{variable: the source of each statement that sets it} of a Python text (any module, not only a hook);
+    None when it does not parse."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    out: Dict[str, Set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete, ast.Expr)):
+            for name in _names_set(node):
+                out.setdefault(name, set()).add(ast.get_source_segment(text, node) or ast.dump(node))
+    return out
+
+
+def changed_settings(good: Optional[str], bad: Optional[str]) -> Set[str]:
+    """The variables whose setting statements differ between two versions of a Python file (one version known
+    only: every variable it sets)."""
+    found = [settings(text) if text is not None else None for text in (good, bad)]
+    if found[0] is not None and found[1] is not None:
+        return {name for name in set(found[0]) | set(found[1]) if found[0].get(name) != found[1].get(name)}
+    known = found[0] if found[0] is not None else found[1]
+    return set(known or {})
 
 
 def hook_text(snap: Mapping[str, Any], path: str) -> Optional[str]:

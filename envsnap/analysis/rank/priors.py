@@ -202,6 +202,7 @@ class Prior(NamedTuple):
     why: str = ""  # the cause's reason when no rule gives one
     sized: bool = False  # a host resource change, sized
     component: str = ""  # what it acts on, when the prior's source says (else the rule's)
+    kind: str = ""  # the kind of setting its name or values mark (knowledge.VARIABLE_KINDS), where that decided it
 
 
 def prior_for(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Prior:

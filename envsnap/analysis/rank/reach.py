@@ -29,6 +29,8 @@ from envsnap.analysis.rank.reach_model import (  # noqa: F401  (the tiers and he
     seen,
 )
 
+FINAL_BASES = ("size", "bookkeeping")
+
 __all__ = ["ACTED", "ACTED_FACTORS", "CANNOT", "CANNOT_FACTORS", "COULD_ACT", "TIERS", "TIER_BANDS", "TIER_ORDER",
            "Reach", "ReachContext", "Seen", "banded", "loss_share", "reach_of", "seen"]
 
@@ -44,7 +46,9 @@ def reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,
     ruled_out = [n for n in names if n in CANNOT_FACTORS]
     kind = kinds.kind_of(d)
     judged = kind.reach(d, ReachContext(comp, sides, ruled_out_variables, loss)) if kind is not None else None
-    if judged is not None and (judged.tier != COULD_ACT or judged.basis == "size"):
+    # A kind's could-act that is itself an observation (a neighbour too small for the loss, a flag that names a
+    # resource) holds over the common "acted" factors; any other could-act waits for them.
+    if judged is not None and (judged.tier != COULD_ACT or judged.basis in FINAL_BASES):
         if judged.tier == ACTED and ruled_out:
             # Met by a measured process, yet an observation rules it out (the part it acts on was not in play,
             # only the shell had it, the code it edits is the same on both sides).

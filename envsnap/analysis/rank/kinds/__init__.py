@@ -15,6 +15,7 @@ from typing import Mapping, Optional, Protocol, Sequence, Tuple
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank.kinds import (
     checkout_file,
+    command_line,
     file_read,
     installed_file,
     library,
@@ -46,7 +47,8 @@ class DifferenceKind(Protocol):
 
 # The explicit list, most specific first (a variable is a search path before it is anything else).
 KINDS: Tuple[DifferenceKind, ...] = (search_path, variable, installed_file, package, library, shadowed_module,
-                                     startup_hook, neighbour, checkout_file, patch_hunk, file_read, watched_file)
+                                     startup_hook, neighbour, checkout_file, patch_hunk, file_read, watched_file,
+                                     command_line)
 
 
 def kind_of(d: Difference) -> Optional[DifferenceKind]:

@@ -1,0 +1,39 @@
+"""A command-line item of a measured process or of the benchmark command (a flag, a positional, the program):
+the process was started with it, which is how it acts (the `on_command_line` factor) -- unless its name or its
+values mark bookkeeping (a port, an address, a path, a name or an id: knowledge/flags.py, variables.py), which
+names a resource and sets nothing the work does: then it could act at most, below what acted."""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank import flags
+from envsnap.analysis.rank.reach_model import COULD_ACT, Reach, ReachContext, Size
+
+NAME = "command-line item"
+BOOKKEEPING = "bookkeeping"
+
+
+def owns(d: Difference) -> bool:
+    return flags.item_of(d) is not None
+
+
+def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
+    prior = flags.item_prior(d, ctx.comp)
+    if prior is not None and prior.kind == BOOKKEEPING:
+        return Reach(COULD_ACT, BOOKKEEPING, f"started with it, but {prior.source.split(': ', 1)[-1]} marks "
+                                             "bookkeeping (a port, an address, a path, a name or an id): it names a "
+                                             "resource and sets nothing the work does")
+    return None
+
+
+def acted_by(names: Sequence[str]) -> Optional[str]:
+    return None
+
+
+def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
+    return None
+
+
+def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
+    return None
