@@ -118,15 +118,28 @@ def test_a_grandchild_reaped_through_an_ended_child_counts_only_inside_the_windo
     assert all(e["cpus"] <= 1.05 for e in data["top"]), data["top"]
 
 
+def _cpu_s(pid):
+    """A process's CPU seconds so far (proc(5) stat utime + stime, in clock ticks)."""
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        fields = handle.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_a_neighbour_that_ends_mid_window_counts_until_its_last_reading():
-    short = Neighbour("nbr-short-9e1", "busy", 0.5)
-    window = cpu_window.CpuWindow(os.getpid())
-    time.sleep(0.35)
-    window.scan()
-    time.sleep(0.5)
+    # It ends when the test ends it, after a reading that saw it busy: a 0.5 s neighbour raced the window
+    # on a loaded machine (it could end before the window's first scan, or get almost no CPU).
+    short = Neighbour("nbr-short-9e1", "busy", 60)
+    try:
+        window = cpu_window.CpuWindow(os.getpid())
+        at_start = _cpu_s(short.pid)
+        deadline = time.monotonic() + 60
+        while _cpu_s(short.pid) < at_start + 0.15 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        window.scan()
+    finally:
+        short.stop()
     window.scan()
     data = window.result(listed=ALL)
-    short.stop()
     entry = _entry(data, "nbr-short-9e1")
     assert entry["ended"] is True and entry["cpu_s"] > 0.05
     assert data["ended"] >= 1
