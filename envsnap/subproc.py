@@ -5,6 +5,10 @@ every external command goes through `run_command` with a timeout, and the child
 (with its whole process group) is killed when the time is up. Work moved to a forked copy of this
 process (the packages collector, a big pair's validation) goes through `fork_child`. subprocess is imported when a
 command runs: importing this module (every collector does) costs nothing at start-up.
+
+A command still running when envsnap exits is killed with its group too: a capture gives up on a
+collector at its deadline (the collector's thread is a daemon, frozen at exit) and a hung `git` or
+`nvidia-smi` in a session of its own would otherwise outlive envsnap (`_Running`).
 """
 from __future__ import annotations
 
@@ -50,6 +54,10 @@ def run_command(
     result = CommandResult(argv=argv)
     start = time.monotonic()
     timeout = max(0.05, float(timeout))
+    if not _RUNNING.starting():
+        result.error = f"not started: envsnap is exiting ({argv[0]})"
+        return result
+    proc = None
     try:
         proc = subprocess.Popen(
             argv,
@@ -66,6 +74,18 @@ def run_command(
     except OSError as exc:
         result.error = f"cannot run {argv[0]}: {exc.strerror or exc}"
         return result
+    finally:
+        _RUNNING.started(proc)
+    try:
+        return _communicate(proc, result, start, timeout, input_text, input_bytes)
+    finally:
+        _RUNNING.ended(proc)
+
+
+def _communicate(proc: "subprocess.Popen[bytes]", result: CommandResult, start: float, timeout: float,
+                 input_text: Optional[str], input_bytes: Optional[bytes]) -> CommandResult:
+    import subprocess
+
     result.pid = proc.pid
     data = input_text.encode() if input_text is not None else input_bytes
     try:
@@ -115,6 +135,61 @@ def command_problem(argv: Sequence[str], cwd: Optional[str] = None,
         interpreter = "python3" if name.endswith(".py") else "sh"
         return f"{name}: not executable (chmod +x it, or name its interpreter first: {interpreter} {name})"
     return None
+
+
+class _Running:
+    """The commands run_command started that still run, killed with their groups when envsnap exits
+    (an exit handler: it runs before the interpreter freezes the daemon threads that wait on them,
+    and the CLI's early exit runs the handlers too). A command being started while the handler runs
+    is waited for (briefly), then killed; none is started after it."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Condition()
+        self._procs: "set[subprocess.Popen[bytes]]" = set()
+        self._starting = 0
+        self._exiting = False
+        self._registered = False
+
+    def starting(self) -> bool:
+        """Whether a command may start now (not once envsnap is exiting); the caller then calls started()."""
+        with self._lock:
+            if self._exiting:
+                return False
+            if not self._registered:
+                import atexit
+
+                atexit.register(self.kill_all)
+                self._registered = True
+            self._starting += 1
+            return True
+
+    def started(self, proc: "Optional[subprocess.Popen[bytes]]") -> None:
+        with self._lock:
+            self._starting -= 1
+            if proc is not None:
+                if self._exiting:
+                    _kill_group(proc)
+                else:
+                    self._procs.add(proc)
+            self._lock.notify_all()
+
+    def ended(self, proc: "subprocess.Popen[bytes]") -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def kill_all(self, wait_s: float = 2.0) -> None:
+        with self._lock:
+            self._exiting = True
+            self._lock.wait_for(lambda: self._starting == 0, timeout=wait_s)
+            procs, self._procs = list(self._procs), set()
+        for proc in procs:
+            if proc.poll() is None:
+                _kill_group(proc)
+
+
+_RUNNING = _Running()
 
 
 def _kill_group(proc: "subprocess.Popen[bytes]") -> None:

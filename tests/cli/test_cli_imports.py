@@ -114,8 +114,14 @@ def test_one_shot_commands_leave_the_collector_as_they_found_it_with_their_objec
 _ENTRY = r"""
 import atexit, sys, threading, time
 
-# A normal exit waits for a non-daemon thread; an exit without teardown (os._exit) does not.
-threading.Thread(target=lambda: (time.sleep(1.5), print("teardown ran", flush=True))).start()
+# A normal exit waits for a non-daemon thread; an exit without teardown (os._exit) does not. The witness
+# speaks once the main thread has ended (the interpreter's shutdown marks it stopped before it joins the
+# other threads): a condition, not a fixed sleep that a slow diff on a loaded machine outlasts.
+def witness():
+    while threading.main_thread().is_alive():
+        time.sleep(0.01)
+    print("teardown ran", flush=True)
+threading.Thread(target=witness).start()
 atexit.register(lambda: print("exit handler ran", flush=True))
 from envsnap.cli import main
 if sys.argv[1] == "entry":

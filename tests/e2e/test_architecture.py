@@ -13,6 +13,7 @@ count) is read with ast, and the arrows between layers are checked:
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 from typing import Dict, Set
@@ -31,8 +32,14 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(path) for path in PACKAGE.rglob("*.py")}
 
 
-def _imports(path: Path) -> Set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+@functools.lru_cache(maxsize=1)
+def _trees() -> Dict[str, ast.AST]:
+    """{module: its syntax tree}, parsed once per session (parsing every module took ~1.5 s a test on a
+    loaded box); the tests only read them."""
+    return {_module_name(path): ast.parse(path.read_text(encoding="utf-8")) for path in PACKAGE.rglob("*.py")}
+
+
+def _imports(tree: ast.AST) -> Set[str]:
     found: Set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -45,8 +52,9 @@ def _imports(path: Path) -> Set[str]:
     return found
 
 
+@functools.lru_cache(maxsize=1)
 def _graph() -> Dict[str, Set[str]]:
-    return {_module_name(path): _imports(path) for path in PACKAGE.rglob("*.py")}
+    return {module: _imports(tree) for module, tree in _trees().items()}
 
 
 def _layer(module: str) -> str:
@@ -118,8 +126,7 @@ def test_render_imports_no_collector_probe_or_measurement():
 def test_probe_runtime_and_redact_are_stdlib_only():
     stdlib = set(sys.stdlib_module_names)
     for module in ("envsnap.probe.runtime", "envsnap.redact"):
-        path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
-        outside = {name for name in _imports(path) if name.split(".")[0] not in stdlib}
+        outside = {name for name in _graph()[module] if name.split(".")[0] not in stdlib}
         # The probe imports envsnap.redact only when it runs from the package itself; its copy loads
         # the stdlib-only copy of redact.py that `envsnap probe install` writes beside it.
         assert outside <= {"envsnap", "envsnap.redact"}, (module, outside)
@@ -157,11 +164,10 @@ def test_every_reader_above_the_model_passes_the_section_shapes():
     reader passes (the collectors' SECTION_SHAPES). A reader that forgot them would hand consumers
     unchecked data, so every load above model/ names them."""
     found, missing = 0, []
-    for path in PACKAGE.rglob("*.py"):
-        module = _module_name(path)
+    for module, tree in _trees().items():
         if _layer(module) == "model":
             continue
-        for call in _loader_calls(ast.parse(path.read_text(encoding="utf-8"))):
+        for call in _loader_calls(tree):
             found += 1
             if not any(k.arg == "shapes" for k in call.keywords):
                 missing.append(f"{module}:{call.lineno}")

@@ -316,6 +316,7 @@ def test_example_pair_from_another_machine_lists_its_files_with_why_and_touches_
 
 # --- bytecode: two versions of equal size within one second -----------------------------------------
 
+@pytest.mark.slow  # two real captures and a real bisect: ~3 s on a quiet 2-core box, ~14 s loaded
 def test_equal_size_versions_never_run_stale_bytecode(tmp_path):
     """Python trusts a __pycache__ entry whose recorded source mtime (whole seconds) and size match.
     Two versions of one size written within a second would run the first one's bytecode; bisect
@@ -372,6 +373,7 @@ def _build_venv(base: Path):
     return python, site, wheels
 
 
+@pytest.mark.slow  # a wheel built, a real venv, pip, two captures, two bisects: ~4 s quiet, ~28 s loaded
 def test_installed_file_edited_in_a_real_venv_is_isolated_with_its_wheel(tmp_path):
     python, site, wheels = _build_venv(tmp_path)
     watched = tmp_path / "conf" / "serving.conf"

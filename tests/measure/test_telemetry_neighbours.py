@@ -92,18 +92,29 @@ print('{{"work": 1}}')
     validate({"schema_version": 1, "runs": [record]})
 
 
-def test_scans_during_a_run_are_spaced_by_their_cost():
+def _sampled_for_3_5_s(monkeypatch, budget):
+    """A sampler sampled every 0.5 s of a fake clock for 3.5 s, with SCAN_BUDGET `budget`."""
     now = [0.0]
-    sampler = measure_neighbours.NeighbourSampler(clock=lambda: now[0])
-    assert sampler.window.scans == 1  # the start scan, before the command
-    for step in range(1, 8):
-        now[0] = step * 0.5
-        sampler.sample()
-    # One a second at most (its cost here is far below SCAN_BUDGET of a second).
-    assert sampler.window.scans == 1 + 3
-    assert len(sampler.runnable) == 7
-    record = sampler.finish()
+    with monkeypatch.context() as patch:
+        patch.setattr(measure_neighbours, "SCAN_BUDGET", budget)
+        sampler = measure_neighbours.NeighbourSampler(clock=lambda: now[0])
+        assert sampler.window.scans == 1  # the start scan, before the command
+        for step in range(1, 8):
+            now[0] = step * 0.5
+            sampler.sample()
+    return sampler
+
+
+def test_scans_during_a_run_are_spaced_by_their_cost(monkeypatch):
+    # A scan's cost is its real CPU time, which depends on how many processes this machine runs (a shared
+    # box: hundreds) and how loaded it is: the budget is set so the cost is far below it, or far above.
+    cheap = _sampled_for_3_5_s(monkeypatch, budget=10.0)
+    assert cheap.window.scans == 1 + 3  # one a second at most (MIN_SCAN_INTERVAL_S), at 1, 2 and 3 s
+    assert len(cheap.runnable) == 7
+    record = cheap.finish()
     assert record["scans"] == 5 and record["scan_cpu_s"] < 0.5
+    costly = _sampled_for_3_5_s(monkeypatch, budget=1e-9)
+    assert costly.window.scans == 1 + 1  # at 1 s, then not before MAX_SCAN_INTERVAL_S later
     # 0.7 ms a scan (80 processes): one a second; 8 ms (1,000 processes): every 4 s; never beyond 5 s.
     assert measure_neighbours.scan_interval(0.0007) == measure_neighbours.MIN_SCAN_INTERVAL_S
     assert measure_neighbours.scan_interval(0.008) == 0.008 / measure_neighbours.SCAN_BUDGET
