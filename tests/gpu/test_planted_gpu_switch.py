@@ -51,6 +51,11 @@ def gpu_env(bad: bool) -> dict:
     return env
 
 
+def _planted(cause: dict) -> bool:
+    return cause.get("variable") == PLANTED or cause["key"] == "run.flag.--tf32-off" or any(
+        f["key"].endswith(PLANTED) for f in cause.get("folded") or [])
+
+
 def run_flow(tmp_path, device: str = "cuda", seconds: float = 2.0):
     """GOOD and BAD measured and compared: (result, text, page)."""
     venv = make_venv(tmp_path / "venv", probe=True)
@@ -72,11 +77,15 @@ def test_gpu_switch_set_in_process_by_the_launcher_ranks_first(tmp_path):
     print(f"\n{verdict['summary']}\nmechanism: {verdict['mechanism']['line']}")
     assert verdict["change_pct"] < -30 and verdict["outcome"] == "worse", verdict["summary"]
     assert verdict["mechanism"]["kind"] in ("gpu_work", "gpu_clock"), verdict["mechanism"]
+    # The switch is the benchmark command's --tf32-off, which makes the launcher set the variable in-process:
+    # the flag the command was started with and the variable it set are both the planted change. Innocent
+    # variables the measured processes read (OMP_NUM_THREADS, read by torch) acted too: inside the acted band
+    # (0.5..1) the 0.15 margin of before the tiers is 0.075.
     assert_first_with_margin("GPU switch set in-process by a launcher (NVIDIA_TF32_OVERRIDE=0)", result,
-                             lambda c: c.get("variable") == PLANTED, margin=0.15)
-    top = result["causes"][0]
-    assert any(e.startswith("x1.5 fits the mechanism (attention/kernels)") for e in top["evidence"]), top
-    assert any("cuBLAS/cuDNN reads it with getenv" in e for e in top["evidence"]), top  # C reads it, not Python
+                             _planted, margin=0.075)
+    switch = next(c for c in causes_by_key(result["causes"]).values() if c["key"].endswith(PLANTED))
+    assert any(e.startswith("x1.5 fits the mechanism (attention/kernels)") for e in switch["evidence"]), switch
+    assert any("cuBLAS/cuDNN reads it with getenv" in e for e in switch["evidence"]), switch  # C reads it
     # A thread count on a workload the GPU bounds: the mechanism argues against host threads, or the runs'
     # thread count held.
     omp = next(c for c in result["causes"] if c.get("variable") == "OMP_NUM_THREADS")
@@ -87,6 +96,6 @@ def test_gpu_switch_set_in_process_by_the_launcher_ranks_first(tmp_path):
     assert any(e.startswith("x0.25 not seen in play") for e in nccl["evidence"]), nccl
     # What acted, over names: no communicator was created, so NCCL's settings cannot have acted.
     assert nccl["reach"]["tier"] == "cannot", nccl["reach"]
-    assert_communication_below("GPU switch set in-process", result, lambda c: c.get("variable") == PLANTED)
+    assert_communication_below("GPU switch set in-process", result, _planted)
     assert_outputs_agree(result, text, page)
     print(f"wall time of the GPU test: {time.monotonic() - started:.0f} s")
