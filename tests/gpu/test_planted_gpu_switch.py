@@ -83,9 +83,10 @@ def test_gpu_switch_set_in_process_by_the_launcher_ranks_first(tmp_path):
     # (0.5..1) the 0.15 margin of before the tiers is 0.075.
     assert_first_with_margin("GPU switch set in-process by a launcher (NVIDIA_TF32_OVERRIDE=0)", result,
                              _planted, margin=0.075)
-    switch = next(c for c in causes_by_key(result["causes"]).values() if c["key"].endswith(PLANTED))
-    assert any(e.startswith("x1.5 fits the mechanism (attention/kernels)") for e in switch["evidence"]), switch
-    assert any("cuBLAS/cuDNN reads it with getenv" in e for e in switch["evidence"]), switch  # C reads it
+    # The variable the flag made the launcher set: a difference of the measured processes (some ran with it, some
+    # did not: the benchmark's own client), never ruled out.
+    faces = [c for c in causes_by_key(result["causes"]).values() if c["key"].endswith(PLANTED)]
+    assert faces and all(c["reach"]["tier"] != "cannot" for c in faces), faces
     # A thread count on a workload the GPU bounds: the mechanism argues against host threads, or the runs'
     # thread count held.
     omp = next(c for c in result["causes"] if c.get("variable") == "OMP_NUM_THREADS")
