@@ -21,7 +21,7 @@ the snapshots cannot tell them apart.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, cast
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, cast
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import diff as diff_mod, nodes as nodes_mod, patch_status
@@ -197,13 +197,14 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Verdict,
     best: Dict[int, Tuple[diff_mod.Difference, Score, RankedCause]] = {}
     link = fold_mod.Link()
     loss = reach_mod.loss_share(cast(Dict[str, Any], verdict)) if verdict["metric"] else None
+    mechanism = cast(Optional[Mapping[str, Any]], verdict["mechanism"]) if verdict["metric"] else None
     for part in comp.node_parts():
         ranking = _Ranking(part, verdict, context, running)
         sides = {"BAD": reach_mod.seen(part.bad.source), "GOOD": reach_mod.seen(part.good.source)}
         entries = [(d, *ranking.cause(d)) for d in ranking.diffs]
         for d, score, cause in entries:
-            cause["reach"] = cast(ReachInfo, reach_mod.reach_of(d, score.named_steps(), part, sides,
-                                                                loss=loss).to_json())
+            cause["reach"] = cast(ReachInfo, reach_mod.reach_of(d, score.named_steps(), part, sides, loss=loss,
+                                                                mechanism=mechanism).to_json())
         # A start-up hook's mentions count only for variables the observations leave in play: re-score hooks.
         ruled_out = _ruled_out_variables(entries)
         ranking.facts.ruled_out = ruled_out
@@ -213,7 +214,7 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Verdict,
             for d, score, cause in entries:
                 if "reach" not in cause:
                     cause["reach"] = cast(ReachInfo, reach_mod.reach_of(d, score.named_steps(), part, sides,
-                                                                        ruled_out, loss).to_json())
+                                                                        ruled_out, loss, mechanism).to_json())
         fold_mod.links(part, ranking.diffs, ranking.facts, link)
         for d, score, cause in entries:
             cause["score"] = reach_mod.banded(cause["reach"]["tier"], score.score)

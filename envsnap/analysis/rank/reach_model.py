@@ -162,6 +162,7 @@ class ReachContext(NamedTuple):
     sides: Mapping[str, Seen]
     ruled_out: AbstractSet[str] = frozenset()
     loss: Optional[float] = None
+    mechanism: Optional[Mapping[str, Any]] = None  # the verdict's mechanism: the runs' own counters
 
 
 # Below this share of the loss unexplained, the line does not say "unexplained" (noise of the measurement).

@@ -1,7 +1,7 @@
 """Another process (or the hypervisor) beside the work: judged by what it took, against what the runs lost."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.compare import neighbours
 from envsnap.analysis.compare.diff import Difference
@@ -14,10 +14,34 @@ def owns(d: Difference) -> bool:
     return d.where == "neighbour"
 
 
+# A neighbour can lead only when what the runs lost to it accounts for at least this share of the loss: the runs'
+# CPU and the share of the machine are measured with noise, so a neighbour that took nearly all the loss is not
+# ruled out by a hair, and one that took less than half of it cannot be what the user acts on.
+ACCOUNTS_ENOUGH = 0.5
+
+
+def _lost(good: Optional[Dict[str, Any]], bad: Optional[Dict[str, Any]], kind: str,
+          mechanism: Optional[Mapping[str, Any]]) -> Optional[Tuple[float, str]]:
+    """(share of BAD's time the work lost to others, how it was measured): the runs' own CPUs kept busy where the
+    runs recorded them (a CPU neighbour takes CPU time the work waits for), else the share of the machine it took."""
+    factors = (mechanism or {}).get("factors") or {}
+    busy = factors.get("busy_cpus") if isinstance(factors, dict) else None
+    if kind == "cpu" and isinstance(busy, dict):
+        g, b = busy.get("good"), busy.get("bad")
+        if isinstance(g, (int, float)) and isinstance(b, (int, float)) and g > 0:
+            lost = max(0.0, 1.0 - float(b) / float(g))
+            return lost, f"the runs kept {float(g):.2g} \u2192 {float(b):.2g} CPUs busy: they lost {lost:.0%} of their CPU"
+    share = neighbours.share_taken(kind, good, bad)
+    if share is None:
+        return None
+    return share, f"it took {share:.0%} of the machine on BAD beyond GOOD"
+
+
 def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     """A neighbour rules itself out when it took less from BAD than from GOOD, or when nothing was measured
-    that it could have delayed (no run, no measured process on either side); one that took a smaller share of
-    the machine than the runs lost cannot account for the loss, so it cannot lead (could act, by its size)."""
+    that it could have delayed (no run, no measured process on either side); one whose take cannot account for
+    the loss (less than half of it: the runs' own lost CPU, else its share of the machine) cannot lead (could
+    act, by its size)."""
     sides, loss = ctx.sides, ctx.loss
     good: Optional[Dict[str, Any]] = d.good if isinstance(d.good, dict) else None
     bad: Optional[Dict[str, Any]] = d.bad if isinstance(d.bad, dict) else None
@@ -27,10 +51,10 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     if not any(view.measured for view in sides.values()):
         return Reach(CANNOT, "nothing measured", "no run and no measured process on either side: there was no "
                                                  "work for it to delay")
-    share = neighbours.share_taken(d.subject.aspect, good, bad)
-    if loss is not None and share is not None and share < loss:
-        return Reach(COULD_ACT, "size", f"it took {share:.0%} of the machine on BAD beyond GOOD, less than the "
-                                        f"{loss:.0%} of BAD's time the runs lost: it cannot account for the loss")
+    lost = _lost(good, bad, d.subject.aspect, ctx.mechanism)
+    if loss is not None and lost is not None and lost[0] < ACCOUNTS_ENOUGH * loss:
+        return Reach(COULD_ACT, "size", f"{lost[1]}, less than half the {loss:.0%} of BAD's time the runs lost: "
+                                        "it cannot account for the loss")
     return None
 
 
