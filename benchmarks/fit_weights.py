@@ -74,8 +74,13 @@ def build(scenarios: Sequence[Dict[str, Any]], dirs: Sequence[str], l2: float, m
                "no_held_out_gain": drop_test(scenarios, result["fitted"], lofo["top1_alone"] or 0.0, **options)
                if drop else "not tested (--no-drop-test)"}
     families = sorted({s["family"] for s in scenarios})
+    # A weight the data cannot support is removed (it keeps today's 1.0): one whose factor is seen in too few
+    # families is never fitted; one whose held-out accuracy is as good without it is dropped here.
+    dropped = sorted(entry["factor"] for entry in removal["no_held_out_gain"]) if drop else []
+    weights = {name: w for name, w in result["weights"].items() if name not in dropped and w != 1.0}
     return {
-        "weights": result["weights"],
+        "weights": weights,
+        "fitted": result["weights"],
         "fitted_on": {"families": families, "scenarios": len(scenarios), "pairs": result["pairs"],
                       "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
                       "corpus_hash": corpus_hash(dirs), "l2": l2, "min_families": min_families},
