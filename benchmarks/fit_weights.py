@@ -53,10 +53,11 @@ def lofo_summary(scenarios: Sequence[Dict[str, Any]], **options: Any) -> Dict[st
 
 def drop_test(scenarios: Sequence[Dict[str, Any]], fitted: Sequence[str], baseline: float,
               **options: Any) -> List[Dict[str, Any]]:
-    """Each fitted factor pinned to 0 (dropped): LOFO top-1-alone without it; listed when not lower."""
+    """Each fitted weight pinned back to today's 1.0 (left unfitted): LOFO top-1-alone without its fit; listed when
+    not lower -- the held-out families do not support fitting it."""
     out = []
     for name in fitted:
-        without = lofo_summary(scenarios, fixed={name: 0.0}, **options)
+        without = lofo_summary(scenarios, fixed={name: 1.0}, **options)
         if without["top1_alone"] is not None and without["top1_alone"] >= baseline:
             out.append({"factor": name, "lofo_top1_alone_without": without["top1_alone"],
                         "lofo_top1_alone_with": baseline})
