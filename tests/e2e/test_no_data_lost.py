@@ -339,9 +339,10 @@ def free_bytes(path: Path) -> int:
 
 def _expect_clean_failure(result, old_path: Path, old_bytes: bytes, words=()):
     assert result.returncode == 2, (result.returncode, result.stderr)
-    # `run --repeat 1` warns (before anything runs) that one run per side is too few to test: a warning the
-    # user asked for, not part of the failure.
-    lines = [line for line in result.stderr.strip().splitlines() if not line.startswith("envsnap run: --repeat")]
+    # `run --repeat 1` warns (before anything runs) that one run per side is too few to test, and says each run
+    # as it finishes: progress the user asked for, not part of the failure.
+    lines = [line for line in result.stderr.strip().splitlines()
+             if not line.startswith(("envsnap run: --repeat", "envsnap run: run "))]
     assert len(lines) == 1 and lines[0].startswith("envsnap: error: "), result.stderr
     assert "Traceback" not in result.stderr
     for word in words:

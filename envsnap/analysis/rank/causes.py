@@ -198,13 +198,15 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Verdict,
     link = fold_mod.Link()
     loss = reach_mod.loss_share(cast(Dict[str, Any], verdict)) if verdict["metric"] else None
     mechanism = cast(Optional[Mapping[str, Any]], verdict["mechanism"]) if verdict["metric"] else None
+    ran = tuple(sorted({p.path for p in (running or running_mod.Running()).places
+                        if p.kind in ("main script", "command")}))
     for part in comp.node_parts():
         ranking = _Ranking(part, verdict, context, running)
         sides = {"BAD": reach_mod.seen(part.bad.source), "GOOD": reach_mod.seen(part.good.source)}
         entries = [(d, *ranking.cause(d)) for d in ranking.diffs]
         for d, score, cause in entries:
             cause["reach"] = cast(ReachInfo, reach_mod.reach_of(d, score.named_steps(), part, sides, loss=loss,
-                                                                mechanism=mechanism).to_json())
+                                                                mechanism=mechanism, ran=ran).to_json())
         # A start-up hook's mentions count only for variables the observations leave in play: re-score hooks.
         ruled_out = _ruled_out_variables(entries)
         ranking.facts.ruled_out = ruled_out
@@ -214,7 +216,7 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Verdict,
             for d, score, cause in entries:
                 if "reach" not in cause:
                     cause["reach"] = cast(ReachInfo, reach_mod.reach_of(d, score.named_steps(), part, sides,
-                                                                        ruled_out, loss, mechanism).to_json())
+                                                                        ruled_out, loss, mechanism, ran).to_json())
         fold_mod.links(part, ranking.diffs, ranking.facts, link)
         for d, score, cause in entries:
             cause["score"] = reach_mod.banded(cause["reach"]["tier"], score.score)

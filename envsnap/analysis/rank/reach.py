@@ -37,7 +37,8 @@ __all__ = ["ACTED", "ACTED_FACTORS", "CANNOT", "CANNOT_FACTORS", "COULD_ACT", "T
 
 def reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,
              sides: Optional[Mapping[str, Seen]] = None, ruled_out_variables: AbstractSet[str] = frozenset(),
-             loss: Optional[float] = None, mechanism: Optional[Mapping[str, Any]] = None) -> Reach:
+             loss: Optional[float] = None, mechanism: Optional[Mapping[str, Any]] = None,
+             ran: Tuple[str, ...] = ()) -> Reach:
     """The tier of one difference, from the observation factors its score carries ((name, why) in order) and
     the snapshots."""
     sides = sides if sides is not None else {"BAD": seen(comp.bad.source), "GOOD": seen(comp.good.source)}
@@ -45,7 +46,7 @@ def reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,
     names = [name for name, _ in steps]
     ruled_out = [n for n in names if n in CANNOT_FACTORS]
     kind = kinds.kind_of(d)
-    judged = kind.reach(d, ReachContext(comp, sides, ruled_out_variables, loss, mechanism)) if kind is not None else None
+    judged = kind.reach(d, ReachContext(comp, sides, ruled_out_variables, loss, mechanism, ran)) if kind is not None else None
     # A kind's could-act that is itself an observation (a neighbour too small for the loss, a flag that names a
     # resource) holds over the common "acted" factors; any other could-act waits for them.
     if judged is not None and (judged.tier != COULD_ACT or judged.basis in FINAL_BASES):

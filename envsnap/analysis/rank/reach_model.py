@@ -23,7 +23,7 @@ against the modules the measured processes imported, mapped objects and shadowed
 """
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Dict, Iterable, Mapping, NamedTuple, Optional, Set
+from typing import AbstractSet, Any, Dict, Iterable, Mapping, NamedTuple, Optional, Set, Tuple
 
 from envsnap.analysis.compare import libraries as libraries_mod
 from envsnap.analysis.compare.diff import Comparison
@@ -35,8 +35,10 @@ TIERS = (ACTED, COULD_ACT, CANNOT)  # best first
 TIER_ORDER = {ACTED: 2, COULD_ACT: 1, CANNOT: 0}
 
 # Factors that are observations of the difference acting (factors.py): each names what was seen.
+# (checkout_runs is not among them: a checkout on sys.path, or whose other scripts ran, did not run every file of it;
+# the checkout-file kind judges the file itself.)
 ACTED_FACTORS = ("read_by_process", "on_command_line", "nccl_log_confirms", "nccl_logged_alone",
-                 "nccl_log_corroborates_parent", "series_moved", "checkout_runs", "server_parent_explains")
+                 "nccl_log_corroborates_parent", "series_moved", "server_parent_explains")
 # Factors that are observations ruling it out.
 CANNOT_FACTORS = ("out_of_context", "not_seen_in_play", "not_in_loaded_code", "not_read", "shell_only",
                   "neighbour_no_effect", "series_held", "checkout_not_running", "checkout_code_elsewhere",
@@ -163,6 +165,7 @@ class ReachContext(NamedTuple):
     ruled_out: AbstractSet[str] = frozenset()
     loss: Optional[float] = None
     mechanism: Optional[Mapping[str, Any]] = None  # the verdict's mechanism: the runs' own counters
+    ran: Tuple[str, ...] = ()  # the scripts and programs the measured processes ran (rank/running.py)
 
 
 # Below this share of the loss unexplained, the line does not say "unexplained" (noise of the measurement).

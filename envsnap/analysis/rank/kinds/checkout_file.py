@@ -21,6 +21,8 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     if d.subject.aspect not in ("dirty", "untracked") or not d.subject.item:
         return None
     path = f"{d.subject.entity.rstrip('/')}/{d.subject.item}"
+    if path in ctx.ran:
+        return Reach(ACTED, "modules", "a measured process ran it as its main script or program")
     for side, view in sides.items():
         for module_file, takers in view.elsewhere.items():
             package = module_file[: -len("/__init__.py")] if module_file.endswith("/__init__.py") else None
