@@ -36,6 +36,9 @@ def _point_at_setters(comp: diff_mod.Comparison, causes: List[Cause], patches: L
             old, new = trap.warning(), trap.warning(f"{patch['id']}, the edit of {patch['title']} (`{line}`),")
             warnings = [w.replace(old, new) for w in warnings]
             for cause in causes:
+                for member in cause.get("folded") or []:  # the trap folded into its cause: its own reason says it
+                    if member["key"].endswith(f"parent_only.{trap.name}") and patch["id"] not in member["why"]:
+                        member["why"] += f"; {patch['id']} ({patch['title']}) sets it in-process: `{line}`"
                 if cause.get("where") == "parent_only" and cause.get("aspect") == "shell" \
                         and cause.get("variable") == trap.name and patch["id"] not in cause["why"]:
                     cause["why"] += f"; {patch['id']} ({patch['title']}) sets it in-process: `{line}`"

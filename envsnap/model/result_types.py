@@ -189,6 +189,9 @@ class FoldedCause(TypedDict):
     with its own evidence (what it adds to the cause)."""
     key: str
     relation: str
+    good: DisplayValue
+    bad: DisplayValue
+    absent: str
     tier: str
     score: float
     why: str

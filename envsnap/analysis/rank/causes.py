@@ -270,6 +270,7 @@ def _folded_cause(head: fold_mod.Scored, face: fold_mod.Scored, members: Sequenc
     folded: List[FoldedCause] = []
     for member in sorted(members, key=lambda m: (-m.tier_order, -m.signature, m.cause["key"])):
         folded.append({"key": member.cause["key"], "relation": fold_mod.relation_of(member, head, link),
+                       "good": member.cause["good"], "bad": member.cause["bad"], "absent": member.cause["absent"],
                        "tier": member.cause["reach"]["tier"], "score": member.cause["score"],
                        "why": member.cause["why"], "evidence": member.cause["evidence"],
                        "factors": member.cause["factors"], "reach": member.cause["reach"]})
