@@ -2,10 +2,11 @@
 of the checkout whose directory holds it."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Optional
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, Size, under, who
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, under, who
 
 NAME = "checkout file"
 
@@ -29,19 +30,4 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
             if module_file == path or (package and under(path, package)):
                 what = "it" if module_file == path else f"its package {(package or '').rsplit('/', 1)[-1]}"
                 return Reach(ACTED, "modules", f"{who(takers)} imported {what} from the checkout on {side}")
-    return None
-
-
-def acted_by(names: Sequence[str]) -> Optional[str]:
-    """A combination of the score's factors that means this kind acted, beyond the common ones: none."""
-    return None
-
-
-def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
-    """What this kind says when no observation decided: nothing more than the common line."""
-    return None
-
-
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
-    """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
     return None

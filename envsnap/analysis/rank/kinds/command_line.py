@@ -4,11 +4,12 @@ values mark bookkeeping (a port, an address, a path, a name or an id: knowledge/
 names a resource and sets nothing the work does: then it could act at most, below what acted."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Optional
 
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank import flags
-from envsnap.analysis.rank.reach_model import COULD_ACT, Reach, ReachContext, Size
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.reach_model import COULD_ACT, Reach, ReachContext
 
 NAME = "command-line item"
 BOOKKEEPING = "bookkeeping"
@@ -24,16 +25,4 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
         return Reach(COULD_ACT, BOOKKEEPING, f"started with it, but {prior.source.split(': ', 1)[-1]} marks "
                                              "bookkeeping (a port, an address, a path, a name or an id): it names a "
                                              "resource and sets nothing the work does")
-    return None
-
-
-def acted_by(names: Sequence[str]) -> Optional[str]:
-    return None
-
-
-def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
-    return None
-
-
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
     return None

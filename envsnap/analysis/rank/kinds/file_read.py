@@ -2,10 +2,11 @@
 acted when its content changed, since the readers are named in it; ruled out when only who read it changed."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.reach_model import ACTED, CANNOT, Reach, ReachContext, Size, who
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.reach_model import ACTED, CANNOT, Reach, ReachContext, who
 
 NAME = "file read"
 
@@ -33,15 +34,3 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     if not names:
         return None
     return Reach(ACTED, "files read", f"read by {who(names)} on {side}, and its content differs")
-
-
-def acted_by(names: Sequence[str]) -> Optional[str]:
-    return None
-
-
-def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
-    return None
-
-
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
-    return None

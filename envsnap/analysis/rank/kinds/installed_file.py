@@ -2,10 +2,11 @@
 (a compiled file), or in a package one imported; ruled out when the module lists are known and none imported it."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext, Seen, Size, who
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext, Seen, who
 
 NAME = "installed file"
 
@@ -44,19 +45,4 @@ def of_file(rel: str, sides: Mapping[str, Seen]) -> Optional[Reach]:
     if rel.endswith((".py", ".so")):
         return Reach(COULD_ACT, "modules", "", False, "the measured processes' module lists (the probe, or `envsnap run`) "
                                            f"would show whether {top} was imported")
-    return None
-
-
-def acted_by(names: Sequence[str]) -> Optional[str]:
-    """A combination of the score's factors that means this kind acted, beyond the common ones: none."""
-    return None
-
-
-def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
-    """What this kind says when no observation decided: nothing more than the common line."""
-    return None
-
-
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
-    """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
     return None

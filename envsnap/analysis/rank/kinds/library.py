@@ -2,10 +2,11 @@
 mapped on one side only. Being in the process's maps is the observation."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Optional
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, Size
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext
 from envsnap.model import keys
 
 NAME = "library"
@@ -21,18 +22,3 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     if d.good is not None and d.bad is not None:
         return Reach(ACTED, "maps", f"{who} mapped {d.subject.aspect} on both sides, another file or build on BAD")
     return Reach(ACTED, "maps", f"{who} mapped {d.subject.aspect} on {'BAD' if d.good is None else 'GOOD'} only")
-
-
-def acted_by(names: Sequence[str]) -> Optional[str]:
-    """A combination of the score's factors that means this kind acted, beyond the common ones: none."""
-    return None
-
-
-def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
-    """What this kind says when no observation decided: nothing more than the common line."""
-    return None
-
-
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
-    """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
-    return None

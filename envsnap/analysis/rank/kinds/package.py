@@ -2,10 +2,11 @@
 its name."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Optional
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, Size, who
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, who
 
 NAME = "package"
 
@@ -22,19 +23,4 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
         for module, takers in view.imported.items():
             if module.lower() == name:
                 return Reach(ACTED, "modules", f"{module} was imported by {who(takers)} on {side}")
-    return None
-
-
-def acted_by(names: Sequence[str]) -> Optional[str]:
-    """A combination of the score's factors that means this kind acted, beyond the common ones: none."""
-    return None
-
-
-def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
-    """What this kind says when no observation decided: nothing more than the common line."""
-    return None
-
-
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
-    """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
     return None

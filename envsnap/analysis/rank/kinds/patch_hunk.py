@@ -2,12 +2,13 @@
 edits (installed: its package; a checkout: the file itself)."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Optional
 
 from envsnap.analysis.compare import patch_status
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank.kinds import installed_file
-from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, Size, who
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, who
 from envsnap.model.snapshot import as_dict
 
 NAME = "patch hunk"
@@ -35,19 +36,4 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     for side, view in sides.items():
         if path in view.elsewhere:
             return Reach(ACTED, "modules", f"{who(view.elsewhere[path])} imported {path} on {side}")
-    return None
-
-
-def acted_by(names: Sequence[str]) -> Optional[str]:
-    """A combination of the score's factors that means this kind acted, beyond the common ones: none."""
-    return None
-
-
-def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
-    """What this kind says when no observation decided: nothing more than the common line."""
-    return None
-
-
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
-    """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
     return None

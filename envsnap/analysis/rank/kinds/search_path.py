@@ -7,6 +7,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank.kinds import variable
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import (
     ACTED,
     CANNOT,
@@ -15,7 +16,6 @@ from envsnap.analysis.rank.reach_model import (
     MODULE_PATH_VARIABLES,
     Reach,
     ReachContext,
-    Size,
     under,
     who,
 )
@@ -77,14 +77,5 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     return Reach(CANNOT, "search path", f"no {what} came from the changed entr{'ies' if len(changed) > 1 else 'y'} {shown}")
 
 
-def acted_by(names: Sequence[str]) -> Optional[str]:
-    return None
-
-
 def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
     return variable.undecided(d, names, why)
-
-
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
-    """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
-    return None

@@ -2,11 +2,12 @@
 its interpreter; one whose code only sets variables (hook_effects.py) acts only through them."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Optional
 
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank import hook_effects
-from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext, Size
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext
 
 NAME = "start-up hook"
 # envsnap's own probe hook (probe/install.py writes it: PTH_NAME, its first line MARKER): the instrument, which
@@ -50,18 +51,3 @@ def _is_probe(d: Difference, ctx: ReachContext) -> bool:
     texts = [hook_effects.hook_text(view.source, d.subject.entity)
              for view, value in ((ctx.comp.good, d.good), (ctx.comp.bad, d.bad)) if value is not None]
     return bool(texts) and all(text is not None and text.startswith(PROBE_MARKER) for text in texts)
-
-
-def acted_by(names: Sequence[str]) -> Optional[str]:
-    """A combination of the score's factors that means this kind acted, beyond the common ones: none."""
-    return None
-
-
-def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
-    """What this kind says when no observation decided: nothing more than the common line."""
-    return None
-
-
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
-    """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
-    return None

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Mapping, Optional, Sequence
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.reach_model import COULD_ACT, Reach, ReachContext, Size
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.reach_model import COULD_ACT, Reach, ReachContext
 
 NAME = "variable"
 WOULD_DECIDE = ("the probe (--probe-dir, or `envsnap run`) would show which variables the measured processes' Python "
@@ -21,16 +22,7 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     return None  # the factors decide (reach.reach_of)
 
 
-def acted_by(names: Sequence[str]) -> Optional[str]:
-    return None
-
-
 def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Reach:
     if "readable_by_loaded_code" in names:
         return Reach(COULD_ACT, "readable_by_loaded_code", why["readable_by_loaded_code"], False, WOULD_DECIDE)
     return Reach(COULD_ACT, "name", "", False, WOULD_DECIDE)
-
-
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
-    """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
-    return None

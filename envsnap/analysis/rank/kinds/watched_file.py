@@ -6,7 +6,8 @@ from typing import Mapping, Optional, Sequence
 
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank.kinds import file_read
-from envsnap.analysis.rank.reach_model import ACTED, COULD_ACT, Reach, ReachContext, Size, who
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.reach_model import ACTED, COULD_ACT, Reach, ReachContext, who
 from envsnap.model.snapshot import as_dict, section_data
 
 NAME = "watched file"
@@ -26,14 +27,6 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     return None
 
 
-def acted_by(names: Sequence[str]) -> Optional[str]:
-    return None
-
-
 def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
     return Reach(COULD_ACT, "name", "", False, "`envsnap run` (or the probe) records the files the measured "
                                               "processes read")
-
-
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
-    return None
