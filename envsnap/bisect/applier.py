@@ -35,7 +35,7 @@ from typing import Any, BinaryIO, Callable, Dict, List, Mapping, Optional, Seque
 
 from envsnap.bisect.files import FileDelta, Version, read_disk
 from envsnap.bisect.hunks import Split
-from envsnap.bisect.journal import lock_or_refuse
+from envsnap.bisect.journal import append_whole_line, lock_or_refuse
 from envsnap.errors import EnvsnapError
 from envsnap.model.store import process_umask
 
@@ -392,18 +392,9 @@ class FileApplier:
         was (a later line must never be glued to a partial one) and SwitchFailed says so."""
         assert self._handle is not None
         line = (json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape")
-        fd = self._handle.fileno()
-        size = os.fstat(fd).st_size
         try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except OSError as exc:
-            try:
-                os.ftruncate(fd, size)
-            except OSError:
-                pass  # a partial last line is skipped by _read_manifest: its file was not touched yet
+            append_whole_line(self._handle.fileno(), line)
+        except OSError as exc:  # a partial last line is skipped by _read_manifest: its file was not touched yet
             raise SwitchFailed(f"cannot write the backup manifest in {self.directory}: {_why(exc)}") from None
 
     def _backup(self, delta: FileDelta) -> None:

@@ -166,18 +166,9 @@ class Journal:
         bisect stops with one line saying so."""
         assert self._handle is not None
         line = (json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8", "replace")
-        fd = self._handle.fileno()
-        size = os.fstat(fd).st_size
         try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
+            append_whole_line(self._handle.fileno(), line)
         except OSError as exc:
-            try:
-                os.ftruncate(fd, size)
-            except OSError:
-                pass  # a cut last line is dropped when the journal is read again
             raise JournalWriteFailed(f"cannot write the journal {self.path}: {exc.strerror or exc}") from None
 
     def append_run(self, entry: Dict[str, Any]) -> None:
@@ -189,6 +180,24 @@ class Journal:
                 self._handle.close()
             finally:
                 self._handle = None
+
+
+def append_whole_line(fd: int, line: bytes) -> None:
+    """Append LINE to the file open at FD and fsync it; when it cannot be written whole (a full disk), cut the
+    file back to what it was, so a later line is never glued to a partial one, and raise the OSError. A cut that
+    fails too leaves a partial last line, which the readers skip."""
+    size = os.fstat(fd).st_size
+    try:
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except OSError:
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            pass
+        raise
 
 
 def lock_or_refuse(handle: Any, in_use: str, failed: str) -> None:
