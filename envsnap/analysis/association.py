@@ -25,7 +25,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare import diff as diff_mod, nodes as nodes_mod, views as views_mod
+from envsnap.analysis.compare import (
+    comparison_warnings,
+    diff as diff_mod,
+    nodes as nodes_mod,
+    views as views_mod,
+)
 from envsnap.analysis.result import SCHEMA_VERSION
 from envsnap.analysis.runs import stats
 from envsnap.analysis.runs.verdict import choose_metric, run_values
@@ -173,7 +178,8 @@ def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List
     if not any(nodes_mod.is_cluster(s) for s in snaps):
         usable = views_mod.usable_sections(list(snaps))
         builds = views_mod.comparable_builds(snaps)
-        return _varying(None, [views_mod.build_view(s, usable, builds=builds) for s in snaps]), []
+        alone: List[str] = []
+        return _varying(None, [views_mod.build_view(s, usable, builds=builds) for s in snaps], alone), alone
     per_snap = [node_snapshots(s) for s in snaps]
     hosts = sorted(set().union(*per_snap))
     everywhere = [h for h in hosts if all(h in nodes for nodes in per_snap)]
@@ -184,7 +190,8 @@ def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List
             node_snaps = [nodes[host] for nodes in per_snap]
             usable = views_mod.usable_sections(node_snaps)
             builds = views_mod.comparable_builds(node_snaps)
-            found.extend(_varying(host, [views_mod.build_view(n, usable, host, builds=builds) for n in node_snaps]))
+            found.extend(_varying(host, [views_mod.build_view(n, usable, host, builds=builds) for n in node_snaps],
+                                 warnings))
             continue
         present = ["captured" if host in nodes else None for nodes in per_snap]
         subject = Subject("node", host, node=host)
@@ -205,9 +212,14 @@ def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List
     return out, warnings
 
 
-def _varying(node: Optional[str], views: List[views_mod.View]) -> List[_Candidate]:
-    """The keys of one node's (or one single-node snapshot's) views whose value varies, volatile ones aside."""
+def _varying(node: Optional[str], views: List[views_mod.View], warnings: List[str]) -> List[_Candidate]:
+    """The keys of one node's (or one single-node snapshot's) views whose value varies, volatile ones aside; a
+    warning for each run command's process read in some snapshots only (its keys are left out)."""
     views_mod.drop_unstable(views)
+    for name in views_mod.drop_unobserved(views):
+        read = sum(1 for view in views if name in view.command_seen)
+        where = f"in {read} of {len(views)} snapshots{f' of node {node}' if node else ''}"
+        warnings.append(comparison_warnings.partly_observed_warning(name, where))
     keys: Dict[str, str] = {}
     for view in views:
         for category, key in views_mod.iter_keys(view):

@@ -74,13 +74,22 @@ def comparison_warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb:
         if traps is not None:
             traps.append(trap)
     out[:0] = server_warnings
+    for name in va.partly_observed:
+        side = "bad" if name in vb.command_seen else "good"
+        out.append(partly_observed_warning(name, f"on {side.upper()} only"))
     for side, view in (("good", va), ("bad", vb)):
-        if view.workers and view.worker_env_source == "proc":
+        if view.workers and view.worker_env_source == "proc" and not (view.workers_are_command and view.partly_observed):
             out.append(f"{side}: workers' environments come from /proc/PID/environ (as at exec); changes made "
                        "in-process (engine.py, sitecustomize.py) are invisible without the probe (--probe-dir)")
     if compare_hosts and good.get("host") and bad.get("host") and good.get("host") != bad.get("host"):
         out.append(f"good and bad come from different hosts ({good.get('host')} vs {bad.get('host')})")
     return out
+
+
+def partly_observed_warning(name: str, where: str) -> str:
+    """The warning for a run command's process read on some sides only (views.drop_unobserved)."""
+    return (f"the benchmark command's process {name} was read {where} (a process shorter than the sampling interval "
+            "can end unread): its environment, command line and mapped objects are not compared")
 
 
 def node_warnings(per_node: Sequence[Tuple[Optional[str], Sequence[str]]], everyone: List[str]) -> List[str]:

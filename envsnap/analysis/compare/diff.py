@@ -35,6 +35,7 @@ from envsnap.analysis.compare.views import (
     categories,
     category_key,
     comparable_builds,
+    drop_unobserved,
     drop_unstable,
     modified_entries_differing,
     usable_sections,
@@ -151,6 +152,7 @@ def _compare_one(good: Dict[str, Any], bad: Dict[str, Any], node: Optional[str])
     va = build_view(good, usable, node, differing, builds, hint)
     vb = build_view(bad, usable, node, differing, builds, hint)
     drop_unstable((va, vb))
+    drop_unobserved((va, vb))
     diffs: List[Difference] = []
     for category in categories(va, vb):
         a, b = va.values.get(category, {}), vb.values.get(category, {})

@@ -108,6 +108,10 @@ class View:
     # Keys whose object the run's processes mapped in some runs only (_libraries_view): the comparison drops them
     # on both sides, since which side "has" them followed when the maps were sampled.
     unstable: Set[str] = field(default_factory=set)  # see drop_unstable
+    # The `envsnap run` command's own processes this side read (their environment, probe record or maps), by
+    # name ("python-0"), and those the views compared together did not all read (drop_unobserved): evidence.
+    command_seen: Set[str] = field(default_factory=set)
+    partly_observed: List[str] = field(default_factory=list)
     # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
     patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     # Checkouts whose working tree state is not known (git's `status_unknown`: a timeout, a damaged index): a
@@ -453,6 +457,8 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
                         for p in list(as_dict(change).get("added") or []) + list(as_dict(change).get("removed") or [])
                         } if varies else set()
             raw_key = str(key)
+            if field_name == "run_processes" and entry["objects"]:
+                view.command_seen.add(raw_key)
             for name, path in sorted(entry["objects"].items()):
                 view_key = keys.library_key(process, str(name))
                 if path in unstable:
@@ -470,6 +476,48 @@ def drop_unstable(views: Sequence[View]) -> None:
     for view in views:
         for key in unstable:
             view.values.get("libraries", {}).pop(key, None)
+
+
+# The subjects of one process's own keys (workers_view._process_keys): its presence, fields, command line items,
+# in-process changes, modules.
+_PROCESS_WHERES = ("process", "in_process")
+
+
+def drop_unobserved(views: Sequence[View]) -> List[str]:
+    """Remove from every view the keys of the `envsnap run` command's processes that some view did not read.
+
+    The command's processes are read by sampling while each run goes on (measure/environ_sampling.py,
+    maps_sampling.py): a process shorter than the sampling interval can end unread in every run of one side. Its
+    environment and maps are then unknown there, not empty: compared, each variable and object it has would read as
+    added on the other side, a change nobody made. Its keys go on every side (its own, its mapped objects, and the
+    workers' environment when the command's processes stand in for the workers); each view's `partly_observed`
+    names them, for the warning. Returns the names."""
+    if len(views) < 2:
+        return []
+    seen = [view.command_seen for view in views]
+    partial = sorted(set().union(*seen) - set.intersection(*map(set, seen)))
+    if not partial:
+        return []
+    entities = {keys.command_process(name) for name in partial}
+    processes = {keys.run_process(name) for name in partial}
+    for view in views:
+        view.partly_observed = list(partial)
+        stand_in = view.workers_are_command and bool(entities & set(view.workers))
+        for category, values in view.values.items():
+            for key in list(values):
+                if category == "libraries":
+                    found = view.library_keys.get(key)
+                    if found is not None and found[2] in processes:
+                        del values[key]
+                    continue
+                subject = view.subjects.get(key)
+                if subject is None:
+                    continue
+                if subject.where in _PROCESS_WHERES and subject.entity in entities:
+                    del values[key]
+                elif stand_in and category == "workers" and subject.where in ("workers", "parent_only"):
+                    del values[key]
+    return partial
 
 
 def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:

@@ -65,6 +65,7 @@ def workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optiona
         _parent_only(view, envs, flat_of)
     for key, process in seen.items():
         if process.group == COMMAND:
+            view.command_seen.add(keys.command_process_name(key) or key)
             record = commands.get(keys.command_process_name(key) or "") or {}
         else:
             record = records.get(process.probe_key) or {} if process.probe_key else {}

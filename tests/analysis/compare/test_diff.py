@@ -6,7 +6,7 @@ import random
 
 import pytest
 from helpers import REPO_ROOT, run_envsnap
-from helpers.diff import copy_of, shuffled, snap, workers, write_unsorted
+from helpers.diff import copy_of, runs, shuffled, snap, workers, write_unsorted
 
 from envsnap.analysis.compare import diff, views
 from envsnap.model import store
@@ -300,3 +300,32 @@ def test_one_change_on_every_worker_keeps_the_key_its_rule_matches():
     # the same rule as the per-worker spelling it was written for, not the default for unknown keys
     assert rule_for(shadowed[0].key) == rule_for("workers.scheduler_TP0.modules.shadowed.json")
     assert rule_for(shadowed[0].key).weight > 0.05
+
+
+def _sampled_run(env_vars, read: bool):
+    """A measured snapshot whose runs' telemetry did (or did not) read the command's process python-0: its
+    environment (runs[].telemetry.environs) and its maps (libraries.run_processes), as `envsnap run` records."""
+    measured = runs({"tok_s": [100.0, 101.0]})
+    libraries = {"processes": {}, "objects": {}, "run_processes": {}}
+    if read:
+        for run in measured:
+            run["telemetry"] = {"environs": {"python-0": {"pid": 7, "environ_status": "ok", "environ": dict(env_vars)}}}
+        libraries["objects"] = {"/py/_json.so": {"status": "ok", "build_id": "ab" * 20, "owner": {"kind": "unknown"}}}
+        libraries["run_processes"] = {"python-0": {"objects": {"_json.so": "/py/_json.so"}, "runs": [1, 2],
+                                                   "status": "ok"}}
+    return snap(env=env_vars, runs=measured, libraries=libraries)
+
+
+def test_a_command_process_read_on_one_side_only_is_not_compared():
+    """A short benchmark process can end between two samples in every run of one side: its environment and maps
+    are unknown there, not empty, so they are no difference (a warning says so); the shell's change remains."""
+    good = _sampled_run({"PLANTED": "1", "HOME": "/root"}, read=False)
+    bad = _sampled_run({"PLANTED": "0", "HOME": "/root"}, read=True)
+    comparison = diff.compare(good, bad)
+    assert sorted(_keys(comparison)) == ["env.PLANTED"]
+    assert any("process python-0 was read on BAD only" in w for w in comparison.warnings)
+    assert not any("/proc/PID/environ" in w for w in comparison.warnings)
+    # Read on both sides, the same process's environment and maps are compared as ever.
+    both = diff.compare(_sampled_run({"PLANTED": "1"}, read=True), _sampled_run({"PLANTED": "0"}, read=True))
+    assert {"env.PLANTED", "workers.env.PLANTED"} <= set(_keys(both))
+    assert not any("read on" in w for w in both.warnings)
