@@ -184,7 +184,7 @@ def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List
     hosts = sorted(set().union(*per_snap))
     everywhere = [h for h in hosts if all(h in nodes for nodes in per_snap)]
     found: List[_Candidate] = []
-    warnings = []
+    warnings: List[str] = []
     for host in hosts:
         if host in everywhere:
             node_snaps = [nodes[host] for nodes in per_snap]

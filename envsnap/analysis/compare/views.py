@@ -495,7 +495,8 @@ def drop_unobserved(views: Sequence[View]) -> List[str]:
     if len(views) < 2:
         return []
     seen = [view.command_seen for view in views]
-    partial = sorted(set().union(*seen) - set.intersection(*map(set, seen)))
+    everywhere: Set[str] = set(seen[0]).intersection(*seen[1:])
+    partial = sorted(set().union(*seen) - everywhere)
     if not partial:
         return []
     entities = {keys.command_process(name) for name in partial}
