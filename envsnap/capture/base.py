@@ -67,6 +67,10 @@ class CaptureContext:
     # of the capture's start and of the collectors' soft deadline.
     started: float = 0.0
     deadline: float = 0.0
+    # The neighbours' CPU window, opened by the one-shot capture command before its imports
+    # (neighbours.open_window) so that the window's floor runs beside them; the neighbours collector
+    # takes it, else opens its own. Not an option: no collector but that one reads it.
+    early_window: Any = None
 
     def start_clock(self) -> float:
         """The capture's start (the first call's time: a collector forked early and the runner share

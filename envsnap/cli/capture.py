@@ -20,6 +20,9 @@ def capture(output: str, force: bool, capture_ctx) -> None:
 
         capture_ctx.own_process = True  # a one-shot process: the packages collector forks (forked.py),
         children = forked.prestart(capture_ctx)  # first thing: its child needs none of the imports below
+        from envsnap.capture.collectors import neighbours
+
+        neighbours.open_window(capture_ctx)  # its floor runs beside the imports below
         try:
             from envsnap.model import store
 

@@ -78,6 +78,19 @@ print(json.dumps({"request_ms": round((time.perf_counter() - started) * 1000, 3)
 '''
 
 
+# Innocent differences of the server's environment, famous names among them, out of context here (no NCCL, no GPU).
+INNOCENT = {
+    "good": {"JOB_ID": "4711", "BUILD_NUMBER": "88", "DEPLOY_COLOR": "blue", "TEAM": "serving", "TICKET": "OPS-1",
+             "SHIFT": "day", "OPERATOR": "alice", "RELEASE_NAME": "r1", "NOTES": "first", "HISTSIZE": "1000",
+             "EDITOR": "vi", "PAGER": "less", "NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "LANGUAGE": "en"},
+    "bad": {"JOB_ID": "4712", "BUILD_NUMBER": "89", "DEPLOY_COLOR": "green", "TEAM": "serving-2", "TICKET": "OPS-2",
+            "SHIFT": "night", "OPERATOR": "bob", "RELEASE_NAME": "r2", "NOTES": "second", "HISTSIZE": "5000",
+            "EDITOR": "nano", "PAGER": "more", "NCCL_ALGO": "Tree", "NCCL_PROTO": "Simple", "LANGUAGE": "de",
+            "NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1", "MALLOC_ARENA_MAX": "2", "LD_BIND_NOW": "1",
+            "CUDA_LAUNCH_BLOCKING": "1"},
+}
+
+
 @pytest.fixture(scope="module")
 def placed(tmp_path_factory):
     if len(os.sched_getaffinity(0)) < 2:
@@ -90,8 +103,8 @@ def placed(tmp_path_factory):
         side = base / label
         side.mkdir()
         (side / "nice.conf").write_text(niceness + "\n")
-        proc = start([sys.executable, base / "server.py", "server.sock", "nice.conf"], env=clean_env(),
-                     cwd=str(side))
+        proc = start([sys.executable, base / "server.py", "server.sock", "nice.conf"],
+                     env=clean_env(**INNOCENT[label]), cwd=str(side))
         try:
             wait_line(proc, "ready")
             ran = run_envsnap("run", "-o", side / "snap.json", "--label", label, "--pid", proc.pid, "--timeout", "60",
@@ -174,5 +187,12 @@ def test_diff_names_the_priority_and_the_mechanism_with_the_wait(placed):
     # with 5 runs a side they were seen not to, so the wait is checked as a figure (the test above), not a line.
     assert f"run_delay_s.{key}" in mechanism["factors"], sorted(mechanism["factors"])
     causes = [c["key"] for c in found["causes"]]
-    assert f"workers.{key}.nice" in causes, causes
+    assert len(found["differences"]) >= 20
+    # The priority is the process's own, read from /proc, and the runs sampled it: it acted, first and alone,
+    # above every variable whose name only says it could act; the wait it caused is its size.
+    first = found["causes"][0]
+    assert first["key"] == f"workers.{key}.nice", causes
+    assert first["reach"]["tier"] == "acted" and first["reach"]["basis"] == "scheduling"
+    assert found["causes"][1]["score"] < first["score"] and found["causes"][1]["reach"]["tier"] != "acted"
+    assert first["size"]["share"] > 0.5, first["size"]
     (placed["base"] / "ranking.txt").write_text("\n".join(causes) + "\n" + mechanism["line"])  # for the report

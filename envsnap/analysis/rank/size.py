@@ -1,6 +1,8 @@
 """Size: can a cause's observed share account for the loss the runs measured?
 
 A cause acts through a path, and where the snapshots measured that path its share of the loss can be told:
+  a scheduling  a measured process's priority or CPUs: how much longer it waited on the run queue per run, against
+                how much longer each run took;
   a neighbour   the share of the machine it took on BAD beyond GOOD, against the share of BAD's time GOOD did not
                 need (reach_model.loss_share): a neighbour that took less cannot account for the loss;
   a component   the profiler traces' time per step of the component a cause acts on (runs/trace_diff.py), against
@@ -37,7 +39,7 @@ def size_of(d: Difference, component: str, mechanism: Optional[Mapping[str, Any]
     """What the snapshots measured of a cause's share of the loss, or None: the kind's own measure (a neighbour's
     share of the machine), else the traces' measure of its component."""
     kind = kinds.kind_of(d)
-    own = kind.size(d, loss) if kind is not None else None
+    own = kind.size(d, loss, mechanism) if kind is not None else None
     if own is not None:
         return own
     trace = (mechanism or {}).get("trace")

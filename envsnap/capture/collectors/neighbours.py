@@ -51,11 +51,17 @@ def _other_collectors_running() -> bool:
     return any(t.name.startswith("envsnap-run-") and t.name != "envsnap-run-neighbours" for t in threading.enumerate())
 
 
+def open_window(ctx: CaptureContext) -> None:
+    """Open the capture's window now (ctx.early_window): the capture command calls it first thing, so that
+    CAPTURE_MIN_WINDOW_S runs beside its own imports rather than after them."""
+    ctx.early_window = CpuWindow(os.getpid(), ctx.pids)
+
+
 def collect(ctx: CaptureContext, nvml: Any = None) -> Section:
     """One window, while the other collectors run (CAPTURE_MIN_WINDOW_S to CAPTURE_WINDOW_S; shorter when the
     capture's deadline is nearer). `nvml`: a pynvml module to use (tests pass a stand-in); else pynvml itself
     when it loads."""
-    window = CpuWindow(os.getpid(), ctx.pids)
+    window, ctx.early_window = ctx.early_window or CpuWindow(os.getpid(), ctx.pids), None
     own_nvml = nvml is None  # a module passed in is the caller's to close
     nvml, handles, status = open_nvml(nvml)
     gpus = GpuProcesses(nvml, handles) if nvml is not None and handles else None

@@ -8,7 +8,7 @@ import ast
 import copy
 from pathlib import Path
 
-from helpers.diff import runs, section, snap
+from helpers.diff import runs, section, snap, workers
 
 from envsnap.analysis.compare import diff as diff_mod
 from envsnap.analysis.rank import kinds, reach
@@ -207,3 +207,29 @@ def test_a_file_read_by_its_content_and_a_watched_file_by_the_reads():
                      snap("b", files_read=files_read("a" * 64, ["rank1"])))
     read = next(d for d in comp.differences if file_read.owns(d))
     assert file_read.reach(read, ctx).tier == reach.CANNOT
+
+
+def test_scheduling_acted_when_the_runs_sampled_the_process_and_sized_by_its_wait():
+    from envsnap.analysis.rank.kinds import scheduling
+
+    def side(label, nice, watched):
+        s = snap(label, env={}, **workers({"scheduler_TP0": {}}, probe=False), runs=runs({"tok_s": [100, 100]}))
+        s["sections"]["processes"]["data"]["processes"]["scheduler_TP0"]["nice"] = nice
+        for run in s["runs"]:
+            run["telemetry"] = {"watched": {"scheduler_TP0": {"run_delay_s": 0.1}} if watched else {}}
+        return s
+
+    comp, ctx = _ctx(side("g", 0, True), side("b", 19, True), loss=0.5)
+    d = next(d for d in comp.differences if d.subject.aspect == "nice")
+    assert kinds.kind_of(d) is scheduling
+    found = scheduling.reach(d, ctx)
+    assert found.tier == reach.ACTED and found.basis == "scheduling" and "sampled in 2 runs" in found.observation
+    # Captured but never sampled during BAD's runs: the setting is seen, not that the process worked under it.
+    comp, ctx = _ctx(side("g", 0, False), side("b", 19, False), loss=0.5)
+    assert scheduling.reach(next(d for d in comp.differences if d.subject.aspect == "nice"), ctx) is None
+    # Its size: the run-queue wait's growth against the runs' growth (0.3 of 0.4 s), and nothing without the counters.
+    mechanism = {"factors": {"run_delay_s.scheduler_TP0": {"good": 0.1, "bad": 0.4},
+                             "wall_s": {"good": 0.2, "bad": 0.6}}}
+    measured = scheduling.size(d, 0.5, mechanism)
+    assert measured is not None and abs(measured.share - 0.75) < 1e-9 and "unexplained: 25%" in measured.line()
+    assert scheduling.size(d, 0.5, {"factors": {}}) is None and scheduling.size(d, None, mechanism) is None

@@ -1,16 +1,16 @@
 """Difference kinds: each kind of difference is one module that says how it can reach a measured process.
 
-A kind module has `NAME`, `owns(d)` (is this difference of the kind?), `reach(d, ctx)` (its reach from what
-the snapshots observed, or None when they say nothing either way), `acted_by(names)` (a combination of its
-score's factors that means it acted, beyond the common ones), `undecided(d, names, why)` (what it says when
-nothing decided) and `size(d, loss)` (its own measure of its share of the loss, if it has one): the explicit
-list below, checked by mypy against the `DifferenceKind` Protocol, as the collectors are. The ranking asks
-`kind_of(d)` and never switches on a difference's `where` itself (analysis/rank/reach.py). A difference no
-kind owns is judged by the observation factors of its score alone.
+A kind module has `NAME`, `owns(d)` (is this difference of the kind?), `reach(d, ctx)` (its reach from what the
+snapshots observed, or None when they say nothing either way), `acted_by(names)` (a combination of its score's
+factors that means it acted, beyond the common ones), `undecided(d, names, why)` (what it says when nothing
+decided) and `size(d, loss, mechanism)` (its own measure of its share of the loss, from the runs' counters, if it
+has one): the explicit list below, checked by mypy against the `DifferenceKind` Protocol, as the collectors are.
+The ranking asks `kind_of(d)` and never switches on a difference's `where` itself (analysis/rank/reach.py). A
+difference no kind owns is judged by the observation factors of its score alone.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Mapping, Optional, Protocol, Sequence, Tuple
 
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank.kinds import (
@@ -22,6 +22,7 @@ from envsnap.analysis.rank.kinds import (
     neighbour,
     package,
     patch_hunk,
+    scheduling,
     search_path,
     shadowed_module,
     startup_hook,
@@ -42,13 +43,14 @@ class DifferenceKind(Protocol):
 
     def undecided(self, d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]: ...
 
-    def size(self, d: Difference, loss: Optional[float]) -> Optional[Size]: ...
+    def size(self, d: Difference, loss: Optional[float],
+             mechanism: Optional[Mapping[str, Any]] = None) -> Optional[Size]: ...
 
 
 # The explicit list, most specific first (a variable is a search path before it is anything else).
 KINDS: Tuple[DifferenceKind, ...] = (search_path, variable, installed_file, package, library, shadowed_module,
-                                     startup_hook, neighbour, checkout_file, patch_hunk, file_read, watched_file,
-                                     command_line)
+                                     startup_hook, neighbour, scheduling, checkout_file, patch_hunk, file_read,
+                                     watched_file, command_line)
 
 
 def kind_of(d: Difference) -> Optional[DifferenceKind]:

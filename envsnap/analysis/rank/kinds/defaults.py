@@ -2,7 +2,7 @@
 does not define (`from ...defaults import size as size`), so every kind meets the DifferenceKind Protocol."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank.reach_model import Reach, Size
@@ -18,6 +18,6 @@ def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Op
     return None
 
 
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
+def size(d: Difference, loss: Optional[float], mechanism: Optional[Mapping[str, Any]] = None) -> Optional[Size]:
     """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
     return None

@@ -69,7 +69,7 @@ def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Op
                  "the runs' run-queue wait and lost CPU would show whether it took the work's CPU")
 
 
-def size(d: Difference, loss: Optional[float]) -> Optional[Size]:
+def size(d: Difference, loss: Optional[float], mechanism: Optional[Mapping[str, Any]] = None) -> Optional[Size]:
     """The share of the machine it took on BAD beyond GOOD, against the share of BAD's time the runs lost."""
     good = d.good if isinstance(d.good, dict) else None
     bad = d.bad if isinstance(d.bad, dict) else None
