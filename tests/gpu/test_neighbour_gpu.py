@@ -14,7 +14,9 @@ import time
 
 import pytest
 from helpers.bench import SCRIPT as BENCH, bench_cmd
+from helpers.diff import section
 from helpers.neighbours import Neighbour
+from helpers.planted import INNOCENT, assert_communication_below
 
 from envsnap.analysis.compare import neighbours
 from envsnap.analysis.result import analyze
@@ -83,7 +85,14 @@ def test_another_job_on_the_gpu_is_named_and_not_read_as_gpu_work():
     (row,) = [r for r in neighbours.changed_rows(found) if r["kind"] == "gpu"]
     assert result["neighbours"] == [neighbours.row_key(row)]
 
+    # The same two days' environments differ in 20 innocent variables, communication settings among them: this
+    # one-GPU job creates no communicator, so none of them may rank above the neighbour the runs measured.
+    # (Not the two that would act on a GPU had they been set: CUDA_LAUNCH_BLOCKING, NVIDIA_TF32_OVERRIDE.)
+    innocent = [(n, g, b) for n, g, b in INNOCENT if n not in ("CUDA_LAUNCH_BLOCKING", "NVIDIA_TF32_OVERRIDE")]
+    good["sections"] = {"env": section({"vars": {name: value for name, value, _ in innocent if value is not None}})}
+    bad["sections"] = {"env": section({"vars": {name: value for name, _, value in innocent if value is not None}})}
     ranked = analyze(good, bad)
+    assert_communication_below("GPU neighbour", ranked, lambda c: c["key"] == row["key"])
     top = ranked["causes"][0]
     second = ranked["causes"][1] if len(ranked["causes"]) > 1 else {"key": "-", "score": "-"}
     print(f"first cause: {top['key']} score {top['score']}; second: {second['key']} {second['score']}")

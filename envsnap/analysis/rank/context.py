@@ -24,7 +24,7 @@ present. Per side, then both sides together:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from envsnap.analysis.compare import libraries as libraries_mod
 from envsnap.analysis.compare.nodes import is_cluster
@@ -37,11 +37,12 @@ from envsnap.analysis.knowledge import (
     THREADS_CONTEXT,
     requirement_for,
 )
+from envsnap.analysis.runs import trace_diff
 from envsnap.model import keys
 from envsnap.model.merge import node_snapshots
 from envsnap.model.names import canonical_name
 from envsnap.model.result_types import ContextPart
-from envsnap.model.snapshot import section_data
+from envsnap.model.snapshot import as_dict, section_data
 
 IN_PLAY, ABSENT, NOT_SEEN, UNKNOWN = "in_play", "absent", "not_seen", "unknown"
 # Process kinds (capture/collectors/roles.py) that only SGLang's own processes carry.
@@ -178,6 +179,9 @@ def _nccl_side(snap: Mapping[str, Any], gpu: Presence) -> Presence:
     nccl = section_data(snap, "nccl") or {}
     if nccl.get("ranks") or nccl.get("version"):
         return Presence(IN_PLAY, "NCCL logged its setup")
+    traced = _traced_without_communication(snap)
+    if traced:
+        return Presence(NOT_SEEN, traced)
     observed, loaders = _maps_side(snap, NCCL_CONTEXT)
     if observed is not None and observed.state == ABSENT:
         return observed
@@ -198,6 +202,27 @@ def _nccl_side(snap: Mapping[str, Any], gpu: Presence) -> Presence:
     if records:
         return Presence(NOT_SEEN, not_initialised)
     return Presence(UNKNOWN, "no probe records or NCCL log to show whether NCCL ran")
+
+
+def _traced_without_communication(snap: Mapping[str, Any]) -> Optional[str]:
+    """When every successful run was profiled and its traces hold kernels but no communication kernel (an NCCL
+    collective or send/receive: runs/trace_diff.py's families), what the traces show: NCCL's settings act through
+    its kernels, and none ran in the measured work. None when a run went unprofiled or the traces hold no kernel."""
+    runs = [r for r in snap.get("runs") or [] if isinstance(r, dict) and r.get("ok") is not False]
+    traced = [r for r in runs if isinstance(r.get("trace"), dict) and r["trace"].get("files")]
+    if not runs or len(traced) != len(runs):
+        return None
+    families: Set[str] = set()
+    for run in traced:
+        for summary in run["trace"]["files"]:
+            for name in as_dict(as_dict(summary).get("kernels")):
+                if trace_diff.kernel_component(str(name)) == "communication":
+                    return None
+                families.add(trace_diff.family(str(name)))
+    if not families:
+        return None
+    return (f"the profiler traces of its {len(traced)} run{'s' if len(traced) != 1 else ''} hold {len(families)} "
+            "kernel families and no communication kernel: NCCL's settings act through its kernels")
 
 
 def _sglang_side(snap: Mapping[str, Any]) -> Presence:

@@ -144,3 +144,21 @@ def test_one_disturbed_run_moves_no_median():
     assert trace_diff.moved([10.0, 10.2, 20.0], [20.1, 20.3, 20.2])["beyond_noise"] is True
     assert trace_diff.moved([10.0, 20.5, 20.0], [20.1, 20.3, 20.2])["beyond_noise"] is False
     assert trace_diff.moved([10.0], [11.0])["beyond_noise"] is False  # single runs: 20% needed
+
+
+def test_traces_of_every_run_without_a_communication_kernel_rule_out_nccl_settings():
+    """What acted, over names: when every run was profiled and no communication kernel ran, NCCL's settings cannot
+    have acted (they act through its kernels); one collective kernel in the traces leaves them in play."""
+    from helpers.traces import GEMM
+
+    one_gpu = section({"count": 1, "gpus": {"0": {"name": "NVIDIA H200"}}})
+    envs = {"env_good": {"NCCL_PROTO": "LL", "NVIDIA_TF32_OVERRIDE": "1"},
+            "env_bad": {"NCCL_PROTO": "Simple", "NVIDIA_TF32_OVERRIDE": "0"}}
+    good, bad = traced_pair(trace_file({GEMM: (1920, 40000.0)}), trace_file({GEMM: (1920, 90000.0)}), nvidia=one_gpu,
+                            **envs)
+    causes = causes_by_key(result_mod.analyze(good, bad)["causes"])
+    proto = causes["env.NCCL_PROTO"]
+    assert proto["reach"]["tier"] == "cannot" and "no communication kernel" in proto["reach"]["observation"]
+    assert causes["env.NVIDIA_TF32_OVERRIDE"]["rank"] < proto["rank"]
+    good, bad = allreduce_pair(nvidia=one_gpu)  # an all-reduce kernel in every run: NCCL ran
+    assert causes_by_key(result_mod.analyze(good, bad)["causes"])["env.NCCL_PROTO"]["reach"]["tier"] != "cannot"
