@@ -29,6 +29,7 @@ from envsnap.analysis.compare import (
     comparison_warnings,
     diff as diff_mod,
     nodes as nodes_mod,
+    view_model,
     views as views_mod,
 )
 from envsnap.analysis.result import SCHEMA_VERSION
@@ -212,7 +213,7 @@ def _candidates(snaps: Sequence[Dict[str, Any]]) -> Tuple[List[_Candidate], List
     return out, warnings
 
 
-def _varying(node: Optional[str], views: List[views_mod.View], warnings: List[str]) -> List[_Candidate]:
+def _varying(node: Optional[str], views: List[view_model.View], warnings: List[str]) -> List[_Candidate]:
     """The keys of one node's (or one single-node snapshot's) views whose value varies, volatile ones aside; a
     warning for each run command's process read in some snapshots only (its keys are left out)."""
     views_mod.drop_unstable(views)
@@ -222,7 +223,7 @@ def _varying(node: Optional[str], views: List[views_mod.View], warnings: List[st
         warnings.append(comparison_warnings.partly_observed_warning(name, where))
     keys: Dict[str, str] = {}
     for view in views:
-        for category, key in views_mod.iter_keys(view):
+        for category, key in view_model.iter_keys(view):
             keys.setdefault(key, category)
     out: List[_Candidate] = []
     for key in sorted(keys):

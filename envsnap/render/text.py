@@ -11,7 +11,7 @@ from envsnap import format as fmt
 from envsnap.analysis.compare import patch_status
 from envsnap.analysis.compare.diff import value_text
 from envsnap.analysis.compare.patches import counted
-from envsnap.analysis.compare.views import category_key
+from envsnap.analysis.compare.view_model import category_key
 from envsnap.analysis.runs.verdict import mechanism_line
 from envsnap.model.result_types import Cause, Difference, DiffResult, HunkStatus, PatchSide, SideMeta
 from envsnap.redact import redact_text

@@ -16,7 +16,7 @@ import ast
 import functools
 import sys
 from pathlib import Path
-from typing import Dict, Set
+from typing import Dict, List, Set, Tuple
 
 from helpers import REPO_ROOT
 
@@ -172,3 +172,50 @@ def test_every_reader_above_the_model_passes_the_section_shapes():
             if not any(k.arg == "shapes" for k in call.keywords):
                 missing.append(f"{module}:{call.lineno}")
     assert found >= 2 and missing == []
+
+
+def _cycles(graph: Dict[str, Set[str]], within: Tuple[str, ...]) -> List[List[str]]:
+    """The import cycles (strongly connected components of more than one module) among the modules under
+    `within`, every import counted: module level, function level and TYPE_CHECKING alike. Package
+    `__init__` modules are left out: importing a submodule names its package, which is not an import of it."""
+    nodes = {m for m in graph if m.startswith(within) and not (PACKAGE / Path(*m.split(".")[1:]) / "__init__.py").exists()}
+    edges = {m: {t for t in graph[m] if t in nodes and t != m} for m in nodes}
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    found: List[List[str]] = []
+
+    def visit(m: str) -> None:  # Tarjan's algorithm
+        index[m] = low[m] = len(index)
+        stack.append(m)
+        for t in sorted(edges[m]):
+            if t not in index:
+                visit(t)
+                low[m] = min(low[m], low[t])
+            elif t in stack:
+                low[m] = min(low[m], index[t])
+        if low[m] == index[m]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == m:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for m in sorted(nodes):
+        if m not in index:
+            visit(m)
+    return found
+
+
+def test_the_comparison_and_the_ranking_have_no_import_cycles():
+    """No cycle hidden behind a function-level or TYPE_CHECKING import: the View type lives in view_model.py,
+    below every reader that puts keys into it; whether a checkout runs lives in checkouts.py, below the git and
+    the patch-hunk rankings that both ask it."""
+    assert _cycles(_graph(), ("envsnap.analysis.compare.", "envsnap.analysis.rank.")) == []
+    # The check sees a cycle where there is one.
+    assert _cycles({"envsnap.analysis.rank.a": {"envsnap.analysis.rank.b"},
+                    "envsnap.analysis.rank.b": {"envsnap.analysis.rank.a"}}, ("envsnap.analysis.rank.",)) \
+        == [["envsnap.analysis.rank.a", "envsnap.analysis.rank.b"]]

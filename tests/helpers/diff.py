@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
-from envsnap.analysis.compare.views import ORDERED_FIELDS
+from envsnap.analysis.compare.view_model import ORDERED_FIELDS
 
 
 def section(data: Dict[str, Any], status: str = "ok") -> Dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import nodes as nodes_mod
-from envsnap.analysis.compare.views import View
+from envsnap.analysis.compare.view_model import View
 from envsnap.model import keys
 
 

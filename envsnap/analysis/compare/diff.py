@@ -27,13 +27,15 @@ from envsnap.analysis import knowledge
 from envsnap.analysis.compare import flags as flags_mod, neighbours, nodes as nodes_mod
 from envsnap.analysis.compare.comparison_warnings import ShellTrap, comparison_warnings, node_warnings
 from envsnap.analysis.compare.scalar_lists import changed_indices
-from envsnap.analysis.compare.views import (
-    _MISSING,
+from envsnap.analysis.compare.view_model import (
+    MISSING,
     View,
-    _leaves,
-    build_view,
     categories,
     category_key,
+    leaves,
+)
+from envsnap.analysis.compare.views import (
+    build_view,
     comparable_builds,
     drop_unobserved,
     drop_unstable,
@@ -218,7 +220,7 @@ def _node_presence(pair: nodes_mod.NodePair) -> Difference:
 
 def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View, vb: View) -> List[Difference]:
     get_b = b.get
-    changed = [k for k, v in a.items() if get_b(k, _MISSING) != v]
+    changed = [k for k, v in a.items() if get_b(k, MISSING) != v]
     changed.extend(b.keys() - a.keys())
     presence = va.presence | vb.presence
     # A presence key on both sides whose value moved (a repository's head, a process's title) is the same
@@ -271,7 +273,7 @@ _PLAIN = (dict, str, int, float, bool, type(None))
 def _whole(value: Any, sub: Tuple[str, ...], out: Set[Tuple[str, ...]]) -> None:
     """An added, removed or retyped value: its own path and, for a dict, every leaf in it."""
     if isinstance(value, dict):
-        out.update(sub + p for p, _ in _leaves(value))
+        out.update(sub + p for p, _ in leaves(value))
     out.add(sub)
 
 
@@ -331,7 +333,7 @@ def _deepdiff_leaves(sub_a: Dict[str, Any], sub_b: Dict[str, Any], leaf_paths: D
                                "iterable_item_removed", "type_changes", "values_changed"):
                 for t in (level.t1, level.t2):
                     if isinstance(t, dict):
-                        leaf_paths[key].update(sub + p for p, _ in _leaves(t))
+                        leaf_paths[key].update(sub + p for p, _ in leaves(t))
                 leaf_paths[key].add(sub)
             else:
                 leaf_paths[key].add(sub)

@@ -22,18 +22,16 @@ multiprocessing fd numbers), the items are not.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from envsnap.analysis.compare.view_model import View
 from envsnap.model import keys
 from envsnap.model.argv import CommandLine, Hints, itemise
+from envsnap.model.keys import Subject
 from envsnap.model.snapshot import as_dict, section_data
 
 __all__ = ["CommandLine", "Hints", "bookkeeping_only", "changed_items", "command_lines", "from_probe", "hints",
            "item_text", "items", "process_line", "process_lines", "put_process", "put_run", "run_argv", "same_as_run"]
-
-if TYPE_CHECKING:  # views.py imports this module
-    from envsnap.analysis.compare.views import View
-    from envsnap.model.keys import Subject
 
 PROGRAM, FLAG, ARG = keys.PROGRAM, keys.FLAG, keys.ARG
 RUN = "run"  # the benchmark command's entity, key prefix and category

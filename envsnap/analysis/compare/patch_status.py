@@ -15,15 +15,13 @@ status there (applied, not applied, conflict...). Here:
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from envsnap.analysis.compare.view_model import View
 from envsnap.model import patchtext
 from envsnap.model.keys import Subject, flat_key, view_key
 from envsnap.model.result_types import HunkStatus, PatchSide, PatchStatus
 from envsnap.model.snapshot import as_dict, section_data
-
-if TYPE_CHECKING:
-    from envsnap.analysis.compare.views import View
 
 CATEGORY = "patches"
 # Hunk statuses in the order a side-by-side table reads best; "applied" is what "in the code" means.

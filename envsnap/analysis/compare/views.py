@@ -18,16 +18,12 @@ read which variable (evidence, not keys) is env_reads.py.
 """
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import ne
 from typing import (
     Any,
     Callable,
     Dict,
-    Iterable,
-    Iterator,
     List,
     Optional,
     Sequence,
@@ -36,168 +32,14 @@ from typing import (
 )
 
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare import flags, patch_status
+from envsnap.analysis.compare import flags, patch_status, workers_view
 from envsnap.analysis.compare.env_reads import env_read_coverage, env_read_evidence
+from envsnap.analysis.compare.view_model import MISSING, View, agree, leaves, norm, without_text
 from envsnap.model import keys
 from envsnap.model.keys import Subject, env_subject
 from envsnap.model.owners import owner_text
 from envsnap.model.snapshot import as_dict, section_data
 from envsnap.model.workers import names_by_pid
-
-# Display/sort order of categories: what acts on the measured processes first.
-CATEGORY_ORDER = ("workers", "run", "env", "nccl", "integrity", "patches", "startup", "packages", "python", "git",
-                  "sglang", "gpu", "host", "neighbours", "files", "sections")
-_CATEGORY_RANK = {category: rank for rank, category in enumerate(CATEGORY_ORDER)}
-
-# Lists whose order means something are compared in order; every other list is a set of facts
-# (collectors sort them), compared sorted so a reordering is not a difference.
-ORDERED_FIELDS = frozenset({"cmdline", "sys_path", "argv", "launch_command", "command", "import_lines"})
-
-# Per-process fields compared between launches (pid/ppid/num_threads are volatile and left out).
-PROCESS_FIELDS = ("title", "cmdline", "exe", "cwd", "role", "cpu_affinity", "nice", "gpus", "status",
-                  "environ_status", "parent_key")
-
-_MISSING = object()
-# A file's text (content records) is not compared: its sha256 beside it says whether it changed,
-# and the text itself would differ with redaction on one side only. analysis/compare/patches.py reads it, and
-# the identities of a dirty file's hunks (git's "hunks": its sha256 already says whether it changed).
-TEXT_KEYS = ("content", "patch", "hunks")
-
-
-def without_text(entry: Any) -> Any:
-    """An entry without its file text (content/patch records): whether a file differs is its hash's
-    business, not the text's (redaction on one side only, or no text kept by an older envsnap)."""
-    if isinstance(entry, dict) and ("content" in entry or "patch" in entry or "hunks" in entry):
-        return {k: v for k, v in entry.items() if k not in TEXT_KEYS}
-    return entry
-
-
-@dataclass
-class View:
-    """One snapshot, as readable keys per category."""
-    values: Dict[str, Dict[str, Any]] = field(default_factory=lambda: {c: {} for c in CATEGORY_ORDER})
-    flats: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
-    aggregate: Set[str] = field(default_factory=set)  # flats are the leaves themselves
-    presence: Set[str] = field(default_factory=set)  # keys standing for a whole entity
-    workers: List[str] = field(default_factory=list)  # TP workers whose env could be read
-    unreadable_workers: List[str] = field(default_factory=list)
-    worker_env_source: str = ""  # "probe" | "memory" | "proc" | "mixed" | "" (none)
-    workers_are_tp: bool = False  # the workers are TP schedulers (else every probed/walked process stands in)
-    workers_are_command: bool = False  # no server process was seen: the `envsnap run` command's own stand in
-    parent_env: Dict[str, Any] = field(default_factory=dict)
-    # Evidence behind the keys (not compared): each TP worker's env and where it came from,
-    # what the server's parent process showed for each workers.parent_only.X of its kind, and
-    # NCCL's per-rank "X set by environment to Y" lines.
-    worker_views: Dict[str, Tuple[Dict[str, Any], str]] = field(default_factory=dict)
-    parent_only_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
-    nccl_rank_env: Optional[Dict[str, Dict[str, Any]]] = None  # None: no NCCL log on both sides
-    subjects: Dict[str, Subject] = field(default_factory=dict)
-    # Who read each environment variable (evidence for the ranking, never compared): see env_read_evidence.
-    env_reads: Dict[str, Dict[str, int]] = field(default_factory=dict)
-    env_read_tracked: List[str] = field(default_factory=list)
-    # How far each tracked process's reads are known (epoch s; None: to its exit), and when this side's runs
-    # ended (None: no runs): "not read" holds only for records that cover the runs (env_read_coverage).
-    env_read_until: Dict[str, Optional[float]] = field(default_factory=dict)
-    runs_ended: Optional[float] = None
-    node: Optional[str] = None  # the node of a multi-node snapshot this view is of (Subject.node of its keys)
-    # The snapshot (or node) the view was built from, for evidence read on demand (who can read a variable:
-    # compare/libraries.who_can_read); never compared.
-    source: Dict[str, Any] = field(default_factory=dict)
-    modified_only: Optional[Set[str]] = None  # see build_view
-    builds: Set[str] = field(default_factory=set)  # see build_view
-    # Keys whose object the run's processes mapped in some runs only (_libraries_view): the comparison drops them
-    # on both sides, since which side "has" them followed when the maps were sampled.
-    unstable: Set[str] = field(default_factory=set)  # see drop_unstable
-    # The `envsnap run` command's own processes this side read (their environment, probe record or maps), by
-    # name ("python-0"), and those the views compared together did not all read (drop_unobserved): evidence.
-    command_seen: Set[str] = field(default_factory=set)
-    partly_observed: List[str] = field(default_factory=list)
-    # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
-    patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
-    # Checkouts whose working tree state is not known (git's `status_unknown`: a timeout, a damaged index): a
-    # file the other side lists as dirty or untracked is "status unknown" here, never "clean".
-    git_status_unknown: Set[str] = field(default_factory=set)
-    # The libraries' keys (a process's mapped objects: 225,000 of them for 1,500 processes), put in bulk: their
-    # flat key and subject are made when asked for (flat_of, subject_of), from (field, process key, process, name).
-    library_keys: Dict[str, Tuple[str, str, str, str]] = field(default_factory=dict)
-
-    def put(self, category: str, value: Any, flats: Sequence[str], subject: Subject,
-            aggregate: bool = False, presence: bool = False) -> str:
-        """Add the value of what `subject` names (its key: model/keys.py view_key), with the flat keys it
-        came from; returns the key."""
-        key = keys.view_key(subject)
-        try:
-            self.values[category][key] = value
-        except KeyError:  # a category no view of its own uses (a new collector's): after the known ones
-            self.values[category] = {key: value}
-        self.flats[key] = tuple(flats)
-        self.subjects[key] = subject if self.node is None else subject._replace(node=self.node)
-        if aggregate:
-            self.aggregate.add(key)
-        if presence:
-            self.presence.add(key)
-        return key
-
-    def flat_of(self, key: str) -> Tuple[str, ...]:
-        """Flattened snapshot keys behind a readable key ('' tuple when unknown)."""
-        found = self.flats.get(key)
-        if found is not None:
-            return found
-        library = self.library_keys.get(key)
-        if library is not None:
-            return (keys.flat_key("libraries", library[0], library[1], "objects", library[3]),)
-        rel = keys.integrity_file(key)
-        if rel is not None and key in self.values["integrity"]:
-            return (keys.integrity_flat("modified", rel),)
-        return ()
-
-    def subject_of(self, key: str) -> Optional[Subject]:
-        found = self.subjects.get(key)
-        if found is None and key in self.library_keys:
-            _, _, process, name = self.library_keys[key]
-            return Subject("library", process, name, node=self.node)
-        rel = keys.integrity_file(key) if found is None else None
-        if rel is not None and key in self.values["integrity"]:
-            return Subject("integrity", rel, node=self.node)  # the bulk entries put() skipped
-        return found
-
-    def get(self, key: str, default: Any = None) -> Any:
-        for values in self.values.values():
-            if key in values:
-                return values[key]
-        return default
-
-
-# ---------------------------------------------------------------- building a view
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def _norm(value: Any, name: str = "") -> Any:
-    """JSON-like copy with unordered lists sorted (so reordering is no difference)."""
-    if isinstance(value, dict):
-        # Exact types, checked in C (thousands of entries): a subclass is copied below, to an equal value.
-        if _SCALARS.issuperset(map(type, value.values())):
-            return value  # nothing to sort below: share, don't copy
-        return {str(k): _norm(v, str(k)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        items = [_norm(v) for v in value]
-        if name in ORDERED_FIELDS:
-            return items
-        kinds = {type(v) for v in items}
-        if kinds <= {str} or (kinds <= {int, float} and kinds):
-            return sorted(items)
-        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str))
-    return value
-
-
-def _leaves(obj: Any, path: Tuple[str, ...] = ()) -> Iterator[Tuple[Tuple[str, ...], Any]]:
-    """(path, value) for each leaf of nested dicts; lists are values (compared whole)."""
-    if isinstance(obj, dict) and obj:
-        for key in sorted(obj, key=str):
-            yield from _leaves(obj[key], path + (str(key),))
-    else:
-        yield path, _norm(obj, path[-1] if path else "")
 
 
 def _ok(snap: Dict[str, Any], name: str) -> bool:
@@ -235,8 +77,6 @@ def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = Non
         _leaf_view(view, declared[name].category, name, data[name])
     hint = hints if hints is not None else flags.hints(snap)
     run_line = flags.put_run(view, snap, hint, Subject(flags.COMMAND, flags.RUN))
-    from envsnap.analysis.compare import workers_view  # it builds on this module's View: imported here
-
     workers_view.workers_view(view, data.get("processes"), data.get("probe"), hint, run_line, snap.get("runs"))
     view.env_reads, view.env_read_tracked = env_read_evidence(snap)
     view.env_read_until, view.runs_ended = env_read_coverage(snap)
@@ -246,14 +86,14 @@ def build_view(snap: Dict[str, Any], usable: Set[str], node: Optional[str] = Non
 def _leaf_view(view: "View", category: str, section: str, data: Dict[str, Any]) -> None:
     """Every leaf of a section as its own difference key, `<section>.<path>` (torch, host, and any
     section without a view of its own)."""
-    for path, value in _leaves(data):
+    for path, value in leaves(data):
         if path:
             view.put(category, value, (keys.flat_key(section, *path),), Subject(section, keys.path_key(path)))
 
 
 def _files_view(view: View, files: Dict[str, Any]) -> None:
     for path, info in sorted((files.get("entries") or {}).items()):
-        view.put("files", _norm(without_text(info)), (keys.flat_key("files", "entries", path),),
+        view.put("files", norm(without_text(info)), (keys.flat_key("files", "entries", path),),
                  Subject("files", path))
 
 
@@ -263,7 +103,7 @@ def _files_read_view(view: View, data: Dict[str, Any]) -> None:
     for path, info in sorted((data.get("files") or {}).items()):
         if isinstance(info, dict):
             value = {k: info[k] for k in ("sha256", "size", "error", "read_by") if k in info}
-            view.put("files", _norm(value), (keys.flat_key("files_read", "files", path),), Subject("files_read", path))
+            view.put("files", norm(value), (keys.flat_key("files_read", "files", path),), Subject("files_read", path))
 
 
 def _env_view(view: View, env: Dict[str, Any]) -> None:
@@ -276,9 +116,9 @@ def _env_view(view: View, env: Dict[str, Any]) -> None:
 def _python_view(view: View, py: Dict[str, Any]) -> None:
     for name in keys.PYTHON_FIELDS:
         if name in py:
-            view.put("python", _norm(py[name], name), (keys.flat_key("python", name),), Subject("python", name))
+            view.put("python", norm(py[name], name), (keys.flat_key("python", name),), Subject("python", name))
     for path, hook in (py.get("startup_hooks") or {}).items():
-        view.put("startup", _norm(without_text(hook)), (keys.flat_key("python", "startup_hooks", path),),
+        view.put("startup", norm(without_text(hook)), (keys.flat_key("python", "startup_hooks", path),),
                  Subject("startup", path))
 
 
@@ -289,7 +129,7 @@ def _packages_view(view: View, pkgs: Dict[str, Any]) -> None:
     for name, dist in (pkgs.get("dists") or {}).items():
         if not isinstance(dist, dict):
             continue
-        value = {k: _norm(dist[k], k) for k in ("version", "origin", "location") if k in dist}
+        value = {k: norm(dist[k], k) for k in ("version", "origin", "location") if k in dist}
         if name in view.builds:
             value["build"] = knowledge.build_identity(dist.get("build"))
         view.put("packages", value, (keys.flat_key("packages", "dists", name),), Subject("packages", name))
@@ -322,7 +162,7 @@ def comparable_builds(snaps: Sequence[Dict[str, Any]]) -> Set[str]:
         dists = pkgs.get("dists") if isinstance(pkgs, dict) else None
         mine = {name: dist.get("version") for name, dist in (dists or {}).items()
                 if isinstance(dist, dict) and isinstance(dist.get("build"), dict)}
-        found = mine if found is None else {name: v for name, v in found.items() if mine.get(name, _MISSING) == v}
+        found = mine if found is None else {name: v for name, v in found.items() if mine.get(name, MISSING) == v}
     return set(found or ())
 
 
@@ -337,7 +177,7 @@ def modified_entries_differing(good: Dict[str, Any], bad: Dict[str, Any]) -> Set
     # Entry by entry in C (map, operator.ne, compress): tens of thousands of edited files in a
     # broken install cost no Python-level loop.
     rels = list(gmod)
-    bad_entries = map(bmod.get, rels, repeat(_MISSING))
+    bad_entries = map(bmod.get, rels, repeat(MISSING))
     differing = set(compress(rels, map(ne, gmod.values(), bad_entries)))
     differing.update(bmod.keys() - gmod.keys())
     return differing
@@ -353,11 +193,11 @@ def _git_view(view: View, git: Dict[str, Any]) -> None:
         for name, label in (("head", "commit"), ("branch", "branch"), ("detached", "detached"),
                             ("upstream", "upstream"), ("ahead", "ahead"), ("behind", "behind"), ("roles", "roles")):
             if name in info:
-                view.put("git", _norm(info[name], name), (keys.flat_key(base, name),),
+                view.put("git", norm(info[name], name), (keys.flat_key(base, name),),
                          Subject("git", repo, label))
         for kind in ("dirty", "untracked", "submodules"):
             for rel, entry in (info.get(kind) or {}).items():
-                view.put("git", _norm(without_text(entry)), (keys.flat_key(base, kind, rel),),
+                view.put("git", norm(without_text(entry)), (keys.flat_key(base, kind, rel),),
                          Subject("git", repo, kind, item=rel))
         if info.get("status_unknown"):
             view.git_status_unknown.add(repo)
@@ -365,7 +205,7 @@ def _git_view(view: View, git: Dict[str, Any]) -> None:
                      Subject("git", repo, "status"))
         if "stash" in info:
             stash = {name: without_text(entry) for name, entry in (info.get("stash") or {}).items()}
-            view.put("git", _norm(stash), (keys.flat_key(base, "stash"),), Subject("git", repo, "stash"))
+            view.put("git", norm(stash), (keys.flat_key(base, "stash"),), Subject("git", repo, "stash"))
 
 
 def _gpu_view(view: View, nv: Dict[str, Any]) -> None:
@@ -378,11 +218,11 @@ def _gpu_view(view: View, nv: Dict[str, Any]) -> None:
         view.put("gpu", gpu.get("name"), (keys.gpu_flat(index),), Subject("gpu", str(index)),
                  presence=True)
         base = keys.gpu_flat(index)
-        for path, value in _leaves(gpu):
+        for path, value in leaves(gpu):
             if path:
                 key = keys.path_key(path)
                 view.put("gpu", value, (keys.flat_key(base, key),), Subject("gpu", str(index), key))
-    for path, value in _leaves(nv.get("topology") or {}):
+    for path, value in leaves(nv.get("topology") or {}):
         if path:
             key = keys.path_key(path)
             view.put("gpu", value, (keys.flat_key("nvidia", "topology", key),), Subject("gpu", "topology", key))
@@ -392,27 +232,8 @@ def _sglang_view(view: View, sg: Dict[str, Any]) -> None:
     if sg.get("version") is not None:
         view.put("sglang", sg["version"], (keys.flat_key("sglang", "version"),), Subject("sglang", "version"))
     for name, value in (sg.get("server_args") or {}).items():
-        view.put("sglang", _norm(value, name), (keys.flat_key("sglang", "server_args", name),),
+        view.put("sglang", norm(value, name), (keys.flat_key("sglang", "server_args", name),),
                  Subject("sglang", name, "args"))
-
-
-def _agree(view: View, category: str, per_instance: Dict[str, Dict[str, Any]], flat_of: Dict[str, str],
-           subject: Callable[[str, bool], Subject]) -> None:
-    """Aggregate one dict per instance (worker/rank): one key for X when all agree, else one (its subject
-    split: "workers.disagree.X") holding every instance's value (absent = None)."""
-    names: Set[str] = set()
-    for env in per_instance.values():
-        names.update(env)
-    instances = sorted(per_instance)
-    for name in sorted(names):
-        values = {inst: per_instance[inst].get(name) for inst in instances}
-        flats = [keys.flat_key(flat_of[inst], name) for inst in instances if name in per_instance[inst]]
-        first = values[instances[0]]
-        # count() compares in C, with == (after an identity check: a snapshot holds no NaN to tell them apart)
-        if list(values.values()).count(first) == len(values):
-            view.put(category, first, flats, subject(name, False), aggregate=True)
-        else:
-            view.put(category, values, flats, subject(name, True), aggregate=True)
 
 
 def _libraries_view(view: View, data: Dict[str, Any]) -> None:
@@ -530,10 +351,10 @@ def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:
         return
     view.put("nccl", sorted(ranks, key=lambda r: (len(r), r)), (keys.flat_key("nccl", "ranks"),), Subject("nccl", "ranks"))
     skip = {"pid", "host"} | ({"version"} if nccl.get("version") is not None else set())
-    per_rank = {r: {keys.path_key(p): v for p, v in _leaves({k: v for k, v in info.items() if k not in skip}) if p}
+    per_rank = {r: {keys.path_key(p): v for p, v in leaves({k: v for k, v in info.items() if k not in skip}) if p}
                 for r, info in ranks.items()}
     flat_of = {r: keys.nccl_rank_flat(r) for r in ranks}
-    _agree(view, "nccl", per_rank, flat_of, keys.nccl_field_subject)
+    agree(view, "nccl", per_rank, flat_of, keys.nccl_field_subject)
 
 
 def _nccl_conf_view(view: View, conf: Dict[str, Any]) -> None:
@@ -563,24 +384,3 @@ _BUILDERS: Tuple[Tuple[str, Callable[[View, Dict[str, Any]], None]], ...] = (
 # processes and probe: the workers' view; neighbours: compared by compare/neighbours.py (who else ran moves
 # from moment to moment: its leaves would only be volatile noise).
 _CUSTOM = frozenset(name for name, _ in _BUILDERS) | {"processes", "probe", "neighbours"}
-
-
-def category_key(category: str) -> Tuple[int, str]:
-    """Where a category sorts in display order: CATEGORY_ORDER's, then any other (a collector's own
-    category) by name. Every list of categories or differences is sorted by it."""
-    rank = _CATEGORY_RANK.get(category)
-    return (len(CATEGORY_ORDER), category) if rank is None else (rank, "")
-
-
-def categories(*views: View) -> List[str]:
-    """Every category of CATEGORY_ORDER and of these views, in display order."""
-    return sorted(set(CATEGORY_ORDER).union(*(view.values for view in views)), key=category_key)
-
-
-def iter_keys(view: View) -> Iterable[Tuple[str, str]]:
-    """(category, key) of every non-presence key in a view."""
-    for category in categories(view):
-        for key in view.values[category]:
-            if key not in view.presence:
-                yield category, key
-

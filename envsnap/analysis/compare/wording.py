@@ -9,7 +9,7 @@ from typing import Any
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import neighbours
-from envsnap.analysis.compare.views import View
+from envsnap.analysis.compare.view_model import View
 from envsnap.model import keys
 from envsnap.model.keys import Subject
 

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import flags
-from envsnap.analysis.compare.views import _MISSING, PROCESS_FIELDS, View, _agree, _norm
+from envsnap.analysis.compare.view_model import MISSING, PROCESS_FIELDS, View, agree, norm
 from envsnap.model import keys
 from envsnap.model.keys import Subject, env_subject
 from envsnap.model.workers import (
@@ -57,7 +57,7 @@ def workers_view(view: View, processes: Optional[Dict[str, Any]], probe: Optiona
     view.workers = sorted(envs)
     view.worker_env_source = next(iter(sources)) if len(sources) == 1 else ("mixed" if sources else "")
     if envs:
-        _agree(view, "workers", envs, flat_of,
+        agree(view, "workers", envs, flat_of,
                lambda name, split: env_subject("workers", name, "disagree" if split else ""))
         walk_workers = {seen[k].walk_key for k in workers if seen[k].walk_key}
         probe_workers = {seen[k].probe_key for k in workers if seen[k].probe_key and seen[k].group == SERVER}
@@ -91,10 +91,10 @@ def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, An
         if name == "title" and (itemised or flags.bookkeeping_only(proc, rec)):
             continue
         if name in proc:
-            view.put("workers", _norm(proc[name], name), (keys.flat_key(walk_flat, name),), Subject("process", key, name))
+            view.put("workers", norm(proc[name], name), (keys.flat_key(walk_flat, name),), Subject("process", key, name))
     _placement_keys(view, key, walk_flat, proc)
     if isinstance(rec.get("init"), dict):
-        view.put("workers", _norm(rec["init"]), (keys.flat_key(record_flat, "init"),), Subject("process", key, "init"))
+        view.put("workers", norm(rec["init"]), (keys.flat_key(record_flat, "init"),), Subject("process", key, "init"))
     changes = in_process_changes(record_flat, rec) if rec else memory_changes(process)
     for name, (value, flats) in changes.items():
         view.put("workers", value, flats,
@@ -103,7 +103,7 @@ def _process_keys(view: View, key: str, process: SeenProcess, proc: Dict[str, An
     if isinstance(modules, dict):
         for name, shadow in sorted((modules.get("shadowed") or {}).items()):
             if isinstance(shadow, dict):
-                view.put("workers", _norm(shadow), (keys.flat_key(record_flat, "modules", "shadowed", name),),
+                view.put("workers", norm(shadow), (keys.flat_key(record_flat, "modules", "shadowed", name),),
                          Subject("process", key, keys.aspect(keys.SHADOWED, name)))
         for name, path in sorted((modules.get("elsewhere") or {}).items()):
             if name not in (modules.get("shadowed") or {}):
@@ -279,7 +279,7 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
         seen = {k: env.get(name) for k, env in envs.items()}
         if name in late_values:
             value = late_values[name]
-            is_late = early_values.get(name, _MISSING) != value
+            is_late = early_values.get(name, MISSING) != value
             if any(v == value for v in seen.values()):
                 continue
             if not is_late and any(v is not None for v in seen.values()):
@@ -290,10 +290,10 @@ def _server_parent_only(view: View, procs: Dict[str, Dict[str, Any]], records: D
                 continue  # a changed value: SGLang's _set_envs_and_config does that on purpose
         distinct = {json.dumps(v, default=str) for v in seen.values()}
         workers_value = next(iter(seen.values())) if len(distinct) == 1 else "mixed"
-        has = [(who, src) for who, src, env, _ in late + early if env.get(name, _MISSING) == value]
+        has = [(who, src) for who, src, env, _ in late + early if env.get(name, MISSING) == value]
         lacks = [(who, src) for who, src, env, _ in early if name not in env] if is_late else []
         flats = [keys.flat_key(prefix, name) for _, _, env, prefix in late + early
-                 if env.get(name, _MISSING) == value]
+                 if env.get(name, MISSING) == value]
         flats += [keys.flat_key(flat_of[k], name) for k in sorted(envs) if name in envs[k]]
         view.put("workers", {"parent": value, "workers": workers_value, "in": "server"}, flats,
                  env_subject("parent_only", name, "server"), aggregate=True)

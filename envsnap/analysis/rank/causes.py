@@ -27,6 +27,7 @@ from envsnap.analysis import knowledge
 from envsnap.analysis.compare import diff as diff_mod, nodes as nodes_mod, patch_status
 from envsnap.analysis.knowledge import CPU_HOST, MEMORY, NONE
 from envsnap.analysis.rank import (
+    checkouts,
     context as context_mod,
     domain,
     flags,
@@ -159,7 +160,7 @@ class _Ranking:
 
     @staticmethod
     def _file_kind(path: str, score: Score) -> None:
-        found = domain.file_kind(path)
+        found = checkouts.file_kind(path)
         if found is not None and found[1] != 1.0:
             score.apply("file_kind", f"a {found[0]} file", value=found[1])
 

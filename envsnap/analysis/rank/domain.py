@@ -19,6 +19,7 @@ from envsnap.analysis import knowledge
 from envsnap.analysis.compare import diff as diff_mod, patch_status
 from envsnap.analysis.knowledge import COMMUNICATION, KERNELS
 from envsnap.analysis.rank import evidence as evidence_mod, hook_effects as hook_effects_mod, hunks, running as running_mod
+from envsnap.analysis.rank.checkouts import checkout_roles, file_kind, score_checkout
 from envsnap.analysis.rank.factors import HOT_PATH_EDIT_PRIOR, HOT_PATH_PACKAGE_PRIOR, STARTUP_MENTION_SHARE, Score
 from envsnap.analysis.rank.priors import rule_source
 from envsnap.model import keys
@@ -413,56 +414,6 @@ def score_startup(d: diff_mod.Difference, component: str, why: str, facts: Facts
     return component, why
 
 
-def checkout_roles(comp: diff_mod.Comparison, repo: str) -> Set[str]:
-    """The roles a checkout was reached through, on either side (cwd, repo, editable:<dist>)."""
-    roles: Set[str] = set()
-    for view in (comp.good, comp.bad):
-        roles.update(str(r) for r in view.values.get("git", {}).get(keys.view_key(keys.Subject("git", repo, "roles"))) or [])
-    return roles
-
-
-def score_checkout(root: str, roles: Set[str], running: running_mod.Running, score: Score, notes: List[str],
-                   editable_kind: bool = False) -> None:
-    """Whether a checkout is code that runs: an editable install of a package (of a hot-path one above all),
-    or a checkout whose code a measured process ran (its main script, an imported module, the run command's
-    program, sys.path: running.py); a process's working directory alone says where it ran, not that the
-    checkout's code ran (a note); else, when the measured processes are known, not what runs; when they are
-    not, unknown."""
-    editable = sorted(r.split(":", 1)[1] for r in roles if r.startswith("editable:"))
-    if editable_kind and not editable:
-        editable = ["(an editable install)"]
-    hot = [e for e in editable if canonical_name(e) in knowledge.HOT_PATH_PACKAGES]
-    if hot:
-        score.apply("editable_hot_path", f"{root} is the installed {hot[0]} (editable): its changes run")
-        return
-    if editable:
-        score.apply("editable", f"{root} is the installed {editable[0]} (editable): its changes run")
-        return
-    places = running.runs_from(root)
-    if any(p.kind in running_mod.CODE_KINDS for p in places):
-        score.apply("checkout_runs", f"{root} is what runs: {running_mod.describe(places)}")
-        return
-    if places:  # only where they ran: never "not what runs"; what moves it is where the code they ran came from
-        outside = running.code_outside(root)
-        if outside:
-            score.apply("checkout_code_elsewhere", f"{root} is {running_mod.describe(places)}, but the code they "
-                                                   f"ran came from elsewhere ({running_mod.describe(outside)}), and "
-                                                   "none from it")
-        else:
-            notes.append(f"{root} is {running_mod.describe(places)}, but no code of it was seen running (no main "
-                         "script, imported module or sys.path entry in it): whether its changes run is not known")
-        return
-    elsewhere = running.elsewhere() if running.known else None
-    if elsewhere:
-        score.apply("checkout_not_running", f"{root} is not what runs: {elsewhere}")
-    elif running.known:
-        notes.append(f"whether {root} is code that runs is not known: the measured processes were recorded "
-                     "without their working directories, scripts or modules")
-    else:
-        notes.append(f"whether {root} is code that runs is not known: no measured process was recorded "
-                     "(--pid, --probe-dir or envsnap run show where they ran)")
-
-
 def score_git(d: diff_mod.Difference, facts: Facts, score: Score, notes: List[str]) -> None:
     repo = d.subject.entity
     score_checkout(repo, checkout_roles(facts.comp, repo), facts.running, score, notes)
@@ -475,18 +426,6 @@ def score_git(d: diff_mod.Difference, facts: Facts, score: Score, notes: List[st
         hunk = facts.hunk_twins.get(("git", repo, rel))
         if hunk:
             score.apply("shown_by_hunk", f"{hunk} shows this edit hunk by hunk, and ranks it")
-
-
-def file_kind(path: str) -> Optional[Tuple[str, float]]:
-    """(kind, multiplier) of a changed file by its name (knowledge.FILE_KINDS), None when unknown."""
-    lower = path.lower()
-    base = lower.rsplit("/", 1)[-1]
-    for suffixes, kind, multiplier in knowledge.FILE_KINDS:
-        if lower.endswith(suffixes):
-            return kind, multiplier
-    if base in knowledge.DOCUMENTATION_NAMES:
-        return next((kind, m) for suffixes, kind, m in knowledge.FILE_KINDS if ".md" in suffixes)
-    return None
 
 
 def shadowed_why(d: diff_mod.Difference, why: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Dict, List, Sequence, Tuple
 
 from envsnap import format as fmt
-from envsnap.analysis.compare.views import View
+from envsnap.analysis.compare.view_model import View
 from envsnap.model.keys import parent_only_key
 
 

@@ -15,7 +15,9 @@ from envsnap.analysis import knowledge
 from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.analysis.compare.patch_status import CATEGORY, describe, status_text, target_sha
 from envsnap.analysis.knowledge import KERNELS
+from envsnap.analysis.rank import checkouts
 from envsnap.analysis.rank.factors import HOT_PATH_EDIT_PRIOR, Score
+from envsnap.analysis.rank.priors import rule_source
 from envsnap.analysis.rank.running import Running
 from envsnap.model.keys import INTEGRITY_ANY, integrity_key
 from envsnap.model.names import canonical_name
@@ -25,9 +27,6 @@ from envsnap.model.snapshot import as_dict
 def score_hunk(d: Difference, comp: Comparison, component: str, why: str, score: Score,
                notes: List[str], running: Optional[Running] = None) -> Tuple[str, str]:
     """(component, why) of a patches difference; its factors applied to `score`."""
-    from envsnap.analysis.rank import domain
-    from envsnap.analysis.rank.priors import rule_source
-
     good = comp.good.patch_info.get(d.base_key)
     bad = comp.bad.patch_info.get(d.base_key)
     if d.subject.aspect != "hunk" or (good is None and bad is None):
@@ -64,7 +63,7 @@ def score_hunk(d: Difference, comp: Comparison, component: str, why: str, score:
     else:
         notes.append(f"whether {rel} itself changed is not known (not hashed on both sides)")
     _runs_here(d, comp, kind, dist, rel, target, score, notes, running)
-    found = domain.file_kind(rel)
+    found = checkouts.file_kind(rel)
     if found is not None and found[1] != 1.0:
         score.apply("file_kind", f"a {found[0]} file", value=found[1])
     return component, why
@@ -79,10 +78,8 @@ def _runs_here(d: Difference, comp: Comparison, kind: str, dist: str, rel: str, 
         score.apply("patch_target_installed", f"{rel} is installed in the described interpreter's site-packages "
                                               f"{root}{owner}: the code that runs")
         return
-    from envsnap.analysis.rank import domain
-
     if kind in ("editable", "checkout"):
-        domain.score_checkout(root, domain.checkout_roles(comp, root), running or Running(), score, notes,
+        checkouts.score_checkout(root, checkouts.checkout_roles(comp, root), running or Running(), score, notes,
                               editable_kind=kind == "editable")
     else:
         notes.append(f"whether {root} is code that runs is not known")

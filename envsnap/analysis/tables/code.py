@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Set, Tuple
 
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare.views import without_text
+from envsnap.analysis.compare.view_model import without_text
 from envsnap.analysis.compare.wording import GIT_STATUS_WORDS
 from envsnap.analysis.tables.common import (
     SAME_ROWS,

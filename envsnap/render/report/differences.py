@@ -5,7 +5,7 @@ from collections import Counter
 from typing import Any, Dict, List
 
 from envsnap import format as fmt
-from envsnap.analysis.compare.views import category_key
+from envsnap.analysis.compare.view_model import category_key
 from envsnap.model.result_types import Difference, DiffResult
 from envsnap.render.report.common import capped, change_words, missing_words
 

@@ -6,8 +6,8 @@ from helpers.diff import runs, snap
 
 from envsnap.analysis.compare import diff
 from envsnap.analysis.compare.nodes import pair_nodes
-from envsnap.analysis.compare.views import Subject
 from envsnap.analysis.tables.flags import command_lines_table
+from envsnap.model.keys import Subject
 
 
 def _server(argv, key="python-0", pid=10, probe_argv=None, children=()):

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from helpers import TEST_DATA
 
-from envsnap.analysis.compare import env_reads, views
+from envsnap.analysis.compare import env_reads, view_model, views
 from envsnap.capture.base import CaptureContext
 from envsnap.capture.collectors import SECTION_SHAPES, nccl as nccl_collector, probe as probe_collector
 from envsnap.model.schema import validate
@@ -59,7 +59,7 @@ def test_probe_reads_per_process_and_records_without_counts_are_no_evidence(tmp_
     view = views.build_view(snap, views.usable_sections([snap]))
     assert view.env_reads == reads and view.env_read_tracked == tracked
     # Evidence, never a compared key.
-    assert not [k for _, k in views.iter_keys(view) if "env_reads" in k]
+    assert not [k for _, k in view_model.iter_keys(view) if "env_reads" in k]
 
 
 def test_snapshots_without_read_evidence_say_nothing():
