@@ -24,25 +24,25 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, cast
 
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare import diff as diff_mod, nodes as nodes_mod, patch_status
+from envsnap.analysis.compare import diff as diff_mod, nodes as nodes_mod
 from envsnap.analysis.knowledge import CPU_HOST, MEMORY, NONE
 from envsnap.analysis.rank import (
-    checkouts,
     context as context_mod,
     domain,
     flags,
     fold as fold_mod,
-    hunks,
+    kinds,
     observed,
     priors,
     reach as reach_mod,
     running as running_mod,
     size as size_mod,
 )
+from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import SIDE_WEIGHTS, Score
+from envsnap.analysis.rank.kinds import startup_hook, variable as variable_kind
 from envsnap.analysis.runs.verdict import worse
 from envsnap.model import keys
-from envsnap.model.keys import SHADOWED, aspect_kind
 from envsnap.model.result_types import FoldedCause, RankedCause, ReachInfo, SizeInfo, Verdict
 
 RESOURCE_COMPONENTS = {"cpus": CPU_HOST, "cpuset": CPU_HOST, "cpu_quota": CPU_HOST, "smt": CPU_HOST,
@@ -103,8 +103,7 @@ class _Ranking:
                 notes.append(note)
         if d.variable is not None:
             places = self.facts.by_var.get(d.variable, {})
-            nccl_counted = d.where == "nccl" or (d.where in ("workers", "nccl_conf") and "nccl" in places)
-            observed.apply_reads(d, self.comp, score, notes, nccl_counted)
+            observed.apply_reads(d, self.comp, score, notes, variable_kind.counted_by_nccl(d, places))
         observed.apply_mechanism(d, component, self.mechanism, score, notes)
         self._eagle3(component, score, notes)
         score.apply(self.runs[0])
@@ -117,52 +116,16 @@ class _Ranking:
 
     def _domain(self, d: diff_mod.Difference, rule: knowledge.FieldRule, component: str, why: str, score: Score,
                 notes: List[str]) -> Tuple[str, str]:
-        facts = self.facts
-        if d.variable is not None:
-            why = domain.score_variable(d, component, why, facts, score, notes)
-        elif d.category == "integrity":
-            component, why = domain.score_integrity(d, rule, component, why, facts, score, notes)
-        elif d.where == "packages":
-            component, why = domain.score_package(d, rule, component, why, score, notes)
-        elif flags.item_of(d) is not None:
-            component, why = flags.score_item(d, facts.comp, component, why, score, notes)
-        elif d.where == "process" and aspect_kind(d.subject.aspect) == SHADOWED:
-            why = domain.shadowed_why(d, why)
-        elif d.where == "library":
-            why = domain.library_why(d, why, score)
-        elif d.category == "startup":
-            component, why = domain.score_startup(d, component, why, facts, score, notes)
-        elif d.category == "git":
-            domain.score_git(d, facts, score, notes)
-            if d.subject.aspect in ("dirty", "untracked") and d.subject.item:
-                self._file_kind(d.subject.item, score)
-        elif d.where == "files":
-            self._file_kind(d.subject.entity, score)
-        elif d.where == patch_status.CATEGORY:
-            component, why = hunks.score_hunk(d, facts.comp, component, why, score, notes, facts.running)
-        elif d.category == "nccl" and facts.worker_nccl_vars:
-            # What NCCL logged it did (algorithms, protocols, channels) follows from the settings it read.
-            score.apply("nccl_effect", f"an effect of the workers' {', '.join(facts.worker_nccl_vars)} change, "
-                                       "as NCCL logged it")
-            why += f" \u2014 an effect of the workers' {', '.join(facts.worker_nccl_vars)} change, as NCCL logged it"
-        elif d.where == "gpu" and d.subject.entity == "*":
-            notes.append("the same change on every GPU")
-        elif d.where == "neighbour":
-            observed.apply_neighbour(d, self.mechanism, score, notes)
-        elif d.where == "section":
-            why = "a section was captured on one side only: what it holds cannot be compared"
+        kind = kinds.kind_of(d)
+        if kind is not None:  # the kind's own evidence terms (analysis/rank/kinds)
+            component, why = kind.evidence(d, EvidenceContext(self.facts, rule, self.mechanism), component, why,
+                                           score, notes)
         node = d.subject.node
         if node == nodes_mod.EVERY_NODE:
             notes.append("the same change on every node compared")
         elif node and "," in node:
             notes.append(f"the same change on nodes {node.replace(',', ', ')}")
         return component, why
-
-    @staticmethod
-    def _file_kind(path: str, score: Score) -> None:
-        found = checkouts.file_kind(path)
-        if found is not None and found[1] != 1.0:
-            score.apply("file_kind", f"a {found[0]} file", value=found[1])
 
     def _eagle3(self, component: str, score: Score, notes: List[str]) -> None:
         weights = SIDE_WEIGHTS.get(self.side or "")
@@ -212,7 +175,7 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Verdict,
         ruled_out = _ruled_out_variables(entries)
         ranking.facts.ruled_out = ruled_out
         if ruled_out:
-            entries = [(d, *ranking.cause(d)) if d.category == "startup" else (d, score, cause)
+            entries = [(d, *ranking.cause(d)) if startup_hook.owns(d) else (d, score, cause)
                        for d, score, cause in entries]
             for d, score, cause in entries:
                 if "reach" not in cause:

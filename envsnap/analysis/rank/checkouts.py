@@ -77,3 +77,10 @@ def file_kind(path: str) -> Optional[Tuple[str, float]]:
     if base in knowledge.DOCUMENTATION_NAMES:
         return next((kind, m) for suffixes, kind, m in knowledge.FILE_KINDS if ".md" in suffixes)
     return None
+
+
+def apply_file_kind(path: str, score: Score) -> None:
+    """The kind of file that changed, by its name, as a factor of its cause (documentation weighs little)."""
+    found = file_kind(path)
+    if found is not None and found[1] != 1.0:
+        score.apply("file_kind", f"a {found[0]} file", value=found[1])

@@ -57,11 +57,14 @@ def test_every_kind_module_is_in_the_explicit_list_and_owns_something_distinct()
     assert len({k.NAME for k in kinds.KINDS}) == len(kinds.KINDS)
 
 
-def test_no_module_outside_the_kinds_switches_on_where_to_judge_reach():
-    tree = ast.parse((KINDS_DIR.parent / "reach.py").read_text())
-    compares = [n for n in ast.walk(tree) if isinstance(n, ast.Compare)
-                and any(isinstance(s, ast.Attribute) and s.attr in ("where", "category") for s in ast.walk(n))]
-    assert compares == []
+def test_no_module_outside_the_kinds_switches_on_where_to_judge_reach_or_evidence():
+    """reach.py asks each difference's kind for its reach, causes.py for its evidence terms: neither compares a
+    difference's `where` or `category` itself."""
+    for module in ("reach.py", "causes.py"):
+        tree = ast.parse((KINDS_DIR.parent / module).read_text())
+        compares = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Compare)
+                    and any(isinstance(s, ast.Attribute) and s.attr in ("where", "category") for s in ast.walk(n))]
+        assert compares == [], module
 
 
 def test_search_path_entries_by_what_was_loaded_through_them():
@@ -233,3 +236,37 @@ def test_scheduling_acted_when_the_runs_sampled_the_process_and_sized_by_its_wai
     measured = scheduling.size(d, 0.5, mechanism)
     assert measured is not None and abs(measured.share - 0.75) < 1e-9 and "unexplained: 25%" in measured.line()
     assert scheduling.size(d, 0.5, {"factors": {}}) is None and scheduling.size(d, None, mechanism) is None
+
+
+def test_the_kinds_without_a_reach_of_their_own_add_their_evidence_terms():
+    """NCCL's logged setup is an effect of the workers' NCCL variables; a GPU setting changed on every GPU says so;
+    a section on one side only says what that means. Each kind owns its own differences."""
+    from envsnap.analysis import knowledge
+    from envsnap.analysis.rank import domain
+    from envsnap.analysis.rank.evidence_context import EvidenceContext
+    from envsnap.analysis.rank.factors import Score
+    from envsnap.analysis.rank.kinds import gpu_setting, nccl_effect, section_presence
+    from envsnap.model.keys import Subject
+
+    comp, _ = _ctx(snap("g", env={}), snap("b", env={}))
+    facts = domain.Facts(comp, [])
+    facts.worker_nccl_vars = ["NCCL_PROTO"]
+    ctx = EvidenceContext(facts, knowledge.rule_for("nccl.ranks"))
+
+    def difference(where, entity, category):
+        return diff_mod.Difference(f"{where}.{entity}", category, "changed", 1, 2, False, [], Subject(where, entity))
+
+    logged = difference("nccl", "ranks", "nccl")
+    assert kinds.kind_of(logged) is nccl_effect
+    score, notes = Score(0.5, "prior"), []
+    _, why = nccl_effect.evidence(logged, ctx, "communication", "NCCL's channels changed", score, notes)
+    assert "nccl_effect" in [name for name, _ in score.named_steps()]
+    assert why.endswith("an effect of the workers' NCCL_PROTO change, as NCCL logged it")
+    every = difference("gpu", "*", "gpu")
+    assert kinds.kind_of(every) is gpu_setting
+    notes = []
+    gpu_setting.evidence(every, ctx, "kernels", "clocks", Score(0.5, "prior"), notes)
+    assert notes == ["the same change on every GPU"]
+    one_side = difference("section", "nvidia", "sections")
+    assert kinds.kind_of(one_side) is section_presence
+    assert "captured on one side only" in section_presence.evidence(one_side, ctx, "none", "", Score(0.5, "p"), [])[1]

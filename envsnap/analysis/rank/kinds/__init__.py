@@ -3,27 +3,33 @@
 A kind module has `NAME`, `owns(d)` (is this difference of the kind?), `reach(d, ctx)` (its reach from what the
 snapshots observed, or None when they say nothing either way), `acted_by(names)` (a combination of its score's
 factors that means it acted, beyond the common ones), `undecided(d, names, why)` (what it says when nothing
-decided) and `size(d, loss, mechanism)` (its own measure of its share of the loss, from the runs' counters, if it
-has one): the explicit list below, checked by mypy against the `DifferenceKind` Protocol, as the collectors are.
+decided), `size(d, loss, mechanism)` (its own measure of its share of the loss, from the runs' counters, if it
+has one) and `evidence(d, ctx, component, why, score, notes)` (its evidence terms on the cause's score): the
+explicit list below, checked by mypy against the `DifferenceKind` Protocol, as the collectors are.
 The ranking asks `kind_of(d)` and never switches on a difference's `where` itself (analysis/rank/reach.py). A
 difference no kind owns is judged by the observation factors of its score alone.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds import (
     checkout_file,
     command_line,
     file_read,
+    gpu_setting,
     installed_file,
     library,
+    nccl_effect,
     neighbour,
     package,
     patch_hunk,
     scheduling,
     search_path,
+    section_presence,
     shadowed_module,
     startup_hook,
     variable,
@@ -46,11 +52,14 @@ class DifferenceKind(Protocol):
     def size(self, d: Difference, loss: Optional[float],
              mechanism: Optional[Mapping[str, Any]] = None) -> Optional[Size]: ...
 
+    def evidence(self, d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+                 notes: List[str]) -> Tuple[str, str]: ...
+
 
 # The explicit list, most specific first (a variable is a search path before it is anything else).
 KINDS: Tuple[DifferenceKind, ...] = (search_path, variable, installed_file, package, library, shadowed_module,
                                      startup_hook, neighbour, scheduling, checkout_file, patch_hunk, file_read,
-                                     watched_file, command_line)
+                                     watched_file, command_line, nccl_effect, gpu_setting, section_presence)
 
 
 def kind_of(d: Difference) -> Optional[DifferenceKind]:

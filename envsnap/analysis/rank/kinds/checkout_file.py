@@ -2,9 +2,12 @@
 of the checkout whose directory holds it."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank import checkouts, domain
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, under, who
 
@@ -31,3 +34,12 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
                 what = "it" if module_file == path else f"its package {(package or '').rsplit('/', 1)[-1]}"
                 return Reach(ACTED, "modules", f"{who(takers)} imported {what} from the checkout on {side}")
     return None
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    """Whether the checkout is code that runs (rank/checkouts.py), and the kind of the file that changed."""
+    domain.score_git(d, ctx.facts, score, notes)
+    if d.subject.aspect in ("dirty", "untracked") and d.subject.item:
+        checkouts.apply_file_kind(d.subject.item, score)
+    return component, why

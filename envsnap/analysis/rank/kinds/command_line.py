@@ -4,10 +4,12 @@ values mark bookkeeping (a port, an address, a path, a name or an id: knowledge/
 names a resource and sets nothing the work does: then it could act at most, below what acted."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank import flags
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import COULD_ACT, Reach, ReachContext
 
@@ -26,3 +28,9 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
                                              "bookkeeping (a port, an address, a path, a name or an id): it names a "
                                              "resource and sets nothing the work does")
     return None
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    """A server flag's own knowledge, an argument the server read (rank/flags.py)."""
+    return flags.score_item(d, ctx.facts.comp, component, why, score, notes)

@@ -2,9 +2,11 @@
 does not define (`from ...defaults import size as size`), so every kind meets the DifferenceKind Protocol."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.reach_model import Reach, Size
 
 
@@ -21,3 +23,9 @@ def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Op
 def size(d: Difference, loss: Optional[float], mechanism: Optional[Mapping[str, Any]] = None) -> Optional[Size]:
     """This kind's own measure of its share of the loss: none (the traces may measure its component)."""
     return None
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    """This kind's evidence terms on a cause's score, and its (component, why): none of its own."""
+    return component, why

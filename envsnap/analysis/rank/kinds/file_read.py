@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Sequence
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, evidence as evidence, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import ACTED, CANNOT, Reach, ReachContext, who
 
 NAME = "file read"

@@ -2,9 +2,12 @@
 (a compiled file), or in a package one imported; ruled out when the module lists are known and none imported it."""
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import List, Mapping, Optional, Tuple
 
 from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank import domain
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext, Seen, who
 
@@ -46,3 +49,9 @@ def of_file(rel: str, sides: Mapping[str, Seen]) -> Optional[Reach]:
         return Reach(COULD_ACT, "modules", "", False, "the measured processes' module lists (the probe, or `envsnap run`) "
                                            f"would show whether {top} was imported")
     return None
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    """The file's kind, its package on the hot path, a recorded patch that shows it (rank/domain.py)."""
+    return domain.score_integrity(d, ctx.rule, component, why, ctx.facts, score, notes)

@@ -1,10 +1,13 @@
 """Another process (or the hypervisor) beside the work: judged by what it took, against what the runs lost."""
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.compare import neighbours
 from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank import observed
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.reach_model import CANNOT, COULD_ACT, Reach, ReachContext, Size
 
 NAME = "neighbour"
@@ -78,3 +81,10 @@ def size(d: Difference, loss: Optional[float], mechanism: Optional[Mapping[str, 
         return None
     return Size(share / loss, f"it took {share:.0%} of the machine on BAD beyond GOOD, the runs lost {loss:.0%} of "
                               "BAD's time")
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    """What it took during the runs against what the runs lost (rank/observed.py)."""
+    observed.apply_neighbour(d, ctx.mechanism, score, notes)
+    return component, why

@@ -2,9 +2,12 @@
 its name."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank import domain
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, who
 
@@ -24,3 +27,8 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
             if module.lower() == name:
                 return Reach(ACTED, "modules", f"{module} was imported by {who(takers)} on {side}")
     return None
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    return domain.score_package(d, ctx.rule, component, why, score, notes)

@@ -2,10 +2,13 @@
 edits (installed: its package; a checkout: the file itself)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from envsnap.analysis.compare import patch_status
 from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank import hunks
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds import installed_file
 from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, who
@@ -37,3 +40,9 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
         if path in view.elsewhere:
             return Reach(ACTED, "modules", f"{who(view.elsewhere[path])} imported {path} on {side}")
     return None
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    """Whether the hunk is in the code, and whether that code runs (rank/hunks.py)."""
+    return hunks.score_hunk(d, ctx.facts.comp, component, why, score, notes, ctx.facts.running)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Tuple
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, evidence as evidence, undecided as undecided  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, Size
 from envsnap.model.snapshot import as_dict
 

@@ -6,6 +6,9 @@ import os
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank import domain
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds import variable
 from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import (
@@ -79,3 +82,9 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
 
 def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
     return variable.undecided(d, names, why)
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    """A search path is a variable first: where it is set, who read it (rank/domain.py)."""
+    return component, domain.score_variable(d, component, why, ctx.facts, score, notes)

@@ -1,9 +1,12 @@
 """A module a measured process imported from another file than the library of that name (the module lists)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank import domain
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext
 from envsnap.model import keys
@@ -17,3 +20,8 @@ def owns(d: Difference) -> bool:
 
 def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
     return Reach(ACTED, "modules", f"{d.subject.entity} imported it from another file (its module list)")
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    return component, domain.shadowed_why(d, why)

@@ -2,10 +2,12 @@
 its interpreter; one whose code only sets variables (hook_effects.py) acts only through them."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank import hook_effects
+from envsnap.analysis.rank import domain, hook_effects
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext
 
@@ -51,3 +53,9 @@ def _is_probe(d: Difference, ctx: ReachContext) -> bool:
     texts = [hook_effects.hook_text(view.source, d.subject.entity)
              for view, value in ((ctx.comp.good, d.good), (ctx.comp.bad, d.bad)) if value is not None]
     return bool(texts) and all(text is not None and text.startswith(PROBE_MARKER) for text in texts)
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    """What the hook sets and mentions (rank/domain.py, hook_effects.py)."""
+    return domain.score_startup(d, component, why, ctx.facts, score, notes)

@@ -3,9 +3,12 @@ files): its reach is decided by the observation factors of its score (a read, NC
 not in play, not read while reads were tracked, a value only the shell had); when none decides, what would."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank import domain
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import COULD_ACT, Reach, ReachContext
 
@@ -26,3 +29,16 @@ def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Re
     if "readable_by_loaded_code" in names:
         return Reach(COULD_ACT, "readable_by_loaded_code", why["readable_by_loaded_code"], False, WOULD_DECIDE)
     return Reach(COULD_ACT, "name", "", False, WOULD_DECIDE)
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    """Where the variable is set and seen (the workers, set in-process, NCCL's log and config files, the server's
+    parent; rank/domain.py)."""
+    return component, domain.score_variable(d, component, why, ctx.facts, score, notes)
+
+
+def counted_by_nccl(d: Difference, places: Mapping[str, Difference]) -> bool:
+    """Whether NCCL's own log counts this variable's reads: a key of NCCL's log, or the workers' or NCCL's config
+    files' copy of a variable NCCL logged."""
+    return d.where == "nccl" or (d.where in ("workers", "nccl_conf") and "nccl" in places)

@@ -2,9 +2,12 @@
 otherwise nothing captured says whether it was read (a native open between two samples is not seen)."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank import checkouts
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds import file_read
 from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size  # noqa: F401 (the Protocol's defaults)
 from envsnap.analysis.rank.reach_model import ACTED, COULD_ACT, Reach, ReachContext, who
@@ -30,3 +33,9 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
 def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Optional[Reach]:
     return Reach(COULD_ACT, "name", "", False, "`envsnap run` (or the probe) records the files the measured "
                                               "processes read")
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    checkouts.apply_file_kind(d.subject.entity, score)
+    return component, why

@@ -1,0 +1,31 @@
+"""What NCCL logged it did (its algorithms, protocols, channels: the nccl section's fields that are not variables):
+an effect of the settings NCCL read, folded under the workers' change of them when there is one."""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.rank.evidence_context import EvidenceContext
+from envsnap.analysis.rank.factors import Score
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.reach_model import Reach, ReachContext
+
+NAME = "NCCL's logged setup"
+
+
+def owns(d: Difference) -> bool:
+    return d.category == "nccl" and d.variable is None
+
+
+def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
+    return None  # judged by the observation factors of its score (NCCL's log is itself an observation)
+
+
+def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
+             notes: List[str]) -> Tuple[str, str]:
+    changed = ctx.facts.worker_nccl_vars
+    if not changed:
+        return component, why
+    said = f"an effect of the workers' {', '.join(changed)} change, as NCCL logged it"
+    score.apply("nccl_effect", said)
+    return component, f"{why} \u2014 {said}"
