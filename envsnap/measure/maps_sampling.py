@@ -9,7 +9,8 @@ first seconds, so a process of a minute is read ~10 times and a server of an hou
 seen only once (it lived less than a sampling interval) still counts, with what it had mapped then.
 A process that exits between two samples and was never seen is not known: telemetry's interval
 (0.5 s after a denser start) bounds what can be missed, and so does a library loaded after a
-process's last read. A child seen between its fork and its exec still runs envsnap's own image:
+process's last read. What a process loaded after its first read ("late") is timing: another run, or
+the other side, read early, may not have seen it. A child seen between its fork and its exec still runs envsnap's own image:
 it is read once it has exec'd (its executable or command line changed), and what it mapped
 before is dropped.
 
@@ -41,7 +42,7 @@ class SeenProcess(NamedTuple):
 
 
 class _Tracked:
-    __slots__ = ("seen", "image", "files", "first", "last", "vsize", "reads", "status", "note", "opened")
+    __slots__ = ("seen", "image", "files", "first", "last", "vsize", "reads", "status", "note", "opened", "at_first")
 
     def __init__(self, seen: SeenProcess, image: Tuple[Optional[str], List[str]]) -> None:
         self.seen = seen
@@ -54,6 +55,7 @@ class _Tracked:
         self.status = "ok"
         self.note = ""
         self.opened: Set[str] = set()  # regular files it held open read-only when sampled (files_read.py)
+        self.at_first: Set[str] = set()  # the paths its first read found mapped (the rest it loaded later)
 
 
 def _stat(pid: int) -> Optional[Tuple[int, int]]:
@@ -161,6 +163,8 @@ class MapsSampler:
             if found.files:
                 for mapped in found.files:
                     tracked.files.setdefault((mapped.path, mapped.deleted), mapped)
+                if tracked.reads == 1:
+                    tracked.at_first = {mapped.path for mapped in found.files}
             if found.status != "ok" and not tracked.files:
                 tracked.status, tracked.note = found.status, found.note
             _note_opened(tracked, pid)
@@ -188,6 +192,8 @@ class MapsSampler:
                 key = alloc.take(role["key"])
             out[key] = {"pid": seen.pid, "cmdline": seen.cmdline, "env_names": seen.env_names,
                         "files": list(tracked.files.values()), "reads": tracked.reads,
+                        # Loaded after its first read: whether a read sees them followed when it came.
+                        "late": sorted({path for path, _ in tracked.files} - tracked.at_first),
                         "opened": sorted(tracked.opened),
                         "status": tracked.status, "note": tracked.note}
         self.runs.append(out)

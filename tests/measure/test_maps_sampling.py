@@ -55,6 +55,9 @@ def test_a_library_loaded_later_is_seen_when_the_process_is_read_again(late_load
     assert key == "rank3"  # a torchrun-style RANK gives the key, as in the processes section
     assert any(name.startswith("libgomp") for name in _names(entry))
     assert "OMP_NUM_THREADS" in sampler.env_names()
+    # Loaded after the first read: marked late (an early read elsewhere would not have seen it), the rest not.
+    assert [p.rsplit("/", 1)[-1] for p in entry["late"]] and all("gomp" in p for p in entry["late"])
+    assert not any("libc.so" in p for p in entry["late"])
 
 
 def test_a_process_seen_once_before_it_exits_still_counts():

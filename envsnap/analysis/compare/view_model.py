@@ -75,6 +75,7 @@ class View:
     # Keys whose object the run's processes mapped in some runs only (_libraries_view): the comparison drops them
     # on both sides, since which side "has" them followed when the maps were sampled.
     unstable: Set[str] = field(default_factory=set)  # see drop_unstable
+    late: Set[str] = field(default_factory=set)  # library keys a run process loaded after its first read (ditto)
     # The `envsnap run` command's own processes this side read (their environment, probe record or maps), by
     # name ("python-0"), and those the views compared together did not all read (drop_unobserved): evidence.
     command_seen: Set[str] = field(default_factory=set)

@@ -277,6 +277,7 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
             unstable = {str(p) for change in as_dict(varies).values()
                         for p in list(as_dict(change).get("added") or []) + list(as_dict(change).get("removed") or [])
                         } if varies else set()
+            late = {str(p) for p in entry.get("late") or []}
             raw_key = str(key)
             if field_name == "run_processes" and entry["objects"]:
                 view.command_seen.add(raw_key)
@@ -285,15 +286,22 @@ def _libraries_view(view: View, data: Dict[str, Any]) -> None:
                 if path in unstable:
                     view.unstable.add(view_key)
                     continue
+                if path in late:
+                    view.late.add(view_key)
                 # View.put's work, in bulk: the flat key and subject wait in library_keys until asked for.
                 in_view[view_key] = value_of(path)
                 library_keys[view_key] = (field_name, raw_key, process, str(name))
 
 
 def drop_unstable(views: Sequence[View]) -> None:
-    """Remove from every view the library keys some view found in only some of its runs (View.unstable): which
-    side "has" such an object followed when the maps were sampled. Called on the views compared together."""
+    """Remove from every view the library keys some view found in only some of its runs (View.unstable), or loaded
+    late (after a process's first read: View.late) on one side and not seen on another: which side "has" such an
+    object followed when the maps were sampled. Called on the views compared together."""
     unstable = set().union(*(view.unstable for view in views))
+    # Loaded after a process's first read on some side, and missing on another: that side's reads may have come too
+    # early to see it (a short process read once), so which side "has" it is timing too.
+    unstable |= {key for view in views for key in view.late
+                 if any(key not in other.values.get("libraries", {}) for other in views)}
     for view in views:
         for key in unstable:
             view.values.get("libraries", {}).pop(key, None)

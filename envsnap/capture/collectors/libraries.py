@@ -45,7 +45,8 @@ from envsnap.model.types import Section
 _PROCESS_SHAPE = {"pid": "num", "source": "str", "status": "str", "note": "str", "exe": "str",
                   "objects": ("map", "str"), "other_files": "num", "probe_key": "str",
                   "runs": ("list", "scalar"), "pids": ("list", "num"), "title": "str",
-                  "varies": ("map", {"added": ("list", "str"), "removed": ("list", "str")})}
+                  "varies": ("map", {"added": ("list", "str"), "removed": ("list", "str")}),
+                  "late": ("list", "str")}
 _OBJECT_SHAPE = {"name": "str", "soname": "str", "version": "str", "version_source": "str", "build_id": "str",
                  "sha256": "str", "size": "num", "dev": "str", "inode": "num",
                  "owner": {"kind": "str", "manager": "str", "name": "str", "version": "str"},
@@ -77,6 +78,7 @@ RULES = SectionRules(category="libraries", component=NONE, compares="the shared 
     volatile("libraries.run_processes.*.title", "the run command's arguments (the run records have them)"),
     volatile("libraries.run_processes.*.runs", "which runs a process was seen in"),
     volatile("libraries.run_processes.*.varies*", "what differed between the runs of one session"),
+    volatile("libraries.run_processes.*.late*", "what a process loaded after its first read: when the reads came"),
     volatile("libraries.checked_names*", "the variables this capture looked up (its environments)"),
     volatile("libraries.scan.*", "the scan's bookkeeping"),
     volatile("libraries.cache.*", "the libraries cache's bookkeeping"),
@@ -279,7 +281,9 @@ def collect_after_runs(ctx: CaptureContext, at_capture: Section, runs: List[Dict
     one {key: sampled process} per run, `labels` their run labels: 1, 2... or "warmup N").
 
     A key seen in several runs is one entry: its runs and pids, the union of its objects, and per
-    later run the object paths it added or lacked against the first run it appeared in ("varies").
+    later run the object paths it added or lacked against the first run it appeared in ("varies"), and the
+    object paths it loaded after its first read in some run ("late": when the reads came decided whether they
+    were seen, so their presence on one side only is no difference: views.drop_unstable).
     Mentions are computed again over every object, for the names checked at capture plus those of
     the runs' processes and `extra_names` (the probe records written during the runs)."""
     from envsnap.capture import libcache
@@ -333,6 +337,9 @@ def collect_after_runs(ctx: CaptureContext, at_capture: Section, runs: List[Dict
                 added, removed = sorted(paths - first[key]), sorted(first[key] - paths)
                 if added or removed:
                     proc.setdefault("varies", {})[str(label)] = {"added": added, "removed": removed}
+            late = paths & set(seen.get("late") or [])
+            if late:
+                proc["late"] = sorted(set(proc.get("late") or []) | late)
             proc["pids"].append(seen.get("pid"))
             proc["runs"].append(label)
     for proc in run_processes.values():

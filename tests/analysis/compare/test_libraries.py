@@ -110,3 +110,29 @@ def test_a_mapped_process_finds_its_probe_record_by_key_or_any_of_its_pids():
     assert libs.probe_record_of(records, {"pid": 20, "pids": [20, 22]}) is records["2/python-0"]
     assert libs.probe_record_of(records, {"pid": 30, "pids": [30, 31]}) is None
     assert libs.probe_record_of(records, {"probe_key": "gone", "pid": 10}) is records["python-0"]
+
+
+def test_an_object_loaded_late_on_one_side_and_missing_on_the_other_is_no_key():
+    """A short benchmark process read once, early, on GOOD and later on BAD: what BAD's process loaded after its
+    first read is missing on GOOD because of when the reads came. Loaded from the start (not late), a presence on
+    one side only is a difference; late but mapped on both sides, it is compared as ever."""
+    from envsnap.analysis.compare import views
+
+    def snap(objects, late=()):
+        proc = {"objects": objects, "runs": [1], "status": "ok", "late": list(late)}
+        table = {path: {"status": "ok", "build_id": "ab" * 20, "owner": {"kind": "unknown"}} for path in objects.values()}
+        return {"schema_version": 1, "sections": {"libraries": {"status": "ok", "data": {
+            "processes": {}, "objects": table, "run_processes": {"python-0": proc}}}}}
+
+    base = {"libc.so.6": "/lib/libc.so.6"}
+    with_math = dict(base, **{"math.so": "/py/math.so"})
+    early, later = snap(base), snap(with_math, late=["/py/math.so"])
+    built = [views.build_view(s, {"libraries"}) for s in (early, later)]
+    views.drop_unstable(built)
+    assert [sorted(v.values["libraries"]) for v in built] == [["libraries.run/python-0.libc.so.6"]] * 2
+    built = [views.build_view(s, {"libraries"}) for s in (early, snap(with_math))]  # mapped from its first read
+    views.drop_unstable(built)
+    assert "libraries.run/python-0.math.so" in built[1].values["libraries"]
+    built = [views.build_view(s, {"libraries"}) for s in (snap(with_math), later)]  # on both sides
+    views.drop_unstable(built)
+    assert all("libraries.run/python-0.math.so" in v.values["libraries"] for v in built)
