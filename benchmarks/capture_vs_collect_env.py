@@ -9,7 +9,8 @@ section (elapsed_s inside the capture), plus the python + packages collectors al
 
     .venv/bin/python benchmarks/capture_vs_collect_env.py [--runs 5] [--python PATH] [--deep]
 
-Target: capture <= 0.4 x collect_env while recording a superset of its fields
+Target (issue 35): a warm capture <= 0.12 x collect_env on a 2-core VM and <= 0.1 x on a GPU machine,
+while recording a superset of its fields
 (it also hashes every installed .py file against RECORD).
 """
 from __future__ import annotations
@@ -111,7 +112,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"environment: {args.python}")
     print(f"envsnap capture{' --deep' if args.deep else ''}: {fmt(captures)}   [{' '.join(capture_cmd[:2])} ...]")
     print(f"torch.utils.collect_env: {fmt(collect_envs)}")
-    print(f"ratio capture / collect_env: {capture_median / collect_median:.3f}  (target <= 0.4)")
+    print(f"ratio capture / collect_env: {capture_median / collect_median:.3f}  (targets: <= 0.12 here, <= 0.1 with a GPU)")
     print("sections inside the full capture (median elapsed_s):")
     for name, values in sorted(sections.items(), key=lambda kv: -statistics.median(kv[1])):
         print(f"  {name:<10} {statistics.median(values):6.3f} s")
