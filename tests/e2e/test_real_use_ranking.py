@@ -36,7 +36,7 @@ import subprocess
 import textwrap
 
 import pytest
-from helpers import causes_by_key, run_envsnap
+from helpers import causes_by_key, factors_of, run_envsnap
 from helpers.git import init_repo
 from helpers.planted import make_venv, page_text, side_env
 from helpers.workers import start, stop, wait_line
@@ -211,7 +211,8 @@ def test_the_checkout_the_server_and_the_benchmark_ran_from_is_what_runs(scenari
     edit = _cause(result, lambda c: c["key"] == f"git.{app}.dirty.engine.py")
     assert "checkout_not_running" not in _factor_names(edit), edit["evidence"]
     assert "checkout_runs" in _factor_names(edit), edit["evidence"]
-    line = next(e for e in edit["evidence"] if e.startswith("x1.3 ") and "is what runs" in e)
+    ran = next(f["why"] for f in factors_of(edit, "checkout_runs"))
+    line = next(e for e in edit["evidence"] if ran in e)
     # What was observed: the workers imported engine.py from it; the launcher's and the client's scripts are in it.
     assert "module engine, imported by rank0, rank1" in line and "the main script client.py of the run command" in line, line
     assert not any("not what runs" in e for e in edit["evidence"])

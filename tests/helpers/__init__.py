@@ -51,3 +51,14 @@ def causes_by_key(causes):
         for member in cause.get("folded") or []:
             out[member["key"]] = dict(member, folded_into=cause["key"], head=cause, rank=cause["rank"])
     return out
+
+
+def factors_of(cause, name):
+    """The entries of a ranked cause's `factors` (its structured evidence: factor, value, why) named `name`."""
+    return [f for f in cause.get("factors") or [] if f.get("factor") == name]
+
+
+def has_factor(cause, name, observed=""):
+    """Whether the factor `name` applied to the cause, with `observed` in what it says it observed: tests assert on
+    the factor's name and its observation, never on its value (weights are fitted: analysis/rank/weights.json)."""
+    return any(observed in str(f.get("why") or "") for f in factors_of(cause, name))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from helpers import causes_by_key
+from helpers import causes_by_key, has_factor
 from helpers.diff import runs, section, snap
 
 from envsnap.analysis import knowledge, result as result_mod
@@ -73,10 +73,10 @@ def test_launch_bound_puts_the_graphs_flag_first_and_argues_against_the_kernels_
     first = causes[0]
     assert first["key"] == "workers.python-0.flag.--enforce-eager" and first["tied"] == 0, [c["key"] for c in causes]
     assert first["component"] == knowledge.GRAPHS and first["good"] is None and first["bad"] is True
-    assert _has(first, "x1.5 fits the mechanism (cuda-graphs/launch): GPU idle 72%")
+    assert has_factor(first, "mechanism_matches", "fits the mechanism (cuda-graphs/launch): GPU idle 72%")
     assert _has(first, "x2 on the command line process python-0 was started with")
     attn = by_key["workers.python-0.flag.--attn-impl"]
-    assert _has(attn, "x0.4 contradicts the mechanism (attention/kernels)")
+    assert has_factor(attn, "mechanism_contradicts", "contradicts the mechanism (attention/kernels)")
     port = by_key["workers.python-0.flag.--port"]
     assert _has(port, "prior 0.02 (flag --port: bookkeeping, by its words (port))")
     assert first["score"] - max(c["score"] for c in causes[1:]) >= 0.2
@@ -86,7 +86,7 @@ def test_a_cuda_flag_on_a_machine_with_no_gpu_is_out_of_context():
     good, bad = _pair(["python", "serve.py", "--cuda-graph-max-bs", "64"],
                       ["python", "serve.py", "--cuda-graph-max-bs", "8"], nvidia=NO_GPU)
     cause = _ranked(good, bad)[0]
-    assert _has(cause, "x0.1 out of context: no GPU captured on either side")
+    assert has_factor(cause, "out_of_context", "out of context: no GPU captured on either side")
 
 
 def test_sglang_flags_keep_sglangs_rules_and_defer_to_the_server_argument():
@@ -107,7 +107,7 @@ def test_sglang_flags_keep_sglangs_rules_and_defer_to_the_server_argument():
     assert keys == {"sglang.args.disable_cuda_graph", "workers.python-0.flag.--disable-cuda-graph"}
     assert ranked[0]["reach"]["tier"] == "acted"  # a measured process was started with it
     flag = causes_by_key(ranked)["workers.python-0.flag.--disable-cuda-graph"]
-    assert _has(flag, "x0.4 the same change shows as SGLang's server argument sglang.args.disable_cuda_graph")
+    assert has_factor(flag, "shown_as_server_arg", "the same change shows as SGLang's server argument")
 
 
 def _telemetry(threads, wall, cpus=16):
@@ -126,11 +126,11 @@ def test_a_benchmark_thread_flag_is_judged_by_the_peak_threads_and_a_variable_th
     assert result["verdict"]["mechanism"]["kind"] == "fewer_cpus", result["verdict"]["mechanism"]
     causes = causes_by_key(result["causes"])
     flag = causes["run.flag.--threads"]
-    assert _has(flag, "x1.5 the runs' peak threads moved with it (3 \u2192 2)")
+    assert has_factor(flag, "series_moved", "the runs' peak threads moved with it (3 \u2192 2)")
     assert _has(flag, "bisect runs one command and cannot switch it")
     omp = causes["env.OMP_NUM_THREADS"]
-    assert _has(omp, "x0.4 the runs' peak threads moved with it, but by 1 (3 \u2192 2) where this setting would "
-                     "move it by 3")
+    assert has_factor(omp, "series_moved_short", "the runs' peak threads moved with it, but by 1 (3 \u2192 2) where")
+    assert has_factor(omp, "series_moved_short", "move it by 3")
     assert result["causes"][0]["key"] == "run.flag.--threads" and result["causes"][0]["tied"] == 0
     warning = next(w for w in result["warnings"] if "benchmark command" in w)
     assert "with different arguments (--threads 2 \u2192 1)" in warning and "ranked among the causes" in warning

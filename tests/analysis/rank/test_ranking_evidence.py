@@ -8,7 +8,7 @@ import ast
 import copy
 
 import pytest
-from helpers import REPO_ROOT, causes_by_key
+from helpers import REPO_ROOT, causes_by_key, factors_of, has_factor
 from helpers.diff import runs, section, snap, workers
 
 from envsnap.analysis import knowledge, result as result_mod
@@ -44,9 +44,9 @@ def test_gpu_and_nccl_settings_are_out_of_context_without_a_gpu():
                       nvidia=NO_GPU)
     causes = _causes(good, bad)
     for key in ("env.NCCL_PROTO", "env.CUDA_LAUNCH_BLOCKING"):
-        assert _has(causes[key], "x0.1 out of context: no GPU captured on either side (NVML: NVML Shared Library"), \
+        assert has_factor(causes[key], "out_of_context", "out of context: no GPU captured on either side (NVML: NVML"), \
             causes[key]["evidence"]
-    assert not _has(causes["env.EDITOR"], "x0.1 out of context")  # needs nothing in particular
+    assert not has_factor(causes["env.EDITOR"], "out_of_context", "out of context")  # needs nothing in particular
     # Without the factor NCCL_PROTO (prior 0.8) would outrank anything here; out of context it is below 0.2.
     assert causes["env.NCCL_PROTO"]["score"] < 0.2
 
@@ -55,8 +55,8 @@ def test_a_gpu_in_play_keeps_cuda_settings_and_no_nccl_init_means_not_seen():
     probe = {"dir": "/p", "records": {"python-0": {"pid": 5, "title": "python bench.py", "env_at_start": {}}}}
     good, bad = _pair({}, {"NCCL_ALGO": "Tree", "CUDA_LAUNCH_BLOCKING": "1"}, nvidia=ONE_GPU, probe=probe)
     causes = _causes(good, bad)
-    assert _has(causes["env.NCCL_ALGO"], "x0.25 not seen in play: NCCL not seen in use on either side (no probed "
-                                         "process initialised NCCL")
+    assert has_factor(causes["env.NCCL_ALGO"], "not_seen_in_play", "NCCL not seen in use on either side")
+    assert has_factor(causes["env.NCCL_ALGO"], "not_seen_in_play", "process initialised NCCL")
     assert not any("x0." in e and "context" in e for e in causes["env.CUDA_LAUNCH_BLOCKING"]["evidence"])
     assert _has(causes["env.CUDA_LAUNCH_BLOCKING"], "in context: 1 GPU captured (both sides)")
 
@@ -97,17 +97,18 @@ def test_libnccl_mapped_by_probed_processes_that_never_initialised_nccl_is_not_s
     presence, cause = _nccl({"worker-0": {"pid": 7, "env_at_start": {}}}, _maps(worker=7))
     assert presence.state == context_mod.NOT_SEEN
     assert "worker loaded libnccl.so.2 (" in presence.why and "but no probed process initialised NCCL" in presence.why
-    assert _has(cause, "x0.25 not seen in play")
+    assert has_factor(cause, "not_seen_in_play", "not seen in play")
 
 
 def test_libnccl_mapped_where_no_probe_recorded_the_process_leaves_nccl_unknown():
     presence, cause = _nccl(None, _maps(worker=7))
     assert presence.state == context_mod.UNKNOWN and "no probe records or NCCL log" in presence.why
-    assert not _has(cause, "x0.25") and _has(cause, "whether NCCL is in play is not known (worker loaded libnccl")
+    assert not has_factor(cause, "not_seen_in_play")
+    assert _has(cause, "whether NCCL is in play is not known (worker loaded libnccl")
     # A probe record of another process says nothing about the one that mapped libnccl.
     presence, cause = _nccl({"client-0": {"pid": 9, "env_at_start": {}}}, _maps(worker=7))
     assert presence.state == context_mod.UNKNOWN and "no probe record of worker" in presence.why
-    assert not _has(cause, "x0.25")
+    assert not has_factor(cause, "not_seen_in_play")
 
 
 @pytest.mark.parametrize("backend", ["nccl", "cpu:gloo,cuda:nccl", "NCCL"])
@@ -115,31 +116,31 @@ def test_an_init_with_nccl_among_its_backends_puts_nccl_in_play(backend):
     record = {"pid": 7, "env_at_start": {}, "init": {"backend": backend, "rank": 0, "world_size": 2}}
     presence, cause = _nccl({"worker-0": record}, _maps(worker=7))
     assert presence.state == context_mod.IN_PLAY and "worker-0 initialised NCCL" in presence.why
-    assert not _has(cause, "x0.25")
+    assert not has_factor(cause, "not_seen_in_play")
 
 
 def test_maps_without_libnccl_are_absent_whatever_the_probe_says():
     maps = {"processes": {"worker": {"pid": 7, "status": "ok", "objects": {"libc.so.6": "/usr/lib/libc.so.6"}}}}
     presence, cause = _nccl({"worker-0": {"pid": 7, "env_at_start": {}}}, maps)
     assert presence.state == context_mod.ABSENT and "no measured process loaded libnccl" in presence.why
-    assert _has(cause, "x0.1 out of context")
+    assert has_factor(cause, "out_of_context", "out of context")
 
 
 def test_sglang_settings_need_sglang():
     pkgs = {"python": "/venv/bin/python", "dists": {"torch": {"version": "2.13.0"}}, "integrity": {}}
     good, bad = _pair({}, {"SGLANG_ENABLE_SPEC_V2": "1"}, packages=pkgs)
     # Nothing shows that the described interpreter is the one that ran (it may be envsnap's own): weaker.
-    assert _has(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"],
-                "x0.25 not seen in play: SGLang not seen in use on either side (SGLang is not installed in the "
-                "interpreter envsnap described (/venv/bin/python)")
+    assert has_factor(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"], "not_seen_in_play",
+                      "SGLang not seen in use on either side (SGLang is not installed in the interpreter envsnap "
+                      "described (/venv/bin/python)")
     for side in (good, bad):
         side["run_session"] = {"command": ["/venv/bin/python", "bench.py"]}
-    assert _has(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"],
-                "x0.1 out of context: no SGLang captured on either side (SGLang is not installed in the interpreter "
-                "that ran (/venv/bin/python))")
+    assert has_factor(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"], "out_of_context",
+                      "no SGLang captured on either side (SGLang is not installed in the interpreter that ran "
+                      "(/venv/bin/python))")
     with_sglang = {"dists": {"sglang": {"version": "0.5.23"}}, "integrity": {}}
     good, bad = _pair({}, {"SGLANG_ENABLE_SPEC_V2": "1"}, packages=with_sglang, sglang={"server_args": {"tp_size": 2}})
-    assert not _has(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"], "x0.1 out of context")
+    assert not has_factor(_causes(good, bad)["env.SGLANG_ENABLE_SPEC_V2"], "out_of_context")
 
 
 def test_a_merged_cluster_is_in_context_when_any_node_shows_the_part():
@@ -159,7 +160,7 @@ def test_a_merged_cluster_is_in_context_when_any_node_shows_the_part():
     assert absent.of(knowledge.GPU_CONTEXT).state == context_mod.ABSENT
     assert "(every node)" in absent.of(knowledge.GPU_CONTEXT).why
     causes = _causes(cluster("g", True, "Ring"), cluster("b", True, "Tree"))
-    assert not _has(causes["*/env.NCCL_ALGO"], "x0.1 out of context")
+    assert not has_factor(causes["*/env.NCCL_ALGO"], "out_of_context", "out of context")
     assert _has(causes["*/env.NCCL_ALGO"], "the same change on every node compared")
 
 
@@ -175,12 +176,12 @@ def test_a_variable_the_benchmark_read_outranks_one_nobody_read():
     good, bad = _pair({}, {"APP_VALIDATE": "1", "APP_COLOR": "1", "OMP_NUM_THREADS": "2"}, probe=_probe(reads))
     causes = _causes(good, bad)
     assert _has(causes["env.APP_VALIDATE"], "x2 read by python-0 (6 reads)")
-    assert _has(causes["env.APP_COLOR"], "x0.3 not read: read tracking was on in 1 measured process and none read it")
+    assert has_factor(causes["env.APP_COLOR"], "not_read", "not read: read tracking was on in 1 measured process and none")
     # Equal priors (both look like switches): the read decides.
     assert causes["env.APP_VALIDATE"]["score"] > causes["env.APP_COLOR"]["score"]
     # C libraries read with getenv, unseen by the probe: no penalty for OpenMP's variable.
     omp = causes["env.OMP_NUM_THREADS"]
-    assert not _has(omp, "x0.3 not read")
+    assert not has_factor(omp, "not_read", "not read")
     assert any("the OpenMP runtime reads it with getenv" in e for e in omp["evidence"])
 
 
@@ -217,11 +218,11 @@ def test_a_halved_cpu_set_moves_the_host_fact_up_and_a_thread_count_whose_thread
     usable = causes["host.cpu.usable"]
     assert usable["factors"][0] == {"factor": "prior", "value": pytest.approx(0.65),
                                     "why": "sized: usable CPUs 2 \u2192 1: 50% of them taken away"}
-    assert _has(usable, "x1.5 the runs' CPU set moved with it (2 \u2192 1)")
-    assert _has(usable, "x1.5 fits the mechanism (cpu/host): ran on 1 CPU instead of 2")
+    assert has_factor(usable, "series_moved", "the runs' CPU set moved with it (2 \u2192 1)")
+    assert has_factor(usable, "mechanism_matches", "fits the mechanism (cpu/host): ran on 1 CPU instead of 2")
     omp = causes["env.OMP_NUM_THREADS"]
-    assert _has(omp, "x0.2 the runs' peak threads held (3 \u2192 3): it sizes OpenMP's thread pool")
-    assert not _has(omp, "x1.5 fits the mechanism")  # the pathway it acts through did not act
+    assert has_factor(omp, "series_held", "the runs' peak threads held (3 \u2192 3): it sizes OpenMP's thread pool")
+    assert not has_factor(omp, "mechanism_matches", "fits the mechanism")  # the pathway it acts through did not act
     assert result["causes"][0]["key"] == "host.cpu.usable" and usable["score"] - omp["score"] > 0.5
 
 
@@ -233,8 +234,8 @@ def test_the_mechanism_moves_components_it_implicates_up_and_those_it_contradict
     verdict["mechanism"] = mechanism
     comp = diff_mod.compare(good, bad)
     causes = causes_by_key(result_mod.rank_causes(comp, verdict, context_mod.build_context(good, bad)))
-    assert _has(causes["env.NVIDIA_TF32_OVERRIDE"], "x1.5 fits the mechanism (attention/kernels): GPU busy 99%")
-    assert _has(causes["env.OMP_NUM_THREADS"], "x0.4 contradicts the mechanism (cpu/host): GPU busy 99%")
+    assert has_factor(causes["env.NVIDIA_TF32_OVERRIDE"], "mechanism_matches", "fits the mechanism (attention/kernels): GPU")
+    assert has_factor(causes["env.OMP_NUM_THREADS"], "mechanism_contradicts", "contradicts the mechanism (cpu/host): GPU busy")
     assert causes["env.NVIDIA_TF32_OVERRIDE"]["rank"] == 1
 
 
@@ -476,7 +477,7 @@ def test_a_checkout_whose_code_a_measured_process_ran_is_what_runs(where):
                "imported module or sys.path entry in it): whether its changes run is not known" in cause["evidence"]
         return
     assert "checkout_runs" in names, cause["evidence"]
-    line = next(e for e in cause["evidence"] if e.startswith("x1.3 /srv/app is what runs: "))
+    line = next(f["why"] for f in factors_of(cause, "checkout_runs") if f["why"].startswith("/srv/app is what runs: "))
     expected = {"main": "the main script serve.py of python-0", "module": "module engine, imported by python-0",
                 "run_script": "the run command's program bench.py",
                 "sys_path": "a directory on the described interpreter's sys.path"}[where]
