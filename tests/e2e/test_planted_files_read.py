@@ -104,12 +104,11 @@ def test_a_changed_tuning_file_read_at_import_ranks_first_naming_its_reader(tmp_
     # among everything else (its full rank is printed by figures()).
     figures("tuning file read at import (all causes)", result, lambda c: c["key"] == key)
     own = dict(result, causes=[c for c in result["causes"] if not c["key"].startswith("neighbour.")])
-    # First and alone; the margin is small on purpose: the file has only its prior (0.15) today, while an
-    # innocent thread-count variable (OMP_NUM_THREADS 4 -> 1) reaches 0.24 in runs where the thread counters
-    # happen to move (measured: 0.292 vs 0.067-0.241). How far "read by a measured process" should lift a file
-    # is the ranking's to decide.
+    # First and alone, and acted: a measured process read it (the files_read section), which no innocent name
+    # can outrank.
     found = assert_first_with_margin("tuning file read at import", own, lambda c: c["key"] == key, margin=0.02)
     assert found["differences"] >= 20
+    assert next(c for c in own["causes"] if c["key"] == key)["reach"]["tier"] == "acted"  # read by a measured process
 
 
 SHADOW = textwrap.dedent('''\
@@ -154,6 +153,7 @@ def test_run_without_the_probe_names_a_shadowed_module_and_a_variable_read(tmp_p
     assert "PYTHONPATH" not in record["env_at_start"], "envsnap run's own directory leaked into the record"
     result, text, _page = outputs(snaps["good"], snaps["bad"], tmp_path)
     shadowed = next(c for c in result["causes"] if "modules.shadowed.statistics" in c["key"])
-    assert shadowed["rank"] == 1, [c["key"] for c in result["causes"][:5]]
+    assert shadowed["rank"] == 1 and shadowed["tied"] == 0, [c["key"] for c in result["causes"][:5]]
+    assert shadowed["reach"]["tier"] == "acted" and len(result["differences"]) >= 20
     variable = next(c for c in result["causes"] if c["key"].endswith("BENCH_MODE"))
     assert "read by python-0" in json.dumps(variable), variable
