@@ -27,7 +27,7 @@ READ_DEADLINE_S = 1.0
 
 
 class _Tracked:
-    __slots__ = ("pid", "ticks", "cmdline", "exec_status", "exec_env", "exec_note", "live", "first", "last")
+    __slots__ = ("pid", "ticks", "cmdline", "exec_status", "exec_env", "exec_note", "live", "first", "last", "located")
 
     def __init__(self, pid: int, ticks: int, cmdline: List[str]) -> None:
         self.pid, self.ticks, self.cmdline = pid, ticks, cmdline
@@ -36,6 +36,7 @@ class _Tracked:
         self.exec_note = ""
         self.live: Any = None  # the latest live_environ.LiveEnviron
         self.first = self.last = -1.0
+        self.located: Any = None  # where its `environ` is (live_environ.Located), once found
 
 
 def _start_ticks(pid: int) -> Optional[int]:
@@ -92,7 +93,8 @@ class EnvironSampler:
                     continue
                 tracked = current[(pid, ticks)] = _Tracked(pid, ticks, cmdline)
                 tracked.exec_status, tracked.exec_env, tracked.exec_note = proctree.read_environ(pid)
-            found = live_environ.read_live_environ(pid, time.monotonic() + READ_DEADLINE_S)
+            found, tracked.located = live_environ.read_live_environ_at(pid, time.monotonic() + READ_DEADLINE_S,
+                                                                       tracked.located)
             self.reads += 1
             if found.status == "ok" or tracked.live is None or tracked.live.status != "ok":
                 tracked.live = found  # the latest good read stands over a later failure (an exit mid-read)

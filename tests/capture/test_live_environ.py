@@ -70,6 +70,25 @@ def test_memory_shows_in_process_changes_that_proc_environ_does_not(title):
         assert at_exec["CHANGED"] == "old" and at_exec["REMOVED"] == "gone-later" and "SET_IN_PROCESS" not in at_exec
 
 
+def test_a_second_read_at_the_found_place_reads_the_same_and_a_wrong_place_is_found_again():
+    """Run telemetry reads a process again as it ages: where `environ` is does not move, so the second read skips the
+    maps and symbols; a place that is wrong (the process exec'd since) reads no NAME=value and is looked up again."""
+    from envsnap.capture.collectors.live_environ import read_live_environ_at
+
+    proc, line = _start([sys.executable, "-c", TARGET], clean_env(CHANGED="old", REMOVED="x", AT_EXEC="kept"))
+    try:
+        inside = json.loads(line)
+        first, located = read_live_environ_at(proc.pid)
+        again, kept = read_live_environ_at(proc.pid, located=located)
+        address, size, source = located
+        wrong, found = read_live_environ_at(proc.pid, located=(address + 4096 * 64, size, source))
+    finally:
+        _stop(proc)
+    assert first.status == again.status == wrong.status == "ok"
+    assert first.env == again.env == wrong.env == inside
+    assert kept == located and found == located  # the wrong place was not kept: it was looked up again
+
+
 C_PROGRAM = """\
 #include <stdio.h>
 #include <stdlib.h>

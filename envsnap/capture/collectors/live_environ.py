@@ -365,17 +365,45 @@ def _read_array(memory: _Memory, address: int, size: int, source: str) -> Tuple[
     return env, malformed
 
 
+# Where a process's `environ` variable is: (its address, the pointer size, the object that defines it). It does not
+# move while the process lives (until it execs), so a reader that reads one process again keeps it.
+Located = Tuple[int, int, str]
+
+
 def read_live_environ(pid: int, deadline: Optional[float] = None) -> LiveEnviron:
     """The process's `environ` as it is now (see the module doc); never raises."""
+    return read_live_environ_at(pid, deadline)[0]
+
+
+def read_live_environ_at(pid: int, deadline: Optional[float] = None,
+                         located: Optional[Located] = None) -> Tuple[LiveEnviron, Optional[Located]]:
+    """read_live_environ, and where `environ` was found, for the next read of the same process (run telemetry reads
+    each process again as it ages): with `located` given, its maps and symbols are not read again (~2 ms of a
+    ~2.5 ms read) unless reading there fails or finds an entry that is not NAME=value (it exec'd since)."""
+    if located is not None:
+        found = _read_located(pid, deadline, located, None)
+        if found.status == "ok" and not found.note:
+            return found, located
+    where: List[Located] = []
+    return _read_located(pid, deadline, None, where), (where[0] if where else None)
+
+
+def _read_located(pid: int, deadline: Optional[float], located: Optional[Located],
+                  where: Optional[List[Located]]) -> LiveEnviron:
     deadline = time.monotonic() + 5.0 if deadline is None else deadline
     memory = _Memory(pid, deadline)
     source = ""
     try:
-        maps = _maps(pid)
-        if not maps:
-            # A kernel thread, or a zombie: no user memory at all.
-            return LiveEnviron("unreadable", None, "no mapped files (a kernel thread, or a process that exited)", "")
-        variable, size, source = _locate(pid, maps)
+        if located is None:
+            maps = _maps(pid)
+            if not maps:
+                # A kernel thread, or a zombie: no user memory at all.
+                return LiveEnviron("unreadable", None, "no mapped files (a kernel thread, or a process that exited)",
+                                   "")
+            located = _locate(pid, maps)
+            if where is not None:
+                where.append(located)
+        variable, size, source = located
         for _attempt in range(3):
             before = _pointer(memory, variable, size)
             if before is None:
