@@ -19,10 +19,12 @@ SCORE_SCALE = 2.3  # envsnap/analysis/rank/factors.py: score = 1 - exp(-SCORE_SC
 SMALLEST_VALUE = 1e-6  # a factor of 0 would make log(raw) -inf: clamp, so it only ranks last
 # The reach tier is a key above the score (DESIGN.md "What acted, over names"); a cause without one sits in
 # the middle, beside "could act" and "undecided", so a ranking that gives no tiers is judged by score alone.
-TIER_ORDER = {"acted": 2, "could_act": 1, "undecided": 1, "cannot": 0}
+# A reach carries its order (envsnap/analysis/rank/reach_model.order_of: 3 acted, 2 could act observed, 1 could
+# act by name, 0 cannot); a result without one is ordered by its tier alone.
+TIER_ORDER = {"acted": 3, "could_act": 1, "undecided": 1, "cannot": 0}
 DEFAULT_TIER = 1
-# The band each tier's score is shown in (envsnap/analysis/rank/reach_model.TIER_BANDS, by tier order).
-TIER_BANDS = {2: (0.5, 1.0), 1: (0.1, 0.5), 0: (0.0, 0.1)}
+# The band each order's score is shown in (envsnap/analysis/rank/reach_model.ORDER_BANDS).
+TIER_BANDS = {3: (0.5, 1.0), 2: (0.3, 0.5), 1: (0.1, 0.3), 0: (0.0, 0.1)}
 
 
 def is_truth(key: str, truth_keys: Sequence[str]) -> bool:
@@ -43,6 +45,9 @@ def features(cause: Mapping[str, Any]) -> Dict[str, float]:
 def tier_of(cause: Mapping[str, Any]) -> int:
     reach = cause.get("reach")
     if isinstance(reach, Mapping):
+        order = reach.get("order")
+        if isinstance(order, int) and order in TIER_BANDS:
+            return order
         return TIER_ORDER.get(str(reach.get("tier")), DEFAULT_TIER)
     return DEFAULT_TIER
 

@@ -167,6 +167,7 @@ class _ReachBase(TypedDict):
     basis: str  # the kind of observation that put it there (a factor's name, "maps", "modules", ...)
     observation: str  # what was observed ("" where nothing was)
     decided: bool  # False: nothing captured could decide it
+    order: int  # what the ranking sorts by before the score: 3 acted, 2 could act (observed), 1 by name, 0 cannot
     line: str  # the reach in one line, as every output says it
 
 

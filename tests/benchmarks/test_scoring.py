@@ -131,11 +131,16 @@ def test_leave_one_family_out_never_sees_the_judged_family():
 def test_the_bands_match_envsnaps_and_a_folded_truth_counts():
     from corpus import scoring
 
-    from envsnap.analysis.rank.reach_model import TIER_BANDS, TIER_ORDER
+    from envsnap.analysis.rank.reach_model import ORDER_BANDS, Reach
 
-    assert scoring.TIER_BANDS == {TIER_ORDER[t]: band for t, band in TIER_BANDS.items()}
+    assert scoring.TIER_BANDS == ORDER_BANDS
+    # a reach's order is what the corpus judge sorts by: observed could-act over could-act by name
+    observed = Reach("could_act", "readable_by_loaded_code", "readable by libx.so").to_json()
+    named = Reach("could_act", "name", "").to_json()
+    assert scoring.tier_of({"reach": observed}) > scoring.tier_of({"reach": named}) == scoring.DEFAULT_TIER
     cause = {"key": "startup./site/hook.py", "folded": [{"key": "env.X"}], "factors": [], "rank": 1, "score": 0.6}
     [reduced] = scoring.reduce_causes([cause], ["env.X"])
     assert reduced["truth"] is True
-    assert scoring.to_score(0.0, 2) >= 0.5 >= scoring.to_score(50.0, 1) >= 0.1 >= scoring.to_score(50.0, 0)
+    assert scoring.to_score(0.0, 3) >= 0.5 >= scoring.to_score(50.0, 2) >= 0.3 >= scoring.to_score(50.0, 1) >= 0.1 \
+        >= scoring.to_score(50.0, 0)
     assert scoring.to_score(-50.0, 1) >= 0.1 and scoring.to_score(0.0) == scoring.to_score(0.0, None)

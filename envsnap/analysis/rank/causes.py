@@ -183,16 +183,15 @@ def rank_causes(comp: diff_mod.Comparison, verdict: Verdict,
                                                                         ruled_out, loss, mechanism, ran).to_json())
         fold_mod.links(part, ranking.diffs, ranking.facts, link)
         for d, score, cause in entries:
-            cause["score"] = reach_mod.banded(cause["reach"]["tier"], score.score)
+            cause["score"] = reach_mod.banded(cause["reach"]["order"], score.score)
             measured = size_mod.size_of(d, cause["component"], verdict["mechanism"], loss)
             if measured is not None and cause["reach"]["tier"] != reach_mod.CANNOT:
                 cause["size"] = cast(SizeInfo, measured.to_json())
-            key = (reach_mod.TIER_ORDER[cause["reach"]["tier"]], score.signature())
-            if id(d) not in best or key > (reach_mod.TIER_ORDER[best[id(d)][2]["reach"]["tier"]],
-                                           best[id(d)][1].signature()):
+            key = (cause["reach"]["order"], score.signature())
+            if id(d) not in best or key > (best[id(d)][2]["reach"]["order"], best[id(d)][1].signature()):
                 best[id(d)] = (d, score, cause)
-    scored = [fold_mod.Scored(d, score.signature(), cast(Dict[str, Any], cause),
-                              reach_mod.TIER_ORDER[cause["reach"]["tier"]]) for d, score, cause in best.values()]
+    scored = [fold_mod.Scored(d, score.signature(), cast(Dict[str, Any], cause), cause["reach"]["order"])
+              for d, score, cause in best.values()]
     heads = [_folded_cause(head, face, members, link) for head, face, members in fold_mod.fold(scored, link)]
     heads.sort(key=lambda pair: (-pair[0][0], -pair[0][1], pair[1]["key"]))
     causes: List[RankedCause] = []

@@ -49,8 +49,11 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
                             "to read it (knowledge.NATIVE_READERS)"),
     # The code that ran (libraries section: each mapped shared object's strings; start-up hooks' text): a variable
     # whose name is a string in a library the measured processes loaded can be read there with getenv(3).
-    Factor("readable_by_loaded_code", 1.5, "its name is a string in code the measured processes loaded (a library "
-                                           "they mapped, a start-up hook): that code can read it"),
+    Factor("readable_by_loaded_code", 1.5, "its name is a string in a library the measured processes mapped: that "
+                                           "code can read it"),
+    # Only a start-up hook's text names it: text says it could act, as a rule does; what the hook itself changes is
+    # judged as the hook (kinds/startup_hook.py).
+    Factor("named_by_startup_hook", 1.5, "its name is in the text of a start-up hook the measured processes ran"),
     # Every mapped object scanned, hooks read, Python reads tracked through the runs, and no one mentions the name:
     # nothing that ran can have read it (unless its name is built at run time, which no string scan sees).
     Factor("not_in_loaded_code", 0.2, "no code the measured processes loaded mentions its name, and their Python "

@@ -20,7 +20,7 @@ to anyone, or on other CPUs than the work's ("neighbour_no_effect"). Its compone
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
@@ -63,11 +63,19 @@ def _readers_text(readers: Dict[str, Tuple[int, int]]) -> str:
     return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
 
 
-def _loaded_code(comp: Comparison, name: str, d_good: Any, d_bad: Any) -> Optional[Tuple[str, List[str], str]]:
-    """(who can read it, as text ("" when none), why none would prove nothing, what was searched) from the code
-    the measured processes loaded, over both sides (compare/libraries.who_can_read); None when neither side
-    recorded the libraries its processes mapped."""
+class LoadedCode(NamedTuple):
+    """Who, among the code the measured processes loaded, can read a variable (observed.apply_reads)."""
+    readers: str  # who can read it, as text ("" when none)
+    in_library: bool  # one of them is an object a measured process mapped (not only a start-up hook's text)
+    gaps: List[str]  # why finding none would prove nothing
+    searched: str  # what was searched
+
+
+def _loaded_code(comp: Comparison, name: str, d_good: Any, d_bad: Any) -> Optional[LoadedCode]:
+    """Who can read it, from the code the measured processes loaded, over both sides
+    (compare/libraries.who_can_read); None when neither side recorded the libraries its processes mapped."""
     found: Dict[str, List[str]] = {}
+    libraries: List[str] = []  # the labels of found that are mapped objects (the rest: start-up hooks' text)
     gaps: List[str] = []
     searched: List[str] = []
     sides = 0
@@ -86,6 +94,8 @@ def _loaded_code(comp: Comparison, name: str, d_good: Any, d_bad: Any) -> Option
             who = [keys.run_process_name(p) or p for p in reader.processes]
             entry = found.setdefault(label + owner, [])
             entry.extend(w for w in who if w not in entry)
+            if reader.kind == "library" and label + owner not in libraries:
+                libraries.append(label + owner)
         data = section_data(view.source, libraries_mod.SECTION)
         searched.append(f"{side}: {len(data.get('objects') or {})} libraries")
     if sides == 0:
@@ -94,7 +104,8 @@ def _loaded_code(comp: Comparison, name: str, d_good: Any, d_bad: Any) -> Option
              for label, who in sorted(found.items())[:3]]
     more = len(found) - len(parts)
     text = "; ".join(parts) + (f" and {more} more" if more > 0 else "")
-    return text, gaps, "; ".join(searched) + " scanned, start-up hooks read, Python reads tracked"
+    return LoadedCode(text, bool(libraries), gaps,
+                      "; ".join(searched) + " scanned, start-up hooks read, Python reads tracked")
 
 
 def _uncovered(comp: Comparison) -> Dict[str, float]:
@@ -123,16 +134,19 @@ def apply_reads(d: Difference, comp: Comparison, score: Score, notes: List[str],
         score.apply("read_by_process", f"read by {_readers_text(readers)}")
         return
     code = _loaded_code(comp, name, d.good, d.bad)
-    if code is not None and code[0]:
-        score.apply("readable_by_loaded_code", f"readable by {code[0]}: its name is a string there")
+    if code is not None and code.readers:
+        # A string in an object a measured process mapped is an observation of that process's code; a start-up
+        # hook's text that names it is text (the hook's own changes are judged as the hook: kinds/startup_hook.py).
+        score.apply("readable_by_loaded_code" if code.in_library else "named_by_startup_hook",
+                    f"readable by {code.readers}: its name is a string there")
         return
     tracked = sorted({k for view in (comp.good, comp.bad) for k in view.env_read_tracked if k != NCCL_READER})
-    if code is not None and not code[1] and not _uncovered(comp):
-        score.apply("not_in_loaded_code", f"no code the measured processes loaded mentions it ({code[2]}); "
+    if code is not None and not code.gaps and not _uncovered(comp):
+        score.apply("not_in_loaded_code", f"no code the measured processes loaded mentions it ({code.searched}); "
                                           "a name built at run time would escape this")
         return
-    if code is not None and code[1]:
-        notes.append(f"no loaded code was seen to mention it, but that proves nothing here: {code[1][0]}")
+    if code is not None and code.gaps:
+        notes.append(f"no loaded code was seen to mention it, but that proves nothing here: {code.gaps[0]}")
     if not tracked:
         return
     native = knowledge.native_reader(name)

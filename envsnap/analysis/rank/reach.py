@@ -18,6 +18,7 @@ from envsnap.analysis.rank.reach_model import (  # noqa: F401  (the tiers and he
     CANNOT,
     CANNOT_FACTORS,
     COULD_ACT,
+    ORDER_BANDS,
     TIER_BANDS,
     TIER_ORDER,
     TIERS,
@@ -26,13 +27,14 @@ from envsnap.analysis.rank.reach_model import (  # noqa: F401  (the tiers and he
     Seen,
     banded,
     loss_share,
+    order_of,
     seen,
 )
 
 FINAL_BASES = ("size", "bookkeeping")
 
-__all__ = ["ACTED", "ACTED_FACTORS", "CANNOT", "CANNOT_FACTORS", "COULD_ACT", "TIERS", "TIER_BANDS", "TIER_ORDER",
-           "Reach", "ReachContext", "Seen", "banded", "loss_share", "reach_of", "seen"]
+__all__ = ["ACTED", "ACTED_FACTORS", "CANNOT", "CANNOT_FACTORS", "COULD_ACT", "ORDER_BANDS", "TIERS", "TIER_BANDS",
+           "TIER_ORDER", "Reach", "ReachContext", "Seen", "banded", "loss_share", "order_of", "reach_of", "seen"]
 
 
 def reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,

@@ -64,23 +64,45 @@ class Reach(NamedTuple):
         said = f"could act: {self.observation}" if self.observation else "could act: only its name or kind says so"
         return said + ("; not decided (see below)" if not self.decided and self.would_decide else "")
 
+    @property
+    def order(self) -> int:
+        return order_of(self.tier, self.basis)
+
     def to_json(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"tier": self.tier, "basis": self.basis, "observation": self.observation,
-                               "decided": self.decided, "line": self.line()}
+                               "decided": self.decided, "order": self.order, "line": self.line()}
         if self.would_decide:
             out["would_decide"] = self.would_decide
         return out
 
 
-# The score a cause shows is its evidence score placed in its tier's band, so that the number agrees with the
+# Within "could act", a difference whose basis is an observation of the measured processes' own code (its name
+# is a string in an object they mapped) comes before one that only a name, a rule or a text says could act: a
+# name never lifts a difference over one with a stronger observation.
+OBSERVED_COULD_ACT_BASES = ("readable_by_loaded_code",)
+# The order a cause sorts by before its score: acted, could act (observed), could act (by name), cannot.
+ORDER_ACTED, ORDER_COULD_OBSERVED, ORDER_COULD_NAMED, ORDER_CANNOT = 3, 2, 1, 0
+
+# The score a cause shows is its evidence score placed in its order's band, so that the number agrees with the
 # order (an acted cause never shows less than a could-act one) and says what the tier says: acted causes read as
 # more likely than not, ruled-out ones as unlikely whatever their names.
-TIER_BANDS = {ACTED: (0.5, 1.0), COULD_ACT: (0.1, 0.5), CANNOT: (0.0, 0.1)}
+ORDER_BANDS = {ORDER_ACTED: (0.5, 1.0), ORDER_COULD_OBSERVED: (0.3, 0.5), ORDER_COULD_NAMED: (0.1, 0.3),
+               ORDER_CANNOT: (0.0, 0.1)}
+TIER_BANDS = {ACTED: (0.5, 1.0), COULD_ACT: (0.1, 0.5), CANNOT: (0.0, 0.1)}  # each tier's bands together
 
 
-def banded(tier: str, evidence_score: float) -> float:
-    """A cause's shown score: its evidence score (0..1) within its tier's band."""
-    low, high = TIER_BANDS[tier]
+def order_of(tier: str, basis: str = "") -> int:
+    """Where a reach sorts: its tier, and within "could act" whether its basis was observed (see above)."""
+    if tier == ACTED:
+        return ORDER_ACTED
+    if tier == CANNOT:
+        return ORDER_CANNOT
+    return ORDER_COULD_OBSERVED if basis in OBSERVED_COULD_ACT_BASES else ORDER_COULD_NAMED
+
+
+def banded(order: int, evidence_score: float) -> float:
+    """A cause's shown score: its evidence score (0..1) within its order's band (order_of)."""
+    low, high = ORDER_BANDS[order]
     return round(low + (high - low) * min(1.0, max(0.0, evidence_score)), 3)
 
 

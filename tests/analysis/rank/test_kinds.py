@@ -172,6 +172,12 @@ def test_variable_and_neighbour_say_what_would_decide_them():
     said = variable.undecided(d, ["readable_by_loaded_code"], {"readable_by_loaded_code": "readable by libx.so"})
     assert said.tier == reach.COULD_ACT and said.basis == "readable_by_loaded_code" and not said.decided
     assert "probe" in said.would_decide
+    # a string in a mapped library is an observation; a start-up hook's text naming it, and a name, are not
+    hooked = variable.undecided(d, ["named_by_startup_hook"], {"named_by_startup_hook": "readable by the hook x.pth"})
+    named = variable.undecided(d, ["prior"], {"prior": "a switch, by its values"})
+    assert hooked.tier == named.tier == reach.COULD_ACT and hooked.basis == "named_by_startup_hook"
+    assert said.order > hooked.order == named.order > reach.order_of(reach.CANNOT)
+    assert said.to_json()["order"] == said.order
     assert neighbour.acted_by(["neighbour_measured", "mechanism_matches"]) == "mechanism_matches"
     assert neighbour.acted_by(["neighbour_at_capture", "mechanism_matches"]) is None
 

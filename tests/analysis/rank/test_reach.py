@@ -152,6 +152,10 @@ def test_a_neighbour_with_nothing_measured_beside_it_cannot_have_acted():
 
 
 def test_banded_scores_follow_the_tiers():
-    assert reach.banded(reach.ACTED, 0.0) >= reach.banded(reach.COULD_ACT, 1.0)
-    assert reach.banded(reach.COULD_ACT, 0.0) >= reach.banded(reach.CANNOT, 1.0)
-    assert reach.banded(reach.CANNOT, 2.0) == 0.1 and reach.banded(reach.ACTED, -1.0) == 0.5
+    acted, observed, named, cannot = (reach.order_of(reach.ACTED), reach.order_of(reach.COULD_ACT, "readable_by_loaded_code"),
+                                      reach.order_of(reach.COULD_ACT, "name"), reach.order_of(reach.CANNOT))
+    assert acted > observed > named > cannot
+    assert reach.banded(acted, 0.0) >= reach.banded(observed, 1.0)
+    assert reach.banded(observed, 0.0) >= reach.banded(named, 1.0)
+    assert reach.banded(named, 0.0) >= reach.banded(cannot, 1.0)
+    assert reach.banded(cannot, 2.0) == 0.1 and reach.banded(acted, -1.0) == 0.5

@@ -26,8 +26,9 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
 
 
 def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Reach:
-    if "readable_by_loaded_code" in names:
-        return Reach(COULD_ACT, "readable_by_loaded_code", why["readable_by_loaded_code"], False, WOULD_DECIDE)
+    for basis in ("readable_by_loaded_code", "named_by_startup_hook"):
+        if basis in names:
+            return Reach(COULD_ACT, basis, why[basis], False, WOULD_DECIDE)
     return Reach(COULD_ACT, "name", "", False, WOULD_DECIDE)
 
 
