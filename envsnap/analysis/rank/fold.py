@@ -18,10 +18,11 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare import flags as flag_keys, patch_status
+from envsnap.analysis.compare import flags as flag_keys
 from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.analysis.knowledge import flags as flag_knowledge
 from envsnap.analysis.rank import domain, flags as rank_flags, hook_effects
+from envsnap.analysis.rank.kinds import checkout_file, file_read, installed_file, library, patch_hunk, startup_hook, watched_file
 from envsnap.analysis.rank.reach_model import LIBRARY_PATH_VARIABLES
 from envsnap.model import keys
 from envsnap.model.snapshot import section_data
@@ -78,9 +79,9 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
             link.same(members[0], other, SAME_CHANGE)
     # A variable a changed start-up hook writes to os.environ, or one engine.py's _set_envs_and_config sets
     # while engine.py is edited: the file is the change, the variable its effect.
-    hooks = {d.subject.entity: d for d in diffs if d.category == "startup"}
+    hooks = {d.subject.entity: d for d in diffs if startup_hook.owns(d)}
     edited = facts.edited_engine()
-    engine = next((d for d in diffs if d.where == "integrity" and d.subject.entity == edited), None) if edited else None
+    engine = next((d for d in diffs if installed_file.owns(d) and d.subject.entity == edited), None) if edited else None
     for name, members in by_var.items():
         hook = hooks.get(facts.hook_sets.get(name, ""))
         if hook is not None:
@@ -104,11 +105,11 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
     # A file found edited by its hash, and the recorded patch hunk that shows the same edit.
     for d in diffs:
         twin: Optional[str] = None
-        if d.where == "integrity":
+        if installed_file.owns(d):
             twin = facts.hunk_twins.get(("integrity", d.subject.entity))
-        elif d.where == "git" and d.subject.aspect == "dirty":
+        elif checkout_file.owns(d) and d.subject.aspect == "dirty":
             twin = facts.hunk_twins.get(("git", d.subject.entity, d.subject.item))
-        hunk = next((h for h in diffs if h.key == twin and h.where == patch_status.CATEGORY), None) if twin else None
+        hunk = next((h for h in diffs if h.key == twin and patch_hunk.owns(h)), None) if twin else None
         if hunk is not None:
             link.same(hunk, d, SHOWN_BY_HUNK)
     # The interpreter: its identity fields change together, and the objects a process mapped on one side only
@@ -122,7 +123,7 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
     entries = [(d, side, entry) for d in diffs if d.variable in LIBRARY_PATH_VARIABLES
                for side, entry in _changed_entries(d)]
     for d in diffs:
-        if d.where != "library" or (d.good is not None and d.bad is not None):
+        if not library.owns(d) or (d.good is not None and d.bad is not None):
             continue
         side = "bad" if d.good is None else "good"
         path = str(_as_dict(getattr(d, side)).get("path") or "")
@@ -135,9 +136,9 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
         if through is not None:
             link.explain(d, through, LOADED_THROUGH)
     # A watched file and the same file among those the measured processes read: one change.
-    read = {d.subject.entity: d for d in diffs if d.where == "files_read"}
+    read = {d.subject.entity: d for d in diffs if file_read.owns(d)}
     for d in diffs:
-        if d.where == "files" and d.subject.entity in read:
+        if watched_file.owns(d) and d.subject.entity in read:
             link.same(read[d.subject.entity], d, SAME_FILE)
     # A flag of SGLang's server and the server argument the running server reports.
     for d in diffs:
@@ -155,10 +156,10 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
 def _file_texts(comp: Comparison, d: Difference) -> Optional[Tuple[Optional[str], Optional[str]]]:
     """(GOOD's text, BAD's text) of a changed Python file the snapshots hold (None where a side holds none), or
     None when the difference is no such file or neither side holds its text."""
-    if d.where == "integrity" and d.subject.entity.endswith(".py"):
+    if installed_file.owns(d) and d.subject.entity.endswith(".py"):
         path: Tuple[str, ...] = ("integrity", "modified", d.subject.entity, "content", "text")
         section = "packages"
-    elif d.where == "git" and d.subject.aspect == "dirty" and d.subject.item.endswith(".py"):
+    elif checkout_file.owns(d) and d.subject.aspect == "dirty" and d.subject.item.endswith(".py"):
         path = ("repos", d.subject.entity, "dirty", d.subject.item, "content", "text")
         section = "git"
     else:
