@@ -39,12 +39,13 @@ class _Tracked:
         self.located: Any = None  # where its `environ` is (live_environ.Located), once found
 
 
-def _start_ticks(pid: int) -> Optional[int]:
+def _start_and_parent(pid: int) -> Optional[Tuple[int, int]]:
+    """(start time in clock ticks, parent pid) from /proc/PID/stat (proc(5) fields 22 and 4)."""
     from envsnap.capture import procfs
 
     try:
         _, fields = procfs.stat_fields(procfs.read_stat(pid))
-        return int(fields[19])
+        return int(fields[19]), int(fields[1])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -78,10 +79,12 @@ class EnvironSampler:
         current = self._current
         if current is None:
             return
+        by_pid = {t.pid: t for t in current.values()}
         for pid in sorted(members):
-            ticks = _start_ticks(pid)
-            if ticks is None:
+            found_stat = _start_and_parent(pid)
+            if found_stat is None:
                 continue  # ended since the listing
+            ticks, ppid = found_stat
             tracked = current.get((pid, ticks))
             if tracked is not None and now - tracked.last < max(self.min_reread_s, tracked.last - tracked.first):
                 continue
@@ -93,6 +96,12 @@ class EnvironSampler:
                     continue
                 tracked = current[(pid, ticks)] = _Tracked(pid, ticks, cmdline)
                 tracked.exec_status, tracked.exec_env, tracked.exec_note = proctree.read_environ(pid)
+                parent = by_pid.get(ppid)
+                if parent is not None and parent.cmdline == cmdline:
+                    # Most likely forked and not exec'd (a pool's worker): the same address space layout, so the
+                    # parent's `environ` is tried first; a wrong guess fails the read's checks and is located anew.
+                    tracked.located = parent.located
+                by_pid[pid] = tracked
             found, tracked.located = live_environ.read_live_environ_at(pid, time.monotonic() + READ_DEADLINE_S,
                                                                        tracked.located)
             self.reads += 1

@@ -47,3 +47,66 @@ def test_the_clients_in_process_variable_is_read_from_memory_and_compared():
     assert changed, sorted(found)
     assert found[changed[0]].bad == {"start": None, "after": ["slow"]}
     assert found["workers.env.CLIENT_MODE"].bad == "slow" or found.get("workers.disagree.CLIENT_MODE")
+
+
+# Forks a child that sets its own variable; in "exec" mode the child then execs the very same command line (a
+# process that only looks like a pool's worker: same command line, another address space).
+FORKER = """\
+import os, sys, time
+if os.environ.get("FORKER_AGAIN"):
+    time.sleep(30)
+    sys.exit(0)
+pid = os.fork()
+if pid == 0:
+    os.environ["WORKER_ONLY"] = "1"
+    if sys.argv[1] == "exec":
+        os.environ["FORKER_AGAIN"] = "1"
+        os.execv(sys.executable, [sys.executable, "-c", sys.argv[2], "exec", sys.argv[2]])
+    time.sleep(30)
+    os._exit(0)
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("mode", ["fork", "exec"])
+def test_a_forked_child_is_read_where_its_parent_keeps_environ_and_checked(mode, monkeypatch):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from envsnap.capture.collectors import live_environ
+    from envsnap.measure.environ_sampling import EnvironSampler
+
+    located: list = []
+    real_locate = live_environ._locate
+    monkeypatch.setattr(live_environ, "_locate", lambda pid, maps: located.append(pid) or real_locate(pid, maps))
+    parent = subprocess.Popen([sys.executable, "-c", FORKER, mode, FORKER], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        children: list = []
+        while time.monotonic() < deadline and not children:
+            time.sleep(0.05)
+            with open(f"/proc/{parent.pid}/task/{parent.pid}/children") as handle:
+                children = [int(p) for p in handle.read().split()]
+        assert children
+        time.sleep(0.5)  # the child has set its variable (and exec'd, in "exec" mode)
+        with open(f"/proc/{children[0]}/cmdline", "rb") as handle:
+            assert handle.read().split(b"\0")[:3] == [os.fsencode(sys.executable), b"-c", FORKER.encode()]
+        sampler = EnvironSampler(redact=False)
+        sampler.begin_run()
+        sampler.sample([parent.pid], 0.0)
+        sampler.sample([parent.pid, children[0]], 0.01)
+        tracked = {t.pid: t for t in sampler._current.values()}
+        child, parent_read = tracked[children[0]], tracked[parent.pid]
+        assert child.live.status == "ok", child.live
+        assert child.live.env.get("WORKER_ONLY") == "1" and "WORKER_ONLY" not in parent_read.live.env
+        if mode == "fork":  # the parent's place was right: read in the child's own memory, nothing located again
+            assert child.located == parent_read.located and located == [parent.pid]
+        else:  # a new image at another address: the guess failed its checks and environ was located anew
+            assert child.located is not None and child.located[0] != parent_read.located[0]
+            assert located == [parent.pid, children[0]]
+            assert child.live.env.get("FORKER_AGAIN") == "1"
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
