@@ -164,6 +164,26 @@ def who(processes: Iterable[str]) -> str:
 
 
 
+# A cause can lead only when what the runs lost through it accounts for at least this share of the loss: the runs'
+# CPU and the share of the machine are measured with noise, so one that took nearly all the loss is not ruled out by
+# a hair, and one that took less than half of it cannot be what the user acts on (kinds/neighbour.py, kinds/variable.py).
+ACCOUNTS_ENOUGH = 0.5
+
+
+def cpu_lost(mechanism: Optional[Mapping[str, Any]]) -> Optional[Tuple[float, str]]:
+    """(share of their CPU the runs stopped keeping busy, how it was measured) from the mechanism's CPUs kept busy,
+    GOOD's against BAD's (analysis/runs/mechanism.py); None when the runs did not record it."""
+    factors = (mechanism or {}).get("factors") or {}
+    busy = factors.get("busy_cpus") if isinstance(factors, dict) else None
+    if not isinstance(busy, dict):
+        return None
+    g, b = busy.get("good"), busy.get("bad")
+    if not isinstance(g, (int, float)) or not isinstance(b, (int, float)) or g <= 0:
+        return None
+    lost = max(0.0, 1.0 - float(b) / float(g))
+    return lost, f"the runs kept {float(g):.2g} \u2192 {float(b):.2g} CPUs busy: they lost {lost:.0%} of their CPU"
+
+
 def loss_share(verdict: Mapping[str, Any]) -> Optional[float]:
     """The share of BAD's time per unit of work that GOOD did not need (0..1): a throughput 44% of GOOD's is a
     loss of 0.56, a latency 1.5x GOOD's one of 0.33; None when the runs did not get worse or cannot tell."""

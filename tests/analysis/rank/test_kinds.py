@@ -84,6 +84,41 @@ def test_search_path_entries_by_what_was_loaded_through_them():
     assert undecided.tier == reach.COULD_ACT and not undecided.decided
 
 
+def test_a_search_path_entry_the_other_side_did_without_changed_nothing():
+    """GOOD's entry held the driver library, BAD dropped the entry and mapped the very same file anyway (ld.so's
+    cache): the entry was used, but it decided nothing that was loaded. A file BAD took from elsewhere decides."""
+    driver = "/usr/local/nvidia/lib64/libcuda.so.1"
+    good = snap("g", env={"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}, libraries=_libraries([driver]))
+    bad = snap("b", env={"LD_LIBRARY_PATH": "/opt/empty"}, libraries=_libraries([driver]))
+    comp, ctx = _ctx(good, bad)
+    found = search_path.reach(_diff(comp, "env.LD_LIBRARY_PATH"), ctx)
+    assert found.tier == reach.CANNOT and "same path on BAD" in found.observation
+    bad = snap("b", env={"LD_LIBRARY_PATH": "/opt/empty"}, libraries=_libraries(["/usr/lib/x86_64-linux-gnu/libcuda.so.1"]))
+    comp, ctx = _ctx(good, bad)
+    assert search_path.reach(_diff(comp, "env.LD_LIBRARY_PATH"), ctx).tier == reach.ACTED
+
+
+def _threads_mechanism(threads, busy):
+    return {"factors": {"peak_threads": {"good": threads[0], "bad": threads[1], "beyond_noise": True},
+                        "busy_cpus": {"good": busy[0], "bad": busy[1], "beyond_noise": True}}}
+
+
+def test_a_thread_pool_setting_is_sized_by_the_cpu_the_runs_stopped_using():
+    from envsnap.analysis.rank.kinds import variable
+
+    comp, _ = _ctx(snap("g", env={}), snap("b", env={"OMP_NUM_THREADS": "4"}))
+    d = _diff(comp, "env.OMP_NUM_THREADS")
+    sides = {"BAD": seen(comp.bad.source), "GOOD": seen(comp.good.source)}
+    # an 80% loss while the runs kept 1.32 -> 1.05 CPUs busy: fewer threads cost at most 20%, it cannot lead
+    small = variable.reach(d, ReachContext(comp, sides, loss=0.8, mechanism=_threads_mechanism((18, 6), (1.32, 1.05))))
+    assert small is not None and small.tier == reach.COULD_ACT and small.basis == "size"
+    assert "20%" in small.observation and "cannot account" in small.observation
+    # the same setting when the CPU the runs lost matches the loss: left to the observations (it acted)
+    assert variable.reach(d, ReachContext(comp, sides, loss=0.5, mechanism=_threads_mechanism((18, 6), (2.0, 1.0)))) is None
+    # more threads (contention) are not bounded by the CPU kept busy
+    assert variable.reach(d, ReachContext(comp, sides, loss=0.8, mechanism=_threads_mechanism((6, 18), (1.0, 1.0)))) is None
+
+
 def _integrity(rel):
     return {"count": 1, "dists": {}, "integrity": {"modified": {rel: {"dist": rel.split("/")[0], "recorded_sha256": "a",
                                                                      "actual_sha256": "b"}}}}

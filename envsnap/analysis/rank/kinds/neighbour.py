@@ -8,7 +8,7 @@ from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank import observed
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
-from envsnap.analysis.rank.reach_model import CANNOT, COULD_ACT, Reach, ReachContext, Size
+from envsnap.analysis.rank.reach_model import ACCOUNTS_ENOUGH, CANNOT, COULD_ACT, Reach, ReachContext, Size, cpu_lost
 
 NAME = "neighbour"
 
@@ -17,23 +17,13 @@ def owns(d: Difference) -> bool:
     return d.where == "neighbour"
 
 
-# A neighbour can lead only when what the runs lost to it accounts for at least this share of the loss: the runs'
-# CPU and the share of the machine are measured with noise, so a neighbour that took nearly all the loss is not
-# ruled out by a hair, and one that took less than half of it cannot be what the user acts on.
-ACCOUNTS_ENOUGH = 0.5
-
-
 def _lost(good: Optional[Dict[str, Any]], bad: Optional[Dict[str, Any]], kind: str,
           mechanism: Optional[Mapping[str, Any]]) -> Optional[Tuple[float, str]]:
     """(share of BAD's time the work lost to others, how it was measured): the runs' own CPUs kept busy where the
     runs recorded them (a CPU neighbour takes CPU time the work waits for), else the share of the machine it took."""
-    factors = (mechanism or {}).get("factors") or {}
-    busy = factors.get("busy_cpus") if isinstance(factors, dict) else None
-    if kind == "cpu" and isinstance(busy, dict):
-        g, b = busy.get("good"), busy.get("bad")
-        if isinstance(g, (int, float)) and isinstance(b, (int, float)) and g > 0:
-            lost = max(0.0, 1.0 - float(b) / float(g))
-            return lost, f"the runs kept {float(g):.2g} \u2192 {float(b):.2g} CPUs busy: they lost {lost:.0%} of their CPU"
+    lost = cpu_lost(mechanism) if kind == "cpu" else None
+    if lost is not None:
+        return lost
     share = neighbours.share_taken(kind, good, bad)
     if share is None:
         return None

@@ -55,6 +55,7 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
         return None  # the same entries, reordered: the order decides; left to the other evidence
     through: List[str] = []
     unknown: List[str] = []
+    same: List[str] = []  # loaded through a changed entry, and from the same file on the side without it
     for entry, side in changed:
         view = sides[side]
         if library and not view.maps_known:
@@ -65,12 +66,24 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
             continue
         files = view.mapped if library else view.elsewhere
         found = sorted(path for path in files if under(path, entry) or path == entry)
+        other_side = "GOOD" if side == "BAD" else "BAD"
+        other = sides[other_side]
+        if found and (other.maps_known if library else other.modules_known):
+            others = other.mapped if library else other.elsewhere
+            if all(path in others for path in found):
+                # The side without the entry loaded the very same files (the loader's cache, another entry, an
+                # absolute path): the entry changed nothing about what was loaded.
+                same.append(f"{os.path.basename(found[0])}{f' and {len(found) - 1} more' if len(found) > 1 else ''} "
+                            f"came from {entry} on {side} and from the same path on {other_side}, which lacks the entry")
+                continue
         if found:
             names = who(p for path in found for p in files[path])
             through.append(f"{os.path.basename(found[0])}{f' and {len(found) - 1} more' if len(found) > 1 else ''} "
                            f"{'mapped' if library else 'imported'} from {entry} on {side} ({names})")
     if through:
         return Reach(ACTED, "search path", "; ".join(through))
+    if same and not unknown:
+        return Reach(CANNOT, "search path", "; ".join(same) + ": the changed entries changed nothing that was loaded")
     if unknown:
         what = "maps" if library else "module lists (the probe, or `envsnap run`)"
         return Reach(COULD_ACT, "search path", "", False, f"the measured processes' {what} on {', '.join(sorted(set(unknown)))} "

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import List, Mapping, Optional, Sequence, Tuple
 
+from envsnap import format as fmt
+from envsnap.analysis import knowledge
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank import domain
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size  # noqa: F401 (the Protocol's defaults)
-from envsnap.analysis.rank.reach_model import COULD_ACT, Reach, ReachContext
+from envsnap.analysis.rank.reach_model import ACCOUNTS_ENOUGH, COULD_ACT, Reach, ReachContext, cpu_lost
 
 NAME = "variable"
 WOULD_DECIDE = ("the probe (--probe-dir, or `envsnap run`) would show which variables the measured processes' Python "
@@ -22,7 +24,30 @@ def owns(d: Difference) -> bool:
 
 
 def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
-    return None  # the factors decide (reach.reach_of)
+    """The factors decide (reach.reach_of), except for the size of a thread-pool setting (thread_pool_size)."""
+    return thread_pool_size(d, ctx)
+
+
+def thread_pool_size(d: Difference, ctx: ReachContext) -> Optional[Reach]:
+    """A setting that sizes a thread pool, when the runs' threads fell with it: fewer threads slow the work only
+    by the CPU it then stopped keeping busy. When that CPU is less than half the share of BAD's time the runs lost,
+    the setting cannot account for the loss (could act, by its size: it cannot lead)."""
+    link = knowledge.series_link(d.base_key)
+    if link is None or link.series != knowledge.PEAK_THREADS or not ctx.loss:
+        return None
+    factors = (ctx.mechanism or {}).get("factors") or {}
+    threads = factors.get(knowledge.PEAK_THREADS) if isinstance(factors, dict) else None
+    if not isinstance(threads, dict) or not threads.get("beyond_noise"):
+        return None
+    g, b = threads.get("good"), threads.get("bad")
+    if not isinstance(g, (int, float)) or not isinstance(b, (int, float)) or b >= g:
+        return None  # more threads slow work by contention, which the CPU kept busy does not bound
+    lost = cpu_lost(ctx.mechanism)
+    if lost is None or lost[0] >= ACCOUNTS_ENOUGH * ctx.loss:
+        return None
+    return Reach(COULD_ACT, "size", f"the runs' threads fell with it ({fmt.num(g)} \u2192 {fmt.num(b)}), but {lost[1]}, "
+                                    f"less than half the {ctx.loss:.0%} of BAD's time the runs lost: it cannot account "
+                                    "for the loss")
 
 
 def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Reach:
