@@ -43,6 +43,20 @@ def families() -> List[str]:
     return sorted(name[:-3] for name in os.listdir(FAMILIES_DIR) if name.endswith(".py") and not name.startswith("_"))
 
 
+def has_gpu() -> bool:
+    """Whether this machine has an NVIDIA GPU (nvidia-smi lists one): the GPU families run only there."""
+    import subprocess
+
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def needs_gpu(family: str) -> bool:
+    return bool(getattr(importlib.import_module(f"corpus.families.{family}"), "NEEDS_GPU", False))
+
+
 def separated(good: str, bad: str) -> bool:
     """BAD's runs below GOOD's: every one (4 vs 4: p = 0.029, exact Mann-Whitney), or all but one pair
     (p = 0.057) where the box's noise put one run astray."""
@@ -125,15 +139,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     known = families()
     chosen = args.family or known
+    if not args.family and not has_gpu():
+        skipped = [f for f in chosen if needs_gpu(f)]
+        if skipped:
+            print(f"corpus_generate: no GPU here: skipping {', '.join(skipped)} (name them with --family to try)",
+                  file=sys.stderr)
+        chosen = [f for f in chosen if f not in skipped]
     unknown = [f for f in chosen if f not in known]
     if unknown:
         print(f"corpus_generate: no such family: {', '.join(unknown)} (known: {', '.join(known)})", file=sys.stderr)
         return 2
     failed = 0
+    # A wall-clock deadline (seconds since the epoch) after which no new scenario starts: a machine lent for a
+    # fixed time (benchmarks/gpu_corpus.sh) keeps what it finished.
+    deadline = float(os.environ.get("GPU_CORPUS_DEADLINE") or "inf")
     for family in chosen:
         for index in range(args.variants):
             target = os.path.join(args.out, family, f"v{index + 1}")
             if os.path.isfile(os.path.join(target, "truth.json")) and not args.force:
+                continue
+            if time.time() > deadline:
+                print(f"{family}/v{index + 1}: not started (past GPU_CORPUS_DEADLINE)", file=sys.stderr)
+                failed += 1
                 continue
             started = time.perf_counter()
             try:

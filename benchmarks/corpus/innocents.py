@@ -7,6 +7,7 @@ would act in its setup (OMP_* where its benchmark loads an OpenMP runtime).
 """
 from __future__ import annotations
 
+import os
 import random
 from typing import Callable, Dict, List, Sequence, Tuple
 
@@ -24,12 +25,14 @@ def _env(name: str, values: Sequence[str]) -> Plant:
 
 
 def _path_entry(name: str) -> Plant:
-    """A search-path variable gains an entry: an empty directory nothing is found in."""
+    """A search-path variable gains an entry: an empty directory nothing is found in, put before the machine's own
+    entries (a GPU machine's LD_LIBRARY_PATH names its driver: replacing it would change what is loaded)."""
     def plant(scene: Scene, side: Side, other: Side, rng: random.Random) -> str:
         entry = scene.path("empty", rng.choice(["lib", "lib64", "opt-cuda-lib", "extras"]))
         side.files[f"empty/{entry.rsplit('/', 1)[1]}/.keep"] = ""
-        side.env[name] = entry
-        return f"{name}={entry} (an empty directory) on {side.name}"
+        machine = os.environ.get(name)
+        side.env[name] = entry + (os.pathsep + machine if machine else "")
+        return f"{name}={entry} (an empty directory) before the machine's own entries on {side.name}"
     return plant
 
 

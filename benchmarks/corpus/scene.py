@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENVSNAP = os.path.join(os.path.dirname(sys.executable), "envsnap")
+ENVSNAP = os.environ.get("CORPUS_ENVSNAP") or os.path.join(os.path.dirname(sys.executable), "envsnap")
+# A GPU machine's CUDA build of torch lives in the system's site-packages (dist-packages on Debian-based images)
+SITE_DIRS = ("site-packages", "dist-packages")
 BASE_PYTHON = shutil.which("python3.11") or shutil.which("python3") or sys.executable
 REPEAT = 4  # runs per side: 4 vs 4 fully separated gives p = 0.03 (exact Mann-Whitney); 3 vs 3 cannot test
 SECONDS = 0.3  # one benchmark run's measured loop
@@ -125,6 +127,7 @@ class Scene:
     script: str = "bench.py"  # what the benchmark command runs in work/ (a family may put a launcher first)
     link_base_venv: bool = False  # the benchmark needs the project venv's packages (torch)
     probe: bool = True
+    settle_s: float = 0.3  # how long neighbours run before the capture starts (a GPU one must first import torch)
     planted: str = ""
     truth_keys: List[str] = field(default_factory=list)
     innocents: List[str] = field(default_factory=list)
@@ -151,8 +154,8 @@ class Scene:
             os.makedirs(self.path(sub))
         run([BASE_PYTHON, "-m", "venv", "--without-pip", self.path("venv")])
         if self.link_base_venv:  # the project venv's packages (torch) importable from the scene's venv
-            base_site = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)][0]
-            write(os.path.join(self.site_packages, "_corpus_base.pth"), base_site + "\n")
+            base_sites = [p for p in sys.path if p.endswith(SITE_DIRS) and os.path.isdir(p)]
+            write(os.path.join(self.site_packages, "_corpus_base.pth"), "".join(p + "\n" for p in base_sites))
         self.install_wheel("workkit", self.workkit_version, self.workkit_files())
         self.install_wheel("sidekit", "2.1.0", SIDEKIT)
         run([ENVSNAP, "probe", "install", "--python", self.path("venv", "bin", "python")])
@@ -210,7 +213,7 @@ class Scene:
         neighbours = [subprocess.Popen(cmd, cwd=self.root, env=env, start_new_session=True,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for cmd in side.neighbours]
         try:
-            time.sleep(0.3 if neighbours else 0)
+            time.sleep(self.settle_s if neighbours else 0)
             run(command, cwd=self.path("work"), env=env, timeout=240)
         finally:
             for proc in neighbours:
