@@ -326,13 +326,17 @@ def drop_unobserved(views: Sequence[View]) -> List[str]:
     seen = [view.command_seen for view in views]
     everywhere: Set[str] = set(seen[0]).intersection(*seen[1:])
     partial = sorted(set().union(*seen) - everywhere)
-    if not partial:
+    # A process's environment is read apart from its maps (environ_sampling.py, maps_sampling.py): a short one can
+    # be mapped and gone before its environment is read. Where the command's processes stand in for the workers in
+    # some views and no view of theirs was read in another, the workers' variables are unknown there, not unset.
+    env_gap = any(view.workers_are_command for view in views) and any(not view.workers for view in views)
+    if not partial and not env_gap:
         return []
     entities = {keys.command_process(name) for name in partial}
     processes = {keys.run_process(name) for name in partial}
     for view in views:
         view.partly_observed = list(partial)
-        stand_in = view.workers_are_command and bool(entities & set(view.workers))
+        stand_in = view.workers_are_command and (env_gap or bool(entities & set(view.workers)))
         for category, values in view.values.items():
             for key in list(values):
                 if category == "libraries":
