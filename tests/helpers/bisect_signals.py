@@ -94,7 +94,12 @@ class Trial:
         received = {self.signum} | ({self.second} if self.second else set())
         # -n: killed by the signal itself before bisect had installed its handlers (Python still starting):
         # nothing was switched yet, and the shell reports 128 + n as well.
-        return self.finished_first or self.exit_code in {128 + s for s in received} | {-s for s in received}
+        if self.finished_first or self.exit_code in {128 + s for s in received} | {-s for s in received}:
+            return True
+        # Sent while the process was still there but after the bisect had ended (its handlers removed, the
+        # interpreter shutting down): it acted on nothing. The bisect's own end shows: its normal status (0 found,
+        # 1 not), its final restore as the last line, nothing left switched.
+        return self.exit_code in (0, 1) and "envsnap bisect: restored the" in self.last_line and not self.left
 
 
 def _changed(tree: Tree, before: Dict[str, tuple]) -> List[str]:
