@@ -217,10 +217,14 @@ def _varying(node: Optional[str], views: List[view_model.View], warnings: List[s
     """The keys of one node's (or one single-node snapshot's) views whose value varies, volatile ones aside; a
     warning for each run command's process read in some snapshots only (its keys are left out)."""
     views_mod.drop_unstable(views)
-    for name in views_mod.drop_unobserved(views):
+    of_node = f" of node {node}" if node else ""
+    unobserved = views_mod.drop_unobserved(views)
+    for name in unobserved.processes:
         read = sum(1 for view in views if name in view.command_seen)
-        where = f"in {read} of {len(views)} snapshots{f' of node {node}' if node else ''}"
-        warnings.append(comparison_warnings.partly_observed_warning(name, where))
+        warnings.append(comparison_warnings.partly_observed_warning(name, f"in {read} of {len(views)} snapshots{of_node}"))
+    if unobserved.environment:
+        read = sum(1 for view in views if not view.environment_unread)
+        warnings.append(comparison_warnings.environment_unread_warning(f"in {read} of {len(views)} snapshots{of_node}"))
     keys: Dict[str, str] = {}
     for view in views:
         for category, key in view_model.iter_keys(view):

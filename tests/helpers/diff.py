@@ -81,3 +81,17 @@ def write_unsorted(obj: Dict[str, Any], path: Path) -> None:
 
 def copy_of(obj: Dict[str, Any]) -> Dict[str, Any]:
     return copy.deepcopy(obj)
+
+
+def sampled_run(env_vars: Dict[str, str], read: bool, metric: Iterable[float] = (100.0, 101.0)) -> Dict[str, Any]:
+    """A measured snapshot whose runs' telemetry did (or did not) read the command's process python-0: its
+    environment (runs[].telemetry.environs) and its maps (libraries.run_processes), as `envsnap run` records."""
+    measured = runs({"tok_s": list(metric)})
+    libraries: Dict[str, Any] = {"processes": {}, "objects": {}, "run_processes": {}}
+    if read:
+        for run in measured:
+            run["telemetry"] = {"environs": {"python-0": {"pid": 7, "environ_status": "ok", "environ": dict(env_vars)}}}
+        libraries["objects"] = {"/py/_json.so": {"status": "ok", "build_id": "ab" * 20, "owner": {"kind": "unknown"}}}
+        libraries["run_processes"] = {"python-0": {"objects": {"_json.so": "/py/_json.so"}, "runs": [1, 2],
+                                                   "status": "ok"}}
+    return snap(env=env_vars, runs=measured, libraries=libraries)

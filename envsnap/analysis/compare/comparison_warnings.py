@@ -77,8 +77,13 @@ def comparison_warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb:
     for name in va.partly_observed:
         side = "bad" if name in vb.command_seen else "good"
         out.append(partly_observed_warning(name, f"on {side.upper()} only"))
+    unread = [side for side, view in (("good", va), ("bad", vb)) if view.environment_unread]
+    if unread:
+        read = "BAD" if unread == ["good"] else "GOOD"
+        out.append(environment_unread_warning(f"on {read} only"))
     for side, view in (("good", va), ("bad", vb)):
-        if view.workers and view.worker_env_source == "proc" and not (view.workers_are_command and view.partly_observed):
+        if (view.workers and view.worker_env_source == "proc"
+                and not (view.workers_are_command and (view.partly_observed or unread))):
             out.append(f"{side}: workers' environments come from /proc/PID/environ (as at exec); changes made "
                        "in-process (engine.py, sitecustomize.py) are invisible without the probe (--probe-dir)")
     if compare_hosts and good.get("host") and bad.get("host") and good.get("host") != bad.get("host"):
@@ -90,6 +95,12 @@ def partly_observed_warning(name: str, where: str) -> str:
     """The warning for a run command's process read on some sides only (views.drop_unobserved)."""
     return (f"the benchmark command's process {name} was read {where} (a process shorter than the sampling interval "
             "can end unread): its environment, command line and mapped objects are not compared")
+
+
+def environment_unread_warning(where: str) -> str:
+    """The warning for the benchmark command's environment read on some sides only (views.drop_unobserved)."""
+    return (f"the benchmark command's environment was read {where} (a short process can end before its environment "
+            "is read): the variables its processes saw are not compared; the shell's are")
 
 
 def node_warnings(per_node: Sequence[Tuple[Optional[str], Sequence[str]]], everyone: List[str]) -> List[str]:

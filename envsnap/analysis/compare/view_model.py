@@ -80,6 +80,9 @@ class View:
     # name ("python-0"), and those the views compared together did not all read (drop_unobserved): evidence.
     command_seen: Set[str] = field(default_factory=set)
     partly_observed: List[str] = field(default_factory=list)
+    # The command's processes stand in for the workers on another side, and this side read none of their
+    # environments (a short process mapped and gone before its environment was read): drop_unobserved.
+    environment_unread: bool = False
     # Each recorded patch hunk's key -> its patch file, entry and hunk (analysis/compare/patch_status.py): evidence.
     patch_info: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     # Checkouts whose working tree state is not known (git's `status_unknown`: a timeout, a damaged index): a

@@ -25,6 +25,7 @@ from typing import (
     Callable,
     Dict,
     List,
+    NamedTuple,
     Optional,
     Sequence,
     Set,
@@ -312,7 +313,14 @@ def drop_unstable(views: Sequence[View]) -> None:
 _PROCESS_WHERES = ("process", "in_process")
 
 
-def drop_unobserved(views: Sequence[View]) -> List[str]:
+class Unobserved(NamedTuple):
+    """What drop_unobserved left out: the command's processes read in some views only, and whether the workers'
+    environment (the command's processes standing in for them) was read in some views only."""
+    processes: List[str]
+    environment: bool
+
+
+def drop_unobserved(views: Sequence[View]) -> Unobserved:
     """Remove from every view the keys of the `envsnap run` command's processes that some view did not read.
 
     The command's processes are read by sampling while each run goes on (measure/environ_sampling.py,
@@ -320,9 +328,10 @@ def drop_unobserved(views: Sequence[View]) -> List[str]:
     environment and maps are then unknown there, not empty: compared, each variable and object it has would read as
     added on the other side, a change nobody made. Its keys go on every side (its own, its mapped objects, and the
     workers' environment when the command's processes stand in for the workers); each view's `partly_observed`
-    names them, for the warning. Returns the names."""
+    names them, and `environment_unread` marks a view that read none of the workers' environment, for the
+    warnings."""
     if len(views) < 2:
-        return []
+        return Unobserved([], False)
     seen = [view.command_seen for view in views]
     everywhere: Set[str] = set(seen[0]).intersection(*seen[1:])
     partial = sorted(set().union(*seen) - everywhere)
@@ -331,11 +340,12 @@ def drop_unobserved(views: Sequence[View]) -> List[str]:
     # some views and no view of theirs was read in another, the workers' variables are unknown there, not unset.
     env_gap = any(view.workers_are_command for view in views) and any(not view.workers for view in views)
     if not partial and not env_gap:
-        return []
+        return Unobserved([], False)
     entities = {keys.command_process(name) for name in partial}
     processes = {keys.run_process(name) for name in partial}
     for view in views:
         view.partly_observed = list(partial)
+        view.environment_unread = env_gap and not view.workers
         stand_in = view.workers_are_command and (env_gap or bool(entities & set(view.workers)))
         for category, values in view.values.items():
             for key in list(values):
@@ -351,7 +361,7 @@ def drop_unobserved(views: Sequence[View]) -> List[str]:
                     del values[key]
                 elif stand_in and category == "workers" and subject.where in ("workers", "parent_only"):
                     del values[key]
-    return partial
+    return Unobserved(partial, env_gap)
 
 
 def _nccl_view(view: View, nccl: Dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 from helpers import REPO_ROOT, run_envsnap
-from helpers.diff import copy_of, runs, shuffled, snap, workers, write_unsorted
+from helpers.diff import copy_of, sampled_run, shuffled, snap, workers, write_unsorted
 
 from envsnap.analysis.compare import diff, views
 from envsnap.model import store
@@ -306,30 +306,31 @@ def test_one_change_on_every_worker_keeps_the_key_its_rule_matches():
     assert rule_for(shadowed[0].key).weight > 0.05
 
 
-def _sampled_run(env_vars, read: bool):
-    """A measured snapshot whose runs' telemetry did (or did not) read the command's process python-0: its
-    environment (runs[].telemetry.environs) and its maps (libraries.run_processes), as `envsnap run` records."""
-    measured = runs({"tok_s": [100.0, 101.0]})
-    libraries = {"processes": {}, "objects": {}, "run_processes": {}}
-    if read:
-        for run in measured:
-            run["telemetry"] = {"environs": {"python-0": {"pid": 7, "environ_status": "ok", "environ": dict(env_vars)}}}
-        libraries["objects"] = {"/py/_json.so": {"status": "ok", "build_id": "ab" * 20, "owner": {"kind": "unknown"}}}
-        libraries["run_processes"] = {"python-0": {"objects": {"_json.so": "/py/_json.so"}, "runs": [1, 2],
-                                                   "status": "ok"}}
-    return snap(env=env_vars, runs=measured, libraries=libraries)
-
-
 def test_a_command_process_read_on_one_side_only_is_not_compared():
     """A short benchmark process can end between two samples in every run of one side: its environment and maps
     are unknown there, not empty, so they are no difference (a warning says so); the shell's change remains."""
-    good = _sampled_run({"PLANTED": "1", "HOME": "/root"}, read=False)
-    bad = _sampled_run({"PLANTED": "0", "HOME": "/root"}, read=True)
+    good = sampled_run({"PLANTED": "1", "HOME": "/root"}, read=False)
+    bad = sampled_run({"PLANTED": "0", "HOME": "/root"}, read=True)
     comparison = diff.compare(good, bad)
     assert sorted(_keys(comparison)) == ["env.PLANTED"]
     assert any("process python-0 was read on BAD only" in w for w in comparison.warnings)
     assert not any("/proc/PID/environ" in w for w in comparison.warnings)
     # Read on both sides, the same process's environment and maps are compared as ever.
-    both = diff.compare(_sampled_run({"PLANTED": "1"}, read=True), _sampled_run({"PLANTED": "0"}, read=True))
+    both = diff.compare(sampled_run({"PLANTED": "1"}, read=True), sampled_run({"PLANTED": "0"}, read=True))
     assert {"env.PLANTED", "workers.env.PLANTED"} <= set(_keys(both))
     assert not any("read on" in w for w in both.warnings)
+
+
+def test_a_command_environment_read_on_one_side_only_is_not_compared():
+    """A short benchmark process can be mapped and gone before its environment is read: its maps mark it seen on
+    both sides, but one side has no environment for the workers it stands in for. Those variables are unknown
+    there, not unset: no workers.env difference, a warning that says so; the shell's change remains."""
+    good = sampled_run({"PLANTED": "1", "HOME": "/root"}, read=True)
+    bad = sampled_run({"PLANTED": "0", "HOME": "/root"}, read=True)
+    for run in bad["runs"]:
+        run.pop("telemetry")  # the environment was never read; the maps were
+    comparison = diff.compare(good, bad)
+    assert not [k for k in _keys(comparison) if k.startswith("workers.")]
+    assert "env.PLANTED" in _keys(comparison)
+    assert any("benchmark command's environment was read on GOOD only" in w for w in comparison.warnings)
+    assert not any("/proc/PID/environ" in w for w in comparison.warnings)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 from helpers import causes_by_key, run_envsnap
-from helpers.diff import copy_of, runs, snap, workers
+from helpers.diff import copy_of, runs, sampled_run, snap, workers
 
 from envsnap.analysis import association, result as result_mod
 from envsnap.errors import EnvsnapError
@@ -275,3 +275,17 @@ def test_a_value_unique_to_every_snapshot_is_flagged_and_ranked_after_every_test
     text = render_rank(result)
     assert f"  {title['rank']}. [untested] env.SERVER_TITLE  unique per snapshot (none)" in text
     assert text.index("1. [1.00] env.NCCL_NVLS_ENABLE") < text.index("[untested] env.SERVER_TITLE")
+
+
+def test_a_command_environment_read_in_some_snapshots_only_is_left_out_with_a_warning():
+    """rank's views, like diff's: where one snapshot mapped the benchmark's process but never read its environment,
+    the workers' variables are unknown there. They are not candidates; the shell's variable is; a warning says so."""
+    snaps = [sampled_run({"PLANTED": value}, read=True, metric=(tok, tok + 0.5, tok - 0.5))
+             for value, tok in (("1", 100.0), ("1", 101.0), ("0", 60.0), ("0", 61.0))]
+    for run in snaps[3]["runs"]:
+        run.pop("telemetry")
+    result = association.associate(snaps, [f"s{i}.json" for i in range(len(snaps))])
+    keys = [a["key"] for a in result["associations"]]
+    assert keys[0] == "env.PLANTED"
+    assert not [k for k in keys if k.startswith("workers.")]
+    assert any("benchmark command's environment was read in 3 of 4 snapshots" in w for w in result["warnings"])
