@@ -21,9 +21,12 @@ import os
 import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from envsnap.measure.sample_reads import SampleReads
+
 MIN_REREAD_S = 0.1
 MAX_PROCESSES = 256
 READ_DEADLINE_S = 1.0
+MAX_REDACTED = 1 << 16
 
 
 class _Tracked:
@@ -39,14 +42,12 @@ class _Tracked:
         self.located: Any = None  # where its `environ` is (live_environ.Located), once found
 
 
-def _start_and_parent(pid: int) -> Optional[Tuple[int, int]]:
+def _start_and_parent(pid: int, reads: SampleReads) -> Optional[Tuple[int, int]]:
     """(start time in clock ticks, parent pid) from /proc/PID/stat (proc(5) fields 22 and 4)."""
-    from envsnap.capture import procfs
-
+    fields = reads.stat_fields(pid)
     try:
-        _, fields = procfs.stat_fields(procfs.read_stat(pid))
-        return int(fields[19]), int(fields[1])
-    except (OSError, ValueError, IndexError):
+        return (int(fields[19]), int(fields[1])) if fields is not None else None
+    except (ValueError, IndexError):
         return None
 
 
@@ -68,20 +69,25 @@ class EnvironSampler:
         self._current: Optional[Dict[Tuple[int, int], _Tracked]] = None
         self._own = _cmdline("self")
         self.reads = 0
+        # (name, value) -> its redacted value: a run's processes, and every run of a session, share most of one
+        # environment, so each variable is redacted once (redact_value is a function of the two).
+        self._redacted: Dict[Tuple[str, str], str] = {}
 
     def begin_run(self) -> None:
         self._current = {}
 
-    def sample(self, members: Iterable[int], now: float) -> None:
-        """Read new members, and known ones whose time has come (never raises)."""
+    def sample(self, members: Iterable[int], now: float, reads: Optional[SampleReads] = None) -> None:
+        """Read new members, and known ones whose time has come (never raises); `reads`: what this sample has
+        already read of them (the maps sampler's maps text spares a new process's second maps read)."""
         from envsnap.capture.collectors import live_environ, proctree
 
         current = self._current
         if current is None:
             return
+        reads = SampleReads() if reads is None else reads
         by_pid = {t.pid: t for t in current.values()}
         for pid in sorted(members):
-            found_stat = _start_and_parent(pid)
+            found_stat = _start_and_parent(pid, reads)
             if found_stat is None:
                 continue  # ended since the listing
             ticks, ppid = found_stat
@@ -102,8 +108,8 @@ class EnvironSampler:
                     # parent's `environ` is tried first; a wrong guess fails the read's checks and is located anew.
                     tracked.located = parent.located
                 by_pid[pid] = tracked
-            found, tracked.located = live_environ.read_live_environ_at(pid, time.monotonic() + READ_DEADLINE_S,
-                                                                       tracked.located)
+            found, tracked.located = live_environ.read_live_environ_at(
+                pid, time.monotonic() + READ_DEADLINE_S, tracked.located, reads.maps_raw.get(pid))
             self.reads += 1
             if found.status == "ok" or tracked.live is None or tracked.live.status != "ok":
                 tracked.live = found  # the latest good read stands over a later failure (an exit mid-read)
@@ -114,7 +120,6 @@ class EnvironSampler:
     def end_run(self) -> Dict[str, Dict[str, Any]]:
         """The run's processes, keyed (see the module doc)."""
         from envsnap.capture.collectors import roles
-        from envsnap.redact import redact_env
 
         current, self._current = self._current, None
         out: Dict[str, Dict[str, Any]] = {}
@@ -135,14 +140,31 @@ class EnvironSampler:
                 key = alloc.take(role["key"])
             entry: Dict[str, Any] = {"pid": tracked.pid, "environ_status": tracked.exec_status}
             if tracked.exec_env is not None:
-                entry["environ"] = redact_env(tracked.exec_env) if self.redact else dict(tracked.exec_env)
+                entry["environ"] = self._redact_env(tracked.exec_env)
             if tracked.exec_note:
                 entry["environ_note"] = tracked.exec_note
             if tracked.live is not None:
                 entry["live_environ_status"] = tracked.live.status
                 if tracked.live.env is not None:
-                    entry["live_environ"] = redact_env(tracked.live.env) if self.redact else dict(tracked.live.env)
+                    entry["live_environ"] = self._redact_env(tracked.live.env)
                 if tracked.live.note:
                     entry["live_environ_note"] = tracked.live.note
             out[key] = entry
+        return out
+
+    def _redact_env(self, env: Dict[str, str]) -> Dict[str, str]:
+        """redact.redact_env, each (name, value) redacted once a session (MAX_REDACTED kept)."""
+        if not self.redact:
+            return dict(env)
+        from envsnap.redact import redact_value
+
+        memo = self._redacted
+        out: Dict[str, str] = {}
+        for name, value in env.items():
+            done = memo.get((name, value))
+            if done is None:
+                done = redact_value(name, value)
+                if len(memo) < MAX_REDACTED:
+                    memo[(name, value)] = done
+            out[name] = done
         return out

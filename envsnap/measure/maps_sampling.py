@@ -30,6 +30,8 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
+from envsnap.measure.sample_reads import SampleReads
+
 MIN_REREAD_S = 0.1
 
 
@@ -58,14 +60,12 @@ class _Tracked:
         self.at_first: Set[str] = set()  # the paths its first read found mapped (the rest it loaded later)
 
 
-def _stat(pid: int) -> Optional[Tuple[int, int]]:
+def _stat(pid: int, reads: SampleReads) -> Optional[Tuple[int, int]]:
     """(start time in clock ticks, virtual memory size) from /proc/PID/stat (proc(5) fields 22, 23)."""
-    from envsnap.capture import procfs
-
+    fields = reads.stat_fields(pid)
     try:
-        _, fields = procfs.stat_fields(procfs.read_stat(pid))
-        return int(fields[19]), int(fields[20])
-    except (OSError, ValueError, IndexError):
+        return (int(fields[19]), int(fields[20])) if fields is not None else None
+    except (ValueError, IndexError):
         return None
 
 
@@ -130,15 +130,17 @@ class MapsSampler:
     def begin_run(self) -> None:
         self._current = {}
 
-    def sample(self, members: Iterable[int], now: float) -> None:
-        """Read the maps of new members, and of known ones whose time has come (never raises)."""
+    def sample(self, members: Iterable[int], now: float, reads: Optional[SampleReads] = None) -> None:
+        """Read the maps of new members, and of known ones whose time has come (never raises); the maps text read
+        is left in `reads` for the environment's sampler."""
         from envsnap.capture.collectors import maps
 
         current = self._current
         if current is None:
             return
+        reads = SampleReads() if reads is None else reads
         for pid in members:
-            found_stat = _stat(pid)
+            found_stat = _stat(pid, reads)
             if found_stat is None:
                 continue  # ended since the listing
             ticks, vsize = found_stat
@@ -153,7 +155,10 @@ class MapsSampler:
                 continue  # forked, not yet exec'd: envsnap's own image
             if tracked is None or image != tracked.image:  # new, or it exec'd another program since
                 tracked = current[(pid, ticks)] = _Tracked(_identify(pid, ticks, image[1]), image)
-            found = maps.read(pid)
+            raw = maps.read_raw(pid)
+            if raw.raw and not raw.truncated:
+                reads.maps_raw[pid] = raw.raw
+            found = maps.from_raw(raw)
             if tracked.first < 0:
                 tracked.first = now
             tracked.last = now

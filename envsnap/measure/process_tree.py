@@ -9,7 +9,7 @@ per telemetry sample, down from 2.0-2.4 ms with psutil handles (benchmarks/run_t
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional, Set, Tuple
+from typing import Dict, Optional, Sequence, Set, Tuple
 
 from envsnap.capture import procfs
 
@@ -21,9 +21,18 @@ def read_process_stat(pid: int) -> Optional[Tuple[int, int, int, int]]:
     fields 4, 6, 20 and 24; the command name before them may hold spaces and parentheses).
     psutil reads the same numbers from stat, status and statm: three files per process."""
     try:
-        _, fields = procfs.stat_fields(procfs.read_stat(pid))
+        return process_stat_of(procfs.stat_fields(procfs.read_stat(pid))[1])
+    except (OSError, ValueError):
+        return None
+
+
+def process_stat_of(fields: Optional[Sequence[bytes]]) -> Optional[Tuple[int, int, int, int]]:
+    """read_process_stat's numbers from stat's fields after the command name (procfs.stat_fields)."""
+    if fields is None:
+        return None
+    try:
         return int(fields[1]), int(fields[3]), int(fields[17]), int(fields[21]) * _PAGE_SIZE
-    except (OSError, ValueError, IndexError):
+    except (ValueError, IndexError):
         return None
 
 

@@ -38,7 +38,8 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 
 from envsnap.measure.gpu_sampling import Gpus, summarize_gpu
-from envsnap.measure.process_tree import ProcessTree, read_process_stat, thread_ctx_switches
+from envsnap.measure.process_tree import ProcessTree, process_stat_of, thread_ctx_switches
+from envsnap.measure.sample_reads import SampleReads
 from envsnap.measure.sched_sampling import ThreadSampler, major_faults
 
 SAMPLE_INTERVAL_S = 0.5
@@ -174,10 +175,11 @@ class RunSampler:
 
     def _sample(self) -> None:
         members = self.tree.refresh()
+        reads = SampleReads()  # one read of a process's stat (and maps) serves every part of this sample
         rss = threads = 0
         counted = 0
         for pid in members:
-            found = read_process_stat(pid)
+            found = process_stat_of(reads.stat_fields(pid))
             if found is None:
                 continue  # ended between the listing and the read
             self.tree.update(pid, (found[0], found[1]))
@@ -200,9 +202,9 @@ class RunSampler:
             watched.sample()
         self.gpus.sample(self.gpu_series, self.clock() - self.started)
         if self.maps is not None:
-            self.maps.sample(members, self.clock() - self.started)
+            self.maps.sample(members, self.clock() - self.started, reads)
         if self.environs is not None:
-            self.environs.sample(members, self.clock() - self.started)
+            self.environs.sample(members, self.clock() - self.started, reads)
         if self.neighbours is not None:
             self.neighbours.sample()
 

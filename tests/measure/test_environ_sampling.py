@@ -2,6 +2,7 @@
 of a client that sets a variable in-process and starts a child, no probe; then compared."""
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -110,3 +111,55 @@ def test_a_forked_child_is_read_where_its_parent_keeps_environ_and_checked(mode,
     finally:
         os.killpg(parent.pid, signal.SIGKILL)
         parent.wait()
+
+
+def test_one_maps_read_serves_both_samplers_and_each_variable_is_redacted_once(monkeypatch):
+    """A new process's maps are read once a sample: the maps sampler's text locates the environment too (the kernel
+    writes /proc/PID/maps afresh at every read). The environment read that way, and redacted through the session's
+    memo, is what a read of its own and redact_env give."""
+    import os
+    import subprocess
+    import time
+
+    from envsnap.capture.collectors import live_environ
+    from envsnap.measure.environ_sampling import EnvironSampler
+    from envsnap.measure.maps_sampling import MapsSampler
+    from envsnap.measure.sample_reads import SampleReads
+    from envsnap.redact import redact_env
+
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    env = dict(os.environ, PLANTED_TOKEN=token, PLAIN="1")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    opened: list = []
+    import builtins
+
+    real_open = builtins.open
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    try:
+        time.sleep(0.5)
+        maps, environs = MapsSampler(), EnvironSampler()
+        maps.begin_run()
+        environs.begin_run()
+        reads = SampleReads()
+        maps.sample([child.pid], 0.0, reads)
+        assert reads.maps_raw[child.pid].count(b"\n") > 10
+        monkeypatch.setattr(live_environ, "open", counting_open, raising=False)
+        environs.sample([child.pid], 0.0, reads)
+        assert f"/proc/{child.pid}/maps" not in opened
+        tracked = next(iter(environs._current.values()))
+        alone, _ = live_environ.read_live_environ_at(child.pid)
+        assert tracked.live.status == "ok" and tracked.live.env == alone.env
+        first = environs.end_run()
+        environs.begin_run()
+        environs.sample([child.pid], 1.0)  # a second run: the memo answers
+        second = environs.end_run()
+    finally:
+        child.kill()
+        child.wait()
+    (entry,), (again,) = first.values(), second.values()
+    assert entry["live_environ"] == redact_env(alone.env) == again["live_environ"]
+    assert entry["live_environ"]["PLAIN"] == "1" and token not in json.dumps(entry)

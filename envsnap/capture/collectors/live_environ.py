@@ -255,15 +255,17 @@ class _Mapping(NamedTuple):
 _LIBC_NEEDLES = (b"libc", b"musl")
 
 
-def _maps(pid: int) -> Optional[List[_Mapping]]:
-    """The mappings of the executable and of C libraries (None: the process maps no file at all)."""
+def _maps(pid: int, raw: Optional[bytes] = None) -> Optional[List[_Mapping]]:
+    """The mappings of the executable and of C libraries (None: the process maps no file at all); `raw`: the
+    process's maps text when the caller has just read it (run telemetry: one read of the file serves both)."""
     try:
         exe = os.readlink(f"/proc/{pid}/exe").encode("utf-8", "surrogateescape")
     except OSError:
         exe = b""
     try:
-        with open(f"/proc/{pid}/maps", "rb") as handle:
-            raw = handle.read(MAX_MAPS_BYTES)
+        if raw is None:
+            with open(f"/proc/{pid}/maps", "rb") as handle:
+                raw = handle.read(MAX_MAPS_BYTES)
     except (FileNotFoundError, ProcessLookupError):
         raise _failure("gone", "the process exited before its memory map was read") from None
     except PermissionError:
@@ -401,27 +403,28 @@ def read_live_environ(pid: int, deadline: Optional[float] = None) -> LiveEnviron
     return read_live_environ_at(pid, deadline)[0]
 
 
-def read_live_environ_at(pid: int, deadline: Optional[float] = None,
-                         located: Optional[Located] = None) -> Tuple[LiveEnviron, Optional[Located]]:
+def read_live_environ_at(pid: int, deadline: Optional[float] = None, located: Optional[Located] = None,
+                         maps_raw: Optional[bytes] = None) -> Tuple[LiveEnviron, Optional[Located]]:
     """read_live_environ, and where `environ` was found, for the next read of the same process (run telemetry reads
     each process again as it ages): with `located` given, its maps and symbols are not read again (~2 ms of a
-    ~2.5 ms read) unless reading there fails or finds an entry that is not NAME=value (it exec'd since)."""
+    ~2.5 ms read) unless reading there fails or finds an entry that is not NAME=value (it exec'd since).
+    `maps_raw`: the process's maps text, when the caller has just read it."""
     if located is not None:
         found = _read_located(pid, deadline, located, None)
         if found.status == "ok" and not found.note:
             return found, located
     where: List[Located] = []
-    return _read_located(pid, deadline, None, where), (where[0] if where else None)
+    return _read_located(pid, deadline, None, where, maps_raw), (where[0] if where else None)
 
 
 def _read_located(pid: int, deadline: Optional[float], located: Optional[Located],
-                  where: Optional[List[Located]]) -> LiveEnviron:
+                  where: Optional[List[Located]], maps_raw: Optional[bytes] = None) -> LiveEnviron:
     deadline = time.monotonic() + 5.0 if deadline is None else deadline
     memory = _Memory(pid, deadline)
     source = ""
     try:
         if located is None:
-            maps = _maps(pid)
+            maps = _maps(pid, maps_raw or None)
             if maps is None:
                 # A kernel thread, or a zombie: no user memory at all.
                 return LiveEnviron("unreadable", None, "no mapped files (a kernel thread, or a process that exited)",

@@ -92,22 +92,28 @@ def parse(raw: bytes) -> List[Mapped]:
     return out
 
 
-def read(pid: int, limit: int = MAX_MAPS_BYTES) -> Maps:
-    """The process's mapped files; its status and a note instead of an exception."""
+class RawMaps(NamedTuple):
+    status: str  # as Maps
+    note: str
+    raw: bytes  # the maps text read (whole lines), b"" when none
+    truncated: bool
+
+
+def read_raw(pid: int, limit: int = MAX_MAPS_BYTES) -> RawMaps:
+    """The process's maps text, unparsed (run telemetry shares one read with live_environ); a status and a note
+    instead of an exception."""
     path = f"/proc/{pid}/maps"
     chunks: List[bytes] = []
     size = 0
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return Maps("gone", "process exited", [])
-    except ProcessLookupError:
-        return Maps("gone", "process exited", [])
+    except (FileNotFoundError, ProcessLookupError):
+        return RawMaps("gone", "process exited", b"", False)
     except PermissionError:
-        return Maps("denied", "not permitted to read this process's maps (another user's process): "
-                              "run envsnap as that user or as root", [])
+        return RawMaps("denied", "not permitted to read this process's maps (another user's process): "
+                                 "run envsnap as that user or as root", b"", False)
     except OSError as exc:
-        return Maps("unreadable", f"cannot open {path}: {exc.strerror or exc}", [])
+        return RawMaps("unreadable", f"cannot open {path}: {exc.strerror or exc}", b"", False)
     truncated = False
     try:
         while True:
@@ -120,23 +126,37 @@ def read(pid: int, limit: int = MAX_MAPS_BYTES) -> Maps:
                 truncated = True
                 break
     except ProcessLookupError:
-        return Maps("gone", "process exited while its maps were read", [])
+        return RawMaps("gone", "process exited while its maps were read", b"", False)
     except PermissionError:
-        return Maps("denied", "not permitted to read this process's maps", [])
+        return RawMaps("denied", "not permitted to read this process's maps", b"", False)
     except OSError as exc:
         if exc.errno == 3:  # ESRCH
-            return Maps("gone", "process exited while its maps were read", [])
-        return Maps("unreadable", f"cannot read {path}: {exc.strerror or exc}", [])
+            return RawMaps("gone", "process exited while its maps were read", b"", False)
+        return RawMaps("unreadable", f"cannot read {path}: {exc.strerror or exc}", b"", False)
     finally:
         os.close(fd)
     raw = b"".join(chunks)
-    if not raw:
-        # A zombie (or a kernel thread) has no memory map: nothing was loaded that we can see.
-        return Maps("gone", "no memory map (the process exited and was not reaped yet, or is a kernel thread)", [])
     if truncated:
         raw = raw[:raw.rfind(b"\n") + 1]
-        return Maps("truncated", f"more than {limit >> 20} MiB of mappings: only the first were read", parse(raw))
-    return Maps("ok", "", parse(raw))
+    return RawMaps("ok", "", raw, truncated)
+
+
+def read(pid: int, limit: int = MAX_MAPS_BYTES) -> Maps:
+    """The process's mapped files; its status and a note instead of an exception."""
+    return from_raw(read_raw(pid, limit), limit)
+
+
+def from_raw(found: RawMaps, limit: int = MAX_MAPS_BYTES) -> Maps:
+    """read_raw's text as Maps."""
+    if found.status != "ok":
+        return Maps(found.status, found.note, [])
+    if not found.raw:
+        # A zombie (or a kernel thread) has no memory map: nothing was loaded that we can see.
+        return Maps("gone", "no memory map (the process exited and was not reaped yet, or is a kernel thread)", [])
+    if found.truncated:
+        return Maps("truncated", f"more than {limit >> 20} MiB of mappings: only the first were read",
+                    parse(found.raw))
+    return Maps("ok", "", parse(found.raw))
 
 
 def executable(pid: int) -> Optional[str]:
