@@ -98,6 +98,30 @@ def test_a_search_path_entry_the_other_side_did_without_changed_nothing():
     assert search_path.reach(_diff(comp, "env.LD_LIBRARY_PATH"), ctx).tier == reach.ACTED
 
 
+def test_a_locale_variable_that_leaves_every_category_resolving_alike_cannot_have_acted():
+    """LC_ALL dropped where LANG names the same locale: every category resolves as before (POSIX: LC_ALL, then
+    LC_<category>, then LANG), however often the process read it. A change of what a category resolves to is a
+    variable like any other; so is a locale variable whose siblings the view does not hold as text."""
+    from envsnap.analysis.rank.kinds import locale_setting
+
+    comp, ctx = _ctx(snap("g", env={"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}), snap("b", env={"LANG": "C.UTF-8"}))
+    d = _diff(comp, "env.LC_ALL")
+    assert kinds.kind_of(d) is locale_setting
+    found = locale_setting.reach(d, ctx)
+    assert found is not None and found.tier == reach.CANNOT
+    assert "resolves to C.UTF-8 on both sides" in found.observation and "BAD: LANG=C.UTF-8" in found.observation
+    # POSIX and an unset chain name the same locale
+    comp, ctx = _ctx(snap("g", env={"LC_ALL": "POSIX"}), snap("b", env={}))
+    assert locale_setting.reach(_diff(comp, "env.LC_ALL"), ctx).tier == reach.CANNOT
+    # LC_ALL overrides LC_NUMERIC=de_DE on GOOD only: numbers resolve to another locale on BAD
+    comp, ctx = _ctx(snap("g", env={"LC_ALL": "C.UTF-8", "LC_NUMERIC": "de_DE.UTF-8", "LANG": "C.UTF-8"}),
+                     snap("b", env={"LC_NUMERIC": "de_DE.UTF-8", "LANG": "C.UTF-8"}))
+    assert locale_setting.reach(_diff(comp, "env.LC_ALL"), ctx) is None
+    comp, ctx = _ctx(snap("g", env={"LANG": "C.UTF-8"}), snap("b", env={"LANG": "en_US.UTF-8"}))
+    assert locale_setting.reach(_diff(comp, "env.LANG"), ctx) is None
+    assert locale_setting.resolved({"LANG": "C", "LC_CTYPE": "", "LC_ALL": ""})["LC_CTYPE"] == "C"
+
+
 def _threads_mechanism(threads, busy):
     return {"factors": {"peak_threads": {"good": threads[0], "bad": threads[1], "beyond_noise": True},
                         "busy_cpus": {"good": busy[0], "bad": busy[1], "beyond_noise": True}}}

@@ -23,6 +23,7 @@ from envsnap.analysis.rank.kinds import (
     gpu_setting,
     installed_file,
     library,
+    locale_setting,
     nccl_effect,
     neighbour,
     package,
@@ -57,7 +58,7 @@ class DifferenceKind(Protocol):
 
 
 # The explicit list, most specific first (a variable is a search path before it is anything else).
-KINDS: Tuple[DifferenceKind, ...] = (search_path, variable, installed_file, package, library, shadowed_module,
+KINDS: Tuple[DifferenceKind, ...] = (search_path, locale_setting, variable, installed_file, package, library, shadowed_module,
                                      startup_hook, neighbour, scheduling, checkout_file, patch_hunk, file_read,
                                      watched_file, command_line, nccl_effect, gpu_setting, section_presence)
 
