@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import flags as flags_mod, neighbours, nodes as nodes_mod
@@ -60,13 +60,17 @@ __all__ = ["ABSENT_WORDS", "GIT_STATUS_WORDS", "NOT_CAPTURED", "Comparison", "Di
            "value_text"]
 
 
+# A value as a view holds it: JSON's values (a snapshot's own), None where the key is absent.
+ViewValue = Union[None, bool, int, float, str, List["ViewValue"], Dict[str, "ViewValue"]]
+
+
 @dataclass
 class Difference:
     key: str  # the readable key ("workers.env.NCCL_PROTO", "node-a/workers.env.NCCL_PROTO"): for people, never parsed
     category: str
     change: str  # changed | added | removed
-    good: Any  # raw view value (None when absent)
-    bad: Any
+    good: ViewValue  # raw view value (None when absent)
+    bad: ViewValue
     volatile: bool
     flat_keys: List[str]
     subject: Subject  # what the key is about, as fields

@@ -62,7 +62,7 @@ class Facts:
                     continue
                 found = hook_effects_mod.hook_effects(view.source, d.subject.entity)
                 names = found.sets if found is not None else (
-                    value.get("env_mentions") or [] if value.get("touches_env") else [])
+                    _mentions(value) if value.get("touches_env") else [])
                 for name in names:
                     self.hook_sets.setdefault(str(name), d.subject.entity)
         self.worker_nccl_vars = sorted(n for n, places in self.by_var.items()
@@ -250,7 +250,7 @@ def _server_parent_only(d: diff_mod.Difference, name: str, facts: Facts, score: 
     flagged, other = ("bad", "good") if isinstance(d.bad, dict) and d.bad.get("in") == "server" else ("good", "bad")
     fview, oview = (comp.bad, comp.good) if flagged == "bad" else (comp.good, comp.bad)
     value = d.bad if flagged == "bad" else d.good
-    parent = value.get("parent")
+    parent = value.get("parent") if isinstance(value, dict) else None
     info = fview.parent_only_info.get(name) or {}
     if info.get("late"):
         why = (f"{name}={parent} set in the parent after the workers started: the TP workers never saw it "
@@ -382,13 +382,19 @@ def score_package(d: diff_mod.Difference, rule: knowledge.FieldRule, component: 
     return component, f"same version, another build: {found.text} — {change.why}"
 
 
+def _mentions(hook: Dict[str, diff_mod.ViewValue]) -> List[str]:
+    """The variable names a start-up hook's record says its text mentions (a list in a well-formed snapshot)."""
+    found = hook.get("env_mentions")
+    return [str(name) for name in found] if isinstance(found, list) else []
+
+
 def score_startup(d: diff_mod.Difference, component: str, why: str, facts: Facts, score: Score,
                   notes: List[str]) -> Tuple[str, str]:
     mentions: Set[str] = set()
     touches = False
     for value in (d.good, d.bad):
         if isinstance(value, dict):
-            mentions.update(str(m) for m in value.get("env_mentions") or [])
+            mentions.update(_mentions(value))
             touches = touches or bool(value.get("touches_env"))
     changed = sorted((mentions & set(facts.by_var)) - facts.ruled_out)
     relevant = sorted(m for m in mentions if knowledge.is_performance_variable(m) and m not in facts.ruled_out
