@@ -22,7 +22,17 @@ from envsnap.analysis.compare import flags as flag_keys
 from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.analysis.knowledge import flags as flag_knowledge
 from envsnap.analysis.rank import domain, flags as rank_flags, hook_effects
-from envsnap.analysis.rank.kinds import checkout_file, file_read, installed_file, library, patch_hunk, startup_hook, watched_file
+from envsnap.analysis.rank.kinds import (
+    checkout_file,
+    file_read,
+    installed_file,
+    interpreter as interpreter_kind,
+    library,
+    nccl_effect,
+    patch_hunk,
+    startup_hook,
+    watched_file,
+)
 from envsnap.analysis.rank.reach_model import LIBRARY_PATH_VARIABLES
 from envsnap.model import keys
 from envsnap.model.snapshot import section_data
@@ -36,8 +46,6 @@ LOADED_THROUGH = "loaded through it"
 INTERPRETER = "the same interpreter change"
 SAME_FILE = "the same file, watched"
 LOADED_BY_INTERPRETER = "mapped by the other interpreter"
-# The described interpreter's identity (python section): when it changes, these change together.
-INTERPRETER_FIELDS = ("version", "implementation", "base_prefix", "prefix", "executable", "venv", "pyvenv")
 
 
 class Link:
@@ -100,7 +108,7 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
     # What NCCL logged it did follows from the NCCL settings the workers read.
     nccl_vars = [by_var[n][0] for n in facts.worker_nccl_vars if n in by_var]
     for d in diffs:
-        if d.where == "nccl" and d.variable is None and nccl_vars:
+        if nccl_effect.owns(d) and nccl_vars:
             link.same(nccl_vars[0], d, EFFECT)
     # A file found edited by its hash, and the recorded patch hunk that shows the same edit.
     for d in diffs:
@@ -114,7 +122,7 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
             link.same(hunk, d, SHOWN_BY_HUNK)
     # The interpreter: its identity fields change together, and the objects a process mapped on one side only
     # from under either side's installation (its binary, libpython, its extension modules) are its doing.
-    interpreter = [d for d in diffs if d.where == "python" and d.subject.entity in INTERPRETER_FIELDS]
+    interpreter = [d for d in diffs if interpreter_kind.owns(d)]
     for other in interpreter[1:]:
         link.same(interpreter[0], other, INTERPRETER)
     prefixes = [(side, str(value)) for d in interpreter if d.subject.entity == "base_prefix"
@@ -142,11 +150,10 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
             link.same(read[d.subject.entity], d, SAME_FILE)
     # A flag of SGLang's server and the server argument the running server reports.
     for d in diffs:
-        if d.where not in (flag_keys.PROCESS, flag_keys.COMMAND):
+        item = rank_flags.item_of(d)  # the command-line kind's own reading of its items
+        if item is None or item[0] != flag_keys.FLAG or not rank_flags.is_sglang(d, comp):
             continue
-        kind, name = keys.aspect_parts(d.subject.aspect)
-        if kind != flag_keys.FLAG or not name or not rank_flags.is_sglang(d, comp):
-            continue
+        name = item[1]
         arg = by_key.get(keys.sglang_arg_key(flag_knowledge.sglang_dest(name)))
         if arg is not None:
             link.same(arg, d, SERVER_ARG)

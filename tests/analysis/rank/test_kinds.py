@@ -58,9 +58,9 @@ def test_every_kind_module_is_in_the_explicit_list_and_owns_something_distinct()
 
 
 def test_no_module_outside_the_kinds_switches_on_where_to_judge_reach_or_evidence():
-    """reach.py asks each difference's kind for its reach, causes.py for its evidence terms: neither compares a
-    difference's `where` or `category` itself."""
-    for module in ("reach.py", "causes.py"):
+    """reach.py asks each difference's kind for its reach, causes.py for its evidence terms, fold.py which
+    difference is which: none compares a difference's `where` or `category` itself."""
+    for module in ("reach.py", "causes.py", "fold.py"):
         tree = ast.parse((KINDS_DIR.parent / module).read_text())
         compares = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Compare)
                     and any(isinstance(s, ast.Attribute) and s.attr in ("where", "category") for s in ast.walk(n))]

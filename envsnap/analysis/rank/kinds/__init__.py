@@ -22,6 +22,7 @@ from envsnap.analysis.rank.kinds import (
     file_read,
     gpu_setting,
     installed_file,
+    interpreter,
     library,
     locale_setting,
     nccl_effect,
@@ -60,7 +61,7 @@ class DifferenceKind(Protocol):
 # The explicit list, most specific first (a variable is a search path before it is anything else).
 KINDS: Tuple[DifferenceKind, ...] = (search_path, locale_setting, variable, installed_file, package, library, shadowed_module,
                                      startup_hook, neighbour, scheduling, checkout_file, patch_hunk, file_read,
-                                     watched_file, command_line, nccl_effect, gpu_setting, section_presence)
+                                     watched_file, command_line, nccl_effect, gpu_setting, interpreter, section_presence)
 
 
 def kind_of(d: Difference) -> Optional[DifferenceKind]:
