@@ -29,7 +29,6 @@ from envsnap.analysis.knowledge import CPU_HOST, MEMORY, NONE
 from envsnap.analysis.rank import (
     context as context_mod,
     domain,
-    flags,
     fold as fold_mod,
     kinds,
     observed,
@@ -40,7 +39,7 @@ from envsnap.analysis.rank import (
 )
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import SIDE_WEIGHTS, Score
-from envsnap.analysis.rank.kinds import startup_hook, variable as variable_kind
+from envsnap.analysis.rank.kinds import command_line, startup_hook, variable as variable_kind
 from envsnap.analysis.runs.verdict import worse
 from envsnap.model import keys
 from envsnap.model.result_types import FoldedCause, RankedCause, ReachInfo, SizeInfo, Verdict
@@ -84,7 +83,7 @@ class _Ranking:
 
     def cause(self, d: diff_mod.Difference) -> Tuple[Score, RankedCause]:
         rule = knowledge.rule_for(d.base_key)
-        prior = flags.item_prior(d, self.comp) or priors.prior_for(d, rule, self.comp)
+        prior = command_line.item_prior(d, self.comp) or priors.prior_for(d, rule, self.comp)
         score = Score(prior.value, prior.source)
         notes: List[str] = []
         component = rule.component

@@ -94,7 +94,7 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     Factor("nccl_log_confirms", 1.3, "NCCL's own log shows the workers' value (NCCL env page, NCCL_DEBUG=INFO)"),
     Factor("shell_behind_workers", 0.5, "the capturing shell's copy; the workers' own value is what the server uses"),
     Factor("shell_only", 0.2, "changed only in the capturing shell: the running workers did not see it"),
-    # analysis/rank/flags.py: SGLang's server flag and the server argument the running server reports are one
+    # analysis/rank/kinds/command_line.py: SGLang's server flag and the server argument the running server reports are one
     # change; the server argument (sglang.args.X, capture/collectors/sglang.py) ranks it.
     Factor("shown_as_server_arg", 0.4, "the same change shows as SGLang's server argument, which ranks it"),
     Factor("in_process_shown_elsewhere", 0.4, "the same change shows as the workers' own environment, which ranks it"),

@@ -21,9 +21,10 @@ from envsnap.analysis import knowledge
 from envsnap.analysis.compare import flags as flag_keys
 from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.analysis.knowledge import flags as flag_knowledge
-from envsnap.analysis.rank import domain, flags as rank_flags, hook_effects
+from envsnap.analysis.rank import domain, hook_effects
 from envsnap.analysis.rank.kinds import (
     checkout_file,
+    command_line,
     file_read,
     installed_file,
     interpreter as interpreter_kind,
@@ -150,8 +151,8 @@ def links(comp: Comparison, diffs: Sequence[Difference], facts: domain.Facts, li
             link.same(read[d.subject.entity], d, SAME_FILE)
     # A flag of SGLang's server and the server argument the running server reports.
     for d in diffs:
-        item = rank_flags.item_of(d)  # the command-line kind's own reading of its items
-        if item is None or item[0] != flag_keys.FLAG or not rank_flags.is_sglang(d, comp):
+        item = command_line.item_of(d)
+        if item is None or item[0] != flag_keys.FLAG or not command_line.is_sglang(d, comp):
             continue
         name = item[1]
         arg = by_key.get(keys.sglang_arg_key(flag_knowledge.sglang_dest(name)))

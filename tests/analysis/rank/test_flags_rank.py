@@ -1,4 +1,4 @@
-"""Command-line flags as causes (analysis/rank/flags.py), on exact minimal snapshots: a flag's words name the part
+"""Command-line flags as causes (analysis/rank/kinds/command_line.py), on exact minimal snapshots: a flag's words name the part
 of the stack it acts on, the mechanism then moves it like any cause; SGLang's own flags keep SGLang's rules and defer
 to the server argument read from the running server; bookkeeping (ports) stays at the bottom; the benchmark
 command's flags are causes of their own, a thread count judged by the runs' peak threads. The end-to-end planted
