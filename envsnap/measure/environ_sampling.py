@@ -109,7 +109,7 @@ class EnvironSampler:
                     tracked.located = parent.located
                 by_pid[pid] = tracked
             found, tracked.located = live_environ.read_live_environ_at(
-                pid, time.monotonic() + READ_DEADLINE_S, tracked.located, reads.maps_raw.get(pid))
+                pid, time.monotonic() + READ_DEADLINE_S, tracked.located, reads.maps_raw.get(pid), tracked.live)
             self.reads += 1
             if found.status == "ok" or tracked.live is None or tracked.live.status != "ok":
                 tracked.live = found  # the latest good read stands over a later failure (an exit mid-read)

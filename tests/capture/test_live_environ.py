@@ -89,6 +89,44 @@ def test_a_second_read_at_the_found_place_reads_the_same_and_a_wrong_place_is_fo
     assert kept == located and found == located  # the wrong place was not kept: it was looked up again
 
 
+
+# Changes its environment once per line read, then says so: a process a reader reads again as it changes.
+CHANGER = """\
+import os, sys
+for n, line in enumerate(sys.stdin):
+    os.environ["STEP"] = str(n)
+    print("set", n, flush=True)
+"""
+
+
+def test_a_read_again_keeps_the_strings_where_nothing_moved_and_reads_a_change(monkeypatch):
+    """Run telemetry reads a process again as it ages: where `environ` and every entry are where the last read
+    found them, the strings are not read again; os.environ's change (a new string, a new place) is read."""
+    from envsnap.capture.collectors.live_environ import read_live_environ_at
+
+    proc = subprocess.Popen([sys.executable, "-c", CHANGER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=clean_env(AT_EXEC="kept"))
+    strings = []
+    real = live_environ._read_strings
+    monkeypatch.setattr(live_environ, "_read_strings", lambda memory, pointers: strings.append(1) or real(memory, pointers))
+    try:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "set 0"
+        first, located = read_live_environ_at(proc.pid)
+        again, _ = read_live_environ_at(proc.pid, located=located, previous=first)
+        assert len(strings) == 1 and again.env == first.env and again.entries == first.entries
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "set 1"
+        changed, _ = read_live_environ_at(proc.pid, located=located, previous=again)
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+    assert first.env["STEP"] == "0" and first.env["AT_EXEC"] == "kept"
+    assert len(strings) == 2 and changed.env["STEP"] == "1" and changed.entries != first.entries
+
+
 C_PROGRAM = """\
 #include <stdio.h>
 #include <stdlib.h>

@@ -63,6 +63,9 @@ class LiveEnviron(NamedTuple):
     env: Optional[Dict[str, str]]  # only when ok
     note: str  # why not, or what was left out (malformed entries)
     source: str  # the object whose `environ` was read ("" when none)
+    # Where `environ` and its entries were when read (the array's address, then each entry's): a read again of the
+    # same process that finds the same addresses has the same environment (read_live_environ_at's `previous`).
+    entries: Tuple[int, ...] = ()
 
 
 class _Stop(Exception):
@@ -359,8 +362,8 @@ def _pointer(memory: _Memory, address: int, size: int) -> Optional[int]:
 
 
 
-def _read_array(memory: _Memory, address: int, size: int, source: str) -> Tuple[Dict[str, str], int]:
-    """{NAME: value} of the array at `address`, and how many entries were not NAME=value."""
+def _entries(memory: _Memory, address: int, size: int, source: str) -> List[int]:
+    """The entry addresses of the NULL-terminated pointer array at `address`."""
     pointers: List[int] = []
     code = "Q" if size == 8 else "I"
     while True:  # the array a page at a time, up to its NULL
@@ -376,6 +379,11 @@ def _read_array(memory: _Memory, address: int, size: int, source: str) -> Tuple[
             raise _failure("truncated", f"more than {MAX_ENTRIES} entries in the environment array: not read", source)
         if end < len(chunk):
             break
+    return pointers
+
+
+def _read_strings(memory: _Memory, pointers: List[int]) -> Tuple[Dict[str, str], int]:
+    """{NAME: value} of the entries at `pointers`, and how many were not NAME=value."""
     memory.prefetch(pointers)
     env: Dict[str, str] = {}
     malformed = 0
@@ -404,13 +412,18 @@ def read_live_environ(pid: int, deadline: Optional[float] = None) -> LiveEnviron
 
 
 def read_live_environ_at(pid: int, deadline: Optional[float] = None, located: Optional[Located] = None,
-                         maps_raw: Optional[bytes] = None) -> Tuple[LiveEnviron, Optional[Located]]:
+                         maps_raw: Optional[bytes] = None,
+                         previous: Optional[LiveEnviron] = None) -> Tuple[LiveEnviron, Optional[Located]]:
     """read_live_environ, and where `environ` was found, for the next read of the same process (run telemetry reads
     each process again as it ages): with `located` given, its maps and symbols are not read again (~2 ms of a
     ~2.5 ms read) unless reading there fails or finds an entry that is not NAME=value (it exec'd since).
-    `maps_raw`: the process's maps text, when the caller has just read it."""
+    `maps_raw`: the process's maps text, when the caller has just read it. `previous`: this process's last good
+    read at `located`; when `environ` and every entry are where that read found them, its strings are kept, not
+    read again. setenv(3), putenv(3) and os.environ put a new string in a new place, and setproctitle moves the
+    strings it overwrites, so a change moves an address; only a program that rewrites, in place, a buffer it
+    gave putenv is seen at its next move."""
     if located is not None:
-        found = _read_located(pid, deadline, located, None)
+        found = _read_located(pid, deadline, located, None, None, previous)
         if found.status == "ok" and not found.note:
             return found, located
     where: List[Located] = []
@@ -418,7 +431,8 @@ def read_live_environ_at(pid: int, deadline: Optional[float] = None, located: Op
 
 
 def _read_located(pid: int, deadline: Optional[float], located: Optional[Located],
-                  where: Optional[List[Located]], maps_raw: Optional[bytes] = None) -> LiveEnviron:
+                  where: Optional[List[Located]], maps_raw: Optional[bytes] = None,
+                  previous: Optional[LiveEnviron] = None) -> LiveEnviron:
     deadline = time.monotonic() + 5.0 if deadline is None else deadline
     memory = _Memory(pid, deadline)
     source = ""
@@ -439,11 +453,14 @@ def _read_located(pid: int, deadline: Optional[float], located: Optional[Located
                 return LiveEnviron("unreadable", None, "the `environ` variable is not in readable memory", source)
             if before == 0:
                 return LiveEnviron("ok", {}, "environ is NULL (clearenv)", source)
-            env, malformed = _read_array(memory, before, size, source)
+            entries = _entries(memory, before, size, source)
+            kept = (previous.env if previous is not None and previous.status == "ok" and not previous.note
+                    and previous.entries == (before, *entries) else None)
+            env, malformed = (kept, 0) if kept is not None else _read_strings(memory, entries)
             if memory.fresh_pointer(variable, size) == before:  # the pointer again, as it is now
                 note = (f"{malformed} entr{'y' if malformed == 1 else 'ies'} not NAME=value left out"
                         if malformed else "")
-                return LiveEnviron("ok", env, note, source)
+                return LiveEnviron("ok", env, note, source, (before, *entries))
         return LiveEnviron("unreadable", None, "the environment kept changing while it was read", source)
     except _Stop as stop:
         result = stop.result
