@@ -4,7 +4,9 @@ The tiers, the types and what each side's processes were seen loading are in rea
 difference can reach a process is its kind module's (analysis/rank/kinds). `reach_of` joins the two: what the
 kind observed in the snapshots decides, an observation factor of the score (factors.py: a read, a flag it was
 started with, NCCL's log; a part of the stack not in play, a value only the shell had) decides otherwise, and a
-rule-out observation wins over a kind's "acted" (a process met it, yet it could not act there).
+rule-out observation wins over a kind's "acted" (a process met it, yet it could not act there). An "acted" whose
+path the profiler traces measured and found unchanged while the step grew (the `trace_held` factor) could act, by
+its size: it met the process, but what it acts through did not move, so it cannot account for the loss.
 """
 from __future__ import annotations
 
@@ -42,7 +44,24 @@ def reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,
              loss: Optional[float] = None, mechanism: Optional[Mapping[str, Any]] = None,
              ran: Tuple[str, ...] = ()) -> Reach:
     """The tier of one difference, from the observation factors its score carries ((name, why) in order) and
-    the snapshots."""
+    the snapshots; an "acted" the traces size out could act, by its size (the module doc)."""
+    found = _reach_of(d, steps, comp, sides, ruled_out_variables, loss, mechanism, ran)
+    held = next((why for name, why in steps if name == TRACE_HELD), None)
+    if found.tier != ACTED or held is None:
+        return found
+    measured = held.split(": ", 1)[0]  # "the profiler traces measured its component (X) and it held"
+    return Reach(COULD_ACT, "size", f"{found.observation}, but {measured} while the step grew: it cannot account "
+                                    "for the loss")
+
+
+TRACE_HELD = "trace_held"
+
+
+def _reach_of(d: Difference, steps: Sequence[Tuple[str, str]], comp: Comparison,
+             sides: Optional[Mapping[str, Seen]] = None, ruled_out_variables: AbstractSet[str] = frozenset(),
+             loss: Optional[float] = None, mechanism: Optional[Mapping[str, Any]] = None,
+             ran: Tuple[str, ...] = ()) -> Reach:
+    """reach_of before the traces' size check."""
     sides = sides if sides is not None else {"BAD": seen(comp.bad.source), "GOOD": seen(comp.good.source)}
     why = dict(reversed(list(steps)))  # the first step of each name
     names = [name for name, _ in steps]

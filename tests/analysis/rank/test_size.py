@@ -41,3 +41,23 @@ def test_a_neighbour_sized_against_the_loss():
     found = neighbour.size(d, 0.5)
     assert found is not None and abs(found.share - 0.5) < 1e-9  # 25% of the machine, half of a 50% loss
     assert neighbour.size(d, None) is None
+
+
+def test_an_acted_cause_whose_component_the_traces_found_unchanged_could_act_by_its_size():
+    """A thread setting the runs' peak threads moved with (acted) acts on the host; the profiler traces measured
+    the host's time per step and it held while GEMM grew: it met the process but cannot account for the loss, so
+    it could act, by its size, and cannot lead. Without the traces' factor it acted."""
+    from envsnap.analysis.compare import diff as diff_mod
+    from envsnap.analysis.rank import reach
+    from helpers.diff import snap
+
+    comp = diff_mod.compare(snap("g", env={"OMP_NUM_THREADS": "4"}), snap("b", env={"OMP_NUM_THREADS": "8"}))
+    d = next(x for x in comp.differences if x.key == "env.OMP_NUM_THREADS")
+    moved = ("series_moved", "the runs' peak threads moved with it (9 \u2192 13): it sizes OpenMP's thread pool")
+    held = ("trace_held", "the profiler traces measured its component (cpu/host) and it held: per step: GEMM +5.8 ms")
+    assert reach.reach_of(d, [moved], comp).tier == reach.ACTED
+    sized = reach.reach_of(d, [moved, held], comp)
+    assert sized.tier == reach.COULD_ACT and sized.basis == "size"
+    assert sized.observation.startswith("the runs' peak threads moved with it")
+    assert "its component (cpu/host) and it held while the step grew: it cannot account" in sized.observation
+    assert reach.order_of(sized.tier, sized.basis) < reach.order_of(reach.COULD_ACT, "readable_by_loaded_code")
