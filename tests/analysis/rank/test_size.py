@@ -47,9 +47,10 @@ def test_an_acted_cause_whose_component_the_traces_found_unchanged_could_act_by_
     """A thread setting the runs' peak threads moved with (acted) acts on the host; the profiler traces measured
     the host's time per step and it held while GEMM grew: it met the process but cannot account for the loss, so
     it could act, by its size, and cannot lead. Without the traces' factor it acted."""
+    from helpers.diff import snap
+
     from envsnap.analysis.compare import diff as diff_mod
     from envsnap.analysis.rank import reach
-    from helpers.diff import snap
 
     comp = diff_mod.compare(snap("g", env={"OMP_NUM_THREADS": "4"}), snap("b", env={"OMP_NUM_THREADS": "8"}))
     d = next(x for x in comp.differences if x.key == "env.OMP_NUM_THREADS")
