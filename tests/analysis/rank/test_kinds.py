@@ -277,6 +277,24 @@ def test_a_file_read_by_its_content_and_a_watched_file_by_the_reads():
     assert file_read.reach(read, ctx).tier == reach.CANNOT
 
 
+def test_a_file_seen_read_on_one_side_only_by_sampling_could_act_at_most():
+    """/proc/PID/fd sees only what is open when a sample comes: a file seen read on BAD alone that way (OpenSSL's
+    config, opened for a moment at import) may have been read on GOOD between two samples. It could act at
+    most; the same one-sided read seen by the probe (Python's own opens: every one) acted."""
+    from envsnap.analysis.rank.kinds import file_read
+
+    def one_side(seen_by):
+        return {"files": {"/etc/ssl/openssl.cnf": {"sha256": "c" * 64, "size": 12, "read_by": ["python-0"],
+                                                   "seen_by": seen_by}}}
+    comp, ctx = _ctx(snap("g", files_read={"files": {}}), snap("b", files_read=one_side(["fd"])))
+    read = next(d for d in comp.differences if file_read.owns(d))
+    sampled = file_read.reach(read, ctx)
+    assert sampled.tier == reach.COULD_ACT and "between two samples" in sampled.observation
+    comp, ctx = _ctx(snap("g", files_read={"files": {}}), snap("b", files_read=one_side(["python", "fd"])))
+    read = next(d for d in comp.differences if file_read.owns(d))
+    assert file_read.reach(read, ctx).tier == reach.ACTED
+
+
 def test_scheduling_acted_when_the_runs_sampled_the_process_and_sized_by_its_wait():
     from envsnap.analysis.rank.kinds import scheduling
 
