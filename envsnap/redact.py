@@ -284,8 +284,9 @@ _CALL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\(")
 _NUMBER = _on_first_use(r"^[-+]?[0-9][0-9.,_]*%?$")
 # ... as are `#new-token: 1024` and `#cached-token: 0` of its prefill log.
 _TOKEN_COUNT = _on_first_use(r"(?i)(?:^|[_.\-])tokens?$")
-# `password: value` (YAML, logs, HTTP headers such as X-Api-Key): a colon and at least one space.
-_COLON_PAIR = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_\-])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*:[ \t]+)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;]+)")
+# `password: value` (YAML, logs, HTTP headers such as X-Api-Key): a colon and at least one space. A name after
+# '/' is a path's last part: "/etc/passwd: not valid JSON" is a message about a file, not a key and its value.
+_COLON_PAIR = _on_first_use(r"(?P<pre>(?<![A-Za-z0-9_\-/])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*:[ \t]+)(?P<secret>\"[^\"]*\"|'[^']*'|[^\s\"',;]+)")
 # "name": "value" inside JSON-like text: double quotes with JSON escapes, single quotes
 # (Python reprs), and the \"name\": \"value\" of JSON held in a JSON string.
 _XML_ELEMENT = _on_first_use(r"(?P<pre><(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)(?:\s[^<>]*)?>)(?P<secret>[^<>\s][^<>]*?)"

@@ -205,3 +205,12 @@ def test_xml_elements_named_as_secrets():
     text = f"<server>\n  <username>bob</username>\n  <password>{_INI}</password>\n  <port>5432</port>\n</server>\n"
     for out in (redact.redact_text(text), redact.redact_file_text(text, "settings.xml")):
         assert _INI not in out and "<username>bob</username>" in out and "<port>5432</port>" in out
+
+
+def test_a_file_named_like_a_key_in_a_message_is_not_a_secret():
+    """envsnap names the file first in a bad input's one line: "/etc/passwd: not valid JSON" is a path and a
+    message, not `passwd: value`. The same key on its own (YAML, a log) stays redacted."""
+    assert redact.redact_text("/etc/passwd: not valid JSON (truncated?)") == "/etc/passwd: not valid JSON (truncated?)"
+    assert redact.redact_text("/srv/conf/secrets.json: not valid JSON").endswith(": not valid JSON")
+    assert "hunter2x" not in redact.redact_text("passwd: hunter2x")
+    assert "s3cretvalue" not in redact.redact_text("  db.password: s3cretvalue")
