@@ -36,6 +36,11 @@ class FieldRule(NamedTuple):
     why: str = ""
     space: str = ANY
 
+    @property
+    def names_variables(self) -> bool:
+        """A rule of the environment section: it names environment variables ("*.NCCL_PROTO", "*.NCCL_*")."""
+        return self.category == "env"
+
 
 def volatile(pattern: str, why: str, space: str = FLAT) -> FieldRule:
     """A volatile field: changes on every capture, says nothing about the environment. Volatility is a fact

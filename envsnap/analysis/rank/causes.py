@@ -39,7 +39,7 @@ from envsnap.analysis.rank import (
 )
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import SIDE_WEIGHTS, Score
-from envsnap.analysis.rank.kinds import command_line, startup_hook, variable as variable_kind
+from envsnap.analysis.rank.kinds import startup_hook, variable as variable_kind
 from envsnap.analysis.runs.verdict import worse
 from envsnap.model import keys
 from envsnap.model.result_types import FoldedCause, RankedCause, ReachInfo, SizeInfo, Verdict
@@ -68,7 +68,7 @@ class _Ranking:
                  context: Optional[context_mod.Context], running: Optional[running_mod.Running] = None) -> None:
         self.comp = comp
         self.diffs = [d for d in comp.differences if not d.volatile]
-        self.facts = domain.Facts(comp, self.diffs, running)
+        self.facts = kinds.facts_of(comp, self.diffs, running)
         self.context = context or context_mod.Context()
         self.facts.out_of_play = self._out_of_play
         self.mechanism = verdict["mechanism"]
@@ -83,7 +83,8 @@ class _Ranking:
 
     def cause(self, d: diff_mod.Difference) -> Tuple[Score, RankedCause]:
         rule = knowledge.rule_for(d.base_key)
-        prior = command_line.item_prior(d, self.comp) or priors.prior_for(d, rule, self.comp)
+        kind = kinds.kind_of(d)
+        prior = (kind.prior(d, rule, self.comp) if kind is not None else None) or priors.prior_for(d, rule, self.comp)
         score = Score(prior.value, prior.source)
         notes: List[str] = []
         component = rule.component
@@ -103,7 +104,7 @@ class _Ranking:
         if d.variable is not None:
             places = self.facts.by_var.get(d.variable, {})
             observed.apply_reads(d, self.comp, score, notes, variable_kind.counted_by_nccl(d, places))
-        observed.apply_mechanism(d, component, self.mechanism, score, notes)
+        (kind.mechanism if kind is not None else observed.apply_mechanism)(d, component, self.mechanism, score, notes)
         self._eagle3(component, score, notes)
         score.apply(self.runs[0])
         cause = {"key": d.key, "category": d.category, "component": component, "score": score.score,

@@ -4,16 +4,16 @@ The patches rule's prior, raised to the rule of the installed file it edits; whe
 changed with it (its sha256, which the capture records per target file) or only the patch did; whether that
 file is code that runs (the described interpreter's site-packages, an editable checkout) or a checkout
 nothing runs; what kind of file it is. The cause of the same file found by its hash (an installed file
-failing RECORD, a dirty file in the checkout) then gets `shown_by_hunk` (`twins`): the hunk says more
+failing RECORD, a dirty file in the checkout) then gets `shown_by_hunk` (`twin_of`): the hunk says more
 precisely what changed.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare.diff import Comparison, Difference
-from envsnap.analysis.compare.patch_status import CATEGORY, describe, status_text, target_sha
+from envsnap.analysis.compare.patch_status import describe, status_text, target_sha
 from envsnap.analysis.knowledge import KERNELS
 from envsnap.analysis.rank import checkouts
 from envsnap.analysis.rank.factors import HOT_PATH_EDIT_PRIOR, Score
@@ -85,20 +85,16 @@ def _runs_here(d: Difference, comp: Comparison, kind: str, dist: str, rel: str, 
         notes.append(f"whether {root} is code that runs is not known")
 
 
-def twins(comp: Comparison, diffs: Sequence[Difference]) -> Dict[Tuple[str, ...], str]:
-    """The files whose change a hunk difference shows: ("integrity", rel) for an installed file,
-    ("git", repo, rel) for a checkout's file, each to that hunk's key (a hunk whose file changed)."""
-    found: Dict[Tuple[str, ...], str] = {}
-    for d in diffs:
-        if d.where != CATEGORY or d.subject.aspect != "hunk":
-            continue
-        good, bad = comp.good.patch_info.get(d.base_key), comp.bad.patch_info.get(d.base_key)
-        gsha, bsha = target_sha(good), target_sha(bad)
-        info = bad or good
-        if info is None or not (gsha and bsha and gsha != bsha):
-            continue
-        target = as_dict(info["patch"].get("target"))
-        rel, root = str(info["hunk"].get("file") or ""), str(target.get("root") or "")
-        key = ("integrity", rel) if target.get("kind") == "site-packages" else ("git", root, rel)
-        found.setdefault(key, d.key)
-    return found
+def twin_of(comp: Comparison, d: Difference) -> Optional[Tuple[str, ...]]:
+    """The file whose change a recorded patch's hunk difference shows: ("integrity", rel) for an installed file,
+    ("git", repo, rel) for a checkout's file; None when the hunk's file did not change."""
+    if d.subject.aspect != "hunk":
+        return None
+    good, bad = comp.good.patch_info.get(d.base_key), comp.bad.patch_info.get(d.base_key)
+    gsha, bsha = target_sha(good), target_sha(bad)
+    info = bad or good
+    if info is None or not (gsha and bsha and gsha != bsha):
+        return None
+    target = as_dict(info["patch"].get("target"))
+    rel, root = str(info["hunk"].get("file") or ""), str(target.get("root") or "")
+    return ("integrity", rel) if target.get("kind") == "site-packages" else ("git", root, rel)

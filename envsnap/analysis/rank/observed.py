@@ -199,18 +199,6 @@ def apply_mechanism(d: Difference, component: str, mechanism: Optional[Mapping[s
     (model/result_types.Mechanism), read as a mapping: a test may hand in only the fields it sets."""
     if not mechanism:
         return
-    if d.where == "neighbour":
-        # Judged by what it did (apply_neighbour) and by whether the mechanism names it, not by a component. A
-        # neighbour slows a run only by taking CPU or GPU time the run waits for: a mechanism that found the
-        # time elsewhere (more work, waits, idle GPU) argues against it.
-        kind = mechanism.get("kind")
-        if d.base_key in (mechanism.get("neighbours") or []):
-            score.apply("mechanism_matches", f"the mechanism names it: {mechanism.get('line')}")
-        elif kind not in (None, "unknown", "contention") and isinstance(d.bad, dict) and neighbours.more_on_bad(
-                {"kind": d.subject.aspect, "good": d.good if isinstance(d.good, dict) else None, "bad": d.bad}):
-            score.apply("mechanism_contradicts", f"contradicts the mechanism: a neighbour slows a run only by taking "
-                                                 f"the CPU or GPU time it waits for, and the runs show {mechanism.get('line')}")
-        return
     factors = mechanism.get("factors") or {}
     link = knowledge.series_link(d.base_key)
     if link is not None and link.series in factors:

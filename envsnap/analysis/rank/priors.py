@@ -11,7 +11,9 @@ A difference a field rule names (analysis/knowledge) takes that rule's weight. T
 - a neighbour (another process, other virtual machines: compare/neighbours.py) is sized by the share of
   the machine it took on BAD beyond GOOD (knowledge.NEIGHBOUR_SIZED).
 
-`prior_for` returns (prior, where it comes from), the first line of a cause's evidence.
+A kind that prices its own differences asks here (kinds.prior: `variable_prior` for a variable, with the values
+its kind reads where it is set; `neighbour_prior`); `prior_for` prices the rest. Each returns a `Prior`: the value
+and where it comes from, the first line of a cause's evidence.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 
 from envsnap.analysis import knowledge
 from envsnap.analysis.compare import neighbours
-from envsnap.analysis.compare.diff import Comparison, Difference, setting_value
+from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.model.keys import Subject, view_key
 from envsnap.model.snapshot import number
 
@@ -206,70 +208,42 @@ class Prior(NamedTuple):
 
 
 def prior_for(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Prior:
-    """The prior of one difference and where it comes from."""
-    if d.where == "neighbour":
-        found = neighbour_prior(d)
-        if found is not None:
-            return Prior(found[0], f"sized: {found[1]}", component=rule.component if rule.pattern != "*" else "")
+    """The prior of a difference no kind gives one of its own (kinds.prior), and where it comes from: sized for a
+    host resource, else its field rule's weight, else the section's default."""
     resource = knowledge.RESOURCE_KEYS.get(d.base_key)
     if resource is not None:
         sized = resource_prior(resource, d, comp)
         if sized is not None:
             return Prior(sized[0], f"sized: {sized[1]}", sized[1], sized=True)
-    variable = d.variable is not None and d.where in _VARIABLE_PLACES
     if rule.pattern != "*":
-        if variable and rule.category == "env":
-            return _variable_rule_prior(d, rule)
         return Prior(rule.weight, rule_source(rule))
-    if variable and d.variable is not None:
-        good, bad = _representative(d)
-        kind, shown_by = variable_kind(d.variable, good, bad)
-        entry = knowledge.VARIABLE_KINDS[kind]
-        values = " \u2192 ".join("unset" if v is None else _short(v) for v in (good, bad))
-        noun = entry.why.split(" (", 1)[0]
-        how = {"name": f"its name marks {noun}", "values": f"its values ({values}) look like {noun}",
-               "nothing": "nothing in its name or values says what it sets"}[shown_by]
-        return Prior(entry.prior, f"unknown variable: {noun}, by its {shown_by}" if shown_by != "nothing"
-                     else "unknown variable: free text", f"{d.variable} is not in the knowledge table; {how}",
-                     component=entry.component)
     return Prior(rule.weight, "no rule names it: the section's default")
 
 
-_VARIABLE_PLACES = ("env", "workers", "in_process", "parent_only", "nccl", "nccl_conf")
+class VariableValues(NamedTuple):
+    """A variable difference's values as its kind reads them where it is set (kinds/variable_places.py)."""
+    good: Any  # one value per side: the first worker's where the workers disagree, the last set in-process
+    bad: Any
+    every: List[Any]  # every value either side shows (each worker's, before and after an in-process change)
 
 
-def _representative(d: Difference) -> Tuple[Any, Any]:
-    """One value per side of a variable's difference (the value before and after an in-process change, the
-    first worker's where the workers disagree)."""
-    good, bad = setting_value(d.subject, d.good), setting_value(d.subject, d.bad)
-    if d.where == "in_process":
-        good = good.get("start") if isinstance(good, dict) else good
-        after = (bad or {}).get("after") if isinstance(bad, dict) else None
-        bad = after[-1] if after else bad
-    elif d.where == "parent_only":
-        good = good.get("parent") if isinstance(good, dict) else good
-        bad = bad.get("parent") if isinstance(bad, dict) else bad
-    if d.subject.aspect == "disagree":
-        good, bad = _one_value(good), _one_value(bad)
-    return good, bad
-
-
-def _every_value(d: Difference) -> List[Any]:
-    """Every value the difference shows on either side (each worker's, the shell's and the workers', before and
-    after an in-process change; None for unset)."""
-    out: List[Any] = []
-    for side in (d.good, d.bad):
-        value = setting_value(d.subject, side)
-        if not isinstance(value, dict):
-            out.append(value)
-        elif d.where == "parent_only":
-            out.extend(v for k, v in value.items() if k in ("parent", "workers") and v != "mixed")
-        elif d.where == "in_process":
-            out.append(value.get("start"))
-            out.extend(value.get("after") or [])
-        else:  # workers that disagree: {worker: value}
-            out.extend(value.values())
-    return out
+def variable_prior(d: Difference, rule: knowledge.FieldRule, values: VariableValues) -> Prior:
+    """The prior of an environment variable: its rule's, read with its values (`_variable_rule_prior`), or, where
+    no rule names it, the prior of the kind of setting its name or values mark (knowledge.VARIABLE_KINDS)."""
+    if rule.pattern != "*":
+        if rule.names_variables:
+            return _variable_rule_prior(d, rule, values)
+        return Prior(rule.weight, rule_source(rule))
+    name = str(d.variable)
+    kind, shown_by = variable_kind(name, values.good, values.bad)
+    entry = knowledge.VARIABLE_KINDS[kind]
+    shown = " \u2192 ".join("unset" if v is None else _short(v) for v in (values.good, values.bad))
+    noun = entry.why.split(" (", 1)[0]
+    how = {"name": f"its name marks {noun}", "values": f"its values ({shown}) look like {noun}",
+           "nothing": "nothing in its name or values says what it sets"}[shown_by]
+    return Prior(entry.prior, f"unknown variable: {noun}, by its {shown_by}" if shown_by != "nothing"
+                 else "unknown variable: free text", f"{name} is not in the knowledge table; {how}",
+                 component=entry.component)
 
 
 def _family_tail(rule: knowledge.FieldRule) -> Optional[str]:
@@ -290,7 +264,7 @@ def _is_path(text: str) -> bool:
     return "://" not in text and (text.startswith(("/", "~", "./", "../")) or ("/" in text and " " not in text))
 
 
-def _variable_rule_prior(d: Difference, rule: knowledge.FieldRule) -> Prior:
+def _variable_rule_prior(d: Difference, rule: knowledge.FieldRule, values: VariableValues) -> Prior:
     """The prior of a variable a rule names, read with its values: a named rule's value cases
     (knowledge.VALUE_CASES: NCCL_DEBUG INFO -> WARN is not TRACE), and for a family rule (NCCL_*, SGLANG_*...)
     the values' and name's shape, judged as for unknown variables: bookkeeping is bookkeeping in any family,
@@ -299,28 +273,22 @@ def _variable_rule_prior(d: Difference, rule: knowledge.FieldRule) -> Prior:
     source = rule_source(rule)
     family = _family_tail(rule)
     if family is None:
-        case = knowledge.value_case(rule.pattern[2:], _every_value(d))
+        case = knowledge.value_case(rule.pattern[2:], values.every)
         if case is None:
             return Prior(rule.weight, source)
-        good, bad = _representative(d)
+        good, bad = values.good, values.bad
         shown = ["unset" if v is None else _short(v) for v in (good, bad)]
         return Prior(case.weight, f"{source}, for these values",
                      case.why.format(name=name, good=shown[0], bad=shown[1]), component=knowledge.NONE)
-    good, bad = _representative(d)
+    good, bad = values.good, values.bad
     kind, shown_by = variable_kind(name, good, bad)
     if kind != "bookkeeping" or _path_is_setting(family, name, (good, bad)):
         return Prior(rule.weight, source)
     entry = knowledge.VARIABLE_KINDS["bookkeeping"]
-    values = " \u2192 ".join("unset" if v is None else _short(v) for v in (good, bad))
-    how = f"its name ({_family_pattern(name)}) and values ({values})" if shown_by == "name" else f"its values ({values})"
+    shown_values = " \u2192 ".join("unset" if v is None else _short(v) for v in (good, bad))
+    how = (f"its name ({_family_pattern(name)}) and values ({shown_values})" if shown_by == "name"
+           else f"its values ({shown_values})")
     # Only ever lowers the family's prior: the family says whose variable it is, the shape what it holds.
     return Prior(min(rule.weight, entry.prior), f"{source}, but bookkeeping by its {shown_by}",
                  f"{name} has the {family.rstrip('*')} prefix, but {how} look like bookkeeping (a path, URL, id, hash, "
                  "timestamp), not a setting", component=knowledge.NONE)
-
-
-def _one_value(value: Any) -> Any:
-    """A representative value of a per-instance dict (workers that disagree): the first set one."""
-    if isinstance(value, dict):
-        return next((v for _, v in sorted(value.items()) if v is not None), None)
-    return value

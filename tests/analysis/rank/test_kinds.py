@@ -52,15 +52,20 @@ def _libraries(paths):
 
 
 def test_every_kind_module_is_in_the_explicit_list_and_owns_something_distinct():
-    modules = sorted(p.stem for p in KINDS_DIR.glob("*.py") if p.stem not in ("__init__", "defaults"))
+    # A kind module says which differences it owns; the package's other modules are what kinds share.
+    modules = sorted(p.stem for p in KINDS_DIR.glob("*.py") if "\ndef owns(" in p.read_text())
+    assert {"defaults", "variable_places"} <= {p.stem for p in KINDS_DIR.glob("*.py")} - set(modules)
     assert sorted(k.__name__.rsplit(".", 1)[-1] for k in kinds.KINDS) == modules
     assert len({k.NAME for k in kinds.KINDS}) == len(kinds.KINDS)
 
 
 def test_no_module_outside_the_kinds_switches_on_where_to_judge_reach_or_evidence():
-    """reach.py asks each difference's kind for its reach, causes.py for its evidence terms, fold.py which
-    difference is which: none compares a difference's `where` or `category` itself."""
-    for module in ("reach.py", "causes.py", "fold.py"):
+    """reach.py asks each difference's kind for its reach, causes.py for its prior, evidence terms and what the
+    mechanism says of it, fold.py which difference is which, domain.Facts what each tells the others: no module of
+    the ranking outside the kinds compares a difference's `where` or `category` itself."""
+    modules = sorted(p.name for p in KINDS_DIR.parent.glob("*.py"))
+    assert {"reach.py", "causes.py", "fold.py", "domain.py", "priors.py", "observed.py", "hunks.py"} <= set(modules)
+    for module in modules:
         tree = ast.parse((KINDS_DIR.parent / module).read_text())
         compares = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Compare)
                     and any(isinstance(s, ast.Attribute) and s.attr in ("where", "category") for s in ast.walk(n))]
@@ -329,11 +334,13 @@ def test_the_kinds_without_a_reach_of_their_own_add_their_evidence_terms():
     from envsnap.analysis.rank.evidence_context import EvidenceContext
     from envsnap.analysis.rank.factors import Score
     from envsnap.analysis.rank.kinds import gpu_setting, nccl_effect, section_presence
-    from envsnap.model.keys import Subject
+    from envsnap.model.keys import Subject, env_subject
 
     comp, _ = _ctx(snap("g", env={}), snap("b", env={}))
-    facts = domain.Facts(comp, [])
-    facts.worker_nccl_vars = ["NCCL_PROTO"]
+    facts = domain.Facts(comp)
+    facts.by_var["NCCL_PROTO"] = {"workers": diff_mod.Difference("workers.env.NCCL_PROTO", "workers", "changed", "LL",
+                                                                 "Simple", False, [], env_subject("workers", "NCCL_PROTO"))}
+    assert facts.worker_nccl_vars == ["NCCL_PROTO"]
     ctx = EvidenceContext(facts, knowledge.rule_for("nccl.ranks"))
 
     def difference(where, entity, category):

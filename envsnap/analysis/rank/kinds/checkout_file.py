@@ -6,9 +6,16 @@ from typing import List, Optional, Tuple
 
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank import checkouts, domain
+from envsnap.analysis.rank.domain import Facts
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import (  # noqa: F401 (the Protocol's defaults)
+    acted_by as acted_by,
+    mechanism as mechanism,
+    prior as prior,
+    size as size,
+    undecided as undecided,
+)
 from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, under, who
 
 NAME = "checkout file"
@@ -16,6 +23,11 @@ NAME = "checkout file"
 
 def owns(d: Difference) -> bool:
     return d.where == "git"
+
+
+def note(d: Difference, facts: Facts) -> None:
+    if d.subject.aspect == "dirty":
+        facts.dirty.append(d)
 
 
 def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:

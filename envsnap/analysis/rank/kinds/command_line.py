@@ -27,7 +27,13 @@ from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.analysis.knowledge import flags as flag_knowledge
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import (  # noqa: F401 (the Protocol's defaults)
+    acted_by as acted_by,
+    mechanism as mechanism,
+    note as note,
+    size as size,
+    undecided as undecided,
+)
 from envsnap.analysis.rank.priors import Prior, variable_kind
 from envsnap.analysis.rank.reach_model import COULD_ACT, Reach, ReachContext
 from envsnap.model import keys
@@ -115,6 +121,11 @@ def _values(d: Difference) -> Tuple[Any, Any]:
     def one(value: Any) -> Any:
         return value[-1] if isinstance(value, list) and value else value
     return one(d.good), one(d.bad)
+
+
+def prior(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Optional[Prior]:
+    """A command-line item's own prior (item_prior); None for the rest of the command line (its field rule's)."""
+    return item_prior(d, comp)
 
 
 def item_prior(d: Difference, comp: Comparison) -> Optional[Prior]:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis import knowledge
+from envsnap.analysis.compare.diff import Comparison, Difference
+from envsnap.analysis.rank import observed
+from envsnap.analysis.rank.domain import Facts
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
+from envsnap.analysis.rank.priors import Prior
 from envsnap.analysis.rank.reach_model import Reach, Size
 
 
@@ -29,3 +33,18 @@ def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, scor
              notes: List[str]) -> Tuple[str, str]:
     """This kind's evidence terms on a cause's score, and its (component, why): none of its own."""
     return component, why
+
+
+def note(d: Difference, facts: Facts) -> None:
+    """What this difference tells the rest of the ranking (domain.Facts): nothing."""
+
+
+def prior(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Optional[Prior]:
+    """This kind's own prior: none (the field rule's, or the section's default: priors.prior_for)."""
+    return None
+
+
+def mechanism(d: Difference, component: str, found: Optional[Mapping[str, Any]], score: Score,
+              notes: List[str]) -> None:
+    """What the runs' mechanism says of this difference: judged by its component (observed.apply_mechanism)."""
+    observed.apply_mechanism(d, component, found, score, notes)

@@ -8,7 +8,15 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Sequence
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, evidence as evidence, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import (  # noqa: F401 (the Protocol's defaults)
+    acted_by as acted_by,
+    evidence as evidence,
+    mechanism as mechanism,
+    note as note,
+    prior as prior,
+    size as size,
+    undecided as undecided,
+)
 from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext, who
 from envsnap.model.snapshot import section_data
 

@@ -6,9 +6,16 @@ from typing import List, Mapping, Optional, Tuple
 
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank import domain
+from envsnap.analysis.rank.domain import Facts
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import (  # noqa: F401 (the Protocol's defaults)
+    acted_by as acted_by,
+    mechanism as mechanism,
+    prior as prior,
+    size as size,
+    undecided as undecided,
+)
 from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext, Seen, who
 
 NAME = "installed file"
@@ -16,6 +23,10 @@ NAME = "installed file"
 
 def owns(d: Difference) -> bool:
     return d.where == "integrity"
+
+
+def note(d: Difference, facts: Facts) -> None:
+    facts.integrity[d.subject.entity] = d
 
 
 def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:

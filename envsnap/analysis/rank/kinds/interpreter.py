@@ -10,6 +10,9 @@ from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank.kinds.defaults import (  # noqa: F401 (the Protocol's defaults)
     acted_by as acted_by,
     evidence as evidence,
+    mechanism as mechanism,
+    note as note,
+    prior as prior,
     size as size,
     undecided as undecided,
 )

@@ -14,7 +14,8 @@ from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds import variable
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, mechanism as mechanism, size as size  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.variable import note as note, prior as prior  # noqa: F401 (a locale setting is a variable)
 from envsnap.analysis.rank.reach_model import CANNOT, Reach, ReachContext
 
 NAME = "locale"

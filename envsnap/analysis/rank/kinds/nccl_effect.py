@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.compare.diff import Difference, display
+from envsnap.analysis.rank.domain import Facts
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import (  # noqa: F401 (the Protocol's defaults)
+    acted_by as acted_by,
+    mechanism as mechanism,
+    prior as prior,
+    size as size,
+    undecided as undecided,
+)
 from envsnap.analysis.rank.reach_model import Reach, ReachContext
 
 NAME = "NCCL's logged setup"
@@ -15,6 +22,15 @@ NAME = "NCCL's logged setup"
 
 def owns(d: Difference) -> bool:
     return d.category == "nccl" and d.variable is None
+
+
+def note(d: Difference, facts: Facts) -> None:
+    """What NCCL's log shows it chose differently (its algorithms, protocols, transports, NVLS channels): a line
+    the workers' NCCL variables cite as their effect."""
+    if d.subject.entity in ("algorithms", "protocols") or d.subject.entity.startswith(("transports",
+                                                                                       "channel_counts.nvls")):
+        facts.nccl_effects.append(f"{d.subject.entity} {display(d.subject, d.good)} \u2192 "
+                                  f"{display(d.subject, d.bad)}")
 
 
 def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:

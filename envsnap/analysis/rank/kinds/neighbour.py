@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from envsnap.analysis import knowledge
 from envsnap.analysis.compare import neighbours
-from envsnap.analysis.compare.diff import Difference
+from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.analysis.rank import observed
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
+from envsnap.analysis.rank.kinds.defaults import note as note  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.priors import Prior, neighbour_prior
 from envsnap.analysis.rank.reach_model import ACCOUNTS_ENOUGH, CANNOT, COULD_ACT, Reach, ReachContext, Size, cpu_lost
 
 NAME = "neighbour"
@@ -71,6 +74,29 @@ def size(d: Difference, loss: Optional[float], mechanism: Optional[Mapping[str, 
         return None
     return Size(share / loss, f"it took {share:.0%} of the machine on BAD beyond GOOD, the runs lost {loss:.0%} of "
                               "BAD's time")
+
+
+def prior(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Optional[Prior]:
+    """Sized by the share of the machine it took on BAD beyond GOOD (priors.neighbour_prior)."""
+    found = neighbour_prior(d)
+    if found is None:
+        return None
+    return Prior(found[0], f"sized: {found[1]}", component=rule.component if rule.pattern != "*" else "")
+
+
+def mechanism(d: Difference, component: str, found: Optional[Mapping[str, Any]], score: Score,
+              notes: List[str]) -> None:
+    """Judged by what it did (evidence) and by whether the mechanism names it, not by a component. A neighbour slows
+    a run only by taking CPU or GPU time the run waits for: a mechanism that found the time elsewhere (more work,
+    waits, an idle GPU) argues against it."""
+    if not found:
+        return
+    if d.base_key in (found.get("neighbours") or []):
+        score.apply("mechanism_matches", f"the mechanism names it: {found.get('line')}")
+    elif found.get("kind") not in (None, "unknown", "contention") and isinstance(d.bad, dict) and neighbours.more_on_bad(
+            {"kind": d.subject.aspect, "good": d.good if isinstance(d.good, dict) else None, "bad": d.bad}):
+        score.apply("mechanism_contradicts", f"contradicts the mechanism: a neighbour slows a run only by taking the "
+                                             f"CPU or GPU time it waits for, and the runs show {found.get('line')}")
 
 
 def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,

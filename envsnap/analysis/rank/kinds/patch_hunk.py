@@ -7,10 +7,17 @@ from typing import List, Optional, Tuple
 from envsnap.analysis.compare import patch_status
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank import hunks
+from envsnap.analysis.rank.domain import Facts
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds import installed_file
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import (  # noqa: F401 (the Protocol's defaults)
+    acted_by as acted_by,
+    mechanism as mechanism,
+    prior as prior,
+    size as size,
+    undecided as undecided,
+)
 from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, who
 from envsnap.model.snapshot import as_dict
 
@@ -40,6 +47,13 @@ def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:
         if path in view.elsewhere:
             return Reach(ACTED, "modules", f"{who(view.elsewhere[path])} imported {path} on {side}")
     return None
+
+
+def note(d: Difference, facts: Facts) -> None:
+    """The file whose change this hunk shows: that file's own cause defers to the hunk (domain.Facts.hunk_twins)."""
+    twin = hunks.twin_of(facts.comp, d)
+    if twin is not None:
+        facts.hunk_twins.setdefault(twin, d.key)
 
 
 def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,

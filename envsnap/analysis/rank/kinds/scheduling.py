@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Tuple
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, evidence as evidence, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import (  # noqa: F401 (the Protocol's defaults)
+    acted_by as acted_by,
+    evidence as evidence,
+    mechanism as mechanism,
+    note as note,
+    prior as prior,
+    undecided as undecided,
+)
 from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext, Size
 from envsnap.model.snapshot import as_dict
 

@@ -6,11 +6,11 @@ import os
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank import domain
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
-from envsnap.analysis.rank.kinds import variable
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds import variable, variable_places
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, mechanism as mechanism, size as size  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.variable import note as note, prior as prior  # noqa: F401 (a search path is a variable)
 from envsnap.analysis.rank.reach_model import (
     ACTED,
     CANNOT,
@@ -99,5 +99,5 @@ def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Op
 
 def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
              notes: List[str]) -> Tuple[str, str]:
-    """A search path is a variable first: where it is set, who read it (rank/domain.py)."""
-    return component, domain.score_variable(d, component, why, ctx.facts, score, notes)
+    """A search path is a variable first: where it is set, who read it (kinds/variable_places.py)."""
+    return component, variable_places.score(d, component, why, ctx.facts, score, notes)

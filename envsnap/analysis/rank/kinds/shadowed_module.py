@@ -7,7 +7,14 @@ from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank import domain
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import (  # noqa: F401 (the Protocol's defaults)
+    acted_by as acted_by,
+    mechanism as mechanism,
+    note as note,
+    prior as prior,
+    size as size,
+    undecided as undecided,
+)
 from envsnap.analysis.rank.reach_model import ACTED, Reach, ReachContext
 from envsnap.model import keys
 

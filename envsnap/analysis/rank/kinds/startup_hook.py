@@ -6,9 +6,16 @@ from typing import List, Optional, Tuple
 
 from envsnap.analysis.compare.diff import Difference
 from envsnap.analysis.rank import domain, hook_effects
+from envsnap.analysis.rank.domain import Facts
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size, undecided as undecided  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import (  # noqa: F401 (the Protocol's defaults)
+    acted_by as acted_by,
+    mechanism as mechanism,
+    prior as prior,
+    size as size,
+    undecided as undecided,
+)
 from envsnap.analysis.rank.reach_model import ACTED, CANNOT, COULD_ACT, Reach, ReachContext
 
 NAME = "start-up hook"
@@ -20,6 +27,19 @@ PROBE_MARKER = "# envsnap probe"
 
 def owns(d: Difference) -> bool:
     return d.category == "startup"
+
+
+def note(d: Difference, facts: Facts) -> None:
+    """The variables this changed hook sets, so that it, not they, is their cause (domain.Facts.hook_sets): what its
+    code assigns where the snapshot holds its text (hook_effects.py), else every name it mentions when it writes
+    os.environ at all."""
+    for value, view in ((d.good, facts.comp.good), (d.bad, facts.comp.bad)):
+        if not isinstance(value, dict):
+            continue
+        found = hook_effects.hook_effects(view.source, d.subject.entity)
+        names = found.sets if found is not None else (domain.hook_mentions(value) if value.get("touches_env") else [])
+        for name in names:
+            facts.hook_sets.setdefault(str(name), d.subject.entity)
 
 
 def reach(d: Difference, ctx: ReachContext) -> Optional[Reach]:

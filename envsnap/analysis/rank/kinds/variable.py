@@ -7,11 +7,13 @@ from typing import List, Mapping, Optional, Sequence, Tuple
 
 from envsnap import format as fmt
 from envsnap.analysis import knowledge
-from envsnap.analysis.compare.diff import Difference
-from envsnap.analysis.rank import domain
+from envsnap.analysis.compare.diff import Comparison, Difference
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds import variable_places
+from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, mechanism as mechanism, size as size  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.variable_places import note as note  # noqa: F401 (the Protocol's note)
+from envsnap.analysis.rank.priors import Prior, variable_prior
 from envsnap.analysis.rank.reach_model import ACCOUNTS_ENOUGH, COULD_ACT, Reach, ReachContext, cpu_lost
 
 NAME = "variable"
@@ -60,8 +62,14 @@ def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Re
 def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
              notes: List[str]) -> Tuple[str, str]:
     """Where the variable is set and seen (the workers, set in-process, NCCL's log and config files, the server's
-    parent; rank/domain.py)."""
-    return component, domain.score_variable(d, component, why, ctx.facts, score, notes)
+    parent; kinds/variable_places.py)."""
+    return component, variable_places.score(d, component, why, ctx.facts, score, notes)
+
+
+def prior(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Prior:
+    """Its rule's prior read with its values as set where it is set, or the prior of the kind of setting its
+    name or values mark (priors.variable_prior)."""
+    return variable_prior(d, rule, variable_places.values(d))
 
 
 def counted_by_nccl(d: Difference, places: Mapping[str, Difference]) -> bool:

@@ -9,7 +9,13 @@ from envsnap.analysis.rank import checkouts
 from envsnap.analysis.rank.evidence_context import EvidenceContext
 from envsnap.analysis.rank.factors import Score
 from envsnap.analysis.rank.kinds import file_read
-from envsnap.analysis.rank.kinds.defaults import acted_by as acted_by, size as size  # noqa: F401 (the Protocol's defaults)
+from envsnap.analysis.rank.kinds.defaults import (  # noqa: F401 (the Protocol's defaults)
+    acted_by as acted_by,
+    mechanism as mechanism,
+    note as note,
+    prior as prior,
+    size as size,
+)
 from envsnap.analysis.rank.reach_model import ACTED, COULD_ACT, Reach, ReachContext, who
 from envsnap.model.snapshot import as_dict, section_data
 
