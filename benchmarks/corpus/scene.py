@@ -210,10 +210,18 @@ class Scene:
         if self.probe:
             command += ["--probe-dir", probe]
         command += side.envsnap_options + ["--", python, self.script] + side.bench_args
+        # A neighbour's errors go to a log, and one that is gone before the capture stops the scene: a plant that
+        # died at start (a missing module, a python without torch) must not be recorded as "no slowdown".
+        logs = [open(self.path(f"neighbour-{side.name}-{index}.log"), "wb") for index in range(len(side.neighbours))]
         neighbours = [subprocess.Popen(cmd, cwd=self.root, env=env, start_new_session=True,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for cmd in side.neighbours]
+                                       stdout=log, stderr=log) for cmd, log in zip(side.neighbours, logs)]
         try:
             time.sleep(self.settle_s if neighbours else 0)
+            for proc, log in zip(neighbours, logs):
+                if proc.poll() is not None:
+                    with open(log.name, "rb") as fh:
+                        said = fh.read()[-800:].decode(errors="replace").strip()
+                    raise RuntimeError(f"neighbour {' '.join(proc.args)} exited {proc.returncode}: {said}")
             run(command, cwd=self.path("work"), env=env, timeout=240)
         finally:
             for proc in neighbours:
@@ -222,6 +230,8 @@ class Scene:
                 except ProcessLookupError:
                     pass
                 proc.wait()
+            for log in logs:
+                log.close()
 
 
 def base_environment() -> Dict[str, str]:

@@ -1,5 +1,6 @@
 """Another process keeps the same GPU busy with large matmuls while the benchmark runs (time-sliced with it)."""
 import random
+import sys
 
 from corpus import gpu
 from corpus.scene import Scene, write
@@ -28,7 +29,9 @@ def plant(scene: Scene, rng: random.Random, strength: float) -> None:
     scene.hog = (script, rng.choice([6144, 8192]))  # type: ignore[attr-defined]
     scene.settle_s = 12.0  # the hog imports torch and starts its CUDA context before the capture
     for _ in range(hogs):
-        scene.bad.neighbours.append(["python3", scene.path("srv", script)])
+        # The generator's own interpreter, the one with torch: `python3` on PATH may lack it (on the GPU machine
+        # the corpus's base environment drops the virtualenv torch lives in from PATH).
+        scene.bad.neighbours.append([sys.executable, scene.path("srv", script)])
     scene.planted = f"{hogs} {script} running large matmuls on the benchmark's GPU, on bad"
     scene.truth_keys = [f"neighbour*{script}*"]
 
