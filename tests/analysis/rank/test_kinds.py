@@ -360,3 +360,85 @@ def test_the_kinds_without_a_reach_of_their_own_add_their_evidence_terms():
     one_side = difference("section", "nvidia", "sections")
     assert kinds.kind_of(one_side) is section_presence
     assert "captured on one side only" in section_presence.evidence(one_side, ctx, "none", "", Score(0.5, "p"), [])[1]
+
+
+def _difference(key, category, good, bad, subject):
+    return diff_mod.Difference(key, category, "changed", good, bad, False, [], subject)
+
+
+def test_each_kind_notes_what_it_tells_the_others_and_nothing_else_does():
+    """domain.Facts is built by the kinds (kinds.facts_of): the variables by where each is set, the edited installed
+    files, the checkouts' dirty files, what a changed hook sets, what NCCL's log shows it did. A difference of no
+    kind, and a kind with nothing to tell, leave it as it was."""
+    from envsnap.model.keys import Subject, env_subject
+
+    comp, _ = _ctx(snap("g", env={}), snap("b", env={}))
+    shell = _difference("env.NCCL_PROTO", "env", "LL", "Simple", env_subject("env", "NCCL_PROTO"))
+    worker = _difference("workers.env.NCCL_PROTO", "workers", "LL", "Simple", env_subject("workers", "NCCL_PROTO"))
+    edited = _difference("integrity.sglang/srt/entrypoints/engine.py", "integrity", None, {"state": "modified"},
+                         Subject("integrity", "sglang/srt/entrypoints/engine.py"))
+    dirty = _difference("git.repo.dirty.a.py", "git", None, "M", Subject("git", "/repo", "dirty", "a.py"))
+    untracked = _difference("git.repo.untracked.b.py", "git", None, "?", Subject("git", "/repo", "untracked", "b.py"))
+    hook = _difference("startup./site/x.pth", "startup", None, {"touches_env": True, "env_mentions": ["NCCL_ALGO"]},
+                       Subject("startup", "/site/x.pth"))
+    algorithms = _difference("nccl.algorithms", "nccl", "Ring", "Tree", Subject("nccl", "algorithms"))
+    channels = _difference("nccl.channels", "nccl", 2, 4, Subject("nccl", "channels"))
+    other = _difference("python.version", "python", "3.11", "3.12", Subject("python", "version"))
+    facts = kinds.facts_of(comp, [shell, worker, edited, dirty, untracked, hook, algorithms, channels, other])
+    assert facts.by_var == {"NCCL_PROTO": {"env": shell, "workers": worker}}
+    assert facts.worker_nccl_vars == ["NCCL_PROTO"]
+    assert facts.integrity == {"sglang/srt/entrypoints/engine.py": edited}
+    assert facts.edited_engine() == "sglang/srt/entrypoints/engine.py"
+    assert facts.dirty == [dirty]
+    assert facts.hook_sets == {"NCCL_ALGO": "/site/x.pth"}  # no text in the snapshot: what it mentions
+    assert facts.nccl_effects == ["algorithms Ring \u2192 Tree"]  # channels are not a choice NCCL made
+    assert facts.hunk_twins == {}
+    empty = kinds.facts_of(comp, [other])
+    assert (empty.by_var, empty.integrity, empty.dirty, empty.hook_sets, empty.nccl_effects) == ({}, {}, [], {}, [])
+
+
+def test_a_variable_is_priced_with_the_values_it_has_where_it_is_set():
+    """The prior of a variable set in-process reads the value it was set to, not the dict the view keeps; a
+    neighbour is sized by what it took; the command line's items price themselves; the rest have no prior of
+    their own (priors.prior_for gives it)."""
+    from envsnap.analysis import knowledge
+    from envsnap.analysis.rank.kinds import command_line, variable, variable_places
+    from envsnap.model.keys import Subject, env_subject
+
+    comp, _ = _ctx(snap("g", env={}), snap("b", env={}))
+    late = _difference("in_process.python-0.OMP_NUM_THREADS", "in_process", {"start": "8"},
+                       {"start": "8", "after": ["4", "1"]}, env_subject("in_process", "OMP_NUM_THREADS"))
+    values = variable_places.values(late)
+    assert (values.good, values.bad) == ("8", "1") and values.every == ["8", "8", "4", "1"]
+    prior = kinds.kind_of(late).prior(late, knowledge.rule_for(late.base_key), comp)
+    assert kinds.kind_of(late) is variable and prior is not None and prior.value > 0
+    unknown = _difference("env.MY_TEAM_NAME", "env", None, "alice", env_subject("env", "MY_TEAM_NAME"))
+    priced = variable.prior(unknown, knowledge.rule_for(unknown.base_key), comp)
+    assert priced.source.startswith("unknown variable") and "MY_TEAM_NAME is not in the knowledge table" in priced.why
+    took = _difference("neighbour.cpu.hog", "neighbour", None, {"cpus": 1.0, "cpus_online": 2},
+                       Subject("neighbour", "hog", "cpu"))
+    sized = neighbour.prior(took, knowledge.rule_for(took.base_key), comp)
+    assert sized is not None and sized.source == "sized: 50% of the CPUs taken by it on BAD beyond GOOD"
+    less = _difference("neighbour.cpu.hog", "neighbour", {"cpus": 1.0, "cpus_online": 2},
+                       {"cpus": 0.5, "cpus_online": 2}, Subject("neighbour", "hog", "cpu"))
+    assert neighbour.prior(less, knowledge.rule_for(less.base_key), comp).source == "sized: it took less from BAD than from GOOD"
+    version = _difference("python.version", "python", "3.11", "3.12", Subject("python", "version"))
+    assert command_line.prior(version, knowledge.rule_for(version.base_key), comp) is None
+    assert package.prior(version, knowledge.rule_for(version.base_key), comp) is None
+
+
+def test_a_neighbour_is_judged_by_whether_the_mechanism_names_it_not_by_a_component():
+    from envsnap.analysis.rank.factors import Score
+    from envsnap.model.keys import Subject
+
+    took = _difference("neighbour.cpu.hog", "neighbour", None, {"cpus": 1.0, "cpus_online": 2},
+                       Subject("neighbour", "hog", "cpu"))
+    for found, expected in (({"kind": "contention", "neighbours": [took.base_key], "line": "lost CPU"},
+                             "mechanism_matches"),
+                            ({"kind": "more_work", "neighbours": [], "line": "more CPU work"}, "mechanism_contradicts"),
+                            ({"kind": "contention", "neighbours": [], "line": "lost CPU"}, None),
+                            (None, None)):
+        score, notes = Score(0.5, "prior"), []
+        kinds.kind_of(took).mechanism(took, "cpu", found, score, notes)
+        names = [name for name, _ in score.named_steps()]
+        assert names == ([expected] if expected else []), found
