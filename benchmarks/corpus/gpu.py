@@ -61,7 +61,9 @@ def place_variable(scene: Scene, name: str, good: Optional[str], bad: str, where
         for side, value in ((scene.good, good), (scene.bad, bad)):
             line = "" if value is None else f"os.environ[{name!r}] = {value!r}\n"
             side.files["work/launch.py"] = LAUNCHER[where].format(set=line)
-        scene.truth_keys = variable_keys + [f"*{scene.path('work', 'launch.py')}*"]
+        # launcher_inprocess: the variable shows only as set in the measured process itself (its live environment and
+        # the probe's records: "command.<process>.changed_in_process.NAME"), not in any environment it started with
+        scene.truth_keys = variable_keys + [f"*changed_in_process.{name}", f"*{scene.path('work', 'launch.py')}*"]
         how = ("in-process by work/launch.py, which then runs bench.py in the same process"
                if where == "launcher_inprocess" else "in-process by work/launch.py before it starts bench.py")
     else:

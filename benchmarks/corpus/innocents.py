@@ -21,7 +21,16 @@ def _env(name: str, values: Sequence[str]) -> Plant:
         value = rng.choice(list(values))
         side.env[name] = value
         return f"{name}={value} on {side.name}"
+    plant.replaces = name  # type: ignore[attr-defined]
     return plant
+
+
+def _sets_what_the_machine_has(plant: Plant) -> bool:
+    """A variable plant whose variable the machine's own environment already sets: planting it would change a real
+    setting of the machine, not add an innocent one (the H100 recording of 2026-12-06 set LC_ALL=C.UTF-8 over the
+    machine's en_US.UTF-8, a locale change the benchmark's Python code read: benchmarks/corpus/PROVENANCE.md)."""
+    name = getattr(plant, "replaces", None)
+    return name is not None and name in os.environ
 
 
 def _path_entry(name: str) -> Plant:
@@ -131,7 +140,7 @@ POOL: Dict[str, Plant] = {
 
 def plant(scene: Scene, rng: random.Random, count: int, exclude: Sequence[str] = ()) -> List[str]:
     """Draw `count` innocents (seeded by rng) and plant each on BAD, or on GOOD for about a third."""
-    names = sorted(n for n in POOL if n not in exclude)
+    names = sorted(n for n in POOL if n not in exclude and not _sets_what_the_machine_has(POOL[n]))
     chosen = rng.sample(names, min(count, len(names)))
     planted: List[Tuple[str, str]] = []
     for name in sorted(chosen):
