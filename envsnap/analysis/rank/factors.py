@@ -126,7 +126,6 @@ FACTORS: Dict[str, Factor] = {f.name: f for f in [
     # age), so an object a short process maps late can be missing from one side's reads: a library on one side
     # only counts for less there. Another file or build under one name does not depend on when it was read.
     Factor("maps_sampled", 0.5, "mapped on one side only by a benchmark process whose maps were sampled"),
-    Factor("set_by_changed_hook", 0.6, "a changed start-up hook sets it: the hook's difference is the cause"),
     Factor("editable_hot_path", 2.0, "the checkout is an editable install of a hot-path package: its changes run"),
     Factor("editable", 1.3, "the checkout is an editable install: its changes run in the interpreter"),
     # analysis/rank/running.py: a measured process ran the checkout's code (its main script, an imported module,

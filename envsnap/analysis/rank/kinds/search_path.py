@@ -100,4 +100,4 @@ def undecided(d: Difference, names: Sequence[str], why: Mapping[str, str]) -> Op
 def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, score: Score,
              notes: List[str]) -> Tuple[str, str]:
     """A search path is a variable first: where it is set, who read it (kinds/variable_places.py)."""
-    return component, variable_places.score(d, component, why, ctx.facts, score, notes)
+    return component, variable_places.place_evidence(d, component, why, ctx.facts, score, notes)

@@ -63,7 +63,7 @@ def evidence(d: Difference, ctx: EvidenceContext, component: str, why: str, scor
              notes: List[str]) -> Tuple[str, str]:
     """Where the variable is set and seen (the workers, set in-process, NCCL's log and config files, the server's
     parent; kinds/variable_places.py)."""
-    return component, variable_places.score(d, component, why, ctx.facts, score, notes)
+    return component, variable_places.place_evidence(d, component, why, ctx.facts, score, notes)
 
 
 def prior(d: Difference, rule: knowledge.FieldRule, comp: Comparison) -> Prior:

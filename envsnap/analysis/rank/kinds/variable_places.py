@@ -1,7 +1,7 @@
 """Where an environment variable is set and seen, and what that says: the capturing shell, the measured processes'
 (the TP workers') own environment, set in-process after start-up, the server's parent only, NCCL's log and its
 config files. Each is a place a variable difference has (its `where`); the variable kinds (variable.py,
-search_path.py, locale_setting.py) ask here for their evidence (`score`), their values as set there (`values`, for
+search_path.py, locale_setting.py) ask here for their evidence (`place_evidence`), their values as set there (`values`, for
 the prior) and what they tell the other kinds (`note`).
 """
 from __future__ import annotations
@@ -29,15 +29,14 @@ def values(d: Difference) -> VariableValues:
     return VariableValues(good, bad, _every_value(d))
 
 
-def score(d: Difference, component: str, why: str, facts: domain.Facts, score: Score,
+def place_evidence(d: Difference, component: str, why: str, facts: domain.Facts, score: Score,
                    notes: List[str]) -> str:
+    """The variable's evidence terms from where it is set and seen, and its reason. A variable a changed start-up hook
+    sets is folded under the hook (rank/fold.py): its own score is not lowered for it, so the change ranks by its
+    strongest face."""
     name = d.variable or ""
     places = facts.by_var.get(name, {})
     where = d.where
-    hook = facts.hook_sets.get(name)
-    if hook is not None and where in ("env", "workers", "in_process"):
-        score.apply("set_by_changed_hook", f"the start-up hook {hook}, itself changed, names it and writes "
-                                           "os.environ: the hook's difference ranks it")
     if where == "workers":
         why = _workers(d, name, why, places, facts, score, notes)
     elif where == "env" and facts.workers_both:
