@@ -28,6 +28,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# envsnap from this checkout, ahead of an installed copy: run from a worktree of another commit, this judges that
+# commit's ranking (an editable install of another checkout would otherwise win).
+sys.path.insert(0, os.path.dirname(HERE))
 
 from corpus import scoring  # noqa: E402  (benchmarks/ on the path, like the other scripts' helpers)
 
