@@ -14,6 +14,7 @@ import re
 import stat
 import sys
 import time
+import zlib
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from envsnap.errors import EnvsnapError
@@ -462,8 +463,12 @@ def _read_capped(handle: Any, source: str, size: int = 0) -> bytes:
     chunks: List[bytes] = []
     total = 0
     first = size + 1 if 0 < size < MAX_SNAPSHOT_BYTES else 1 << 20
+    at_start = True
     while True:
         chunk = handle.read(first)
+        if at_start and chunk.startswith(_GZIP_MAGIC):
+            return _gunzip_capped(chunk + _rest_capped(handle, source, len(chunk)), source)
+        at_start = False
         first = 1 << 20
         if not chunk:
             return b"".join(chunks)
@@ -473,6 +478,54 @@ def _read_capped(handle: Any, source: str, size: int = 0) -> bytes:
         if total > MAX_SNAPSHOT_BYTES:
             raise EnvsnapError(f"{source}: larger than {MAX_SNAPSHOT_BYTES >> 20} MiB, not a snapshot")
         chunks.append(chunk)
+
+
+# A gzip-compressed snapshot (`gzip s.json`; the planted-regression corpus stores them so) is read as its content.
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _rest_capped(handle: Any, source: str, already: int) -> bytes:
+    """The rest of a compressed stream, refused past the cap like any input."""
+    chunks: List[bytes] = []
+    total = already
+    while True:
+        chunk = handle.read(1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > MAX_SNAPSHOT_BYTES:
+            raise EnvsnapError(f"{source}: larger than {MAX_SNAPSHOT_BYTES >> 20} MiB, not a snapshot")
+        chunks.append(chunk)
+
+
+def _gunzip_capped(compressed: bytes, source: str) -> bytes:
+    """A gzip file's content (every member), a megabyte at a time: refused at the cap as it grows (a small file
+    can expand to any size) and at the first NUL, as an uncompressed snapshot is."""
+    chunks: List[bytes] = []
+    total = 0
+    data = compressed
+    try:
+        while data:
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            pending = data
+            while pending:
+                chunk = inflater.decompress(pending, 1 << 20)
+                pending = inflater.unconsumed_tail
+                if b"\x00" in chunk:
+                    raise EnvsnapError(f"{source}: binary data (NUL bytes) inside the gzip file, not a snapshot")
+                total += len(chunk)
+                if total > MAX_SNAPSHOT_BYTES:
+                    raise EnvsnapError(f"{source}: larger than {MAX_SNAPSHOT_BYTES >> 20} MiB uncompressed, "
+                                       "not a snapshot")
+                chunks.append(chunk)
+                if inflater.eof:
+                    break
+            if not inflater.eof:
+                raise EnvsnapError(f"{source}: a gzip file cut short (truncated?), not a whole snapshot")
+            data = inflater.unused_data  # a second gzip member follows (cat a.gz b.gz)
+    except zlib.error as exc:
+        raise EnvsnapError(f"{source}: not a valid gzip file ({exc})") from None
+    return b"".join(chunks)
 
 
 def check_writable(path: str, force: bool) -> None:
