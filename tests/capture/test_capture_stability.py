@@ -1,7 +1,7 @@
 """Two captures of an unchanged environment differ only in fields the rule table marks volatile."""
 import json
 
-from helpers import run_envsnap
+from helpers import run_envsnap, run_envsnap_in_process
 
 from envsnap.analysis import knowledge
 from envsnap.model import snapshot
@@ -44,8 +44,8 @@ def test_memory_ballooning_between_two_captures_is_no_difference(tmp_path):
     if isinstance(memory.get("hugepages_total"), int):
         memory["hugepages_total"] += 3  # surplus huge pages allocated on demand
     paths[1].write_text(json.dumps(bad))
-    result = run_envsnap("diff", paths[0], paths[1], "--format", "json")
+    result = run_envsnap_in_process("diff", paths[0], paths[1], "--format", "json")
     differences = json.loads(result.stdout)["differences"]
     assert [d["key"] for d in differences if d["category"] == "host"] == [], differences
-    shown = run_envsnap("diff", paths[0], paths[1], "--all", "-v")
+    shown = run_envsnap_in_process("diff", paths[0], paths[1], "--all", "-v")
     assert "host.memory.total_bytes" in shown.stdout and "(volatile)" in shown.stdout

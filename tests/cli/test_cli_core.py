@@ -1,4 +1,5 @@
-"""The capture/show CLI as a user meets it: real subprocesses, exit codes, one-line errors."""
+"""The capture/show CLI as a user meets it: real subprocesses, exit codes, one-line errors (what show, diff and
+report say of an interrupted run series: the CLI called in this process)."""
 import json
 
 import pytest
@@ -113,7 +114,7 @@ def test_diff_help_lists_every_exit_status():
 def test_show_and_diff_warn_of_an_interrupted_run_series(tmp_path):
     """A snapshot `envsnap run` wrote when stopped after 3 of 5 runs (run_session as run.py writes it):
     show, and diff in text, JSON and HTML, say so in the same words."""
-    from helpers import REPO_ROOT
+    from helpers import REPO_ROOT, run_envsnap_in_process  # the words, not the process: the CLI in this process
 
     good = REPO_ROOT / "snapshots" / "h200-spec-decode-good.json"
     bad = json.loads((REPO_ROOT / "snapshots" / "h200-spec-decode-bad.json").read_text())
@@ -123,15 +124,15 @@ def test_show_and_diff_warn_of_an_interrupted_run_series(tmp_path):
     stopped.write_text(json.dumps(bad))
     words = ("its run series was interrupted after 3 of 5 runs: fewer runs than asked, and the series stopped "
              "early (run it again to measure the whole series)")
-    shown = run_envsnap("show", stopped)
+    shown = run_envsnap_in_process("show", stopped)
     assert shown.returncode == 0 and f"  ! {words}" in shown.stdout.splitlines(), shown.stdout
-    assert "interrupted" not in run_envsnap("show", good).stdout
-    text = run_envsnap("diff", good, stopped)
+    assert "interrupted" not in run_envsnap_in_process("show", good).stdout
+    text = run_envsnap_in_process("diff", good, stopped)
     assert text.returncode == 1 and f"bad: {words}" in text.stdout, text.stdout
-    as_json = run_envsnap("diff", "--format", "json", good, stopped)
+    as_json = run_envsnap_in_process("diff", "--format", "json", good, stopped)
     assert f"bad: {words}" in json.loads(as_json.stdout)["warnings"]
     report = tmp_path / "r.html"
-    assert run_envsnap("report", good, stopped, "-o", report).returncode == 0
+    assert run_envsnap_in_process("report", good, stopped, "-o", report).returncode == 0
     assert f"bad: {words}" in report.read_text()
-    swapped = json.loads(run_envsnap("diff", "--format", "json", stopped, good).stdout)
+    swapped = json.loads(run_envsnap_in_process("diff", "--format", "json", stopped, good).stdout)
     assert f"good: {words}" in swapped["warnings"]

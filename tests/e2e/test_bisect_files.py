@@ -35,9 +35,10 @@ pytestmark = pytest.mark.skipif(not __import__("shutil").which("git"), reason="g
 
 # A deterministic stand-in for the tests about files on disk (the real benchmark is the slow
 # test below): it reads work.py the way an import would and takes a moment, so a kill lands
-# mid-run. --counter/--user-edit: on the given invocation it rewrites a file, as a user would.
+# mid-run (DET_BENCH_SLEEP=0: no moment, for a test that kills nothing). --counter/--user-edit: on
+# the given invocation it rewrites a file, as a user would.
 DET_BENCH = '''\
-import json, pathlib, sys, time
+import json, os, pathlib, sys, time
 args = sys.argv[1:]
 calls = 0
 if args and args[0] == "--counter":
@@ -46,14 +47,14 @@ if args and args[0] == "--counter":
     path.write_text(str(calls))
     if len(args) > 3 and args[2] == "--user-edit" and int(args[3]) == calls:
         pathlib.Path(args[4]).write_text(args[5])
-time.sleep(0.08)
+time.sleep(float(os.environ.get("DET_BENCH_SLEEP", "0.08")))
 slow = "debug" in pathlib.Path("work.py").read_text()
 print(json.dumps({"tok_s": 500.0 if slow else 1000.0}))
 '''
 
 
-def _env():
-    return base_env(PYTHONDONTWRITEBYTECODE="1", **{k: None for k in INNOCENT_ENV})
+def _env(**extra):
+    return base_env(PYTHONDONTWRITEBYTECODE="1", **{k: None for k in INNOCENT_ENV}, **extra)
 
 
 def _bisect_argv(co, journal, *extra, bench_args=()):
@@ -200,12 +201,25 @@ def test_ctrl_c_or_sigterm_mid_bisect_restores_every_file(det_checkout, tmp_path
 
 # --- files someone changed -------------------------------------------------------------------------
 
+def _undo_later(path: Path):
+    """Undoes a test's own edit of `path` in the shared checkout once the test is over (bytes, mode and
+    mtime as they were), so the next test reuses the checkout instead of capturing a fresh one."""
+    data, before = path.read_bytes(), path.stat()
+
+    def undo():
+        path.write_bytes(data)
+        os.chmod(path, before.st_mode & 0o7777)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    return undo
+
+
 def test_a_file_changed_before_bisect_is_refused_with_one_line_and_left_alone(det_checkout, tmp_path):
     co = det_checkout
+    undo = _undo_later(co.repo / "config.yaml")
     (co.repo / "config.yaml").write_text("batch: 32  # tuned by hand after BAD was captured\n")
     before = tree_state(co.repo)
     journal = tmp_path / "j.jsonl"
-    result = subprocess.run(_bisect_argv(co, journal, "--repeat", "1"), cwd=co.repo, env=_env(),
+    result = subprocess.run(_bisect_argv(co, journal, "--repeat", "1"), cwd=co.repo, env=_env(DET_BENCH_SLEEP="0"),
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
@@ -216,6 +230,7 @@ def test_a_file_changed_before_bisect_is_refused_with_one_line_and_left_alone(de
     assert config not in {d["name"] for d in out["deltas"]["files"]}
     assert [d["name"] for d in out["minimal"]] == [_real(co.cause)]
     assert tree_state(co.repo) == before  # config.yaml never touched, the rest restored
+    undo()
 
 
 def test_a_file_changed_while_bisect_runs_stops_it_and_is_never_overwritten(det_checkout, tmp_path):
@@ -224,10 +239,11 @@ def test_a_file_changed_while_bisect_runs_stops_it_and_is_never_overwritten(det_
     journal = tmp_path / "j.jsonl"
     user_text = "A = 99  # the user, mid-bisect\n"
     target = co.repo / "mod01.py"
+    undo = _undo_later(target)
     # The first run (GOOD's) edits mod01.py; BAD's configuration must switch it next.
     result = subprocess.run(_bisect_argv(co, journal, "--repeat", "1", bench_args=[
-        "--counter", tmp_path / "calls", "--user-edit", "1", target, user_text]), cwd=co.repo, env=_env(),
-        capture_output=True, text=True, timeout=300)
+        "--counter", tmp_path / "calls", "--user-edit", "1", target, user_text]), cwd=co.repo,
+        env=_env(DET_BENCH_SLEEP="0"), capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("envsnap: error")]
     assert len(errors) == 1 and "mod01.py was changed while bisect was running" in errors[0], result.stderr
@@ -241,6 +257,7 @@ def test_a_file_changed_while_bisect_runs_stops_it_and_is_never_overwritten(det_
     # The kept copy is mod01.py as it was before bisect (BAD's version).
     copies = [p for p in kept[0].iterdir() if p.name != "manifest.jsonl"]
     assert [p.read_text() for p in copies] == ["A = 2\n"]
+    undo()
 
 
 def test_the_benchmarks_own_result_file_is_not_switched(tmp_path):

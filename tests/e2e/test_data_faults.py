@@ -1,4 +1,5 @@
-"""Issue 36, the data faults: values a damaged or hostile snapshot can hold, through the real CLI.
+"""Issue 36, the data faults: values a damaged or hostile snapshot can hold, through the real CLI (its entry
+point called in this process: helpers.run_envsnap_in_process; what a process adds is tested in tests/cli).
 
 Each test here is a fault found on main (exit 3, a forged line, a lost metric): what envsnap does with it now.
 The mutation fuzz over every section's typed fields is in test_fuzz.py.
@@ -9,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import run_envsnap
+from helpers import run_envsnap_in_process
 from helpers.hardening import rich_snapshot
 
 
@@ -30,7 +31,7 @@ def test_report_draws_runs_of_extreme_metric_values(tmp_path, good_value, bad_va
     good = _write(tmp_path / "good.json", rich_snapshot("good", metric=good_value))
     bad = _write(tmp_path / "bad.json", rich_snapshot("bad", seed=1, metric=bad_value))
     out = tmp_path / "report.html"
-    result = run_envsnap("report", good, bad, "-o", out)
+    result = run_envsnap_in_process("report", good, bad, "-o", out)
     assert result.returncode == 0, result.stderr[-500:]
     page = out.read_text()
     assert "<svg" in page and "nan" not in page.lower().split("<svg", 1)[1].split("</svg>", 1)[0]
@@ -50,7 +51,7 @@ def test_null_inside_a_builds_names_is_no_crash(tmp_path, field):
     good_path, bad_path = _write(tmp_path / "good.json", good), _write(tmp_path / "bad.json", bad)
     for argv in (["diff", good_path, bad_path, "-v"], ["diff", bad_path, good_path, "--format", "json"],
                  ["report", good_path, bad_path, "-o", tmp_path / "r.html"]):
-        result = run_envsnap(*argv)
+        result = run_envsnap_in_process(*argv)
         _assert_handled(result)
 
 
@@ -70,7 +71,7 @@ def test_control_characters_in_values_print_escaped_in_text(tmp_path):
     outputs = []
     for argv in (["show", "-v", bad_path], ["diff", good_path, bad_path, "-v"], ["diff", good_path, bad_path, "--all"],
                  ["rank", good_path, bad_path]):
-        result = run_envsnap(*argv)
+        result = run_envsnap_in_process(*argv)
         _assert_handled(result)
         outputs.append(result.stdout + result.stderr)
     for text in outputs:
@@ -81,14 +82,14 @@ def test_control_characters_in_values_print_escaped_in_text(tmp_path):
     # A bad file's name in an error line: one line, escaped.
     odd = tmp_path / ("odd\nVERDICT\x1b[31m.json")
     odd.write_text("{")
-    result = run_envsnap("show", odd)
+    result = run_envsnap_in_process("show", odd)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "\x1b" not in result.stderr, result.stderr
     # JSON keeps the value exactly; the report holds it inert (no raw ESC, the CR/LF as whitespace in text).
-    as_json = run_envsnap("diff", good_path, bad_path, "--format", "json", "--all")
+    as_json = run_envsnap_in_process("diff", good_path, bad_path, "--format", "json", "--all")
     _assert_handled(as_json)
     assert json.loads(as_json.stdout)["bad"]["label"] == "bad" + FORGED
     report = tmp_path / "r.html"
-    _assert_handled(run_envsnap("report", good_path, bad_path, "-o", report))
+    _assert_handled(run_envsnap_in_process("report", good_path, bad_path, "-o", report))
     page = report.read_text()
     assert "\x1b" not in page and "\x07" not in page and "\x9b" not in page
 

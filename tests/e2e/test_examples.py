@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import REPO_ROOT, run_envsnap
+from helpers import REPO_ROOT, run_envsnap, run_envsnap_in_process
 
 from envsnap.analysis import result as result_mod
 from envsnap.model import store
@@ -115,7 +115,7 @@ def test_the_pair_carries_the_edits_as_text_and_diff_shows_the_removed_guard(pai
     assert "WIP split-kv" in repo["stash"]["stash@{0}"]["patch"]["text"]
     assert repo["dirty"]["python/sglang/srt/entrypoints/engine.py"]["content"]["text"] == engine["text"]
 
-    proc = run_envsnap("diff", "-v", "--no-pip-cache", GOOD, BAD, cwd=REPO_ROOT)
+    proc = run_envsnap_in_process("diff", "-v", "--no-pip-cache", GOOD, BAD, cwd=REPO_ROOT)
     lines = proc.stdout.splitlines()
     assert '-    if "NCCL_NVLS_ENABLE" not in os.environ or nvls_wanted:' in lines
     assert "+    # synced with main: NVLS follows --enable-nccl-nvls / --enable-symm-mem only" in lines
@@ -171,13 +171,13 @@ def test_measured_h200_pair_ranks_the_real_slowdown_first():
     """The pair measured on a real H200: CUDA_LAUNCH_BLOCKING=1 among 25 differing variables."""
     import json as _json
 
-    from helpers import REPO_ROOT, run_envsnap
+    from helpers import REPO_ROOT, run_envsnap_in_process
 
     good = REPO_ROOT / "snapshots" / "h200-spec-decode-good.json"
     bad = REPO_ROOT / "snapshots" / "h200-spec-decode-bad.json"
     for path in (good, bad):
         assert _json.loads(path.read_text())["provenance"]["kind"] == "measured"
-    result = run_envsnap("diff", good, bad, "--format", "json")
+    result = run_envsnap_in_process("diff", good, bad, "--format", "json")
     assert result.returncode == 1, result.stderr
     data = _json.loads(result.stdout)
     assert data["causes"][0]["key"] == "env.CUDA_LAUNCH_BLOCKING"

@@ -3,7 +3,8 @@
 Each node's snapshot is a real capture of this machine's environment (env section) taken with
 NCCL_ALGO set as that node's launcher would set it; the local host is one of the nodes, the others
 get their own host names (tests/e2e/test_multinode_torchrun.py captures real nodes under their own
-host names through torchrun). Clusters are joined by the real `envsnap merge`.
+host names through torchrun). Clusters are joined by the real `envsnap merge`. The commands run through
+the CLI's entry point in this process (helpers.run_envsnap_in_process); bisect's refusal runs as a process.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import os
 import socket
 
 import pytest
-from helpers import run_envsnap
+from helpers import run_envsnap, run_envsnap_in_process
 
 from envsnap.capture import runner
 from envsnap.capture.base import CaptureContext
@@ -52,7 +53,7 @@ def _node(where, name, host, algo, throughput=None):
 
 def _merge(where, name, *node_files):
     out = where / f"{name}.json"
-    merged = run_envsnap("merge", *node_files, "-o", out)
+    merged = run_envsnap_in_process("merge", *node_files, "-o", out)
     assert merged.returncode == 0, merged.stderr
     return out
 
@@ -72,13 +73,13 @@ def clusters(tmp_path_factory):
 
 
 def _diff_json(good, bad):
-    proc = run_envsnap("diff", good, bad, "--format", "json")
+    proc = run_envsnap_in_process("diff", good, bad, "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
 
 def test_every_node_changed_is_one_node_qualified_cause(clusters):
-    text = run_envsnap("diff", clusters["good"], clusters["bad"])
+    text = run_envsnap_in_process("diff", clusters["good"], clusters["bad"])
     assert text.returncode == 1, text.stdout + text.stderr
     assert "*/env.NCCL_ALGO  Ring \u2192 Tree" in text.stdout
     assert "no relevant differences" not in text.stdout and "multi-node snapshot" not in text.stdout
@@ -96,7 +97,7 @@ def test_every_node_changed_is_one_node_qualified_cause(clusters):
 
 
 def test_a_cluster_against_itself_matches(clusters):
-    proc = run_envsnap("diff", clusters["good"], clusters["good"])
+    proc = run_envsnap_in_process("diff", clusters["good"], clusters["good"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no relevant differences" in proc.stdout
 
@@ -116,7 +117,7 @@ def test_a_node_on_one_side_only_is_a_difference_and_a_warning(clusters):
     assert node["change"] == "added" and node["absent"] == "not captured" and node["bad"] == "1/1 sections captured"
     assert any(w.startswith("node node-c of bad is not in good") for w in result["warnings"])
     assert result["nodes"]["bad_only"] == ["node-c"]
-    text = run_envsnap("diff", clusters["good"], clusters["wider"])
+    text = run_envsnap_in_process("diff", clusters["good"], clusters["wider"])
     assert "node-c/node  not captured \u2192 1/1 sections captured" in text.stdout
 
 
@@ -127,9 +128,9 @@ def test_cluster_against_a_single_node_of_the_same_host_compares_that_node(clust
             "bad was compared with good's node node-b, matched by host name")
     assert any(w.startswith(note) for w in result["warnings"]), result["warnings"]
     assert [d["key"] for d in result["differences"] if d["variable"] == "NCCL_ALGO"] == ["node-b/env.NCCL_ALGO"]
-    text = run_envsnap("diff", clusters["good"], clusters["single-b"]).stdout
+    text = run_envsnap_in_process("diff", clusters["good"], clusters["single-b"]).stdout
     assert note in text
-    html = run_envsnap("diff", clusters["good"], clusters["single-b"], "--format", "html").stdout
+    html = run_envsnap_in_process("diff", clusters["good"], clusters["single-b"], "--format", "html").stdout
     assert note.replace("'", "&#39;") in html
 
 
@@ -144,7 +145,7 @@ def test_cluster_against_a_single_node_of_another_host_compares_each_node(cluste
 
 def test_report_shows_every_node(clusters, tmp_path):
     out = tmp_path / "report.html"
-    proc = run_envsnap("report", clusters["good"], clusters["half"], "-o", out)
+    proc = run_envsnap_in_process("report", clusters["good"], clusters["half"], "-o", out)
     assert proc.returncode == 0, proc.stderr
     html = out.read_text(encoding="utf-8")
     assert "node-b/env.NCCL_ALGO" in html
@@ -153,13 +154,13 @@ def test_report_shows_every_node(clusters, tmp_path):
 
 
 def test_show_lists_each_node(clusters):
-    proc = run_envsnap("show", clusters["wider"])
+    proc = run_envsnap_in_process("show", clusters["wider"])
     assert proc.returncode == 0, proc.stderr
     assert "cluster of 3 nodes" in proc.stdout and "0/0 sections" not in proc.stdout
     for host in (LOCAL, "node-b", "node-c"):
         assert f"\nnode {host}  (label wider, captured " in proc.stdout
     assert proc.stdout.count("1/1 sections captured") == 3
-    verbose = run_envsnap("show", "-v", clusters["good"])
+    verbose = run_envsnap_in_process("show", "-v", clusters["good"])
     assert verbose.stdout.count("perf-relevant: NCCL_ALGO") == 2
 
 
@@ -168,7 +169,7 @@ def test_rank_over_clusters_ranks_the_node_qualified_key(tmp_path):
     for index, (algo, throughput) in enumerate((("Ring", 1500.0), ("Tree", 900.0), ("Ring", 1490.0), ("Tree", 910.0))):
         files.append(_merge(tmp_path, f"c{index}", _node(tmp_path, f"c{index}", LOCAL, algo, throughput),
                             _node(tmp_path, f"c{index}", "node-b", algo)))
-    proc = run_envsnap("rank", *files, "--format", "json")
+    proc = run_envsnap_in_process("rank", *files, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     top = result["associations"][0]

@@ -9,7 +9,7 @@ import json
 import os
 import re
 
-from helpers import run_envsnap
+from helpers import run_envsnap, run_envsnap_in_process
 
 
 def test_repo_captured_on_one_side_only_reads_not_captured(tmp_path, git_repo):
@@ -25,14 +25,14 @@ def test_repo_captured_on_one_side_only_reads_not_captured(tmp_path, git_repo):
     assert top in json.loads(good.read_text())["sections"]["git"]["data"]["repos"]
     assert top not in (json.loads(bad.read_text())["sections"]["git"].get("data") or {}).get("repos", {})
 
-    text = run_envsnap("diff", good, bad, "-v", "--top", "100")
+    text = run_envsnap_in_process("diff", good, bad, "-v", "--top", "100")
     assert text.returncode == 1, text.stderr
     lines = [line for line in text.stdout.splitlines() if f"git.{top} " in line or line.endswith(f"git.{top}")]
     assert lines, text.stdout
     for line in lines:
         assert "not captured" in line and "clean" not in line, line
 
-    as_json = run_envsnap("diff", good, bad, "--format", "json")
+    as_json = run_envsnap_in_process("diff", good, bad, "--format", "json")
     result = json.loads(as_json.stdout)
     [difference] = [d for d in result["differences"] if d["key"] == f"git.{top}"]
     assert (difference["change"], difference["bad"], difference["absent"]) == ("removed", None, "not captured")
@@ -42,7 +42,7 @@ def test_repo_captured_on_one_side_only_reads_not_captured(tmp_path, git_repo):
     assert not any("clean" in e for c in result["causes"] if c["key"].startswith(f"git.{top}") for e in c["evidence"])
 
     report = tmp_path / "report.html"
-    made = run_envsnap("report", good, bad, "-o", report)
+    made = run_envsnap_in_process("report", good, bad, "-o", report)
     assert made.returncode in (0, 1), made.stderr
     page = report.read_text()
     row = page[page.index(f"git.{top}"):]

@@ -11,6 +11,8 @@ Modes:
              --calls FILE --watch A,B        append one line per invocation with A,B's values
              --fail-on-call N                exit 3 on the N-th invocation (needs --counter)
              --sleep S                       take S seconds (for tests that interrupt a run)
+             --sleep-from-call N             only from the N-th invocation on (needs --counter): the
+                                             runs before it take no time
              --print TEXT                    also print TEXT (e.g. a line for --metric REGEX)
              --append-log FILE --log-line L  append L to FILE (a server log) during the run
              --nccl-conf                     first apply NCCL's config files as NCCL's initEnv does
@@ -46,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -67,6 +68,8 @@ def bench_cmd(*args: str) -> list:
 
 def capture(path, env: dict, timeout: float = 120, extra_args=()) -> None:
     """Run the real `envsnap capture -o path` with exactly `env` (None values are unset)."""
+    import subprocess  # here, not at the top: a benchmark run (this file as a script) needs none of it
+
     full = {k: v for k, v in env.items() if v is not None}
     result = subprocess.run(
         [sys.executable, "-m", "envsnap", "capture", "-o", str(path), "--timeout", "30", *extra_args],
@@ -97,6 +100,8 @@ def capture_pair(tmp_path, common: dict, good: dict, bad: dict):
 
 
 def run_cli(*args, env=None, cwd=None, timeout=300):
+    import subprocess
+
     full = base_env()
     if env:
         full = dict(env)
@@ -168,7 +173,7 @@ def mode_env(args) -> int:
         with open(args.append_log, "a") as handle:
             for line in args.log_line or []:
                 handle.write(line + "\n")
-    if args.sleep:
+    if args.sleep and n >= args.sleep_from_call:
         time.sleep(args.sleep)
     for text in args.print or []:
         print(text)
@@ -283,6 +288,7 @@ def main(argv=None) -> int:
     env.add_argument("--watch")
     env.add_argument("--fail-on-call", type=int, default=0)
     env.add_argument("--sleep", type=float, default=0.0)
+    env.add_argument("--sleep-from-call", type=int, default=0)
     env.add_argument("--print", action="append")
     env.add_argument("--append-log")
     env.add_argument("--log-line", action="append")

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from helpers import TEST_DATA, interruptible, run_envsnap
+from helpers import TEST_DATA, interruptible, run_envsnap, run_envsnap_in_process
 from helpers.bench import base_env, bench_cmd
 
 from envsnap.errors import EnvsnapError
@@ -168,10 +168,12 @@ def test_bench_serving_default_output_file_is_read_like_a_named_one(tmp_path):
         assert "bench_serving wrote" not in record.get("note", "")  # only this run's appended line was read
 
 
-def _start_run(tmp_path, out, counter, repeat=5):
+def _start_run(tmp_path, out, counter, repeat=5, sleep_from_call=1, sleep=0.4):
+    """`envsnap run` of a benchmark whose runs take `sleep` seconds from the `sleep_from_call`-th on (the
+    earlier ones no time), so that a signal sent once that run has started lands while it runs."""
     return subprocess.Popen(
         [sys.executable, "-m", "envsnap", "run", "-o", str(out), "--repeat", str(repeat), "--",
-         *bench_cmd("env", "--counter", counter, "--sleep", "0.4")],
+         *bench_cmd("env", "--counter", counter, "--sleep", sleep, "--sleep-from-call", sleep_from_call)],
         env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
     )
 
@@ -191,7 +193,8 @@ def test_an_interruption_keeps_completed_runs_marked_interrupted(tmp_path, signu
     """Ctrl-C, SIGTERM (a CI job's timeout, `kill`) and SIGHUP (a closed terminal) alike: the runs
     completed are written, atomically, marked interrupted; one message says so; exit 130."""
     out, counter = tmp_path / "s.json", tmp_path / "count"
-    proc = _start_run(tmp_path, out, counter)
+    # Three quick runs, then a fourth that takes long (envsnap kills it when interrupted).
+    proc = _start_run(tmp_path, out, counter, sleep_from_call=4, sleep=30)
     _wait_for_count(counter, 4, proc)  # the fourth run started: three are complete
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
@@ -459,7 +462,7 @@ def test_probe_records_written_during_the_runs_join_the_snapshot(tmp_path, probe
 def test_runs_with_the_probe_diff_by_what_changed_not_by_run_count_or_records_dir(tmp_path, probed_venv):
     good = _run_probed(tmp_path, probed_venv, "good", repeat=3)
     bad = _run_probed(tmp_path, probed_venv, "bad", repeat=2, BENCH_KNOB="1")
-    result = run_envsnap("diff", good, bad, "--format", "json")
+    result = run_envsnap_in_process("diff", good, bad, "--format", "json")
     assert result.returncode == 1, result.stderr
     keys = [d["key"] for d in json.loads(result.stdout)["differences"] if not d.get("volatile")]
     assert "workers.env.BENCH_KNOB" in keys and "env.BENCH_KNOB" in keys

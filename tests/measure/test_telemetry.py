@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 
 import pynvml
 import pytest
@@ -127,10 +126,11 @@ def test_watched_server_counters_are_deltas_over_the_run_summed_over_threads(tmp
                 pass
         for target in (nap, nap, spin):
             threading.Thread(target=target, daemon=True).start()
+        print("started", flush=True)
         time.sleep(600)
-    """)])
+    """)], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.5)
+        assert server.stdout.readline() == "started\n"  # its threads run (instead of a fixed wait)
         record = run(busy(0.0) + "import time\ntime.sleep(0.8)\n", watch={"server": server.pid})
         watched = record["telemetry"]["watched"]["server"]
         assert watched["pid"] == server.pid
@@ -148,6 +148,7 @@ def test_watched_server_counters_are_deltas_over_the_run_summed_over_threads(tmp
     finally:
         server.kill()
         server.wait()
+        server.stdout.close()
 
 
 def test_gpu_samples_with_nvml_answering_like_an_h200():
@@ -215,9 +216,10 @@ def test_one_stat_read_gives_what_psutil_reads_from_three_files():
 
     proc = subprocess.Popen([sys.executable, "-c", "import threading, time\n"
                              "ts = [threading.Thread(target=time.sleep, args=(5,)) for _ in range(3)]\n"
-                             "[t.start() for t in ts]\nblock = bytearray(64 << 20)\ntime.sleep(5)"])
+                             "[t.start() for t in ts]\nblock = bytearray(64 << 20)\nprint('ready', flush=True)\n"
+                             "time.sleep(5)"], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)
+        assert proc.stdout.readline() == "ready\n"  # threads started, block allocated (not a fixed wait)
         ppid, session, threads, rss = process_tree.read_process_stat(proc.pid)
         handle = psutil.Process(proc.pid)
         assert (ppid, session) == (os.getpid(), os.getsid(proc.pid))
@@ -226,6 +228,7 @@ def test_one_stat_read_gives_what_psutil_reads_from_three_files():
     finally:
         proc.kill()
         proc.wait()
+        proc.stdout.close()
     assert process_tree.read_process_stat(proc.pid) is None  # reaped: gone
 
 

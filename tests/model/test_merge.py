@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import run_envsnap
+from helpers import run_envsnap, run_envsnap_in_process
 
 from envsnap.capture import runner
 from envsnap.capture.base import CaptureContext
@@ -53,15 +53,15 @@ def test_merge_cli_keys_nodes_by_host(node_files, tmp_path):
 def test_merge_refuses_overwrite_duplicates_and_bad_input(node_files, tmp_path):
     out = tmp_path / "cluster.json"
     out.write_text("keep me")
-    refused = run_envsnap("merge", *node_files, "-o", out)
+    refused = run_envsnap_in_process("merge", *node_files, "-o", out)
     assert refused.returncode == 2 and "exists" in refused.stderr and out.read_text() == "keep me"
-    assert run_envsnap("merge", *node_files, "-o", out, "--force").returncode == 0
-    duplicate = run_envsnap("merge", node_files[0], node_files[0], "-o", tmp_path / "dup.json")
+    assert run_envsnap_in_process("merge", *node_files, "-o", out, "--force").returncode == 0
+    duplicate = run_envsnap_in_process("merge", node_files[0], node_files[0], "-o", tmp_path / "dup.json")
     assert duplicate.returncode == 2 and "host 'node-b' is in both" in duplicate.stderr
     assert len(duplicate.stderr.strip().splitlines()) == 1
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    broken = run_envsnap("merge", node_files[0], bad, "-o", tmp_path / "x.json")
+    broken = run_envsnap_in_process("merge", node_files[0], bad, "-o", tmp_path / "x.json")
     assert broken.returncode == 2 and "schema_version" in broken.stderr
     assert not (tmp_path / "x.json").exists()
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, run_envsnap
+from helpers import REPO_ROOT, run_envsnap, run_envsnap_in_process
 from helpers.result_types import mismatches
 from helpers.workers import clean_env, make_venv, tree_bytes
 
@@ -280,7 +280,7 @@ def test_workers_table_and_diff_say_the_same_of_an_in_process_change(installed, 
         snaps[side] = tmp_path / f"{side}.json"
         captured = run_envsnap("capture", "-o", snaps[side], "--probe-dir", probe_dir, "--timeout", "60")
         assert captured.returncode == 0, captured.stderr
-    result = json.loads(run_envsnap("diff", "--format", "json", snaps["good"], snaps["bad"]).stdout)
+    result = json.loads(run_envsnap_in_process("diff", "--format", "json", snaps["good"], snaps["bad"]).stdout)
     change = next(d for d in result["differences"] if d["key"].endswith(".changed_in_process.NCCL_PROTO"))
     assert change["bad"] == "LL in-process (was unset at start)", change
     process = change["key"].split(".")[1]
@@ -288,6 +288,6 @@ def test_workers_table_and_diff_say_the_same_of_an_in_process_change(installed, 
     assert cell["set"] is False and cell["later"] == [{"stage": "exit", "set": True, "value": "LL"}], cell
     assert mismatches(result, DiffResult) == []  # StageValue met here (no golden has it)
     report = tmp_path / "r.html"
-    assert run_envsnap("report", snaps["good"], snaps["bad"], "-o", report).returncode == 0
+    assert run_envsnap_in_process("report", snaps["good"], snaps["bad"], "-o", report).returncode == 0
     page = html.unescape(report.read_text())
     assert "unset \u2192 LL" in page and "changed inside the process: LL at exit" in page

@@ -1,5 +1,6 @@
 """Patches in the three outputs: `diff -v` text, `--format json`, the report's Patches section (readable
-without JavaScript, long hunks folded, linked to and from the causes), all saying the same."""
+without JavaScript, long hunks folded, linked to and from the causes), all saying the same. Real captures
+of a real checkout; diff and report through the CLI called in this process."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,7 @@ import re
 import shutil
 
 import pytest
-from helpers import run_envsnap
+from helpers import run_envsnap, run_envsnap_in_process
 from helpers.git import init_repo
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -33,7 +34,7 @@ def snaps(tmp_path_factory):
 
 
 def _json(snaps):
-    done = run_envsnap("diff", snaps["good"], snaps["bad"], "--format", "json", "--no-pip-cache")
+    done = run_envsnap_in_process("diff", snaps["good"], snaps["bad"], "--format", "json", "--no-pip-cache")
     assert done.returncode == 1, done.stderr
     result = json.loads(done.stdout)
     mine = [p for p in result["patches"] if p["key"].startswith(f"git.{snaps['repo']}.")]
@@ -44,12 +45,12 @@ def test_json_and_text_carry_the_same_patches(snaps):
     result, patches = _json(snaps)
     engine, long = patches["engine.py"], patches["long.py"]
     assert (engine["removed"], engine["added"]) == (1, 1) and (long["removed"], long["added"]) == (120, 120)
-    text = run_envsnap("diff", "-v", "--no-pip-cache", snaps["good"], snaps["bad"]).stdout
+    text = run_envsnap_in_process("diff", "-v", "--no-pip-cache", snaps["good"], snaps["bad"]).stdout
     for patch in (engine, long):
         header = f"  {patch['id']}  [git] {patch['title']}  (-{patch['removed']} +{patch['added']})"
         assert header in text.split("\n")
         assert patch["diff"].rstrip("\n") in text  # printed whole and unindented: it can be copied and applied
-    short = run_envsnap("diff", "--no-pip-cache", snaps["good"], snaps["bad"]).stdout
+    short = run_envsnap_in_process("diff", "--no-pip-cache", snaps["good"], snaps["bad"]).stdout
     assert f"  {engine['id']}  [git] {engine['title']}  (-1 +1)" in short and "@@" not in short
     assert "-v shows them" in short
 
@@ -57,7 +58,7 @@ def test_json_and_text_carry_the_same_patches(snaps):
 def test_report_section_folds_long_hunks_escapes_and_links_both_ways(snaps, tmp_path):
     result, patches = _json(snaps)
     html = tmp_path / "r.html"
-    done = run_envsnap("report", snaps["good"], snaps["bad"], "-o", html, "--no-pip-cache")
+    done = run_envsnap_in_process("report", snaps["good"], snaps["bad"], "-o", html, "--no-pip-cache")
     assert done.returncode == 0, done.stderr
     page = html.read_text()
     engine, long = patches["engine.py"], patches["long.py"]

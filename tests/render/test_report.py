@@ -15,7 +15,7 @@ import time
 from html.parser import HTMLParser
 
 import pytest
-from helpers import run_envsnap
+from helpers import run_envsnap, run_envsnap_in_process
 from helpers.browser import (
     HOSTILE,
     contract_result,
@@ -304,18 +304,19 @@ def test_report_cli_end_to_end(tmp_path):
     assert html == render_report(result)
     assert result["causes"][0]["key"] in html and str(escape(result["verdict"]["summary"])) in html
     assert 'code class="metric">output_throughput<' in html
+    # the rest through the CLI called in this process (the same command, without a fresh interpreter each time)
     # `envsnap diff --format html` is the same page
-    proc = run_envsnap("diff", good_file, bad_file, "--format", "html", "-o", tmp_path / "diff.html")
+    proc = run_envsnap_in_process("diff", good_file, bad_file, "--format", "html", "-o", tmp_path / "diff.html")
     assert proc.returncode == 1, proc.stderr
     assert (tmp_path / "diff.html").read_text(encoding="utf-8") == html
     # an existing report is kept unless --force; --metric picks the verdict's metric
-    proc = run_envsnap("report", good_file, bad_file, "-o", out, "--metric", "median_itl_ms")
+    proc = run_envsnap_in_process("report", good_file, bad_file, "-o", out, "--metric", "median_itl_ms")
     assert proc.returncode == 2 and "--force" in proc.stderr
     assert out.read_text(encoding="utf-8") == html
-    proc = run_envsnap("report", good_file, bad_file, "-o", out, "--metric", "median_itl_ms", "--force")
+    proc = run_envsnap_in_process("report", good_file, bad_file, "-o", out, "--metric", "median_itl_ms", "--force")
     assert proc.returncode == 0, proc.stderr
     assert 'code class="metric">median_itl_ms<' in out.read_text(encoding="utf-8")
-    proc = run_envsnap("report", good_file, bad_file, "-o", "-")
+    proc = run_envsnap_in_process("report", good_file, bad_file, "-o", "-")
     assert proc.returncode == 0 and proc.stdout == html
 
 

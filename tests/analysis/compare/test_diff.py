@@ -5,7 +5,7 @@ import json
 import random
 
 import pytest
-from helpers import REPO_ROOT, run_envsnap
+from helpers import REPO_ROOT, run_envsnap, run_envsnap_in_process
 from helpers.diff import copy_of, sampled_run, shuffled, snap, workers, write_unsorted
 
 from envsnap.analysis.compare import diff, views
@@ -166,6 +166,8 @@ def test_ordered_lists_stay_ordered():
 
 
 # ------------------------------------------------------------------ the CLI
+# Exit statuses and error lines from a real process; what diff writes through the CLI's entry point called
+# in this process (helpers.run_envsnap_in_process: the same command without an interpreter's start-up).
 
 
 def test_cli_same_file_exits_0_and_differences_exit_1():
@@ -191,22 +193,22 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
 
 def test_cli_output_file_is_atomic_and_not_overwritten(tmp_path):
     out = tmp_path / "result.json"
-    first = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "-o", out)
+    first = run_envsnap_in_process("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "-o", out)
     assert first.returncode == 1 and first.stdout == ""
     result = json.loads(out.read_text())
     # groups (causes that cannot be told apart) and context (parts of the stack in play): the ranking's evidence.
     assert set(result) == {"schema_version", "good", "bad", "verdict", "causes", "groups", "context", "differences",
                            "patches", "warnings", "tables"}
     out.write_text("precious")
-    refused = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "-o", out)
+    refused = run_envsnap_in_process("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "-o", out)
     assert refused.returncode == 2 and "--force" in refused.stderr and out.read_text() == "precious"
-    forced = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "-o", out, "--force")
+    forced = run_envsnap_in_process("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "-o", out, "--force")
     assert forced.returncode == 1 and out.read_text().startswith("REGRESSION")
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]  # no temp file left behind
 
 
 def test_cli_json_shape_top_all_and_html(tmp_path):
-    top = json.loads(run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "--top", "3").stdout)
+    top = json.loads(run_envsnap_in_process("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "--top", "3").stdout)
     assert [c["rank"] for c in top["causes"]] == [1, 2, 3]
     cause = top["causes"][0]
     subject_fields = {"where", "entity", "aspect", "item", "variable", "node"}
@@ -221,12 +223,12 @@ def test_cli_json_shape_top_all_and_html(tmp_path):
     assert set(top["differences"][0]) == {"key", "category", "change", "good", "bad", "absent", "volatile",
                                           "flat_keys"} | subject_fields
     assert not any(d["volatile"] for d in top["differences"])
-    everything = json.loads(run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "--all").stdout)
+    everything = json.loads(run_envsnap_in_process("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "json", "--all").stdout)
     assert any(d["volatile"] for d in everything["differences"])
     assert len(everything["differences"]) > len(top["differences"])
-    verbose = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "-v").stdout
+    verbose = run_envsnap_in_process("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "-v").stdout
     assert "  [workers]" in verbose and "changed workers.env.NCCL_NVLS_ENABLE" in verbose
-    html = run_envsnap("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "html", "-o", tmp_path / "r.html")
+    html = run_envsnap_in_process("diff", EXAMPLE_GOOD, EXAMPLE_BAD, "--format", "html", "-o", tmp_path / "r.html")
     assert html.returncode == 1, html.stderr
     assert (tmp_path / "r.html").read_text().lstrip().lower().startswith("<!doctype html>")
 
@@ -282,7 +284,7 @@ def test_a_moved_head_does_not_hide_the_checkouts_other_changes(tmp_path, git_re
     git_repo.git("commit", "-q", "-m", "second")
     (git_repo / "a.py").write_text("x = 2  # dirty\n")
     assert run_envsnap("capture", "-o", bad, "--timeout", "60", cwd=git_repo).returncode == 0
-    result = json.loads(run_envsnap("diff", good, bad, "--format", "json").stdout)
+    result = json.loads(run_envsnap_in_process("diff", good, bad, "--format", "json").stdout)
     top = str(git_repo.resolve())
     keys = {d["key"]: d for d in result["differences"] if d["key"].startswith(f"git.{top}")}
     assert set(keys) == {f"git.{top}.commit", f"git.{top}.dirty.a.py"}, sorted(keys)

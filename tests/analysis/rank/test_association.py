@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import causes_by_key, run_envsnap
+from helpers import causes_by_key, run_envsnap, run_envsnap_in_process
 from helpers.diff import copy_of, runs, sampled_run, snap, workers
 
 from envsnap.analysis import association, result as result_mod
@@ -186,17 +186,18 @@ def test_a_metric_without_direction_changes_but_never_regresses_or_improves(tmp_
         files[label] = tmp_path / f"{label}.json"
         assert run_envsnap("capture", "-o", files[label], "--label", label, "--timeout", "60").returncode == 0
         for value in values:
-            attached = run_envsnap("attach", files[label], "--metric", f"concurrency={value}")
+            attached = run_envsnap_in_process("attach", files[label], "--metric", f"concurrency={value}")
             assert attached.returncode == 0, attached.stderr
-    as_json = json.loads(run_envsnap("diff", files["good"], files["bad"], "--metric", "concurrency",
-                                     "--format", "json").stdout)
+    as_json = json.loads(run_envsnap_in_process("diff", files["good"], files["bad"], "--metric", "concurrency",
+                                                "--format", "json").stdout)
     verdict = as_json["verdict"]
     assert verdict["direction"] == "none" and verdict["significant"]
     assert verdict["summary"].startswith("CHANGE concurrency 1 \u2192 4 (+300%"), verdict["summary"]
-    text = run_envsnap("diff", files["good"], files["bad"], "--metric", "concurrency").stdout
+    text = run_envsnap_in_process("diff", files["good"], files["bad"], "--metric", "concurrency").stdout
     assert text.startswith("CHANGE concurrency") and "REGRESSION" not in text and "IMPROVEMENT" not in text
     report = tmp_path / "r.html"
-    assert run_envsnap("report", files["good"], files["bad"], "--metric", "concurrency", "-o", report).returncode in (0, 1)
+    made = run_envsnap_in_process("report", files["good"], files["bad"], "--metric", "concurrency", "-o", report)
+    assert made.returncode in (0, 1)
     page = report.read_text()
     assert "change, beyond noise" in page and "no better direction" in page and "none is better" not in page
     assert "worse, beyond noise" not in page and "better, beyond noise" not in page
@@ -248,9 +249,9 @@ def test_rank_cli(tmp_path):
     assert text.returncode == 0, text.stderr
     assert "association with output_throughput across 6 snapshots" in text.stdout
     assert "1. [1.00] env.NCCL_NVLS_ENABLE" in text.stdout
-    data = json.loads(run_envsnap("rank", *paths, "--format", "json").stdout)
+    data = json.loads(run_envsnap_in_process("rank", *paths, "--format", "json").stdout)
     assert data["associations"][0]["key"] == "env.NCCL_NVLS_ENABLE"
-    two = run_envsnap("rank", *paths[:2])
+    two = run_envsnap_in_process("rank", *paths[:2])
     assert two.returncode == 2 and "at least 3 snapshots" in two.stderr and two.stderr.count("\n") == 1
 
 
