@@ -93,7 +93,7 @@ class _Ranking:
             component = RESOURCE_COMPONENTS[knowledge.RESOURCE_KEYS[d.base_key]]
         elif prior.component:
             component = prior.component
-        component, why = self._domain(d, rule, component, why, score, notes)
+        component, why = self._domain(d, kind, rule, component, why, score, notes)
         found = context_mod.context_factor(d.base_key, self.context)
         if found is not None:
             score.apply(*found)
@@ -114,9 +114,8 @@ class _Ranking:
                  **d.subject.to_json()}
         return score, cast(RankedCause, cause)  # its rank and ties: rank_causes, once all are scored
 
-    def _domain(self, d: diff_mod.Difference, rule: knowledge.FieldRule, component: str, why: str, score: Score,
-                notes: List[str]) -> Tuple[str, str]:
-        kind = kinds.kind_of(d)
+    def _domain(self, d: diff_mod.Difference, kind: Optional[kinds.DifferenceKind], rule: knowledge.FieldRule,
+                component: str, why: str, score: Score, notes: List[str]) -> Tuple[str, str]:
         if kind is not None:  # the kind's own evidence terms (analysis/rank/kinds)
             component, why = kind.evidence(d, EvidenceContext(self.facts, rule, self.mechanism), component, why,
                                            score, notes)
