@@ -58,6 +58,35 @@ def env_subject(where: str, name: str, aspect: str = "") -> Subject:
     return Subject(where, name, aspect=aspect, variable=name)
 
 
+def is_parent_only(subject: Subject) -> bool:
+    """Whether a subject is a variable a parent process had that its workers do not run with."""
+    return subject.where == "parent_only"
+
+
+def is_workers_env(subject: Subject) -> bool:
+    """Whether a subject is one of the workers' variables as their view keys them: agreed on, disagreed on, or a
+    parent's they do not run with (all of them under "workers.")."""
+    return subject.where in ("workers", "parent_only")
+
+
+def process_of(subject: Subject) -> Optional[str]:
+    """The process key of a subject about one process (its presence, a field of it, an item of its command line,
+    a module it loaded, a variable it changed in-process: workers_view._process_keys), else None."""
+    return subject.entity if subject.where in ("process", "in_process") else None
+
+
+def is_gpu(subject: Subject) -> bool:
+    """Whether a subject is about the GPUs: one GPU (its presence, a field of it), the driver, the topology."""
+    return subject.where == "gpu"
+
+
+def is_instance_field(subject: Subject) -> bool:
+    """Whether a subject is a field of one GPU or of one process, named by its entity: the same change on several
+    of them reads as one difference (analysis/compare/diff.py merges them)."""
+    one = (subject.where == "gpu" and subject.entity.isdigit()) or subject.where == "process"
+    return one and bool(subject.aspect)
+
+
 DISAGREE = "disagree"  # the aspect of a variable (or NCCL field) the instances disagree on
 # A command line's items, as aspects of its process or of the benchmark command: "program", "flag.<flag>",
 # "arg.<n>" (analysis/compare/flags.py); a process's modules: "shadowed.<module>", "module.<module>".

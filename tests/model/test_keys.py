@@ -269,3 +269,20 @@ def test_integrity_entry_names_a_clash_by_its_dist_and_reads_back():
     assert (first, second) == ("torch/x.py", "torch/x.py [torch-nightly]")
     assert keys.integrity_entry_rel(second, "torch-nightly") == keys.integrity_entry_rel(first, "torch") == "torch/x.py"
     assert keys.integrity_entry_rel(second, "torch") == second
+
+
+def test_the_questions_the_comparison_asks_of_a_subject():
+    """What a subject is about, as analysis/compare/ asks it instead of comparing its where itself."""
+    parent_only, workers, shell = (keys.env_subject(where, "X") for where in ("parent_only", "workers", "env"))
+    assert keys.is_parent_only(parent_only) and not keys.is_parent_only(workers)
+    assert keys.is_workers_env(parent_only) and keys.is_workers_env(workers._replace(aspect=keys.DISAGREE))
+    assert not keys.is_workers_env(shell)
+    assert keys.process_of(Subject("process", "scheduler_TP0", "nice")) == "scheduler_TP0"
+    assert keys.process_of(Subject("in_process", "python-0", "changed_in_process.X")) == "python-0"
+    assert keys.process_of(Subject("library", "run/python-0", "libz.so")) is None
+    assert keys.is_gpu(Subject("gpu", "driver", "driver_version")) and not keys.is_gpu(Subject("host", "cpu"))
+    assert keys.is_instance_field(Subject("gpu", "3", "clocks.max.sm"))
+    assert keys.is_instance_field(Subject("process", "scheduler_TP1", "nice"))
+    assert not keys.is_instance_field(Subject("gpu", "3"))  # a GPU's presence, not a field of it
+    assert not keys.is_instance_field(Subject("gpu", "topology", "GPU0.GPU1"))
+    assert not keys.is_instance_field(Subject("in_process", "python-0", "changed_in_process.X"))

@@ -54,7 +54,7 @@ def comparison_warnings(good: Dict[str, Any], bad: Dict[str, Any], va: View, vb:
     # first: it is the headline ("the parent shows it, the TP workers never saw it").
     server_warnings: List[str] = []
     for name in sorted({subject.entity for v in (va, vb) for k in v.values["workers"]
-                        for subject in [v.subject_of(k)] if subject is not None and subject.where == "parent_only"}):
+                        for subject in [v.subject_of(k)] if subject is not None and keys.is_parent_only(subject)}):
         key = keys.parent_only_key(name)
         sides = [s for s, v in (("good", va), ("bad", vb)) if key in v.values["workers"]]
         view = vb if "bad" in sides else va

@@ -395,25 +395,23 @@ def _merge_instances(diffs: List[Difference], va: View, vb: View) -> List[Differ
     rest: List[Difference] = []
     for d in diffs:
         subject = d.subject
-        per_instance = ((subject.where == "gpu" and subject.entity.isdigit()) or subject.where == "process") \
-            and bool(subject.aspect)
-        if not per_instance:
+        if not keys.is_instance_field(subject):
             rest.append(d)
             continue
         sig = (subject.where, subject.aspect, d.change, _canon(d.good), _canon(d.bad), d.volatile)
         groups.setdefault(sig, []).append(d)
-    for (where, _aspect, _c, _g, _b, _v), members in groups.items():
+    for members in groups.values():
+        first = members[0]
         if len(members) == 1:
-            rest.append(members[0])
+            rest.append(first)
             continue
         instances = sorted((m.subject.entity for m in members), key=lambda s: (len(s), s))
-        if where == "gpu":  # every GPU either side has (its presence key's subject: where gpu, no aspect)
+        if keys.is_gpu(first.subject):  # every GPU either side has (its presence key's subject: a GPU, no aspect)
             everyone = {subject.entity for v in (va, vb) for k in v.presence
-                        for subject in [v.subject_of(k)] if subject is not None and subject.where == "gpu"}
+                        for subject in [v.subject_of(k)] if subject is not None and keys.is_gpu(subject)}
         else:
             everyone = set(va.workers) | set(vb.workers)
         label = "*" if set(instances) >= everyone else ",".join(instances)
-        first = members[0]
         flats = sorted({f for d in members for f in d.flat_keys})
         merged = first.subject._replace(entity=label)  # "*" or "0,1" where the instance's own name was
         rest.append(Difference(keys.view_key(merged), first.category, first.change, first.good,

@@ -308,11 +308,6 @@ def drop_unstable(views: Sequence[View]) -> None:
             view.values.get("libraries", {}).pop(key, None)
 
 
-# The subjects of one process's own keys (workers_view._process_keys): its presence, fields, command line items,
-# in-process changes, modules.
-_PROCESS_WHERES = ("process", "in_process")
-
-
 class Unobserved(NamedTuple):
     """What drop_unobserved left out: the command's processes read in some views only, and whether the workers'
     environment (the command's processes standing in for them) was read in some views only."""
@@ -357,9 +352,9 @@ def drop_unobserved(views: Sequence[View]) -> Unobserved:
                 subject = view.subjects.get(key)
                 if subject is None:
                     continue
-                if subject.where in _PROCESS_WHERES and subject.entity in entities:
+                if keys.process_of(subject) in entities:
                     del values[key]
-                elif stand_in and category == "workers" and subject.where in ("workers", "parent_only"):
+                elif stand_in and category == "workers" and keys.is_workers_env(subject):
                     del values[key]
     return Unobserved(partial, env_gap)
 
