@@ -28,10 +28,11 @@ from envsnap.format import natural_key
 class Subject(NamedTuple):
     """What a view key is about, as fields (no caller takes a key string apart).
 
-    where: env | workers | parent_only | nccl | nccl_conf (an environment variable, by whose environment it
-           is; nccl_conf: set by NCCL's own config files)
-           or process | integrity | packages | torch | startup | git | files | gpu | host | python |
-           sglang | section (everything else: the kind of thing the key names)
+    where: env | workers | parent_only | in_process | nccl | nccl_conf (an environment variable, by whose
+           environment it is; in_process: changed by a process itself; nccl_conf: set by NCCL's own config
+           files) or process | command | library | integrity | packages | startup | git | files | files_read |
+           patches | gpu | host | python | sglang | section | node | neighbour (everything else: the kind of
+           thing the key names), all in WHERES; or the name of a section compared leaf by leaf (torch, host)
     entity: the thing itself: variable name, installed file, distribution, hook path, repository,
             GPU index ("*" / "0,1" for several), process key, field path, section name
     aspect: which part of the entity differs ("disagree" for workers that disagree; git: dirty,
@@ -51,6 +52,15 @@ class Subject(NamedTuple):
     def to_json(self) -> Dict[str, Any]:
         return {"where": self.where, "entity": self.entity, "aspect": self.aspect, "item": self.item,
                 "variable": self.variable, "node": self.node}
+
+
+# Every `where` a Subject is made with (Subject's docstring says what each is about); a section compared leaf by
+# leaf (host, torch, a new collector's: analysis/compare/views._leaf_view) has its section's name besides.
+# tests/analysis/compare/test_displays.py checks that no Subject is made with another, and that each is worded
+# by one display (analysis/compare/displays).
+WHERES = frozenset({"env", "workers", "parent_only", "in_process", "nccl", "nccl_conf", "process", "command",
+                    "library", "integrity", "packages", "startup", "git", "files", "files_read", "patches",
+                    "gpu", "host", "python", "sglang", "section", "node", "neighbour"})
 
 
 def env_subject(where: str, name: str, aspect: str = "") -> Subject:

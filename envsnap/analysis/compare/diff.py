@@ -13,8 +13,9 @@ Merged multi-node snapshots are compared node by node (analysis/compare/nodes.py
 name and qualifies every key by its node, "node-a/workers.env.NCCL_ALGO"); the same change on
 several nodes reads as one difference ("*/workers.env.NCCL_ALGO" when it is on every node).
 
-How a difference reads (its absent side, its values in short) is wording.py's; what a comparison warns
-about is comparison_warnings.py's. Both are re-exported here, where their callers have always found them.
+How a difference reads (its absent side, its values in short) is wording.py's (each kind's own words:
+displays/); what a comparison warns about is comparison_warnings.py's. Both are re-exported here, where their
+callers have always found them.
 """
 from __future__ import annotations
 
@@ -43,9 +44,9 @@ from envsnap.analysis.compare.views import (
     usable_sections,
 )
 from envsnap.analysis.compare.wording import (
-    ABSENT_WORDS,
     GIT_STATUS_WORDS,
     NOT_CAPTURED,
+    absent_on,
     absent_wording,
     display,
     parent_only_absent,
@@ -55,7 +56,7 @@ from envsnap.analysis.compare.wording import (
 from envsnap.model import keys
 from envsnap.model.keys import Subject
 
-__all__ = ["ABSENT_WORDS", "GIT_STATUS_WORDS", "NOT_CAPTURED", "Comparison", "Difference", "ShellTrap",
+__all__ = ["GIT_STATUS_WORDS", "NOT_CAPTURED", "Comparison", "Difference", "ShellTrap",
            "absent_wording", "compare", "display", "neighbour_differences", "parent_only_absent", "setting_value",
            "value_text"]
 
@@ -260,12 +261,7 @@ def _diff_category(category: str, a: Dict[str, Any], b: Dict[str, Any], va: View
             leaf_flats = [f for f, v in zip(leaf_flats, volatile_flags) if not v] or leaf_flats
         change = "changed" if in_a and in_b else ("added" if in_b else "removed")
         subject = va.subject_of(key) or vb.subject_of(key) or Subject(category, key)
-        absent = absent_wording(subject, key in presence)
-        if subject.where == "parent_only" and not (in_a and in_b):
-            absent = parent_only_absent(subject, vb if in_a else va)
-        elif subject.where == "git" and subject.aspect in ("dirty", "untracked") \
-                and subject.entity in (vb if in_a else va).git_status_unknown:
-            absent = "status unknown"  # that side's git status failed: its file list says nothing
+        absent = absent_on(subject, key in presence, vb if in_a else va, not (in_a and in_b))
         out.append(Difference(key, category, change, a.get(key), b.get(key), volatile, leaf_flats, subject,
                               absent))
     return out
