@@ -6,7 +6,7 @@ long its work took. Runs alternate on/off in a shuffled order per round (drift h
 alike); reported are medians and the median of the per-round ratios of:
 
   - the command's wall time as `envsnap run` sees it (run record duration_s),
-  - the sampler thread's own CPU time (RUSAGE_THREAD, recorded in each run as sampler_cpu_s)
+  - the sampler thread's own CPU time (CLOCK_THREAD_CPUTIME_ID, recorded in each run as sampler_cpu_s)
     per second of run, as a share of one CPU: its direct cost, steadier than a ratio of noisy
     wall times on a shared machine; and envsnap's whole CPU time (RUSAGE_SELF) per run second
     on and off (off still pays for starting the command and reading its output).
@@ -110,11 +110,14 @@ def main() -> int:
     wall: dict = {name: [] for name in variants}
     own_share: dict = {name: [] for name in variants}
     sampler_share: dict = {"on": [], "no_neighbours": []}
+    sampler_cpu: dict = {"on": [], "no_neighbours": []}  # per run, for the session's share
     record_samples = []
     scan_share = []
     try:
-        for name in variants:  # warm-up
-            runs.run_once(runs.RunOptions(command=command, telemetry=name != "off"), variants[name])
+        for name in variants:  # warm-up: a run of the session all the same, so in its share
+            record = runs.run_once(runs.RunOptions(command=command, telemetry=name != "off"), variants[name])
+            if name != "off":
+                sampler_cpu[name].append((record["telemetry"]["sampler_cpu_s"], record["duration_s"]))
         order = list(variants)
         for _ in range(args.rounds):
             random.shuffle(order)
@@ -129,6 +132,7 @@ def main() -> int:
                 own_share[name].append(own / record["duration_s"])
                 if name != "off":
                     sampler_share[name].append(record["telemetry"]["sampler_cpu_s"] / record["duration_s"])
+                    sampler_cpu[name].append((record["telemetry"]["sampler_cpu_s"], record["duration_s"]))
                 if name == "on":
                     record_samples.append(record["telemetry"]["samples"])
                     scan_share.append(record["telemetry"]["neighbours"]["scan_cpu_s"] / record["duration_s"])
@@ -157,7 +161,13 @@ def main() -> int:
                                                       - statistics.median(own_share["no_neighbours"])) * 100.0, 3),
         "sampler_thread_cpu_pct_of_one_cpu": round(statistics.median(sampler_share["on"]) * 100.0, 3),
         "sampler_thread_cpu_pct_without_neighbours": round(statistics.median(sampler_share["no_neighbours"]) * 100.0, 3),
+        # The sampler's CPU over the session's run time, the runs together (the warm-up included).
+        "sampler_session_cpu_pct_of_one_cpu": {
+            name: round(sum(c for c, _ in pairs) / sum(w for _, w in pairs) * 100.0, 3)
+            for name, pairs in sampler_cpu.items()},
+        "sampler_run_cpu_pct_max": round(max(sampler_share["on"]) * 100.0, 3),
         "samples_per_run_median": statistics.median(record_samples),
+        "samples_per_run": record_samples,
         "neighbour_scans_pct": round(statistics.median(scan_share) * 100.0, 3),
         "target_overhead_pct": 1.0,
         "per_sample_cpu_us": parts,
@@ -171,9 +181,13 @@ def main() -> int:
                   f"±{result['wall_stdev_s'][name]:.3f}")
         print(f"wall on / off: {ratio:.4f}x, on / without the neighbours: {ratio_neighbours:.4f}x (medians of "
               "paired rounds; target <= 1.01)")
-        print(f"the sampler thread's own CPU (RUSAGE_THREAD): {result['sampler_thread_cpu_pct_of_one_cpu']:.3f}% "
+        print(f"the sampler thread's own CPU (thread clock): {result['sampler_thread_cpu_pct_of_one_cpu']:.3f}% "
               f"of one CPU ({result['sampler_thread_cpu_pct_without_neighbours']:.3f}% without the neighbours), "
               f"{result['samples_per_run_median']:.0f} samples per run")
+        session_share = result["sampler_session_cpu_pct_of_one_cpu"]
+        print(f"the sampler thread's CPU over the session's run time: {session_share['on']:.3f}% of one CPU "
+              f"({session_share['no_neighbours']:.3f}% without the neighbours); the dearest run "
+              f"{result['sampler_run_cpu_pct_max']:.3f}%; samples per run {result['samples_per_run']}")
         shares = result["envsnap_cpu_per_run_second_pct"]
         print(f"envsnap's whole CPU per run second: on {shares['on']:.3f}%, without the neighbours "
               f"{shares['no_neighbours']:.3f}%, off {shares['off']:.3f}% "

@@ -5,7 +5,9 @@ telemetry's sampler hands each sample's members of the run's process tree to `En
 Each process is read when first seen (/proc/PID/environ, as at exec, and its C `environ` from memory:
 capture/collectors/live_environ.py), then again from memory as it ages (when the time since its first
 read has doubled, at least MIN_REREAD_S apart): a client sets its variables in its first seconds, and
-the latest read is kept, so what it ran with most of the run is what is recorded. A child seen between
+the latest read is kept, so what it ran with most of the run is what is recorded. The /proc block is
+classified once the run is over, outside its time; a forked child whose environment sits where its parent's
+last read found it keeps that read's strings. A child seen between
 its fork and its exec still runs envsnap's own image: it is read once it has exec'd. A process is known
 by (pid, start time in clock ticks), so a reused pid is another process.
 
@@ -30,16 +32,19 @@ MAX_REDACTED = 1 << 16
 
 
 class _Tracked:
-    __slots__ = ("pid", "ticks", "cmdline", "exec_status", "exec_env", "exec_note", "live", "first", "last", "located")
+    __slots__ = ("pid", "ticks", "cmdline", "exec_status", "exec_env", "exec_note", "exec_bytes", "live", "first",
+                 "last", "located", "inherited")
 
     def __init__(self, pid: int, ticks: int, cmdline: List[str]) -> None:
         self.pid, self.ticks, self.cmdline = pid, ticks, cmdline
         self.exec_status = "unreadable"
         self.exec_env: Optional[Dict[str, str]] = None
         self.exec_note = ""
+        self.exec_bytes: Optional[bytes] = None  # /proc/PID/environ as read, until the run is over
         self.live: Any = None  # the latest live_environ.LiveEnviron
         self.first = self.last = -1.0
         self.located: Any = None  # where its `environ` is (live_environ.Located), once found
+        self.inherited = False  # `live` is its parent's read, lent for the first read of a forked child
 
 
 def _start_and_parent(pid: int, reads: SampleReads) -> Optional[Tuple[int, int]]:
@@ -73,6 +78,15 @@ class EnvironSampler:
         # environment, so each variable is redacted once (redact_value is a function of the two).
         self._redacted: Dict[Tuple[str, str], str] = {}
 
+    def warm(self) -> None:
+        """Pay, before any run, what the first sample would: the modules a read uses, and the C library's
+        `environ` symbol, read once from envsnap's own libc (the same file as its children's, mostly: cached by
+        identity in live_environ)."""
+        from envsnap.capture.collectors import live_environ, proctree, roles  # noqa: F401
+        from envsnap.redact import redact_value  # noqa: F401
+
+        live_environ.read_live_environ(os.getpid(), time.monotonic() + READ_DEADLINE_S)
+
     def begin_run(self) -> None:
         self._current = {}
 
@@ -101,15 +115,27 @@ class EnvironSampler:
                 if tracked is None and len(current) >= MAX_PROCESSES:
                     continue
                 tracked = current[(pid, ticks)] = _Tracked(pid, ticks, cmdline)
-                tracked.exec_status, tracked.exec_env, tracked.exec_note = proctree.read_environ(pid)
+                exec_bytes, status, note = reads.environ_bytes(pid)
+                if exec_bytes is not None:  # classified once the run is over (end_run)
+                    tracked.exec_bytes = exec_bytes
+                elif status == proctree.NO_PROCFS:
+                    tracked.exec_status, tracked.exec_env, tracked.exec_note = proctree.read_environ(pid)
+                else:
+                    tracked.exec_status, tracked.exec_note = status, note
                 parent = by_pid.get(ppid)
                 if parent is not None and parent.cmdline == cmdline:
                     # Most likely forked and not exec'd (a pool's worker): the same address space layout, so the
                     # parent's `environ` is tried first; a wrong guess fails the read's checks and is located anew.
                     tracked.located = parent.located
+                    # Its strings too: where every entry sits where the parent's last read found it, they are the
+                    # fork's copies of what that read decoded, and are not read again (read_live_environ_at).
+                    tracked.live = parent.live
+                    tracked.inherited = True
                 by_pid[pid] = tracked
             found, tracked.located = live_environ.read_live_environ_at(
                 pid, time.monotonic() + READ_DEADLINE_S, tracked.located, reads.maps_raw.get(pid), tracked.live)
+            if tracked.inherited:  # the parent's read stands for none of the child's own
+                tracked.inherited, tracked.live = False, None
             self.reads += 1
             if found.status == "ok" or tracked.live is None or tracked.live.status != "ok":
                 tracked.live = found  # the latest good read stands over a later failure (an exit mid-read)
@@ -125,8 +151,13 @@ class EnvironSampler:
         out: Dict[str, Dict[str, Any]] = {}
         if not current:
             return out
+        from envsnap.capture.collectors import proctree
+
         alloc = roles.KeyAllocator()
         for tracked in sorted(current.values(), key=lambda t: (t.ticks, t.pid)):
+            if tracked.exec_bytes is not None:  # read while it lived, classified now
+                tracked.exec_status, tracked.exec_env, tracked.exec_note = proctree.classify_environ(tracked.exec_bytes)
+                tracked.exec_bytes = None
             env = tracked.live.env if tracked.live is not None and tracked.live.env is not None else tracked.exec_env
             role = roles.parse_role(tracked.cmdline) if tracked.cmdline else None
             if role is None:

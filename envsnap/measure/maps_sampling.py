@@ -18,7 +18,11 @@ A process whose virtual memory size (/proc/PID/stat field 23) has not moved sinc
 mapped nothing new (mapping a library grows it; so does an exec): it is not read again. A process
 is known by (pid, start time in clock ticks: field 22), so a pid reused within a run is another
 process. Every sample also lists the regular files each process holds open read-only (/proc/PID/fd:
-native code's opens too), for the files_read section (capture/collectors/files_read.py). At the end
+native code's opens too), for the files_read section (capture/collectors/files_read.py).
+
+While the run goes on a read only takes the kernel's text; it is parsed when the run is over (end_run),
+outside the time the runs measure, once per distinct text (a pool's forked workers have their parent's, byte
+for byte), up to MAX_PENDING_BYTES kept unparsed. At the end
 of each run its processes get keys as the
 processes section would give them (roles.py: an SGLang title, a torchrun RANK, else the program's
 name numbered in start order); `runs` keeps them per run, for the libraries collector to describe
@@ -33,6 +37,11 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 from envsnap.measure.sample_reads import SampleReads
 
 MIN_REREAD_S = 0.1
+MAX_PARSED = 64  # maps texts kept parsed per run, each of at most MAX_PARSED_BYTES (a CUDA worker's: ~0.5 MB)
+MAX_PARSED_BYTES = 1 << 20
+# The maps texts a run keeps to parse after it ends, not while its processes run (a CUDA worker's text of ~5,000
+# lines takes milliseconds to parse): beyond this, a process's reads are parsed as they come.
+MAX_PENDING_BYTES = 64 << 20
 
 
 class SeenProcess(NamedTuple):
@@ -44,10 +53,12 @@ class SeenProcess(NamedTuple):
 
 
 class _Tracked:
-    __slots__ = ("seen", "image", "files", "first", "last", "vsize", "reads", "status", "note", "opened", "at_first")
+    __slots__ = ("seen", "environ", "image", "files", "first", "last", "vsize", "reads", "status", "note", "opened",
+                 "at_first", "pending", "absorbed")
 
-    def __init__(self, seen: SeenProcess, image: Tuple[Optional[str], List[str]]) -> None:
-        self.seen = seen
+    def __init__(self, pid: int, ticks: int, image: Tuple[Optional[str], List[str]], environ: Optional[bytes]) -> None:
+        self.seen = SeenProcess(pid, ticks, image[1], [], {})  # its variables' names once the run is over (end_run)
+        self.environ = environ  # its /proc/PID/environ, read when first seen, decoded at the end of the run
         self.image = image  # (executable, command line) the files were read under
         self.files: Dict[Tuple[str, bool], Any] = {}  # (path, deleted) -> maps.Mapped
         self.first = -1.0
@@ -58,6 +69,8 @@ class _Tracked:
         self.note = ""
         self.opened: Set[str] = set()  # regular files it held open read-only when sampled (files_read.py)
         self.at_first: Set[str] = set()  # the paths its first read found mapped (the rest it loaded later)
+        self.pending: List[Any] = []  # its maps texts read (maps.RawMaps) and not parsed yet, in read order
+        self.absorbed = 0  # its reads parsed into `files`
 
 
 def _stat(pid: int, reads: SampleReads) -> Optional[Tuple[int, int]]:
@@ -88,21 +101,18 @@ def _image(pid: object) -> Tuple[Optional[str], List[str]]:
     return exe, cmdline
 
 
-def _identify(pid: int, ticks: int, cmdline: List[str]) -> SeenProcess:
+def _identify(pid: int, ticks: int, cmdline: List[str], environ: Optional[bytes]) -> SeenProcess:
+    """The process as its key and the libraries' mentions need it: `environ`, its /proc/PID/environ as read while it
+    lived (None: unreadable), gives the names of its variables and its rank's."""
     names: List[str] = []
     ranks: Dict[str, str] = {}
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            raw = handle.read()
-        for entry in raw.split(b"\0"):
-            name, sep, value = entry.partition(b"=")
-            if sep and name:
-                text = name.decode("utf-8", "surrogateescape")
-                names.append(text)
-                if text in _RANK_NAMES:
-                    ranks[text] = value.decode("utf-8", "surrogateescape")[:32]
-    except OSError:
-        pass
+    for entry in (environ or b"").split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and name:
+            text = name.decode("utf-8", "surrogateescape")
+            names.append(text)
+            if text in _RANK_NAMES:
+                ranks[text] = value.decode("utf-8", "surrogateescape")[:32]
     return SeenProcess(pid, ticks, cmdline, names, ranks)
 
 
@@ -126,9 +136,22 @@ class MapsSampler:
         self._current: Optional[Dict[Tuple[int, int], _Tracked]] = None
         self._own = _image("self")  # a child not yet exec'd still shows this
         self.reads = 0
+        # This run's maps texts, parsed: a forked child that mapped nothing since the fork has its parent's text
+        # byte for byte (a pool's workers), and parsing is most of a read's cost after the kernel's own.
+        self._parsed: Dict[bytes, Any] = {}
+        self._pending_bytes = 0  # maps texts read in this run and not parsed yet
+
+    def warm(self) -> None:
+        """Pay, before any run, what the first sample would: the modules a read uses, and one read and parse of
+        envsnap's own maps (what a run's sampling costs is then what its processes cost)."""
+        from envsnap.capture.collectors import files_read, maps, roles  # noqa: F401
+
+        maps.from_raw(maps.read_raw(os.getpid()))
+        files_read.open_for_reading(os.getpid())
 
     def begin_run(self) -> None:
         self._current = {}
+        self._parsed, self._pending_bytes = {}, 0
 
     def sample(self, members: Iterable[int], now: float, reads: Optional[SampleReads] = None) -> None:
         """Read the maps of new members, and of known ones whose time has come (never raises); the maps text read
@@ -154,25 +177,53 @@ class MapsSampler:
             if image == self._own:
                 continue  # forked, not yet exec'd: envsnap's own image
             if tracked is None or image != tracked.image:  # new, or it exec'd another program since
-                tracked = current[(pid, ticks)] = _Tracked(_identify(pid, ticks, image[1]), image)
+                tracked = current[(pid, ticks)] = _Tracked(pid, ticks, image, reads.environ_bytes(pid)[0])
             raw = maps.read_raw(pid)
             if raw.raw and not raw.truncated:
                 reads.maps_raw[pid] = raw.raw
-            found = maps.from_raw(raw)
+            if self._pending_bytes + len(raw.raw) <= MAX_PENDING_BYTES:
+                tracked.pending.append(raw)  # parsed once the run is over (end_run)
+                self._pending_bytes += len(raw.raw)
+            else:  # too much kept unparsed: this process's reads are parsed now, in order
+                self._absorb_pending(tracked)
+                self._absorb(tracked, raw)
             if tracked.first < 0:
                 tracked.first = now
             tracked.last = now
             tracked.vsize = vsize
             tracked.reads += 1
             self.reads += 1
-            if found.files:
-                for mapped in found.files:
-                    tracked.files.setdefault((mapped.path, mapped.deleted), mapped)
-                if tracked.reads == 1:
-                    tracked.at_first = {mapped.path for mapped in found.files}
-            if found.status != "ok" and not tracked.files:
-                tracked.status, tracked.note = found.status, found.note
             _note_opened(tracked, pid)
+
+    def _parse(self, raw: Any) -> Any:
+        """maps.from_raw, once per distinct text of the run."""
+        from envsnap.capture.collectors import maps
+
+        memo = raw.status == "ok" and not raw.truncated and 0 < len(raw.raw) <= MAX_PARSED_BYTES
+        found = self._parsed.get(raw.raw) if memo else None
+        if found is None:
+            found = maps.from_raw(raw)
+            if memo and len(self._parsed) < MAX_PARSED:
+                self._parsed[raw.raw] = found
+        return found
+
+    def _absorb(self, tracked: _Tracked, raw: Any) -> None:
+        """One read of the process's maps, parsed, into what it is known to have mapped."""
+        found = self._parse(raw)
+        if found.files:
+            for mapped in found.files:
+                tracked.files.setdefault((mapped.path, mapped.deleted), mapped)
+            if not tracked.absorbed:
+                tracked.at_first = {mapped.path for mapped in found.files}
+        if found.status != "ok" and not tracked.files:
+            tracked.status, tracked.note = found.status, found.note
+        tracked.absorbed += 1
+
+    def _absorb_pending(self, tracked: _Tracked) -> None:
+        for raw in tracked.pending:
+            self._pending_bytes -= len(raw.raw)
+            self._absorb(tracked, raw)
+        tracked.pending = []
 
     def end_run(self) -> None:
         """Key the run's processes and keep them (`runs[-1]`: {key: {pid, cmdline, env_names, files...}})."""
@@ -181,6 +232,11 @@ class MapsSampler:
         current, self._current = self._current, None
         if current is None:
             return
+        for tracked in current.values():  # the run is over: what was read while it went on is parsed now
+            self._absorb_pending(tracked)
+            tracked.seen = _identify(tracked.seen.pid, tracked.seen.start_ticks, tracked.seen.cmdline, tracked.environ)
+            tracked.environ = None
+        self._parsed, self._pending_bytes = {}, 0
         alloc = roles.KeyAllocator()
         out: Dict[str, Dict[str, Any]] = {}
         for tracked in sorted(current.values(), key=lambda t: (t.seen.start_ticks, t.seen.pid)):

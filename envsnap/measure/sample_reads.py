@@ -1,7 +1,7 @@
 """What one telemetry sample read of each process, shared by the samplers that need the same /proc file.
 
 Run telemetry's samplers (maps_sampling.py, environ_sampling.py) each read a new process's
-/proc/PID/stat, and both need its maps: the maps sampler for what it mapped, the live environment
+/proc/PID/stat and /proc/PID/environ, and both need its maps: the maps sampler for what it mapped, the live environment
 for where libc's `environ` is. The kernel writes /proc/PID/maps out afresh at every read (~0.1 ms for
 a Python process), the largest single part of a new process's cost, so one read serves both within
 a sample (benchmarks/run_telemetry.py). A SampleReads lives for one sample only: nothing it holds is
@@ -9,18 +9,28 @@ older than that sample.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 
 class SampleReads:
     """One sample's reads, by pid: /proc/PID/stat's fields after the command name, and the raw maps text."""
 
 
-    __slots__ = ("_stat", "maps_raw")
+    __slots__ = ("_stat", "maps_raw", "_environ")
 
     def __init__(self) -> None:
         self._stat: Dict[int, Optional[List[bytes]]] = {}
         self.maps_raw: Dict[int, bytes] = {}  # put by the maps sampler, taken by the environment's
+        self._environ: Dict[int, Tuple[Optional[bytes], str, str]] = {}
+
+    def environ_bytes(self, pid: int) -> Tuple[Optional[bytes], str, str]:
+        """/proc/PID/environ's bytes (proctree.read_environ_bytes): the maps sampler wants its names, the
+        environment's sampler the whole block as at exec."""
+        if pid not in self._environ:
+            from envsnap.capture.collectors import proctree
+
+            self._environ[pid] = proctree.read_environ_bytes(pid)
+        return self._environ[pid]
 
     def stat_fields(self, pid: int) -> Optional[List[bytes]]:
         """proc(5)'s fields from the state on (fields[0] is field 3); None when the process is gone."""

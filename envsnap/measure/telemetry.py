@@ -27,7 +27,9 @@ Each `envsnap run` run gets a "telemetry" record:
 - with NVML, per GPU: utilisation, SM clock, power and clock-event reasons, sampled and summarised
   (gpu_sampling.py). Without NVML the record says why in "gpu" and has no "gpus".
 
-Cost: target <= 1% of one CPU (benchmarks/run_telemetry.py measures it on a run).
+Cost: target <= 1% of one CPU (benchmarks/run_telemetry.py measures it on a run): met from runs of about half a
+second with three new processes. Each new process costs a fixed first read, so shorter runs pay more; the
+samplers parse what they read once the run is over, and pay their one-time costs before the first run.
 """
 from __future__ import annotations
 
@@ -43,17 +45,21 @@ from envsnap.measure.sample_reads import SampleReads
 from envsnap.measure.sched_sampling import ThreadSampler, major_faults
 
 SAMPLE_INTERVAL_S = 0.5
-# Denser at first, so a run of a second still gets a few samples of its tree.
+# Denser at first, so a run of a second still gets a few samples of its tree. The same times in every run of
+# every session: what two sessions saw of their processes was seen at the same times into their runs (a sampler
+# paced by its own cost read GOOD and BAD at different moments of their processes' start-up, and a library one
+# side had loaded by then read as a difference nobody made).
 FIRST_SAMPLES_S = (0.05, 0.15, 0.3)
 
 
 def _thread_cpu_s() -> Optional[float]:
-    """CPU time of the calling thread (Linux RUSAGE_THREAD), or None where there is none."""
-    who = getattr(resource, "RUSAGE_THREAD", None)
-    if who is None:
+    """CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID: the scheduler's own nanoseconds, where
+    getrusage(RUSAGE_THREAD) may be tick-sampled and read 0 for a sample of a millisecond), or None where
+    there is none."""
+    try:
+        return time.thread_time()
+    except (AttributeError, OSError):
         return None
-    usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime
 
 
 # ---------------------------------------------------------------- one run
@@ -299,6 +305,8 @@ class Telemetry:
             self._opened = True
             self.gpus.open()
             self.tree.refresh()  # fill the pid cache before the run, not during it
+            self.maps.warm()  # and the samplers' one-time costs (imports, libc's symbols): before, not during
+            self.environs.warm()
         self.maps.begin_run()
         sampler = RunSampler(self.tree, self.gpus, self.watch, self.interval, neighbours=self.neighbours)
         sampler.maps = self.maps

@@ -163,3 +163,53 @@ def test_one_maps_read_serves_both_samplers_and_each_variable_is_redacted_once(m
     (entry,), (again,) = first.values(), second.values()
     assert entry["live_environ"] == redact_env(alone.env) == again["live_environ"]
     assert entry["live_environ"]["PLAIN"] == "1" and token not in json.dumps(entry)
+
+
+QUIET_FORKER = """\
+import os, time
+os.environ["SET_BEFORE_FORK"] = "yes"
+if os.fork() == 0:
+    time.sleep(30)
+    os._exit(0)
+time.sleep(30)
+"""
+
+
+def test_a_forked_child_that_changed_nothing_keeps_its_parents_strings_unread(monkeypatch):
+    """A pool's worker, forked and not exec'd, holds its parent's environment at the same addresses: its first read
+    finds every entry where the parent's read found it, and takes the strings that read decoded instead of reading
+    them again. What it takes is what a read of its own finds."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from envsnap.capture.collectors import live_environ
+    from envsnap.measure.environ_sampling import EnvironSampler
+
+    string_reads: list = []
+    real = live_environ._read_strings
+    monkeypatch.setattr(live_environ, "_read_strings",
+                        lambda memory, pointers: string_reads.append(memory.pid) or real(memory, pointers))
+    parent = subprocess.Popen([sys.executable, "-c", QUIET_FORKER], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        children: list = []
+        while time.monotonic() < deadline and not children:
+            time.sleep(0.05)
+            with open(f"/proc/{parent.pid}/task/{parent.pid}/children") as handle:
+                children = [int(p) for p in handle.read().split()]
+        assert children
+        time.sleep(0.2)
+        sampler = EnvironSampler(redact=False)
+        sampler.begin_run()
+        sampler.sample([parent.pid, children[0]], 0.0)
+        tracked = {t.pid: t for t in sampler._current.values()}
+        child, parent_read = tracked[children[0]], tracked[parent.pid]
+        assert child.live.status == "ok" and child.live.env.get("SET_BEFORE_FORK") == "yes"
+        assert string_reads == [parent.pid]  # the child's strings were not read again
+        assert child.live.env == parent_read.live.env == live_environ.read_live_environ(children[0]).env
+        assert not child.inherited  # the parent's read was lent for the read, and is not the child's record
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()

@@ -38,7 +38,12 @@ def _names(run_entry):
     return {m.path.rsplit("/", 1)[-1] for m in run_entry["files"]}
 
 
-def test_a_library_loaded_later_is_seen_when_the_process_is_read_again(late_loader):
+@pytest.mark.parametrize("kept", ["after the run", "as read"])
+def test_a_library_loaded_later_is_seen_when_the_process_is_read_again(late_loader, kept, monkeypatch):
+    if kept == "as read":  # more maps text than a run keeps unparsed: each read parsed as it comes, in order
+        from envsnap.measure import maps_sampling
+
+        monkeypatch.setattr(maps_sampling, "MAX_PENDING_BYTES", 0)
     sampler = MapsSampler(min_reread_s=0.25)
     sampler.begin_run()
     sampler.sample([late_loader.pid], 0.05)
@@ -134,3 +139,47 @@ def test_a_sampled_command_line_is_redacted():
     data = libraries.collect_after_runs(ctx, {}, sampler.runs, [1])["data"]
     (entry,) = data["run_processes"].values()
     assert "--api-key" in entry["title"] and secret not in entry["title"] and secret not in json.dumps(data)
+
+
+POOL = """\
+import multiprocessing as mp, sys, time
+if __name__ == "__main__":
+    with mp.get_context("fork").Pool(2) as pool:
+        print("UP", flush=True)
+        sys.stdin.read()
+"""
+
+
+def test_forked_workers_with_their_parents_maps_text_are_parsed_once(monkeypatch):
+    """A pool's workers, forked from one parent after it started its threads, map the same objects at the same
+    addresses: the kernel's text is the same bytes, and is parsed once a run. What each worker gets is what a
+    parse of its own gives."""
+    import os
+
+    from envsnap.capture.collectors import maps
+
+    parses: list = []
+    real = maps.parse
+    monkeypatch.setattr(maps, "parse", lambda raw: parses.append(len(raw)) or real(raw))
+    proc = start([sys.executable, "-c", POOL], env=clean_env())
+    try:
+        wait_line(proc, "UP")
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as handle:
+            workers = [int(p) for p in handle.read().split()]
+        assert len(workers) == 2
+        texts = [maps.read_raw(pid).raw for pid in workers]
+        assert texts[0] == texts[1]  # the premise: the workers' maps are the same bytes
+        parses.clear()
+        sampler = MapsSampler()
+        sampler.begin_run()
+        sampler.sample([proc.pid] + workers, 0.05)
+        assert sampler.reads == 3 and parses == []  # read while the run goes on, parsed once it is over
+        tracked = {t.seen.pid: t for t in sampler._current.values()}
+        sampler.end_run()
+        assert len(parses) == 2  # the parent's text, and the workers' once
+        for pid in workers:
+            assert sorted(tracked[pid].files.values()) == sorted(maps.from_raw(maps.read_raw(pid)).files)
+        assert sampler._parsed == {} and sampler._pending_bytes == 0  # nothing kept past its run
+        assert os.path.exists(f"/proc/{proc.pid}")
+    finally:
+        stop(proc)

@@ -69,21 +69,32 @@ def classify_environ(raw: bytes) -> Tuple[str, Optional[Dict[str, str]], str]:
 
 def read_environ(pid: int) -> Tuple[str, Optional[Dict[str, str]], str]:
     """/proc/PID/environ, classified; never raises."""
+    raw, status, note = read_environ_bytes(pid)
+    if raw is not None:
+        return classify_environ(raw)
+    return _psutil_environ(pid) if status == NO_PROCFS else (status, None, note)
+
+
+NO_PROCFS = "no procfs"
+
+
+def read_environ_bytes(pid: int) -> Tuple[Optional[bytes], str, str]:
+    """/proc/PID/environ's bytes, unclassified (run telemetry classifies them once its run is over), or None with
+    the status and note of why not (NO_PROCFS: no /proc at all); never raises."""
     path = f"/proc/{pid}/environ"
     try:
         with open(path, "rb") as handle:
-            raw = handle.read()
+            return handle.read(), "ok", ""
     except FileNotFoundError:
         if not os.path.isdir("/proc/self"):
-            return _psutil_environ(pid)
-        return "gone", None, "process exited"
+            return None, NO_PROCFS, ""
+        return None, "gone", "process exited"
     except ProcessLookupError:
-        return "gone", None, "process exited"
+        return None, "gone", "process exited"
     except PermissionError:
-        return "denied", None, DENIED_NOTE
+        return None, "denied", DENIED_NOTE
     except OSError as exc:
-        return "denied", None, f"cannot read {path}: {exc.strerror or exc}"
-    return classify_environ(raw)
+        return None, "denied", f"cannot read {path}: {exc.strerror or exc}"
 
 
 def _psutil_environ(pid: int) -> Tuple[str, Optional[Dict[str, str]], str]:
