@@ -50,6 +50,20 @@ def test_the_clients_in_process_variable_is_read_from_memory_and_compared():
     assert found["workers.env.CLIENT_MODE"].bad == "slow" or found.get("workers.disagree.CLIENT_MODE")
 
 
+def _children_of(pid: int, timeout_s: float = 10.0) -> list:
+    """The pids of a process's children once it has some (its main thread's /proc children list)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            children = [int(p) for p in handle.read().split()]
+        if children:
+            return children
+    raise AssertionError(f"process {pid} started no child in {timeout_s:g} s")
+
+
 # Forks a child that sets its own variable; in "exec" mode the child then execs the very same command line (a
 # process that only looks like a pool's worker: same command line, another address space).
 FORKER = """\
@@ -84,13 +98,7 @@ def test_a_forked_child_is_read_where_its_parent_keeps_environ_and_checked(mode,
     monkeypatch.setattr(live_environ, "_locate", lambda pid, maps: located.append(pid) or real_locate(pid, maps))
     parent = subprocess.Popen([sys.executable, "-c", FORKER, mode, FORKER], start_new_session=True)
     try:
-        deadline = time.monotonic() + 10
-        children: list = []
-        while time.monotonic() < deadline and not children:
-            time.sleep(0.05)
-            with open(f"/proc/{parent.pid}/task/{parent.pid}/children") as handle:
-                children = [int(p) for p in handle.read().split()]
-        assert children
+        children = _children_of(parent.pid)
         time.sleep(0.5)  # the child has set its variable (and exec'd, in "exec" mode)
         with open(f"/proc/{children[0]}/cmdline", "rb") as handle:
             assert handle.read().split(b"\0")[:3] == [os.fsencode(sys.executable), b"-c", FORKER.encode()]
@@ -193,13 +201,7 @@ def test_a_forked_child_that_changed_nothing_keeps_its_parents_strings_unread(mo
                         lambda memory, pointers: string_reads.append(memory.pid) or real(memory, pointers))
     parent = subprocess.Popen([sys.executable, "-c", QUIET_FORKER], start_new_session=True)
     try:
-        deadline = time.monotonic() + 10
-        children: list = []
-        while time.monotonic() < deadline and not children:
-            time.sleep(0.05)
-            with open(f"/proc/{parent.pid}/task/{parent.pid}/children") as handle:
-                children = [int(p) for p in handle.read().split()]
-        assert children
+        children = _children_of(parent.pid)
         time.sleep(0.2)
         sampler = EnvironSampler(redact=False)
         sampler.begin_run()
