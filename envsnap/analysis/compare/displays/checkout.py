@@ -6,7 +6,6 @@ from typing import Any, Dict, Optional
 from envsnap import format as fmt
 from envsnap.analysis.compare.displays.default import setting_value as setting_value  # noqa: F401 (Protocol)
 from envsnap.analysis.compare.view_model import View
-from envsnap.model import keys
 from envsnap.model.keys import Subject
 
 WHERES = frozenset({"git"})
@@ -31,8 +30,6 @@ def absent_in(subject: Subject, view: View, one_sided: bool) -> Optional[str]:
 
 def short(subject: Subject, value: Dict[str, Any]) -> Any:
     aspect = subject.aspect
-    if aspect == keys.DISAGREE:  # instances that disagree read alike for every kind (default.short)
-        return fmt.instances(value)
     if aspect == "stash":
         if not value:
             return "empty"

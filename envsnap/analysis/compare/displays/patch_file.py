@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from envsnap import format as fmt
 from envsnap.analysis.compare.displays.default import (  # noqa: F401 (the Protocol's defaults)
     absent_in as absent_in,
     setting_value as setting_value,
 )
-from envsnap.model import keys
 from envsnap.model.keys import Subject
 
 WHERES = frozenset({"patches"})
@@ -20,8 +18,6 @@ def absent(subject: Subject) -> str:
 
 
 def short(subject: Subject, value: Dict[str, Any]) -> Any:
-    if subject.aspect == keys.DISAGREE:  # instances that disagree read alike for every kind (default.short)
-        return fmt.instances(value)
     if "name" in value:
         return "given"
     sha = str(value.get("sha256") or "")

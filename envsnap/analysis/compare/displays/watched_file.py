@@ -4,21 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from envsnap import format as fmt
 from envsnap.analysis.compare.displays.default import (  # noqa: F401 (the Protocol's defaults)
     absent as absent,
     absent_in as absent_in,
     setting_value as setting_value,
 )
-from envsnap.model import keys
 from envsnap.model.keys import Subject
 
 WHERES = frozenset({"files"})
 
 
 def short(subject: Subject, value: Dict[str, Any]) -> Any:
-    if subject.aspect == keys.DISAGREE:  # instances that disagree read alike for every kind (default.short)
-        return fmt.instances(value)
     if "error" in value:
         return f"error: {value['error']}"
     return f"sha256 {str(value.get('sha256') or '')[:12]} ({value.get('size')} bytes)"
