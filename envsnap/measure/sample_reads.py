@@ -1,8 +1,8 @@
 """What one telemetry sample read of each process, shared by the samplers that need the same /proc file.
 
 Run telemetry's samplers (maps_sampling.py, environ_sampling.py) each read a new process's
-/proc/PID/stat and /proc/PID/environ, and both need its maps: the maps sampler for what it mapped, the live environment
-for where libc's `environ` is. The kernel writes /proc/PID/maps out afresh at every read (~0.1 ms for
+/proc/PID/stat and /proc/PID/environ, and both need its maps: the maps sampler for what it mapped, the
+live environment for where libc's `environ` is. The kernel writes /proc/PID/maps out afresh at every read (~0.1 ms for
 a Python process), the largest single part of a new process's cost, so one read serves both within
 a sample (benchmarks/run_telemetry.py). A SampleReads lives for one sample only: nothing it holds is
 older than that sample.
@@ -13,8 +13,8 @@ from typing import Dict, List, Optional, Tuple
 
 
 class SampleReads:
-    """One sample's reads, by pid: /proc/PID/stat's fields after the command name, and the raw maps text."""
-
+    """One sample's reads, by pid: /proc/PID/stat's fields after the command name, /proc/PID/environ's bytes,
+    and the raw maps text."""
 
     __slots__ = ("_stat", "maps_raw", "_environ")
 
