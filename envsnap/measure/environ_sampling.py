@@ -23,7 +23,7 @@ import os
 import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from envsnap.measure.sample_reads import SampleReads
+from envsnap.measure.sample_reads import SampleReads, read_cmdline_bytes
 
 MIN_REREAD_S = 0.1
 MAX_PROCESSES = 256
@@ -56,11 +56,9 @@ def _start_and_parent(pid: int, reads: SampleReads) -> Optional[Tuple[int, int]]
         return None
 
 
-def _cmdline(pid: object) -> Optional[List[str]]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            raw = handle.read(1 << 20)
-    except OSError:
+def _cmdline(raw: Optional[bytes]) -> Optional[List[str]]:
+    """A /proc/PID/cmdline's arguments (None: it could not be read)."""
+    if raw is None:
         return None
     return [part.decode("utf-8", "surrogateescape") for part in raw.split(b"\0") if part]
 
@@ -72,7 +70,7 @@ class EnvironSampler:
         self.redact = redact
         self.min_reread_s = min_reread_s
         self._current: Optional[Dict[Tuple[int, int], _Tracked]] = None
-        self._own = _cmdline("self")
+        self._own = _cmdline(read_cmdline_bytes("self"))
         self.reads = 0
         # (name, value) -> its redacted value: a run's processes, and every run of a session, share most of one
         # environment, so each variable is redacted once (redact_value is a function of the two).
@@ -108,7 +106,7 @@ class EnvironSampler:
             tracked = current.get((pid, ticks))
             if tracked is not None and now - tracked.last < max(self.min_reread_s, tracked.last - tracked.first):
                 continue
-            cmdline = _cmdline(pid)
+            cmdline = _cmdline(reads.cmdline_bytes(pid))
             if not cmdline or cmdline == self._own:
                 continue  # gone or a zombie (no command line), or forked and not yet exec'd: envsnap's own image
             if tracked is None or cmdline != tracked.cmdline:  # new, or it exec'd another program since

@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
-from envsnap.measure.sample_reads import SampleReads
+from envsnap.measure.sample_reads import SampleReads, read_cmdline_bytes
 
 MIN_REREAD_S = 0.1
 MAX_PARSED = 64  # maps texts kept parsed per run, each of at most MAX_PARSED_BYTES (a CUDA worker's: ~0.5 MB)
@@ -85,19 +85,16 @@ def _stat(pid: int, reads: SampleReads) -> Optional[Tuple[int, int]]:
 _RANK_NAMES = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 
-def _image(pid: object) -> Tuple[Optional[str], List[str]]:
-    """(executable, command line) of a process ("self" or a pid): what an exec changes."""
+def _image(pid: object, raw_cmdline: Optional[bytes]) -> Tuple[Optional[str], List[str]]:
+    """(executable, command line) of a process ("self" or a pid; `raw_cmdline` its /proc/PID/cmdline): what an
+    exec changes."""
     try:
         exe: Optional[str] = os.readlink(f"/proc/{pid}/exe")
     except OSError:
         exe = None
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            cmdline = [a.decode("utf-8", "surrogateescape") for a in handle.read().split(b"\0")]
-        while cmdline and cmdline[-1] == "":
-            cmdline.pop()
-    except OSError:
-        cmdline = []
+    cmdline = [a.decode("utf-8", "surrogateescape") for a in (raw_cmdline or b"").split(b"\0")]
+    while cmdline and cmdline[-1] == "":
+        cmdline.pop()
     return exe, cmdline
 
 
@@ -134,7 +131,7 @@ class MapsSampler:
         self.min_reread_s = min_reread_s
         self.runs: List[Dict[str, Dict[str, Any]]] = []  # one per run, in the order they ran
         self._current: Optional[Dict[Tuple[int, int], _Tracked]] = None
-        self._own = _image("self")  # a child not yet exec'd still shows this
+        self._own = _image("self", read_cmdline_bytes("self"))  # a child not yet exec'd still shows this
         self.reads = 0
         # This run's maps texts, parsed: a forked child that mapped nothing since the fork has its parent's text
         # byte for byte (a pool's workers), and parsing is most of a read's cost after the kernel's own.
@@ -173,7 +170,7 @@ class MapsSampler:
                     or now - tracked.last < max(self.min_reread_s, tracked.last - tracked.first)):
                 _note_opened(tracked, pid)  # files come and go without the maps moving: every sample
                 continue
-            image = _image(pid)
+            image = _image(pid, reads.cmdline_bytes(pid))
             if image == self._own:
                 continue  # forked, not yet exec'd: envsnap's own image
             if tracked is None or image != tracked.image:  # new, or it exec'd another program since

@@ -12,6 +12,7 @@ import os
 from typing import Dict, Optional, Sequence, Set, Tuple
 
 from envsnap.capture import procfs
+from envsnap.measure.sample_reads import SampleReads
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -36,9 +37,10 @@ def process_stat_of(fields: Optional[Sequence[bytes]]) -> Optional[Tuple[int, in
         return None
 
 
-def _stat_ids(pid: int) -> Optional[Tuple[int, int]]:
-    """(ppid, session id) from /proc/PID/stat."""
-    found = read_process_stat(pid)
+def _stat_ids(pid: int, reads: Optional[SampleReads] = None) -> Optional[Tuple[int, int]]:
+    """(ppid, session id) from /proc/PID/stat (`reads`: the sample's reads, which keep the fields for its other
+    parts: a new member's stat is then read once a sample)."""
+    found = read_process_stat(pid) if reads is None else process_stat_of(reads.stat_fields(pid))
     return (found[0], found[1]) if found is not None else None
 
 
@@ -102,7 +104,7 @@ class ProcessTree:
         if self.ids.get(pid) != ids:
             self._index(pid, ids)
 
-    def refresh(self) -> Set[int]:
+    def refresh(self, reads: Optional[SampleReads] = None) -> Set[int]:
         live = _pids()
         for gone in [p for p in self.ids if p not in live]:
             self._index(gone, None)
@@ -110,7 +112,7 @@ class ProcessTree:
         self.members &= live
         for pid in live:
             if pid not in self.ids:
-                self._index(pid, _stat_ids(pid))
+                self._index(pid, _stat_ids(pid, reads))
         own = self.ids.get(self.root)
         stack = [self.root] + list(self.members)
         while stack:

@@ -11,17 +11,37 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+MAX_CMDLINE_BYTES = 1 << 20
+
+
+def read_cmdline_bytes(pid: object) -> Optional[bytes]:
+    """/proc/PID/cmdline ("self" or a pid), at most MAX_CMDLINE_BYTES; None when it cannot be read."""
+    from envsnap.capture import procfs
+
+    try:
+        return procfs.read_file(f"/proc/{pid}/cmdline", MAX_CMDLINE_BYTES)
+    except OSError:
+        return None
+
 
 class SampleReads:
-    """One sample's reads, by pid: /proc/PID/stat's fields after the command name, /proc/PID/environ's bytes,
-    and the raw maps text."""
+    """One sample's reads, by pid: /proc/PID/stat's fields after the command name, /proc/PID/cmdline's and
+    /proc/PID/environ's bytes, and the raw maps text."""
 
-    __slots__ = ("_stat", "maps_raw", "_environ")
+    __slots__ = ("_stat", "maps_raw", "_environ", "_cmdline")
 
     def __init__(self) -> None:
         self._stat: Dict[int, Optional[List[bytes]]] = {}
         self.maps_raw: Dict[int, bytes] = {}  # put by the maps sampler, taken by the environment's
         self._environ: Dict[int, Tuple[Optional[bytes], str, str]] = {}
+        self._cmdline: Dict[int, Optional[bytes]] = {}
+
+    def cmdline_bytes(self, pid: int) -> Optional[bytes]:
+        """/proc/PID/cmdline's bytes (at most MAX_CMDLINE_BYTES; None: gone or unreadable): both samplers tell a
+        process that exec'd from its command line."""
+        if pid not in self._cmdline:
+            self._cmdline[pid] = read_cmdline_bytes(pid)
+        return self._cmdline[pid]
 
     def environ_bytes(self, pid: int) -> Tuple[Optional[bytes], str, str]:
         """/proc/PID/environ's bytes (proctree.read_environ_bytes): the maps sampler wants its names, the

@@ -17,7 +17,7 @@ the peak count of each name over the run's samples.
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, Iterable, Mapping, Optional, Tuple
 
 from envsnap.capture import procfs
 from envsnap.capture.collectors.placement import group_name
@@ -72,10 +72,13 @@ class ThreadSampler:
                 if counts is not None:
                     self.first[(pid, tid)] = counts
 
-    def sample(self, pids: Iterable[int]) -> None:
+    def sample(self, pids: Iterable[int], thread_counts: Optional[Mapping[int, int]] = None) -> None:
+        """`thread_counts`: {pid: threads} from this sample's stat reads; a process of one thread is that thread,
+        and its task directory is not listed."""
         now: Dict[str, int] = {}
         for pid in pids:
-            for tid in _tids(pid):
+            single = thread_counts is not None and thread_counts.get(pid) == 1
+            for tid in [pid] if single else _tids(pid):
                 counts = read_schedstat(pid, tid)
                 if counts is None:
                     continue  # ended between the listing and the read
@@ -103,7 +106,6 @@ class ThreadSampler:
 
 def _comm(pid: int, tid: int) -> str:
     try:
-        with open(f"/proc/{pid}/task/{tid}/comm", "rb") as handle:
-            return group_name(handle.read(64).decode("utf-8", "replace").rstrip("\n"))
+        return group_name(procfs.read_file(f"/proc/{pid}/task/{tid}/comm", 64).decode("utf-8", "replace").rstrip("\n"))
     except OSError:
         return "?"

@@ -180,16 +180,18 @@ class RunSampler:
                 pass  # a sample lost is a shorter series, never a failed run
 
     def _sample(self) -> None:
-        members = self.tree.refresh()
         reads = SampleReads()  # one read of a process's stat (and maps) serves every part of this sample
+        members = self.tree.refresh(reads)
         rss = threads = 0
         counted = 0
+        thread_counts: Dict[int, int] = {}
         for pid in members:
             found = process_stat_of(reads.stat_fields(pid))
             if found is None:
                 continue  # ended between the listing and the read
             self.tree.update(pid, (found[0], found[1]))
             threads += found[2]
+            thread_counts[pid] = found[2]
             rss += found[3]
             counted += 1
             if not self.tree.reaches_root(pid):
@@ -198,7 +200,7 @@ class RunSampler:
                 self.cpus.update(os.sched_getaffinity(pid))
             except OSError:
                 pass
-        self.threads.sample(members)
+        self.threads.sample(members, thread_counts)
         if counted:
             self.samples += 1
             self.peak_rss = max(self.peak_rss, rss)

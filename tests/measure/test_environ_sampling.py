@@ -95,7 +95,7 @@ def test_a_forked_child_is_read_where_its_parent_keeps_environ_and_checked(mode,
 
     located: list = []
     real_locate = live_environ._locate
-    monkeypatch.setattr(live_environ, "_locate", lambda pid, maps: located.append(pid) or real_locate(pid, maps))
+    monkeypatch.setattr(live_environ, "_locate", lambda pid, maps, exe: located.append(pid) or real_locate(pid, maps, exe))
     parent = subprocess.Popen([sys.executable, "-c", FORKER, mode, FORKER], start_new_session=True)
     try:
         children = _children_of(parent.pid)

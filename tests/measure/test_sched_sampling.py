@@ -87,3 +87,27 @@ def test_sampled_counts_of_this_process_are_its_own():
     sampler = ThreadSampler()
     sampler.sample([os.getpid()])
     assert sampler.summary()["threads_seen"] >= 1
+
+
+def test_a_process_of_one_thread_is_sampled_without_listing_its_tasks(monkeypatch):
+    """Given the sample's thread counts, a one-thread process is its own only thread: the same counts and name
+    as with its task directory listed, and the listing is not made."""
+    from envsnap.measure import sched_sampling
+
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        time.sleep(0.2)
+        listed = ThreadSampler()
+        listed.sample([proc.pid])
+        listings: list = []
+        real_tids = sched_sampling._tids
+        monkeypatch.setattr(sched_sampling, "_tids", lambda pid: listings.append(pid) or real_tids(pid))
+        counted = ThreadSampler()
+        counted.sample([proc.pid], {proc.pid: 1})
+    finally:
+        proc.stdin.close()
+        proc.wait()
+    assert listings == []
+    assert list(counted.last) == list(listed.last) == [(proc.pid, proc.pid)]
+    names = counted.summary()["thread_names"]
+    assert names == listed.summary()["thread_names"] and sum(names.values()) == 1

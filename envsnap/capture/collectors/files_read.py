@@ -27,6 +27,7 @@ import stat
 import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
+from envsnap.capture import procfs
 from envsnap.capture.base import CaptureContext, ok, unavailable
 from envsnap.model.rules import NONE, SectionRules, rule, volatile
 from envsnap.model.types import Section
@@ -147,10 +148,9 @@ def open_for_reading(pid: int, limit: int = 4096) -> List[str]:
 def read_only(pid: int, fd: str) -> bool:
     """Whether descriptor `fd` of `pid` was opened read-only (proc(5): fdinfo's "flags:", octal)."""
     try:
-        with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as handle:
-            for line in handle:
-                if line.startswith(b"flags:"):
-                    return int(line.split()[1], 8) & os.O_ACCMODE == os.O_RDONLY
+        for line in procfs.read_file(f"/proc/{pid}/fdinfo/{fd}", 4096).splitlines():
+            if line.startswith(b"flags:"):
+                return int(line.split()[1], 8) & os.O_ACCMODE == os.O_RDONLY
     except (OSError, ValueError, IndexError):
         pass
     return False

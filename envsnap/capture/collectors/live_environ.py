@@ -258,13 +258,18 @@ class _Mapping(NamedTuple):
 _LIBC_NEEDLES = (b"libc", b"musl")
 
 
-def _maps(pid: int, raw: Optional[bytes] = None) -> Optional[List[_Mapping]]:
-    """The mappings of the executable and of C libraries (None: the process maps no file at all); `raw`: the
-    process's maps text when the caller has just read it (run telemetry: one read of the file serves both)."""
+def _exe(pid: int) -> str:
     try:
-        exe = os.readlink(f"/proc/{pid}/exe").encode("utf-8", "surrogateescape")
+        return os.readlink(f"/proc/{pid}/exe")
     except OSError:
-        exe = b""
+        return ""
+
+
+def _maps(pid: int, raw: Optional[bytes] = None, exe_path: str = "") -> Optional[List[_Mapping]]:
+    """The mappings of the executable (`exe_path`) and of C libraries (None: the process maps no file at all);
+    `raw`: the process's maps text when the caller has just read it (run telemetry: one read of the file serves
+    both)."""
+    exe = exe_path.encode("utf-8", "surrogateescape")
     try:
         if raw is None:
             with open(f"/proc/{pid}/maps", "rb") as handle:
@@ -323,12 +328,9 @@ def _symbols(pid: int, mapping: _Mapping) -> Optional[elf.DynamicSymbols]:
     return None
 
 
-def _candidates(pid: int, maps: List[_Mapping]) -> List[_Mapping]:
-    """The executable first (a copy relocation puts `environ` there), then the C libraries, each once."""
-    try:
-        exe = os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        exe = ""
+def _candidates(exe: str, maps: List[_Mapping]) -> List[_Mapping]:
+    """The executable (its path `exe`) first (a copy relocation puts `environ` there), then the C libraries, each
+    once."""
     first: Dict[str, _Mapping] = {}
     for mapping in sorted(maps, key=lambda m: (m.path, m.offset, m.start)):
         first.setdefault(mapping.path, mapping)
@@ -338,9 +340,9 @@ def _candidates(pid: int, maps: List[_Mapping]) -> List[_Mapping]:
     return exe_maps + [m for m in libcs if m not in exe_maps]
 
 
-def _locate(pid: int, maps: List[_Mapping]) -> Tuple[int, int, str]:
+def _locate(pid: int, maps: List[_Mapping], exe: str) -> Tuple[int, int, str]:
     """(address of the `environ` variable, pointer size, object path)."""
-    for mapping in _candidates(pid, maps):
+    for mapping in _candidates(exe, maps):
         symbols = _symbols(pid, mapping)
         if symbols is None or not symbols.values:
             continue
@@ -438,12 +440,13 @@ def _read_located(pid: int, deadline: Optional[float], located: Optional[Located
     source = ""
     try:
         if located is None:
-            maps = _maps(pid, maps_raw or None)
+            exe = _exe(pid)
+            maps = _maps(pid, maps_raw or None, exe)
             if maps is None:
                 # A kernel thread, or a zombie: no user memory at all.
                 return LiveEnviron("unreadable", None, "no mapped files (a kernel thread, or a process that exited)",
                                    "")
-            located = _locate(pid, maps)
+            located = _locate(pid, maps, exe)
             if where is not None:
                 where.append(located)
         variable, size, source = located

@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set,
 
 import psutil
 
+from envsnap.capture import procfs
 from envsnap.capture.collectors import live_environ, placement, roles as roles_mod
 from envsnap.redact import redact_argv, redact_env
 
@@ -76,6 +77,9 @@ def read_environ(pid: int) -> Tuple[str, Optional[Dict[str, str]], str]:
 
 
 NO_PROCFS = "no procfs"
+# Read whole: the kernel caps exec's strings at a quarter of the stack limit (a few MiB); an in-process setenv is
+# not in this block at all.
+MAX_ENVIRON_BYTES = 64 << 20
 
 
 def read_environ_bytes(pid: int) -> Tuple[Optional[bytes], str, str]:
@@ -83,8 +87,7 @@ def read_environ_bytes(pid: int) -> Tuple[Optional[bytes], str, str]:
     the status and note of why not (NO_PROCFS: no /proc at all); never raises."""
     path = f"/proc/{pid}/environ"
     try:
-        with open(path, "rb") as handle:
-            return handle.read(), "ok", ""
+        return procfs.read_file(path, MAX_ENVIRON_BYTES), "ok", ""
     except FileNotFoundError:
         if not os.path.isdir("/proc/self"):
             return None, NO_PROCFS, ""
