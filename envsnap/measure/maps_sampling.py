@@ -18,7 +18,8 @@ A process whose virtual memory size (/proc/PID/stat field 23) has not moved sinc
 mapped nothing new (mapping a library grows it; so does an exec): it is not read again. A process
 is known by (pid, start time in clock ticks: field 22), so a pid reused within a run is another
 process. Every sample also lists the regular files each process holds open read-only (/proc/PID/fd:
-native code's opens too), for the files_read section (capture/collectors/files_read.py).
+native code's opens too), for the files_read section (capture/collectors/files_read.py): the descriptors it
+did not hold at its last sample, at most MAX_NEW_FDS a sample.
 
 While the run goes on a read only takes the kernel's text; it is parsed when the run is over (end_run),
 outside the time the runs measure, once per distinct text (a pool's forked workers have their parent's, byte
@@ -54,7 +55,7 @@ class SeenProcess(NamedTuple):
 
 class _Tracked:
     __slots__ = ("seen", "environ", "image", "files", "first", "last", "vsize", "reads", "status", "note", "opened",
-                 "at_first", "pending", "absorbed")
+                 "fds", "at_first", "pending", "absorbed")
 
     def __init__(self, pid: int, ticks: int, image: Tuple[Optional[str], List[str]], environ: Optional[bytes]) -> None:
         self.seen = SeenProcess(pid, ticks, image[1], [], {})  # its variables' names once the run is over (end_run)
@@ -68,6 +69,7 @@ class _Tracked:
         self.status = "ok"
         self.note = ""
         self.opened: Set[str] = set()  # regular files it held open read-only when sampled (files_read.py)
+        self.fds: Set[str] = set()  # its descriptors already looked at, held since (/proc/PID/fd's names)
         self.at_first: Set[str] = set()  # the paths its first read found mapped (the rest it loaded later)
         self.pending: List[Any] = []  # its maps texts read (maps.RawMaps) and not parsed yet, in read order
         self.absorbed = 0  # its reads parsed into `files`
@@ -114,14 +116,36 @@ def _identify(pid: int, ticks: int, cmdline: List[str], environ: Optional[bytes]
 
 
 MAX_OPENED = 1024  # paths kept per process: files_read.py caps what it hashes anyway
+# Descriptors looked at per process and sample: each costs a readlink and, for a regular file, its fdinfo (~20 us
+# with the caches cold), so a process holding thousands of files is taken in over several samples, not at once.
+MAX_NEW_FDS = 128
 
 
 def _note_opened(tracked: _Tracked, pid: int) -> None:
-    """The regular files the process holds open read-only now (/proc/PID/fd), added to what it was seen with."""
-    from envsnap.capture.collectors.files_read import open_for_reading
+    """The regular files the process holds open read-only now (/proc/PID/fd), added to what it was seen with.
+    Only descriptors it did not hold at its last sample are looked at (a server's hundreds of long-held
+    descriptors would otherwise cost milliseconds every sample): a file closed and another opened at the same
+    number between two samples is not seen, as a file opened and closed between them is not."""
+    from envsnap.capture.collectors.files_read import read_only_file
 
-    if len(tracked.opened) < MAX_OPENED:
-        tracked.opened.update(open_for_reading(pid)[:MAX_OPENED - len(tracked.opened)])
+    if len(tracked.opened) >= MAX_OPENED:
+        return
+    try:
+        listed = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return
+    tracked.fds.intersection_update(listed)  # those closed since: a later open at that number is looked at anew
+    budget = MAX_NEW_FDS
+    for fd in listed:
+        if fd in tracked.fds:
+            continue
+        if budget == 0:
+            break  # the rest at the next sample, if still held
+        budget -= 1
+        tracked.fds.add(fd)
+        path = read_only_file(pid, fd)
+        if path is not None and len(tracked.opened) < MAX_OPENED:
+            tracked.opened.add(path)
 
 
 class MapsSampler:

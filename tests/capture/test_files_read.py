@@ -137,6 +137,73 @@ def test_the_runs_sampler_lists_what_a_process_holds_open(holder):
     assert reads.readers[str(kept)] == {f"command/{key}"} and reads.how[str(kept)] == {"fd"}
 
 
+# Opens the files named on each line of stdin, in order, and answers with the line; "close N" closes the Nth.
+OPENER = r"""
+import sys
+held = []
+print("UP", flush=True)
+for line in sys.stdin:
+    word = line.split()
+    if word[0] == "close":
+        held[int(word[1])].close()
+    else:
+        held.append(open(word[0]))
+    print(line.strip(), flush=True)
+"""
+
+
+def test_the_sampler_takes_many_held_files_over_samples_and_looks_at_each_descriptor_once(tmp_path, monkeypatch):
+    """A process holding more files than a sample looks at (MAX_NEW_FDS) has them all listed after a few
+    samples; a descriptor held since the last sample is not looked at again; a number closed and opened again
+    after a sample saw it closed is."""
+    from envsnap.measure import maps_sampling
+
+    monkeypatch.setattr(maps_sampling, "MAX_NEW_FDS", 4)
+    looked: list = []
+    real = files_read.read_only_file
+    monkeypatch.setattr(files_read, "read_only_file", lambda pid, fd: looked.append(fd) or real(pid, fd))
+    paths = [tmp_path / f"tuning-{i}.json" for i in range(10)]
+    for path in paths:
+        path.write_text("{}")
+    late = tmp_path / "late.conf"
+    late.write_text("x")
+    proc = start([sys.executable, "-c", OPENER], env=clean_env())
+
+    def say(line):
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+        wait_line(proc, line)
+
+    try:
+        wait_line(proc, "UP")
+        for path in paths:
+            say(str(path))
+        held = len(os.listdir(f"/proc/{proc.pid}/fd"))
+        sampler = MapsSampler()
+        sampler.begin_run()
+        per_sample = []
+        for at in (0.05, 0.15, 0.3, 0.5):
+            looked.clear()
+            sampler.sample([proc.pid], at)
+            per_sample.append(list(looked))
+        assert [len(fds) for fds in per_sample] == [min(4, max(0, held - 4 * i)) for i in range(4)]
+        seen = [fd for fds in per_sample for fd in fds]
+        assert len(seen) == len(set(seen)) == held  # every descriptor looked at, each once
+        say("close 0")
+        looked.clear()
+        sampler.sample([proc.pid], 0.8)
+        assert looked == []  # nothing new held
+        say(str(late))  # at the number just closed: the lowest free one
+        looked.clear()
+        sampler.sample([proc.pid], 1.3)
+        assert len(looked) == 1
+        sampler.end_run()
+    finally:
+        stop(proc)
+    (entry,) = sampler.runs[0].values()
+    assert set(entry["opened"]) == {str(path) for path in paths} | {str(late)}
+
+
 def test_probe_records_name_the_server_and_the_command_processes(tmp_path):
     probe = {"records": {"scheduler_TP0": {"files_opened": ["/etc/a.conf"], "site_dirs": ["/venv/site"],
                                            "stdlib_dir": "/usr/lib/python3"}},

@@ -134,15 +134,22 @@ def open_for_reading(pid: int, limit: int = 4096) -> List[str]:
     except OSError:
         return out
     for fd in fds[:limit]:
-        try:
-            target = os.readlink(f"{directory}/{fd}")
-        except OSError:
-            continue
-        if not target.startswith("/") or target.startswith(KERNEL_PREFIXES) or target.endswith(" (deleted)"):
-            continue  # socket:[..], pipe:[..], anon_inode:..., the kernel's files, a file since removed
-        if read_only(pid, fd):
+        target = read_only_file(pid, fd)
+        if target is not None:
             out.append(target)
     return out
+
+
+def read_only_file(pid: int, fd: str) -> Optional[str]:
+    """The path of the regular file descriptor `fd` of `pid` holds open read-only, else None: a socket, pipe or
+    anon_inode, the kernel's files, a file since removed, one opened for writing, or a descriptor since closed."""
+    try:
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return None
+    if not target.startswith("/") or target.startswith(KERNEL_PREFIXES) or target.endswith(" (deleted)"):
+        return None
+    return target if read_only(pid, fd) else None
 
 
 def read_only(pid: int, fd: str) -> bool:
