@@ -14,8 +14,10 @@ def test_an_environment_larger_than_one_read_comes_back_whole():
     # 200 KiB of environment: /proc/PID/environ takes several 64 KiB reads.
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     env.update({f"BIG_{i}": "x" * 1000 for i in range(200)})
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, env=env)
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; print('UP', flush=True); sys.stdin.read()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     try:
+        assert proc.stdout.readline() == b"UP\n"  # exec'd and running: its own environment block
         raw = procfs.read_file(f"/proc/{proc.pid}/environ", 1 << 26)
         capped = procfs.read_file(f"/proc/{proc.pid}/environ", 100_000)
     finally:

@@ -94,9 +94,10 @@ def test_a_process_of_one_thread_is_sampled_without_listing_its_tasks(monkeypatc
     as with its task directory listed, and the listing is not made."""
     from envsnap.measure import sched_sampling
 
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; print('UP', flush=True); sys.stdin.read()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        time.sleep(0.2)
+        assert proc.stdout.readline() == b"UP\n"  # exec'd and running, one thread
         listed = ThreadSampler()
         listed.sample([proc.pid])
         listings: list = []
