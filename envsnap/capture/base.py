@@ -8,9 +8,10 @@ error. The runner (runner.py) adds time bounds and catches anything that escapes
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Protocol
+from typing import Any, Dict, Iterable, List, Optional, Protocol
 
 from envsnap.model.rules import SectionRules
 from envsnap.model.types import Section
@@ -31,6 +32,25 @@ def wrap_up_reserve(timeout: float) -> float:
     up (a files walk stopped at its deadline still has to build 100k entries), so that a slow one
     returns partial data instead of a timeout."""
     return min(2.0, max(0.2, 0.15 * timeout))
+
+
+class Progress:
+    """Which of one capture's collectors still run: the runner marks each one done as it ends, and a collector
+    that works for as long as the others do (the neighbours' window) waits on it instead of polling."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._running = set(names)
+        self._changed = threading.Condition()
+
+    def done(self, name: str) -> None:
+        with self._changed:
+            self._running.discard(name)
+            self._changed.notify_all()
+
+    def wait_for_others(self, name: str, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for every collector but `name` to be done; whether they are."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._running - {name}, max(0.0, timeout))
 
 
 @dataclass
@@ -71,6 +91,8 @@ class CaptureContext:
     # (neighbours.open_window) so that the window's floor runs beside them; the neighbours collector
     # takes it, else opens its own. Not an option: no collector but that one reads it.
     early_window: Any = None
+    # Set by the runner for the capture it runs: which collectors are still at work.
+    progress: Optional[Progress] = None
 
     def start_clock(self) -> float:
         """The capture's start (the first call's time: a collector forked early and the runner share

@@ -14,7 +14,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, cast
 
 from envsnap.capture import forked
-from envsnap.capture.base import CaptureContext, Collector
+from envsnap.capture.base import CaptureContext, Collector, Progress
 from envsnap.capture.collectors import COLLECTORS, SECTION_SHAPES, content
 from envsnap.model import schema, snapshot as snapshot_mod
 from envsnap.model.snapshot import utc_now
@@ -145,11 +145,18 @@ def _capture(
                      for child in [forked.start(func, ctx)] if child is not None})
     # All collectors start together; each is joined against its own bound.
     threads = []
+    progress = ctx.progress = Progress(names)
+
+    def run_one(name: str, func: Collector, bound: float) -> None:
+        try:
+            results[name] = run_collector(name, func, ctx, bound)
+        finally:
+            progress.done(name)
+
     for name, func in chosen:
         limit = min(ctx.timeout, TIME_LIMITS.get(name, ctx.timeout))
         func = children.get(name, func)
-        t = threading.Thread(target=lambda n=name, f=func, bound=limit: results.__setitem__(n, run_collector(n, f, ctx, bound)),
-                             name=f"envsnap-run-{name}", daemon=True)
+        t = threading.Thread(target=run_one, args=(name, func, limit), name=f"envsnap-run-{name}", daemon=True)
         t.start()
         threads.append((name, t))
     for _name, t in threads:

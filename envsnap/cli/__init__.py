@@ -33,6 +33,10 @@ def main(argv=None) -> None:
         sys.stdout.write(VERSION_TEXT)
         sys.stdout.flush()
         sys.exit(0)
+    if args[:1] == ["capture"]:
+        from envsnap.capture.collectors import neighbours
+
+        neighbours.open_window_at_start()  # its floor runs beside click's import and the parsing below
     import click
 
     from envsnap.cli.app import cli

@@ -242,6 +242,53 @@ def test_a_captures_window_lasts_while_the_other_collectors_run():
     assert 0.33 <= data["window_s"] <= neighbours.CAPTURE_WINDOW_S + 0.1, data["window_s"]
 
 
+def test_the_window_ends_as_the_last_other_collector_ends_not_at_its_next_reading(monkeypatch):
+    import threading
+
+    from envsnap.capture.base import Progress
+
+    # Readings a second apart: a window that waited for its next reading would run to its longest (0.5 s).
+    monkeypatch.setattr(neighbours, "CAPTURE_RUNNABLE_EVERY_S", 1.0)
+    ctx = CaptureContext()
+    ctx.progress = Progress(["neighbours", "packages"])
+    threading.Timer(0.2, ctx.progress.done, args=("packages",)).start()  # the runner marks it done at 0.2 s
+    data = neighbours.collect(ctx)["data"]
+    assert 0.19 <= data["window_s"] < 0.4 < neighbours.CAPTURE_WINDOW_S, data["window_s"]
+
+
+def test_progress_waits_for_the_others_and_times_out_when_they_run_on():
+    import threading
+
+    from envsnap.capture.base import Progress
+
+    progress = Progress(["neighbours", "git", "host"])
+    progress.done("git")
+    started = time.monotonic()
+    assert progress.wait_for_others("neighbours", 0.05) is False  # host still runs
+    assert time.monotonic() - started >= 0.04
+    threading.Timer(0.05, progress.done, args=("host",)).start()
+    assert progress.wait_for_others("neighbours", 5.0) is True
+    assert time.monotonic() - started < 2.0
+    assert progress.wait_for_others("neighbours", 0.0) is True
+
+
+def test_a_window_opened_at_the_start_leaves_out_the_processes_given_later_with_pid():
+    busy = Neighbour("nbr-given-9c2e", "busy", 30)
+    other = Neighbour("nbr-other-5d1f", "busy", 30)
+    try:
+        neighbours.open_window_at_start()  # as cli.main does for `capture`, before the options are parsed
+        ctx = CaptureContext(pids=[busy.pid])
+        neighbours.open_window(ctx)
+        assert neighbours._opened_at_start == []  # taken: a second capture in this process opens its own
+        data = neighbours.collect(ctx)["data"]
+    finally:
+        busy.stop()
+        other.stop()
+    commands = [e["command"] for e in data["top"]]
+    assert not any("nbr-given-9c2e" in c for c in commands), commands
+    assert any("nbr-other-5d1f" in c for c in commands) or len(commands) == cpu_window.TOP_N, commands
+
+
 def test_unreadable_processes_are_counted_with_the_reason_never_raised():
     assert cpu_window.read_proc_stat(INVISIBLE_PID) == "exited while read"
     command, note = cpu_window.read_command(INVISIBLE_PID, "gone")

@@ -49,14 +49,41 @@ CAPTURE_RUNNABLE_EVERY_S = 0.03
 
 def _other_collectors_running() -> bool:
     """Whether another collector of a capture is still at work (capture/runner.py names the thread that runs
-    each one envsnap-run-<section>)."""
+    each one envsnap-run-<section>): for a caller that runs this collector without the runner's progress."""
     return any(t.name.startswith("envsnap-run-") and t.name != "envsnap-run-neighbours" for t in threading.enumerate())
 
 
+def _others_done_within(ctx: CaptureContext, seconds: float) -> bool:
+    """Wait up to `seconds`, and less once every other collector of the capture is done; whether they are. The
+    runner's progress wakes the window as the last of them ends (a fixed sleep kept the capture waiting up to
+    CAPTURE_RUNNABLE_EVERY_S more)."""
+    if ctx.progress is not None:
+        return ctx.progress.wait_for_others("neighbours", seconds)
+    time.sleep(seconds)
+    return not _other_collectors_running()
+
+
+_opened_at_start: List[CpuWindow] = []
+
+
+def open_window_at_start() -> None:
+    """Open a capture's window as the process starts, before its options are parsed (the command line's first
+    word is `capture`: cli.main): the floor then runs beside the command-line layer's imports too (~40 ms),
+    which otherwise kept the capture waiting for it after the other collectors had finished."""
+    _opened_at_start[:] = [CpuWindow(os.getpid())]
+
+
 def open_window(ctx: CaptureContext) -> None:
-    """Open the capture's window now (ctx.early_window): the capture command calls it first thing, so that
-    CAPTURE_MIN_WINDOW_S runs beside its own imports rather than after them."""
-    ctx.early_window = CpuWindow(os.getpid(), ctx.pids)
+    """Open the capture's window now (ctx.early_window), or take the one opened at the process's start: the
+    capture command calls it first thing, so that CAPTURE_MIN_WINDOW_S runs beside its own imports rather than
+    after them. The processes given with --pid are not neighbours, from the window's next scan on."""
+    if _opened_at_start:
+        window = _opened_at_start.pop()
+        window.excluded.update(ctx.pids)
+        window.own_pids.update(ctx.pids)
+        ctx.early_window = window
+    else:
+        ctx.early_window = CpuWindow(os.getpid(), ctx.pids)
 
 
 def collect(ctx: CaptureContext, nvml: Any = None) -> Section:
@@ -71,12 +98,16 @@ def collect(ctx: CaptureContext, nvml: Any = None) -> Section:
     try:
         most = min(CAPTURE_WINDOW_S, max(0.05, ctx.remaining() / 4)) if ctx.deadline else CAPTURE_WINDOW_S
         while True:
-            time.sleep(CAPTURE_RUNNABLE_EVERY_S)
+            spent = time.monotonic() - window.started
+            if spent < CAPTURE_MIN_WINDOW_S:  # the floor: readings only
+                time.sleep(min(CAPTURE_RUNNABLE_EVERY_S, CAPTURE_MIN_WINDOW_S - spent))
+                done = False
+            else:
+                done = _others_done_within(ctx, min(CAPTURE_RUNNABLE_EVERY_S, max(0.0, most - spent)))
             load = read_loadavg()
             if load is not None:
                 runnable.append(load[1])
-            spent = time.monotonic() - window.started
-            if spent >= most or spent >= CAPTURE_MIN_WINDOW_S and not _other_collectors_running():
+            if done or time.monotonic() - window.started >= most:
                 break
         if gpus is not None:
             gpus.read("capture", window)
