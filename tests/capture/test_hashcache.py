@@ -634,3 +634,80 @@ def test_a_sound_checksum_over_a_broken_file_entries_section_is_not_used(site, c
     result = site.verify()
     assert "section of file entries unreadable" in result["hash_cache"]["note"], damage
     assert _without_bookkeeping(result) == _without_bookkeeping(site.verify(use_cache=False))
+
+
+# Run in a process of its own with no other thread (as the capture command's packages child is): three
+# distributions of 700 files, verified cold, then warm with the verdicts' files stat'ed by 3 processes, then
+# again after one file changed size.
+SHARED_STATS = r"""
+import hashlib, base64, json, os, sys, time
+from envsnap import subproc
+from envsnap.capture import filestat, hashcache
+from envsnap.capture.collectors import file_hashing, integrity
+filestat.RACY_WINDOW_NS = 10_000_000
+root = sys.argv[1]
+records = []
+for dist in ("alpha", "beta", "gamma"):
+    lines = []
+    os.makedirs(os.path.join(root, dist))
+    for i in range(700):
+        data = f"{dist}_{i} = {i}\n".encode()
+        with open(os.path.join(root, dist, f"m{i:03d}.py"), "wb") as handle:
+            handle.write(data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{dist}/m{i:03d}.py,sha256={digest},{len(data)}")
+    records.append((dist, root, "\n".join(lines) + "\n"))
+forks = []
+real_fork = subproc.fork_child
+def counting_fork(body):
+    child = real_fork(body)
+    forks.append(child is not None)
+    return child
+subproc.fork_child = counting_fork
+file_hashing.stat_processes = lambda: int(sys.argv[2])
+time.sleep(0.05)
+cold = integrity.verify(records, use_cache=True)
+warm = integrity.verify(records, use_cache=True)
+with open(os.path.join(root, "beta", "m456.py"), "ab") as handle:
+    handle.write(b"# edited\n")
+time.sleep(0.05)
+edited = integrity.verify(records, use_cache=True)
+print(json.dumps({"forks": forks, "cold_hits": cold["hash_cache"]["hits"], "warm": warm["hash_cache"],
+                  "warm_modified": warm["modified"], "edited_modified": sorted(edited["modified"]),
+                  "edited_checked": edited["checked_files"]}))
+"""
+
+
+@pytest.mark.parametrize("processes", [1, 3])
+def test_verdicts_checked_by_forked_processes_hold_and_an_edit_is_caught(tmp_path, processes):
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    done = subprocess.run([sys.executable, "-c", SHARED_STATS, str(tmp_path / "site"), str(processes)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    # 2,100 files in 5 chunks of at most 512: shared by 3 processes, 2 forked (the warm and the edited check).
+    assert found["forks"] == ([True, True] * 2 if processes == 3 else [])
+    assert found["cold_hits"] == 0 and found["warm"]["hits"] == 2100 and found["warm_modified"] == {}
+    assert found["edited_modified"] == ["beta/m456.py"] and found["edited_checked"] == 2100
+
+
+def test_stats_shared_among_processes_are_those_taken_in_one(tmp_path):
+    import subprocess
+    import sys
+
+    for i in range(5):
+        (tmp_path / f"f{i}").write_text("x" * i)
+    script = (
+        "import sys, json\n"
+        "from envsnap.capture import hashcache, filestat\n"
+        "d = sys.argv[1]\n"
+        "groups = [[f'{d}/f{i}' for i in range(j, 5)] for j in range(5)] + [[f'{d}/gone', f'{d}/f0']]\n"
+        "one = [filestat.packed_stats(g) for g in groups]\n"
+        "print(hashcache._packed_stats_shared(groups, 4) == one, one[-1] is None)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]

@@ -216,11 +216,17 @@ def verify(records: Iterable[Tuple[Any, ...]], mode: str = "py", stop_at: Option
     by_path: Dict[str, List[Entry]] = {}
     by_size: Dict[str, List[Sized]] = {}  # files checked by a stat alone (see parse_record)
     fresh: List[_Fresh] = []  # dists checked file by file
+    # The files of every remembered verdict, stat'ed before the loop reads them (by several processes where the
+    # machine has the CPUs and forking is safe: hashcache.stat_verdict_files).
+    verdict_stats = (cache.stat_verdict_files([_verdict_key(item[0], item[1], mode) for item in records],
+                                              file_hashing.stat_processes())
+                     if cache is not None and (stop_at is None or time.monotonic() < stop_at) else {})
     for item in records:
         dist, location, record = item[0], item[1], item[2]
         record_id, record_stat = _record_identity(record) if cache is not None else (None, None)
         if record_id is not None and cache is not None and (stop_at is None or time.monotonic() < stop_at):
-            known = cache.verdict(_verdict_key(dist, location, mode), record_id)
+            key = _verdict_key(dist, location, mode)
+            known = cache.verdict(key, record_id, verdict_stats.get(key, hashcache.NOT_GIVEN))
             if known is not None:
                 # The same RECORD and every file it lists unchanged since a capture found them
                 # all as recorded: the same findings, without parsing or hashing anything.
