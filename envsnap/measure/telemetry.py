@@ -28,8 +28,9 @@ Each `envsnap run` run gets a "telemetry" record:
   (gpu_sampling.py). Without NVML the record says why in "gpu" and has no "gpus".
 
 Cost: target <= 1% of one CPU (benchmarks/run_telemetry.py measures it on a run): met from runs of about half a
-second with three new processes. Each new process costs a fixed first read, so shorter runs pay more; the
-samplers parse what they read once the run is over, and pay their one-time costs before the first run.
+second with three new processes, not with sixteen (1.3% for 3-s runs on an H100 VM). Each new process costs a fixed
+first read, and each process a few reads a sample, so shorter runs and larger trees pay more; the samplers parse
+what they read once the run is over, and pay their one-time costs before the first run.
 """
 from __future__ import annotations
 
