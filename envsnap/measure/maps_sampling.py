@@ -18,8 +18,9 @@ A process whose virtual memory size (/proc/PID/stat field 23) has not moved sinc
 mapped nothing new (mapping a library grows it; so does an exec): it is not read again. A process
 is known by (pid, start time in clock ticks: field 22), so a pid reused within a run is another
 process. Every sample also lists the regular files each process holds open read-only (/proc/PID/fd:
-native code's opens too), for the files_read section (capture/collectors/files_read.py): the descriptors it
-did not hold at its last sample, at most MAX_NEW_FDS a sample.
+native code's opens too), for the files_read section (capture/collectors/files_read.py): those of each process
+whose maps it reads and of MAX_FD_LISTINGS others, listed longest ago first; of each, the descriptors it did not
+hold at its last listing, at most MAX_NEW_FDS.
 
 While the run goes on a read only takes the kernel's text; it is parsed when the run is over (end_run),
 outside the time the runs measure, once per distinct text (a pool's forked workers have their parent's, byte
@@ -55,7 +56,7 @@ class SeenProcess(NamedTuple):
 
 class _Tracked:
     __slots__ = ("seen", "environ", "image", "files", "first", "last", "vsize", "reads", "status", "note", "opened",
-                 "fds", "at_first", "pending", "absorbed")
+                 "fds", "listed_at", "at_first", "pending", "absorbed")
 
     def __init__(self, pid: int, ticks: int, image: Tuple[Optional[str], List[str]], environ: Optional[bytes]) -> None:
         self.seen = SeenProcess(pid, ticks, image[1], [], {})  # its variables' names once the run is over (end_run)
@@ -70,6 +71,7 @@ class _Tracked:
         self.note = ""
         self.opened: Set[str] = set()  # regular files it held open read-only when sampled (files_read.py)
         self.fds: Set[str] = set()  # its descriptors already looked at, held since (/proc/PID/fd's names)
+        self.listed_at = -1  # the run's sample that last listed its descriptors
         self.at_first: Set[str] = set()  # the paths its first read found mapped (the rest it loaded later)
         self.pending: List[Any] = []  # its maps texts read (maps.RawMaps) and not parsed yet, in read order
         self.absorbed = 0  # its reads parsed into `files`
@@ -119,6 +121,10 @@ MAX_OPENED = 1024  # paths kept per process: files_read.py caps what it hashes a
 # Descriptors looked at per process and sample: each costs a readlink and, for a regular file, its fdinfo (~20 us
 # with the caches cold), so a process holding thousands of files is taken in over several samples, not at once.
 MAX_NEW_FDS = 128
+# Processes whose descriptors a sample lists besides those whose maps it reads: the ones listed longest ago first.
+# A tree of a few processes has each listed every sample; one of sixteen pool workers each every few samples, so a
+# sample's cost stays bounded (a listing is ~50 us with cold caches, most of a known process's cost a sample).
+MAX_FD_LISTINGS = 4
 
 
 def _note_opened(tracked: _Tracked, pid: int) -> None:
@@ -161,6 +167,7 @@ class MapsSampler:
         # byte for byte (a pool's workers), and parsing is most of a read's cost after the kernel's own.
         self._parsed: Dict[bytes, Any] = {}
         self._pending_bytes = 0  # maps texts read in this run and not parsed yet
+        self._samples = 0  # this run's samples so far
 
     def warm(self) -> None:
         """Pay, before any run, what the first sample would: the modules a read uses, and one read and parse of
@@ -173,6 +180,7 @@ class MapsSampler:
     def begin_run(self) -> None:
         self._current = {}
         self._parsed, self._pending_bytes = {}, 0
+        self._samples = 0
 
     def sample(self, members: Iterable[int], now: float, reads: Optional[SampleReads] = None) -> None:
         """Read the maps of new members, and of known ones whose time has come (never raises); the maps text read
@@ -183,6 +191,8 @@ class MapsSampler:
         if current is None:
             return
         reads = SampleReads() if reads is None else reads
+        self._samples += 1
+        unread: List[Tuple[int, int, _Tracked]] = []  # (last listed, pid, process): known ones not read this time
         for pid in members:
             found_stat = _stat(pid, reads)
             if found_stat is None:
@@ -192,7 +202,7 @@ class MapsSampler:
             if tracked is not None and tracked.reads and (
                     vsize == tracked.vsize  # nothing mapped or unmapped since the last read (nor an exec)
                     or now - tracked.last < max(self.min_reread_s, tracked.last - tracked.first)):
-                _note_opened(tracked, pid)  # files come and go without the maps moving: every sample
+                unread.append((tracked.listed_at, pid, tracked))  # files come and go without the maps moving
                 continue
             image = _image(pid, reads.cmdline_bytes(pid))
             if image == self._own:
@@ -215,6 +225,10 @@ class MapsSampler:
             tracked.reads += 1
             self.reads += 1
             _note_opened(tracked, pid)
+            tracked.listed_at = self._samples
+        for _, pid, tracked in sorted(unread, key=lambda item: item[:2])[:MAX_FD_LISTINGS]:
+            _note_opened(tracked, pid)
+            tracked.listed_at = self._samples
 
     def _parse(self, raw: Any) -> Any:
         """maps.from_raw, once per distinct text of the run."""

@@ -183,3 +183,34 @@ def test_forked_workers_with_their_parents_maps_text_are_parsed_once(monkeypatch
         assert os.path.exists(f"/proc/{proc.pid}")
     finally:
         stop(proc)
+
+
+def test_a_sample_lists_the_descriptors_of_the_processes_it_reads_and_of_four_others_in_turn(monkeypatch):
+    """Eight known processes that map nothing new: each sample lists the descriptors of MAX_FD_LISTINGS of them,
+    those listed longest ago first, so all eight are listed every two samples; a sample that reads them all
+    lists them all."""
+    from envsnap.measure import maps_sampling
+
+    listed: list = []
+    real = maps_sampling._note_opened
+    monkeypatch.setattr(maps_sampling, "_note_opened", lambda tracked, pid: listed.append(pid) or real(tracked, pid))
+    procs = [start([sys.executable, "-c", "import sys; print('UP', flush=True); sys.stdin.read()"], env=clean_env())
+             for _ in range(8)]
+    try:
+        for proc in procs:
+            wait_line(proc, "UP")
+        pids = [proc.pid for proc in procs]
+        sampler = MapsSampler()
+        sampler.begin_run()
+        rounds = []
+        for at in (0.05, 0.06, 0.07, 0.08):  # too soon after the first read for any to be read again
+            listed.clear()
+            sampler.sample(pids, at)
+            rounds.append(sorted(listed))
+        sampler.end_run()
+    finally:
+        for proc in procs:
+            stop(proc)
+    assert rounds[0] == sorted(pids)  # all read at first sight, and listed
+    assert [len(r) for r in rounds[1:]] == [maps_sampling.MAX_FD_LISTINGS] * 3
+    assert sorted(rounds[1] + rounds[2]) == sorted(pids) and rounds[3] == rounds[1]
