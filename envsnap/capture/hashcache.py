@@ -40,7 +40,7 @@ MAX_ENTRIES = 200_000  # a deep SGLang venv holds ~38,000 installed files; a fil
 _PREFIX = "hashes-"
 FILES = "files"  # the section of file entries; verdicts are in "verdicts:<mode>"
 _VERDICTS = "verdicts:"
-STAT_CHUNK = 512  # files a thread stats at a time for stat_verdict_files
+STAT_CHUNK = 512  # files a process stats at a time for stat_verdict_files
 
 
 class _NotGiven:
@@ -69,6 +69,7 @@ def _packed_stats_shared(groups: List[List[str]], processes: int) -> List[Option
 
     processes = max(1, min(processes, len(groups)))
     shares = [list(range(first, len(groups), processes)) for first in range(processes)]
+
     def answer_for(share: List[int]) -> Callable[[int], None]:
         def answer(write_fd: int) -> None:  # in the child: its groups' stats, pickled down the pipe
             stats = [filestat.packed_stats(groups[i]) for i in share]
