@@ -129,9 +129,9 @@ MAX_FD_LISTINGS = 4
 
 def _note_opened(tracked: _Tracked, pid: int) -> None:
     """The regular files the process holds open read-only now (/proc/PID/fd), added to what it was seen with.
-    Only descriptors it did not hold at its last sample are looked at (a server's hundreds of long-held
+    Only descriptors it did not hold at its last listing are looked at (a server's hundreds of long-held
     descriptors would otherwise cost milliseconds every sample): a file closed and another opened at the same
-    number between two samples is not seen, as a file opened and closed between them is not."""
+    number between two listings is not seen, as a file opened and closed between them is not."""
     from envsnap.capture.collectors.files_read import read_only_file
 
     if len(tracked.opened) >= MAX_OPENED:

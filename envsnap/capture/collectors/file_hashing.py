@@ -56,23 +56,23 @@ def _new_hasher(name: str, data: bytes = b"") -> Any:
     return constructor(data) if constructor is not None else hashlib.new(name, data)
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (taskset, cpusets), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def stat_processes() -> int:
     """Processes for stat-only work (hashcache.stat_verdict_files): one for every two CPUs, at most 8; 1 (no
     other process) on a machine of 2 or 3, where the capture's other collectors keep the second CPU busy."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(8, cpus // 2))
+    return max(1, min(8, _usable_cpus() // 2))
 
 
 def default_workers() -> int:
     """Pool threads: enough to overlap reads on a cold cache, few enough not to thrash."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(2, min(8, cpus * 2))
+    return max(2, min(8, _usable_cpus() * 2))
 
 
 def hash_all(by_path: Mapping[str, Sequence[Hashed]], stop_at: Optional[float], workers: int,
