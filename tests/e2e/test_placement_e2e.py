@@ -179,9 +179,10 @@ def test_diff_names_the_priority_and_the_mechanism_with_the_wait(placed):
     found = json.loads(result.stdout)
     key, _ = _server(placed["bad"])
     # Slower by far on BAD; with 5 runs a side the spread can keep the test short of significance on an idle VM
-    # (+663% at p=0.15 was seen): the direction and the mechanism are what this test is about.
+    # (+663% at p=0.15 was seen, and +70% at p=0.55 on an AMD EPYC VM): the direction and the mechanism are what
+    # this test is about. _slowed made sure BAD's median is 1.5x GOOD's: the verdict must say at least that.
     verdict = found["verdict"]
-    assert verdict["headline"] == "REGRESSION" or (verdict["change_pct"] or 0) > 100, verdict["summary"]
+    assert verdict["headline"] == "REGRESSION" or (verdict["change_pct"] or 0) >= 49.5, verdict["summary"]
     mechanism = found["verdict"]["mechanism"]
     # The mechanism names the run-queue wait when the runs' waits separate beyond their spread; on an idle VM
     # with 5 runs a side they were seen not to, so the wait is checked as a figure (the test above), not a line.

@@ -12,7 +12,8 @@ depends on what stands beside the judgment and on what a false "moved" costs:
                 disturbed (compilation, a first-call cost), so each side's median must lie outside the
                 other side's runs, and the change clear the session drift.
   baselines     bisect's GOOD and BAD (bisect/search.py): measured in one session, alternated, so no
-                drift term; the medians must differ by more than either side's whole range.
+                drift term; the medians must differ by more than either side's whole range, as ratios
+                where every run is positive (a rate or a time: its noise scales with it).
 
 With a single run on a side there is no scatter to judge by (SINGLE_RUN_MIN_PCT). The functions take
 numbers the caller already has (medians, the change in percent), so this module imports nothing.
@@ -91,9 +92,18 @@ def trace_series(good: Sequence[float], bad: Sequence[float], good_median: float
 
 def baselines(good: Sequence[float], bad: Sequence[float], good_median: float, bad_median: float) -> bool:
     """bisect's GOOD and BAD measured in one session: the runs do not overlap, and the medians differ by
-    more than either side's range."""
+    more than either side's range. Where every run is positive, both are judged as ratios (the medians'
+    ratio against each side's max/min): a machine whose speed wanders by 40% moves a GOOD of 250 steps/s by
+    100 and a BAD of 15 by 6, and a 13x regression whose runs lie far apart (GOOD 160-300, BAD 9-21, seen
+    on a VM) is no less separate for GOOD's wide absolute range."""
     if good_median == bad_median:
         return False
     separated = max(good) < min(bad) if bad_median > good_median else min(good) > max(bad)
+    if not separated:
+        return False
+    if min(min(good), min(bad)) > 0:
+        spread_ratio = max(max(good) / min(good), max(bad) / min(bad))
+        high, low = max(good_median, bad_median), min(good_median, bad_median)
+        return high / low > spread_ratio
     spread = max(max(good) - min(good), max(bad) - min(bad))
-    return separated and abs(bad_median - good_median) > spread
+    return abs(bad_median - good_median) > spread
