@@ -18,9 +18,13 @@ Target: <= 1% of one CPU. With a GPU and NVML the GPU sampling is included, and 
 neighbours (measure/neighbours.py: the runnable count at every sample, every process on the machine
 read at the scans it spaces by their cost). The parts of one sample are also timed apart (thread CPU
 time over repeated samples while the command's processes are alive: the process tree's /proc reads,
-NVML's calls for every GPU, and one neighbour scan of every process), so a figure over target says
+NVML's calls for every GPU, NVML's two process reads the neighbours make per GPU (the compute process list and
+the per-process utilisation, CPU and wall time), and one neighbour scan of every process), so a figure over target says
 which part to look at; "neighbour_scans_pct" is what the runs' recorded scans cost per run second
-(their start and end scans, outside the command's time, included).
+(their start and end scans, outside the command's time, included). After the measured rounds, a few more runs
+with telemetry on have each part of a sample timed by the sampler thread's clock, as they happen
+("in_run_parts_pct": each part's share of one CPU over those runs; "first_sample_ms": the first sample, where
+the command's processes are new): what a real run's samples spend, not a sleeping tree's.
 
     python benchmarks/run_telemetry.py [--rounds 15] [--work 2000000] [--json]
 """
@@ -54,6 +58,31 @@ if __name__ == "__main__":
 """
 
 
+def _gpu_process_reads(session, repeat: int) -> dict:
+    """CPU and wall microseconds of NVML's two per-GPU process reads the neighbours make (gpu_processes.py:
+    the compute process list and the per-process utilisation), for all GPUs; none without NVML."""
+    import time
+
+    nvml, handles = session.gpus.nvml, session.gpus.handles
+    if nvml is None or not handles:
+        return {}
+    out = {}
+    since = int(time.time() * 1e6)
+    calls = {"nvml_process_list": lambda h: nvml.nvmlDeviceGetComputeRunningProcesses(h),
+             "nvml_process_utilisation": lambda h: nvml.nvmlDeviceGetProcessUtilization(h, since)}
+    for name, call in calls.items():
+        cpu, wall = time.thread_time(), time.perf_counter()
+        for _ in range(repeat):
+            for handle in handles:
+                try:
+                    call(handle)
+                except Exception:
+                    pass  # NOT_FOUND (no sample since) or NOT_SUPPORTED: still what the read costs
+        out[name] = round((time.thread_time() - cpu) / repeat * 1e6, 1)
+        out[name + "_wall"] = round((time.perf_counter() - wall) / repeat * 1e6, 1)
+    return out
+
+
 def sample_parts(procs: int, session, repeat: int = 200) -> dict:
     """CPU microseconds of one sample's parts, with `procs` sleeping children alive (what a run of
     the benchmark looks like to the sampler)."""
@@ -76,6 +105,7 @@ def sample_parts(procs: int, session, repeat: int = 200) -> dict:
             session.gpus.sample(series, 0.0)
         nvml = (time.thread_time() - start) / repeat * 1e6
         members = len(sampler.tree.members)
+        gpu_reads = _gpu_process_reads(session, repeat // 4)
         window = sampler.neighbours.window if sampler.neighbours is not None else None
         scan = None
         if window is not None:
@@ -87,17 +117,93 @@ def sample_parts(procs: int, session, repeat: int = 200) -> dict:
         for child in children:
             child.kill()
             child.wait()
-    return {"process_tree": round(whole - nvml, 1), "nvml": round(nvml, 1), "processes": members,
+    return {"process_tree": round(whole - nvml, 1), "nvml": round(nvml, 1), **gpu_reads, "processes": members,
             "gpus": len(session.gpus.handles), "neighbour_scan": scan,
             "machine_processes": len(window.last) if window is not None else None}
 
 
+_PARTS = (  # (label, object path from the session, attribute) timed in the profiled runs
+    ("tree_listing", "tree", "refresh"),
+    ("threads", "threads_cls", "sample"),
+    ("gpus", "gpus", "sample"),
+    ("maps_and_fds", "maps", "sample"),
+    ("environs", "environs", "sample"),
+    ("neighbours", "neighbours_cls", "sample"),
+)
+
+
+def in_run_parts(command: list, runs_count: int = 3) -> dict:
+    """Each part of a sample's CPU (thread clock) over `runs_count` runs with telemetry on: a fresh session whose
+    parts are wrapped, so the measured rounds above stay unwrapped."""
+    import time
+
+    from envsnap.measure import neighbours, runs, sched_sampling, telemetry
+
+    session = telemetry.Telemetry()
+    spent = {label: 0.0 for label, _, _ in _PARTS}
+    spent["whole_sample"] = 0.0
+    per_sample: list = []
+    owners = {"threads_cls": sched_sampling.ThreadSampler, "neighbours_cls": neighbours.NeighbourSampler}
+    restore = []
+
+    def wrap(owner, attribute, label):
+        original = getattr(owner, attribute)
+
+        def timed(*args, **kwargs):
+            start = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[label] += time.thread_time() - start
+        setattr(owner, attribute, timed)
+        restore.append((owner, attribute, original))
+
+    for label, where, attribute in _PARTS:
+        wrap(owners[where] if where in owners else getattr(session, where), attribute, label)
+    original_sample = telemetry.RunSampler._sample
+
+    def whole(self):
+        start = time.thread_time()
+        try:
+            return original_sample(self)
+        finally:
+            cost = time.thread_time() - start
+            spent["whole_sample"] += cost
+            per_sample.append((self.samples, cost))
+    telemetry.RunSampler._sample = whole
+    total_wall = 0.0
+    firsts = []
+    try:
+        for i in range(runs_count + 1):
+            per_sample.clear()
+            record = runs.run_once(runs.RunOptions(command=command, telemetry=True), session)
+            if not record["ok"]:
+                raise SystemExit(f"profiled run failed: {record.get('error')}")
+            if i == 0:  # the first run pays the session's one-time costs (NVML, imports): not counted
+                spent.update({label: 0.0 for label in spent})
+                continue
+            total_wall += record["duration_s"]
+            if per_sample:
+                firsts.append(round(per_sample[0][1] * 1e3, 2))
+    finally:
+        telemetry.RunSampler._sample = original_sample
+        for owner, attribute, original in restore:
+            setattr(owner, attribute, original)
+        session.close()
+    shares = {label: round(value / total_wall * 100.0, 3) for label, value in spent.items()}
+    shares["rest_of_sample"] = round(shares["whole_sample"] - sum(
+        v for k, v in shares.items() if k != "whole_sample"), 3)
+    return {"in_run_parts_pct": shares, "first_sample_ms": firsts}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=15, help="runs per variant (default 15)")
+    parser.add_argument("--rounds", type=int, default=15, help="runs per variant (default 15, at least 2)")
     parser.add_argument("--work", type=int, default=2000000, help="loop iterations per process (default 2e6)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
+    if args.rounds < 2:
+        parser.error("--rounds must be at least 2 (the spread of the runs needs two)")
 
     from envsnap.measure import runs, telemetry
 
@@ -138,6 +244,7 @@ def main() -> int:
                     scan_share.append(record["telemetry"]["neighbours"]["scan_cpu_s"] / record["duration_s"])
 
         parts = sample_parts(procs, session)
+        profiled = in_run_parts(command)
     finally:
         session.close()
         bare.close()
@@ -171,6 +278,7 @@ def main() -> int:
         "neighbour_scans_pct": round(statistics.median(scan_share) * 100.0, 3),
         "target_overhead_pct": 1.0,
         "per_sample_cpu_us": parts,
+        **profiled,
     }
     if args.json:
         print(json.dumps(result, indent=1, sort_keys=True))
@@ -197,6 +305,9 @@ def main() -> int:
               f"NVML {parts['nvml']:.0f} us for {parts['gpus']} GPU(s)")
         print(f"one neighbour scan: {parts['neighbour_scan']} us for {parts['machine_processes']} processes on the "
               f"machine; the runs' scans (start and end included): {result['neighbour_scans_pct']:.3f}% of one CPU")
+        print("in 3 more runs, each part of the samples as a share of one CPU: " + ", ".join(
+            f"{k} {v:.3f}%" for k, v in result["in_run_parts_pct"].items())
+            + f"; the first sample of each run: {result['first_sample_ms']} ms")
     return 0
 
 
