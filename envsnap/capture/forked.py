@@ -8,7 +8,9 @@ collector alone 0.10-0.16 s, inside a capture beside the others 0.28-0.37 s, mos
 capture's wall time. In its own process it has a GIL of its own and a core of its own.
 
 Only the one-shot `envsnap capture` command asks for it (CaptureContext.own_process), and it forks
-the child first thing (prestart), before the runner and the other collectors are imported: a library
+the child first thing (prestart), before the runner and the other collectors are imported; where its
+command line sets none of the options the collector reads, even before click is imported
+(prestart_at_start, from cli.main), the parsed options then checked against the defaults it used. A library
 caller, `run` and `bisect` (long-lived, with their own Ctrl-C handling) keep the collector in a
 thread. And the child is forked only while the capturing process has no other thread (before the
 runner starts its threads): forking a process with threads can copy a lock another thread held,
@@ -23,7 +25,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple, cast
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple, cast
 
 from envsnap.model.types import Section
 from envsnap.subproc import fork_child, reap, write_all
@@ -32,6 +34,17 @@ _Collect = Callable[[Any], Section]
 
 # The collectors that run in a process of their own when the capture command asks (ctx.own_process).
 OWN_PROCESS = frozenset({"packages"})
+# The options that set what an OWN_PROCESS collector reads (CaptureContext's deep, timeout, redact, python, content
+# budgets, no_cache), and help: a command line with none of them may have its collectors forked at the process's
+# start (prestart_at_start), before the option parsing, with the options' defaults.
+OPTIONS_READ = frozenset({"--deep", "--timeout", "--no-redact", "--no-cache", "--python", "--content-max-file",
+                          "--content-max-total", "--help", "-h"})
+# CaptureContext's fields that no OWN_PROCESS collector reads (the others must agree for an early child to be
+# taken): what the other collectors record, and the capture's own state.
+FIELDS_NOT_READ: FrozenSet[str] = frozenset({"label", "watch", "repos", "pids", "sglang", "probe_dir", "logs",
+                                             "sglang_url", "patches", "started", "deadline", "early_window",
+                                             "progress"})
+_AT_START: List[Tuple[Any, Dict[str, "ForkedCollector"]]] = []  # (its context, the children) until prestart
 
 
 class ForkedCollector:
@@ -75,12 +88,56 @@ def start(func: _Collect, ctx: Any) -> Optional[ForkedCollector]:
     return None if forked is None else ForkedCollector(*forked)
 
 
+def prestart_at_start(args: List[str]) -> None:
+    """Fork the OWN_PROCESS collectors as the capture command's process starts (cli.main, before click and the
+    command's options: ~25 ms on an H100 VM, twice that here), with the options' defaults, when the command line
+    (`args`, after `capture`) and ENVSNAP_PYTHON set nothing they read. prestart takes them once the options are
+    parsed, if the parsed context agrees; a child nothing takes is killed at exit (a usage error, say)."""
+    import atexit
+    import gc
+
+    if _AT_START or os.environ.get("ENVSNAP_PYTHON") or any(a.split("=", 1)[0] in OPTIONS_READ for a in args):
+        return
+    from envsnap.capture.base import CaptureContext
+
+    ctx = CaptureContext(own_process=True)
+    enabled = gc.isenabled()
+    gc.disable()  # the child works with the collector paused, as one forked inside the command's one_shot_gc
+    try:
+        _AT_START.append((ctx, prestart(ctx)))
+    finally:
+        if enabled:
+            gc.enable()
+    atexit.register(_kill_untaken)
+
+
+def _kill_untaken() -> None:
+    while _AT_START:
+        kill_all(list(_AT_START.pop()[1].values()))
+
+
+def _agree(early: Any, ctx: Any) -> bool:
+    """Whether two capture contexts agree on every field an OWN_PROCESS collector reads."""
+    import dataclasses
+
+    return all(getattr(early, f.name) == getattr(ctx, f.name)
+               for f in dataclasses.fields(ctx) if f.name not in FIELDS_NOT_READ)
+
+
 def prestart(ctx: Any) -> Dict[str, ForkedCollector]:
     """The OWN_PROCESS collectors forked now, for the one-shot capture command (ctx.own_process): before
     it imports the runner and the other collectors (~25 ms on the H200), which the child needs not wait
-    for. Starts the capture's clock (ctx.start_clock): the child and the runner share one deadline."""
+    for. Starts the capture's clock (ctx.start_clock): the child and the runner share one deadline.
+    Those forked at the process's start (prestart_at_start) are taken instead where their context agrees with
+    `ctx` (their clock with them), else killed."""
     if not ctx.own_process:
         return {}
+    if _AT_START:
+        early, children = _AT_START.pop()
+        if _agree(early, ctx):
+            ctx.started, ctx.deadline = early.started, early.deadline
+            return children
+        kill_all(list(children.values()))
     import importlib
 
     ctx.start_clock()

@@ -34,6 +34,10 @@ def main(argv=None) -> None:
         sys.stdout.flush()
         sys.exit(0)
     if args[:1] == ["capture"]:
+        if argv is None:  # the process is envsnap's own: its packages child may be forked before click's import
+            from envsnap.capture import forked
+
+            forked.prestart_at_start(args[1:])
         from envsnap.capture.collectors import neighbours
 
         neighbours.open_window_at_start()  # its floor runs beside click's import and the parsing below

@@ -118,3 +118,86 @@ def test_the_capture_command_forks_and_run_does_not(tmp_path):
                               cwd=REPO_ROOT, check=False)
         found = json.loads(proc.stdout.strip().splitlines()[-1])
         assert found == expected, (args[0], proc.stderr)
+
+
+_AT_START_SCRIPT = r"""
+import json, os, sys
+from envsnap.capture import forked
+started = []
+real = forked.start
+forked.start = lambda func, ctx: started.append(
+    [func.__module__, "click" in sys.modules, ctx.deep]) or real(func, ctx)
+sys.argv = ["envsnap", *sys.argv[1:]]
+from envsnap.cli import main
+import atexit
+atexit.register(lambda: print(json.dumps({"forked": started}), flush=True))
+main()
+"""
+
+
+def _cli_at_start(args, tmp_path, env=None):
+    import os
+
+    proc = subprocess.run([sys.executable, "-c", _AT_START_SCRIPT, *args], capture_output=True, text=True,
+                          timeout=120, cwd=REPO_ROOT, check=False, env={**os.environ, **(env or {})})
+    return proc, json.loads(proc.stdout.strip().splitlines()[-1])["forked"]
+
+
+def test_the_capture_command_forks_before_click_when_its_options_leave_the_child_as_forked(tmp_path):
+    """As the process starts, before click's import, with the options' defaults; taken once they are parsed."""
+    out = tmp_path / "c.json"
+    proc, forked = _cli_at_start(["capture", "-o", str(out), "--label", "early", "--force"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert forked == [[PACKAGES, False, False]]  # once, before click
+    snap = json.loads(out.read_text())
+    assert snap["label"] == "early" and snap["sections"]["packages"]["status"] == "ok"
+
+
+def test_an_option_the_child_reads_forks_it_after_the_parsing(tmp_path):
+    out = tmp_path / "c.json"
+    proc, forked = _cli_at_start(["capture", "-o", str(out), "--deep", "--timeout", "60"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert forked == [[PACKAGES, True, True]]  # after the parsing, with --deep
+    proc, forked = _cli_at_start(["capture", "-o", str(out), "--force"], tmp_path,
+                                 env={"ENVSNAP_PYTHON": sys.executable})
+    assert proc.returncode == 0, proc.stderr
+    assert forked == [[PACKAGES, True, False]]  # --python's variable: also after
+
+
+def test_a_child_forked_at_the_start_whose_context_disagrees_is_killed_and_forked_again():
+    script = r"""
+import json, os, sys
+from envsnap.capture import forked
+from envsnap.capture.base import CaptureContext
+forked.prestart_at_start(["-o", "x.json"])
+[(early_ctx, early)] = forked._AT_START
+first = early["packages"].pid
+children = forked.prestart(CaptureContext(own_process=True, content_max_file=1024))  # not the default
+again = children["packages"].pid
+alive = os.path.exists(f"/proc/{first}") and open(f"/proc/{first}/stat").read().split()[2] != "Z"
+section = children["packages"](None)
+print(json.dumps({"first": first, "again": again, "first_alive": alive, "status": section["status"],
+                  "left": len(forked._AT_START)}))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=REPO_ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["first"] != found["again"] and not found["first_alive"]
+    assert found["status"] == "ok" and found["left"] == 0
+
+
+def test_a_usage_error_leaves_no_child_forked_at_the_start_running(tmp_path):
+    marker = f"no-orphan-{time.time_ns()}"
+    # Output to files, not pipes: a child left behind holds the pipes open, and run() would wait for it to end.
+    with open(tmp_path / "out", "w") as out, open(tmp_path / "err", "w") as err:
+        proc = subprocess.run([sys.executable, "-m", "envsnap", "capture", "-o", str(tmp_path / "c.json"), "--label",
+                               marker, "--no-such-option"], stdout=out, stderr=err, timeout=120, cwd=REPO_ROOT,
+                              check=False)
+    # At once: a child left behind would still be stat'ing the packages' files (~0.1 s) or writing to the closed
+    # pipe; the one killed at exit was reaped before the command's process ended.
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+    stderr = (tmp_path / "err").read_text()
+    assert proc.returncode == 2 and "no-such-option" in stderr
+    assert stderr.count("\n") == 1  # one line
+    assert left == []
