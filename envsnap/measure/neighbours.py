@@ -14,8 +14,11 @@ processes one a second (the first after MIN_SCAN_INTERVAL_S: a run shorter than 
 scan), with 2,000 one every few seconds. The end scan of a run is the start scan of the next when that
 one starts at once (back-to-back runs: CpuWindow's `previous`), so a run costs one scan outside the
 command's time, not two. A process that lives only between two scans is not seen (its CPU time still
-shows in the machine's busy CPUs, and in its parent's once reaped). NVML's process list is read at the
-start, after FIRST_GPU_READ_S and with each scan, and at the end.
+shows in the machine's busy CPUs, and in its parent's once reaped). NVML's process lists are read at the
+start, with each scan, and at the end; what they cost (~2 ms a GPU on an H100 VM, more than a scan of its 22
+processes) counts in the scan's cost that spaces the scans. A GPU process that lives only between two reads is
+not listed (its work still shows in the GPU's utilisation series): the run's own, in a run shorter than
+MIN_SCAN_INTERVAL_S, is not; it is no neighbour.
 """
 from __future__ import annotations
 
@@ -31,8 +34,6 @@ SCAN_BUDGET = 0.002
 # ... and never closer than this, nor further apart than this (a process of a few seconds is then seen).
 MIN_SCAN_INTERVAL_S = 1.0
 MAX_SCAN_INTERVAL_S = 5.0
-# NVML's process list once early in a run, so that a short run's own GPU process is told apart while alive.
-FIRST_GPU_READ_S = 0.3
 
 
 def scan_interval(cost_s: float) -> float:
@@ -52,9 +53,7 @@ class NeighbourSampler:
         if self.gpus is not None:
             self.gpus.read("before", self.window)
         self.runnable: List[int] = []
-        start = self.clock()
-        self.next_scan = start + MIN_SCAN_INTERVAL_S
-        self.next_gpu_read: Optional[float] = start + FIRST_GPU_READ_S if self.gpus is not None else None
+        self.next_scan = self.clock() + MIN_SCAN_INTERVAL_S
 
     def sample(self) -> None:
         """The runnable count now; every process (and the GPUs' processes) when a scan is due."""
@@ -62,16 +61,16 @@ class NeighbourSampler:
         if load is not None:
             self.runnable.append(load[1])
         now = self.clock()
-        if self.gpus is not None and self.next_gpu_read is not None and now >= self.next_gpu_read:
-            self.next_gpu_read = None
-            self.gpus.read("during", self.window)
         if now < self.next_scan:
             return
         spent = self.window.scan_cpu_s
         self.window.scan()
+        cost = self.window.scan_cpu_s - spent
         if self.gpus is not None:
+            began = time.thread_time()
             self.gpus.read("during", self.window)
-        self.next_scan = now + scan_interval(self.window.scan_cpu_s - spent)
+            cost += time.thread_time() - began
+        self.next_scan = now + scan_interval(cost)
 
     def finish(self, gpu_status: Optional[str] = None) -> Dict[str, Any]:
         """The last scan (the command has ended) and the record."""

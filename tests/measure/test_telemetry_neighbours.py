@@ -121,6 +121,39 @@ def test_scans_during_a_run_are_spaced_by_their_cost(monkeypatch):
     assert measure_neighbours.scan_interval(1.0) == measure_neighbours.MAX_SCAN_INTERVAL_S
 
 
+def test_nvmls_process_reads_count_in_the_cost_that_spaces_the_scans(monkeypatch):
+    """NVML's process list and utilisation are read with each scan, not on their own schedule, and what they cost
+    spaces the scans as a scan's own cost does. With SCAN_BUDGET at 2% (a scan of this machine's processes, a few
+    ms at most, then leaves one a second), a GPU whose reads take 100 ms of CPU puts the longest interval between
+    the scans (MAX_SCAN_INTERVAL_S)."""
+    import time
+
+    monkeypatch.setattr(measure_neighbours, "SCAN_BUDGET", 0.02)
+
+    def spin(seconds):
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    def reads_over_4_5_s(read_cpu_s):
+        calls: dict = {}
+        nvml = make_fake_pynvml(calls=calls, processes=lambda i: spin(read_cpu_s) or [])
+        nvml.nvmlInit()
+        now = [0.0]
+        sampler = measure_neighbours.NeighbourSampler(nvml=nvml, handles=[nvml.nvmlDeviceGetHandleByIndex(0)],
+                                                      clock=lambda: now[0])
+        reads = []
+        for step in range(1, 10):  # a sample every 0.5 s
+            now[0] = step * 0.5
+            sampler.sample()
+            reads.append(calls.get("nvmlDeviceGetComputeRunningProcesses", 0))
+        return reads, sampler.window.scans
+
+    # Before the run, then with the scans at 1, 2, 3 and 4 s (none at 0.3 s any more).
+    assert reads_over_4_5_s(0.0) == ([1, 2, 2, 3, 3, 4, 4, 5, 5], 1 + 4)
+    assert reads_over_4_5_s(0.1) == ([1, 2, 2, 2, 2, 2, 2, 2, 2], 1 + 1)  # at 1 s, then not before 6 s
+
+
 @pytest.mark.slow
 def test_back_to_back_runs_share_one_scan_between_them():
     busy = Neighbour("nbr-back-to-back-2f", "busy", 60)
