@@ -15,10 +15,11 @@ scan), with 2,000 one every few seconds. The end scan of a run is the start scan
 one starts at once (back-to-back runs: CpuWindow's `previous`), so a run costs one scan outside the
 command's time, not two. A process that lives only between two scans is not seen (its CPU time still
 shows in the machine's busy CPUs, and in its parent's once reaped). NVML's process lists are read at the
-start, with each scan, and at the end; what they cost (~2 ms a GPU on an H100 VM, more than a scan of its 22
-processes) counts in the scan's cost that spaces the scans. A GPU process that lives only between two reads is
-not listed (its work still shows in the GPU's utilisation series): the run's own, in a run shorter than
-MIN_SCAN_INTERVAL_S, is not; it is no neighbour.
+start, with each scan, and at the end; what they cost (2.4 ms of CPU a GPU on an H100 VM, the per-process
+utilisation nearly all of it, seven times a scan of its 23 processes) counts in the scan's cost that spaces the
+scans; the utilisation is not asked at the start, where no sample is newer than the window. A GPU process that
+lives only between two reads is not listed (its work still shows in the GPU's utilisation series): the run's own,
+in a run shorter than MIN_SCAN_INTERVAL_S, is not; it is no neighbour.
 """
 from __future__ import annotations
 
