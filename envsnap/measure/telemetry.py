@@ -28,11 +28,11 @@ Each `envsnap run` run gets a "telemetry" record:
   (gpu_sampling.py). Without NVML the record says why in "gpu" and has no "gpus".
 
 Cost: target <= 1% of one CPU (benchmarks/run_telemetry.py measures it on a run, each part of a sample apart): met
-from runs of about half a second with three new processes; with sixteen on an H100 VM 1.28% for 1.8-s runs, 0.77%
-without the neighbours, whose NVML process reads now go with their scans only (neighbours.py). Each new process costs
-a fixed first read (~0.5 ms of CPU there: its maps, descriptors, environment from memory, stat), and each process a few
-reads a sample, so shorter runs and larger trees pay more (3.1% for 0.39-s runs of sixteen); the samplers parse what
-they read once the run is over, and pay their one-time costs before the first run.
+from runs of about half a second with three new processes, and of about a second with sixteen on an H100 VM (0.79%
+for 1.3-s runs, 2026-12-07). Each new process costs a fixed first read (~0.56 ms of CPU there: its maps, descriptors,
+environment from memory, stat), and each process a few reads a sample, so shorter runs and larger trees pay more
+(2.4% for 0.27-s runs of sixteen); the samplers parse what they read once the run is over, and pay their one-time
+costs before the first run.
 """
 from __future__ import annotations
 
